@@ -1,0 +1,39 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both create .venv and install on first use.
+PY ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export ORT_DISABLE_TELEMETRY := 1
+export HF_HUB_OFFLINE := 1
+
+.PHONY: install demo test serve ui materialize clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Run the end-to-end demo; `make demo ARGS=--once` (or CI=true) exits after printing the result.
+demo: install
+	$(BIN)/python -m reflexio_pipelines demo $(ARGS)
+
+## Run the whole test suite.
+test: install
+	$(BIN)/python -m pytest -q $(ARGS)
+
+serve: install
+	$(BIN)/python -m serving --host 127.0.0.1 --port 8081
+
+ui: install
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+materialize: install
+	$(BIN)/python -m reflexio_pipelines materialize
+
+clean:
+	rm -rf lake/landing lake/tables lake/state lake/indexes lake/_locks .dagster_home .demo-logs

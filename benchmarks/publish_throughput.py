@@ -1,0 +1,150 @@
+"""Publish throughput with durable acknowledgements, over real HTTP (uvicorn on 127.0.0.1).
+
+Runs the service twice in one invocation on fresh lakes: with group commit (the default) and with group commit
+disabled (`REFLEXIO_LANDING_MAX_BATCH_ROWS=1`, one fsync per publish: the baseline). Every acknowledged publish is
+on disk (fsync'd) before its 200. Prints p50/p95 latency and turns/s per concurrency level and the ratio against
+the baseline, and writes JSON to benchmarks/results/publish_throughput.json.
+
+    .venv/bin/python benchmarks/publish_throughput.py [--clients 1,8,32] [--seconds 5] [--turns 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    env = dict(os.environ, REFLEXIO_LAKE=str(lake), REFLEXIO_LANDING_MAX_BATCH_ROWS=str(max_batch_rows),
+               DAGSTER_HOME=str(lake.parent / "dagster_home"), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "serving", "--port", str(port), "--lake", str(lake), "--log-level", "warning"],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError("service did not start")
+
+
+def _body(client: int, seq: int, turns: int) -> dict:
+    return {
+        "user_id": f"bench-{client % 50}",
+        "interaction_data_list": [
+            {"role": "user" if t % 2 == 0 else "assistant", "content": f"publish {seq} turn {t}: " + "lorem ipsum " * 20}
+            for t in range(turns)
+        ],
+    }
+
+
+def _run_level(url: str, clients: int, seconds: float, turns: int) -> dict:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def client(c: int) -> None:
+        local = []
+        with httpx.Client(timeout=30) as http:
+            seq = 0
+            while time.monotonic() < stop_at:
+                started = time.perf_counter()
+                reply = http.post(f"{url}/api/publish_interaction", json=_body(c, seq, turns))
+                reply.raise_for_status()
+                local.append(time.perf_counter() - started)
+                seq += 1
+        with lock:
+            latencies.extend(local)
+
+    began = time.monotonic()
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - began
+    ordered = sorted(latencies)
+    return {
+        "clients": clients,
+        "publishes": len(ordered),
+        "turns_per_s": round(len(ordered) * turns / elapsed, 1),
+        "publishes_per_s": round(len(ordered) / elapsed, 1),
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))] * 1000, 2),
+    }
+
+
+def _landing_files(lake: Path) -> int:
+    return sum(1 for p in (lake / "landing").rglob("*.parquet") if not p.name.startswith(".tmp-"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "publish_throughput.json"))
+    args = parser.parse_args()
+    levels = [int(c) for c in args.clients.split(",")]
+    results: dict[str, list[dict]] = {}
+    for mode, max_batch_rows in (("group_commit", 50_000), ("fsync_per_publish_baseline", 1)):
+        with tempfile.TemporaryDirectory() as tmp:
+            lake = Path(tmp) / "lake"
+            proc, url = _start(lake, max_batch_rows)
+            try:
+                results[mode] = []
+                for clients in levels:
+                    files_before = _landing_files(lake)
+                    row = _run_level(url, clients, args.seconds, args.turns)
+                    row["landing_files"] = _landing_files(lake) - files_before
+                    results[mode].append(row)
+                    print(f"{mode:<28} clients={clients:<3} {row['turns_per_s']:>9} turns/s  "
+                          f"p50 {row['p50_ms']:>7} ms  p95 {row['p95_ms']:>7} ms  files {row['landing_files']}")
+            finally:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=30)
+    ratios = {
+        str(g["clients"]): round(g["turns_per_s"] / b["turns_per_s"], 2)
+        for g, b in zip(results["group_commit"], results["fsync_per_publish_baseline"])
+    }
+    print("throughput ratio group_commit / baseline by clients:", ratios)
+    out = {
+        "benchmark": "publish_throughput",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "params": {"clients": levels, "seconds": args.seconds, "turns_per_publish": args.turns},
+        "results": results,
+        "ratio_vs_baseline": ratios,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""`python -m reflexio_pipelines materialize|demo` — the operators' entry points."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reflexio_pipelines")
+    sub = parser.add_subparsers(dest="command", required=True)
+    mat = sub.add_parser("materialize", help="materialise every pending window, then rebuild and publish the index")
+    mat.add_argument("--lake", help="lake root (default: $REFLEXIO_LAKE or ./lake)")
+    mat.add_argument("--partition", action="append", help="a partition key to (re)materialise; repeatable")
+    demo = sub.add_parser("demo", help="run the end-to-end demo (see README)")
+    demo.add_argument("--lake", help="lake root (default: $REFLEXIO_LAKE or ./lake)")
+    demo.add_argument("--once", action="store_true", help="exit after printing the result (default when CI=true)")
+    demo.add_argument("--api-port", type=int, default=8081)
+    demo.add_argument("--ui-port", type=int, default=3000)
+    args = parser.parse_args(argv)
+    if args.lake:
+        os.environ["REFLEXIO_LAKE"] = args.lake
+
+    if args.command == "materialize":
+        from reflexio_pipelines.runs import launch
+
+        result = launch(args.partition)
+        print(f"materialised {len(result.partition_keys)} window(s): {', '.join(result.partition_keys) or '-'}")
+        print(f"runs: {', '.join(result.run_ids) or '-'}")
+        print(f"index version: {result.index_version or '-'}")
+        return 0 if result.success else 1
+
+    from reflexio_pipelines.demo.run import run_demo
+
+    once = args.once or os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+    return run_demo(api_port=args.api_port, ui_port=args.ui_port, once=once)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

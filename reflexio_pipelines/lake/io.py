@@ -1,0 +1,174 @@
+"""Where things live in the lake and how they are written: atomically, durably, idempotently.
+
+Layout (see lake/README.md):
+    landing/turns/date=YYYY-MM-DD/hour=HH/<ingested_us>-<rand>.parquet   immutable landing files
+    tables/<name>/                                                       Delta tables, partitioned by `window`
+    state/consumed/<window>.json                                         landing files a `turns` run consumed
+    indexes/search/<version>/, indexes/search/CURRENT                    published search index versions
+    _locks/                                                              cross-process write locks
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from filelock import FileLock
+
+from reflexio_pipelines.lake.schemas import TABLES
+
+TMP_PREFIX = ".tmp-"
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside `path` durable (POSIX needs the directory entry flushed too)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so readers see the old file or the whole new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}-{path.name}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def atomic_write_parquet(table: pa.Table, path: Path) -> None:
+    """Write a Parquet file under a temporary name, fsync it, then rename it into place and fsync the dir."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}.parquet"
+    with open(tmp, "wb") as fh:
+        pq.write_table(table, fh, compression="zstd")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def landing_hour_dir(landing_root: Path, moment: datetime) -> Path:
+    """The landing directory for the UTC hour containing `moment`."""
+    moment = moment.astimezone(timezone.utc)
+    return landing_root / f"date={moment:%Y-%m-%d}" / f"hour={moment:%H}"
+
+
+@dataclass(frozen=True)
+class Lake:
+    """A lake rooted at a local directory. All paths the pipeline and the service use come from here."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, root: str | Path) -> "Lake":
+        """A lake at `root` (created on first write)."""
+        return cls(Path(root).expanduser().resolve())
+
+    @property
+    def landing_turns(self) -> Path:
+        return self.root / "landing" / "turns"
+
+    @property
+    def index_root(self) -> Path:
+        return self.root / "indexes" / "search"
+
+    def table_path(self, name: str) -> Path:
+        if name not in TABLES:
+            raise KeyError(f"unknown table {name!r}")
+        return self.root / "tables" / name
+
+    def consumed_path(self, window: str) -> Path:
+        return self.root / "state" / "consumed" / f"{window}.json"
+
+    # -- landing -----------------------------------------------------------------------------------------
+
+    def landing_hours(self) -> list[tuple[str, str, Path]]:
+        """Every landing hour directory as (date, hour, path), oldest first."""
+        out = []
+        if not self.landing_turns.exists():
+            return out
+        for date_dir in sorted(self.landing_turns.glob("date=*")):
+            for hour_dir in sorted(date_dir.glob("hour=*")):
+                out.append((date_dir.name[5:], hour_dir.name[5:], hour_dir))
+        return out
+
+    def landing_files(self, hour_dirs: list[Path]) -> list[Path]:
+        """Committed landing files in the given hour directories (temporary files are never listed)."""
+        files: list[Path] = []
+        for hour_dir in hour_dirs:
+            files.extend(p for p in sorted(hour_dir.glob("*.parquet")) if not p.name.startswith(TMP_PREFIX))
+        return files
+
+    def read_consumed(self, window: str) -> list[str]:
+        """Landing files (relative paths) that the last successful `turns` run for `window` consumed."""
+        path = self.consumed_path(window)
+        if not path.exists():
+            return []
+        return json.loads(path.read_text())["files"]
+
+    def write_consumed(self, window: str, files: list[str]) -> None:
+        atomic_write_bytes(self.consumed_path(window), json.dumps({"files": sorted(files)}).encode())
+
+    def relative(self, path: Path) -> str:
+        return str(path.relative_to(self.root))
+
+    # -- tables ------------------------------------------------------------------------------------------
+
+    def read_table(self, name: str, window: str | None = None) -> pa.Table:
+        """A Delta table (optionally one window) as Arrow; an empty table with the schema if it doesn't exist."""
+        from deltalake import DeltaTable
+
+        schema = TABLES[name]
+        path = self.table_path(name)
+        if not (path / "_delta_log").exists():
+            return schema.empty_table()
+        dt = DeltaTable(str(path))
+        filters = [("window", "=", window)] if window is not None else None
+        table = dt.to_pyarrow_table(filters=filters)
+        return table.select(schema.names).cast(schema)
+
+    def replace_window(self, name: str, window: str, table: pa.Table) -> int:
+        """Atomically replace every row of `window` in table `name` with `table` (a Delta commit).
+
+        Deterministic inputs give identical rows, so re-materialising a partition never duplicates anything.
+        Returns the new table version.
+        """
+        from deltalake import DeltaTable, write_deltalake
+
+        schema = TABLES[name]
+        table = table.select(schema.names).cast(schema)
+        path = self.table_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not (path / "_delta_log").exists():
+            write_deltalake(str(path), table, partition_by=["window"], mode="append")
+        else:
+            write_deltalake(str(path), table, mode="overwrite", predicate=f"window = '{_quote(window)}'")
+        return DeltaTable(str(path)).version()
+
+    # -- locks -------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, name: str, timeout_s: float = 600) -> Iterator[None]:
+        """An exclusive cross-process lock, so two runs racing on one partition commit one after the other."""
+        lock_dir = self.root / "_locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(lock_dir / f"{name}.lock"), timeout=timeout_s):
+            yield
+
+
+def _quote(value: str) -> str:
+    return value.replace("'", "''")

@@ -1,0 +1,92 @@
+"""One Arrow schema per lake table. Bump SCHEMA_VERSION when a schema changes incompatibly."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+_TURN_FIELDS = [
+    pa.field("turn_id", pa.string(), nullable=False),  # "{request_id}:{turn_index}"
+    pa.field("interaction_id", pa.int64(), nullable=False),  # stable 52-bit int, the original's interaction id
+    pa.field("request_id", pa.string(), nullable=False),
+    pa.field("turn_index", pa.int32(), nullable=False),
+    pa.field("idempotency_key", pa.string()),
+    pa.field("user_id", pa.string(), nullable=False),
+    pa.field("session_id", pa.string()),
+    pa.field("source", pa.string()),
+    pa.field("agent_version", pa.string()),
+    pa.field("role", pa.string()),
+    pa.field("content", pa.string()),
+    pa.field("user_action", pa.string()),
+    pa.field("user_action_description", pa.string()),
+    pa.field("tools_used", pa.string()),  # JSON list of {tool_name, tool_data}
+    pa.field("expert_content", pa.string()),
+    pa.field("shadow_content", pa.string()),
+    pa.field("interacted_image_url", pa.string()),
+    pa.field("created_at", pa.int64(), nullable=False),  # unix seconds: client value if given, else receipt time
+    pa.field("ingested_at_us", pa.int64(), nullable=False),  # unix microseconds of the durable write
+]
+
+#: Rows of an immutable landing file, exactly as the ingest service wrote them.
+LANDING_TURNS = pa.schema(_TURN_FIELDS)
+
+#: The compacted turns table (Delta), partitioned by `window`.
+TURNS = pa.schema([*_TURN_FIELDS, pa.field("landing_file", pa.string()), pa.field("window", pa.string(), nullable=False)])
+
+_PROVENANCE_FIELDS = [
+    pa.field("source_turn_ids", pa.list_(pa.string())),
+    pa.field("source_interaction_ids", pa.list_(pa.int64())),
+    pa.field("extraction_window_id", pa.string()),
+    pa.field("extractor", pa.string()),
+    pa.field("prompt_version", pa.string()),
+    pa.field("model", pa.string()),
+    pa.field("run_id", pa.string()),
+    pa.field("window", pa.string(), nullable=False),
+]
+
+#: Per-user facts (the original's UserProfile), one row per (window, profile_id).
+USER_PROFILES = pa.schema(
+    [
+        pa.field("profile_id", pa.string(), nullable=False),
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("content", pa.string(), nullable=False),
+        pa.field("profile_time_to_live", pa.string()),
+        pa.field("expiration_timestamp", pa.int64()),
+        pa.field("last_modified_timestamp", pa.int64()),
+        pa.field("generated_from_request_id", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("status", pa.string()),  # current | pending | archived
+        pa.field("superseded_by", pa.string()),
+        pa.field("extractor_names", pa.list_(pa.string())),
+        pa.field("custom_features", pa.string()),  # JSON object
+        *_PROVENANCE_FIELDS,
+    ]
+)
+
+#: Per-user behavioural rules (the original's UserPlaybook), one row per (window, user_playbook_id).
+USER_PLAYBOOKS = pa.schema(
+    [
+        pa.field("user_playbook_id", pa.int64(), nullable=False),
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("agent_version", pa.string()),
+        pa.field("request_id", pa.string()),
+        pa.field("playbook_name", pa.string()),
+        pa.field("created_at", pa.int64()),
+        pa.field("content", pa.string(), nullable=False),
+        pa.field("trigger", pa.string()),
+        pa.field("rationale", pa.string()),
+        pa.field("kind", pa.string()),  # correction | tool_failure | expert | recipe
+        pa.field("blocking_issue_kind", pa.string()),
+        pa.field("blocking_issue_details", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("source", pa.string()),
+        *_PROVENANCE_FIELDS,
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "turns": TURNS,
+    "user_profiles": USER_PROFILES,
+    "user_playbooks": USER_PLAYBOOKS,
+}

@@ -1,0 +1,43 @@
+"""The extractor interface and the factory that picks an implementation from settings."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.jsonparse import LLMOutputError
+from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
+from reflexio_pipelines.learning.types import ExtractionResult, Window
+from reflexio_pipelines.settings import LLMSettings
+
+__all__ = ["BuiltinExtractor", "ExtractionFailed", "Extractor", "LLMOutputError", "LiteLLMExtractor", "make_extractor"]
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Turns one window of one user's turns into profiles and playbooks.
+
+    Implementations must be deterministic for a given window where they can be (the builtin always is; an LLM at
+    temperature 0 mostly is) and raise `ExtractionFailed` rather than return partial results.
+    """
+
+    name: str
+
+    def extract(self, window: Window, agent_context: str = "") -> ExtractionResult:
+        """Profiles and playbooks found in `window`; `agent_context` describes what the agent is for."""
+        ...
+
+
+def make_extractor(llm_settings: LLMSettings) -> BuiltinExtractor | LiteLLMExtractor:
+    """The builtin rule-based extractor when no model is configured, else a LiteLLM extractor for that model."""
+    model = llm_settings.model.strip()
+    if not model:
+        return BuiltinExtractor()
+    return LiteLLMExtractor(
+        model=model,
+        api_base=llm_settings.api_base,
+        api_key=llm_settings.api_key.get_secret_value(),
+        timeout_s=llm_settings.timeout_s,
+        max_retries=llm_settings.max_retries,
+        temperature=llm_settings.temperature,
+    )

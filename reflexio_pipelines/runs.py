@@ -1,0 +1,91 @@
+"""The one entry point through which anything outside the code location starts pipeline runs.
+
+Used by `python -m reflexio_pipelines materialize`, by the service for `wait_for_response=true`, by the demo and by
+tests. Runs execute in-process but are real Dagster runs recorded in the instance at $DAGSTER_HOME, so they show up
+in the Dagster UI next to the runs the sensor launches.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.partitions import GRANULARITY
+from reflexio_pipelines.pending import pending_windows
+from reflexio_pipelines.settings import Settings, load_settings
+
+DEFAULT_DAGSTER_HOME = ".dagster_home"
+_DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+
+# One in-process launch at a time: concurrent wait_for_response publishes queue here instead of racing.
+_launch_lock = threading.Lock()
+
+# Step-by-step DEBUG events belong in the Dagster UI's run view, not on the caller's console.
+_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass
+class LaunchResult:
+    """What a launch did: the windows it processed and the Dagster run ids, in order."""
+
+    partition_keys: list[str] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+    success: bool = True
+    index_version: str | None = None
+
+
+def ensure_dagster_home(path: str | Path | None = None) -> Path:
+    """Make sure $DAGSTER_HOME exists with telemetry off; default `./.dagster_home`. Returns the directory."""
+    home = Path(path or os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(_DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def default_instance() -> dg.DagsterInstance:
+    """The persistent instance at $DAGSTER_HOME (shared with `dagster dev`, so runs are visible in the UI)."""
+    ensure_dagster_home()
+    return dg.DagsterInstance.get()
+
+
+def launch(
+    partition_keys: list[str] | None = None,
+    *,
+    settings: Settings | None = None,
+    instance: dg.DagsterInstance | None = None,
+    rebuild_index: bool = True,
+) -> LaunchResult:
+    """Materialise the given windows (default: every pending one), then rebuild and publish the index.
+
+    Each window is one `extract_job` run; the index is rebuilt once at the end by `index_job` (also when nothing
+    was pending but no index has been published yet). Raises `dg.DagsterError` subclasses on failure after
+    recording the failed run.
+    """
+    from reflexio_pipelines.definitions import build_definitions
+    from reflexio_pipelines.search.index import current_version
+
+    settings = settings or load_settings()
+    defs = build_definitions(settings)
+    lake = Lake.at(settings.lake)
+    with _launch_lock:
+        instance = instance or default_instance()
+        keys = partition_keys if partition_keys is not None else [p.partition_key for p in pending_windows(lake, GRANULARITY)]
+        result = LaunchResult(partition_keys=list(keys))
+        for key in keys:
+            run = defs.resolve_job_def("extract_job").execute_in_process(
+                partition_key=key, instance=instance, run_config=_RUN_CONFIG
+            )
+            result.run_ids.append(run.run_id)
+        if rebuild_index and (keys or current_version(lake.index_root) is None):
+            run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=_RUN_CONFIG)
+            result.run_ids.append(run.run_id)
+        result.index_version = current_version(lake.index_root)
+        return result

@@ -1,0 +1,48 @@
+"""Hybrid (BM25 + vector) search over precomputed, immutable, versioned index directories.
+
+Pure Python: no Dagster, no FastAPI. The pipeline publishes versions; the serving process loads them read-only.
+"""
+
+from reflexio_pipelines.search.index import (
+    ENTITY_TYPES,
+    SEARCH_MODES,
+    IndexCorrupt,
+    IndexModelMismatch,
+    LoadedIndex,
+    SearchDoc,
+    SearchFilters,
+    SearchHit,
+    SearchIndexError,
+    SearchMode,
+    build_index,
+    embed_search_query,
+    current_version,
+    list_versions,
+    new_version_id,
+    normalize_text,
+    prune_versions,
+    publish_index,
+    query_terms,
+)
+
+__all__ = [
+    "ENTITY_TYPES",
+    "SEARCH_MODES",
+    "IndexCorrupt",
+    "IndexModelMismatch",
+    "LoadedIndex",
+    "SearchDoc",
+    "SearchFilters",
+    "SearchHit",
+    "SearchIndexError",
+    "SearchMode",
+    "build_index",
+    "embed_search_query",
+    "current_version",
+    "list_versions",
+    "new_version_id",
+    "normalize_text",
+    "prune_versions",
+    "publish_index",
+    "query_terms",
+]

@@ -1,0 +1,120 @@
+"""Turn lake rows into search documents whose payloads are the original API's view shapes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from reflexio_pipelines.search.index import SearchDoc
+
+
+def latest_rows(table: pa.Table, id_column: str, order_column: str) -> list[dict[str, Any]]:
+    """One row per id: the one from the newest window (then the newest `order_column`).
+
+    The derived tables hold one row per (window, id) because a fact or rule may be re-observed in a later window;
+    the newest observation is the current one.
+    """
+    best: dict[Any, dict[str, Any]] = {}
+    for row in table.to_pylist():
+        key = row[id_column]
+        seen = best.get(key)
+        if seen is None or (row["window"], row[order_column] or 0) > (seen["window"], seen[order_column] or 0):
+            best[key] = row
+    return sorted(best.values(), key=lambda r: (r[order_column] or 0, str(r[id_column])))
+
+
+def _lifecycle(status: str | None) -> str | None:
+    # The original API reports the current version as status None.
+    return None if status in (None, "", "current") else status
+
+
+def profile_view(row: dict[str, Any]) -> dict[str, Any]:
+    """The original's ProfileView plus our provenance block."""
+    return {
+        "profile_id": row["profile_id"],
+        "user_id": row["user_id"],
+        "content": row["content"],
+        "last_modified_timestamp": row["last_modified_timestamp"],
+        "generated_from_request_id": row["generated_from_request_id"],
+        "profile_time_to_live": row["profile_time_to_live"],
+        "expiration_timestamp": row["expiration_timestamp"],
+        "custom_features": json.loads(row["custom_features"] or "{}") or None,
+        "source": row["source"] or None,
+        "status": _lifecycle(row["status"]),
+        "extractor_names": row["extractor_names"],
+        "provenance": _provenance(row),
+    }
+
+
+def user_playbook_view(row: dict[str, Any]) -> dict[str, Any]:
+    """The original's UserPlaybookView plus our provenance block."""
+    blocking = None
+    if row["blocking_issue_kind"]:
+        blocking = {"kind": row["blocking_issue_kind"], "details": row["blocking_issue_details"] or ""}
+    return {
+        "user_playbook_id": row["user_playbook_id"],
+        "user_id": row["user_id"],
+        "agent_version": row["agent_version"] or "",
+        "request_id": row["request_id"] or "",
+        "playbook_name": row["playbook_name"] or "",
+        "created_at": row["created_at"],
+        "content": row["content"],
+        "trigger": row["trigger"],
+        "rationale": row["rationale"],
+        "blocking_issue": blocking,
+        "status": _lifecycle(row["status"]),
+        "source": row["source"] or None,
+        "source_interaction_ids": row["source_interaction_ids"] or [],
+        "kind": row["kind"],
+        "provenance": _provenance(row),
+    }
+
+
+def _provenance(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "source_turn_ids": row["source_turn_ids"] or [],
+        "window": row["window"],
+        "extraction_window_id": row["extraction_window_id"],
+        "extractor": row["extractor"],
+        "prompt_version": row["prompt_version"],
+        "model": row["model"],
+        "run_id": row["run_id"],
+    }
+
+
+def profile_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
+    """Search documents for current profiles (embedded and BM25-indexed on their content)."""
+    return [
+        SearchDoc(
+            entity_type="profile",
+            doc_id=row["profile_id"],
+            text=row["content"],
+            payload=profile_view(row),
+            user_id=row["user_id"],
+            status=row["status"] or "current",
+            created_at=row["last_modified_timestamp"] or 0,
+            expires_at=row["expiration_timestamp"],
+        )
+        for row in rows
+    ]
+
+
+def user_playbook_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
+    """Search documents for user playbooks; the text is trigger + content so either side of a rule matches."""
+    return [
+        SearchDoc(
+            entity_type="user_playbook",
+            doc_id=str(row["user_playbook_id"]),
+            text=" ".join(part for part in (row["trigger"], row["content"]) if part),
+            payload=user_playbook_view(row),
+            user_id=row["user_id"],
+            agent_version=row["agent_version"],
+            playbook_name=row["playbook_name"],
+            status=row["status"] or "current",
+            created_at=row["created_at"] or 0,
+        )
+        for row in rows
+    ]

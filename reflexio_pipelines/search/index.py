@@ -1,0 +1,855 @@
+"""A precomputed, immutable, versioned hybrid search index: tantivy BM25 + exact numpy cosine, fused by RRF.
+
+The pipeline builds a version directory with `publish_index`; the serving process opens it read-only with
+`LoadedIndex.load` and answers queries. Layout of one version::
+
+    <index_root>/CURRENT                      name of the live version (replaced atomically)
+    <index_root>/<version>/manifest.json      format, embedder model id + dim, counts, file digests
+    <index_root>/<version>/docs.parquet       every doc field (payload as a JSON string), row-aligned per type
+    <index_root>/<version>/bm25/<type>/       one tantivy index per entity type (stores only the row number)
+    <index_root>/<version>/vectors/<type>.npy float32 (rows, dim), L2-normalised, row-aligned with the docs
+
+Unlike the original system, the similarity threshold applies to the vector leg, the vector leg is a true nearest
+neighbour search over every row that passes the filters, and documents and queries share one text normalisation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import threading
+import time
+import unicodedata
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from reflexio_pipelines.learning.embedding import Embedder, EmbeddingError, embed_one, l2_normalize
+
+ENTITY_TYPES: tuple[str, ...] = ("profile", "user_playbook", "agent_playbook")
+SearchMode = Literal["hybrid", "vector", "fts"]
+SEARCH_MODES: tuple[str, ...] = ("hybrid", "vector", "fts")
+
+FORMAT_VERSION = 1
+TEXT_NORMALIZATION = "nfkc-casefold-nfkc-strip-controls-collapse-ws/v1"
+BM25_TOKENIZER = "en_stem"
+CURRENT_FILE = "CURRENT"
+
+_NEVER = np.iinfo(np.int64).max  # expires_at of docs that never expire
+_EMBED_CHUNK = 512  # texts per embedder.embed call while building (the embedder batches further itself)
+_MAX_QUERY_TERMS = 256  # bounds the BM25 query for pathological inputs (a 5,000-char paste)
+_CANDIDATES_PER_RESULT = 5  # each leg contributes top_k * 5 candidates to the fusion
+_VERSION_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{6}$")
+_STRING_FILTER_FIELDS = ("user_id", "agent_version", "playbook_name", "status", "playbook_status")
+
+
+class SearchIndexError(RuntimeError):
+    """The index cannot be built, loaded or queried as asked."""
+
+
+class IndexModelMismatch(SearchIndexError):
+    """Vectors from a different embedding model (or dimension) than the index's were offered."""
+
+
+class IndexCorrupt(SearchIndexError):
+    """An index version on disk is incomplete or does not match its manifest."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# value types
+
+
+@dataclass(frozen=True)
+class SearchDoc:
+    """One searchable entity as the pipeline hands it to the index."""
+
+    entity_type: str  # one of ENTITY_TYPES
+    doc_id: str  # unique within entity_type
+    text: str  # what BM25 indexes and what gets embedded
+    payload: dict  # the API view returned to clients as-is (JSON-serialisable)
+    user_id: str | None = None
+    agent_version: str | None = None
+    playbook_name: str | None = None
+    status: str = "current"  # lifecycle: current | pending | archived | superseded
+    playbook_status: str | None = None  # approval, agent playbooks: pending | approved | rejected
+    created_at: int = 0  # unix seconds
+    expires_at: int | None = None  # unix seconds; expired docs are hidden at query time
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Which rows a query may return; every field narrows the set."""
+
+    user_id: str | None = None
+    agent_version: str | None = None
+    playbook_name: str | None = None
+    statuses: tuple[str, ...] = ("current",)
+    playbook_statuses: tuple[str, ...] | None = ("approved", "pending")  # agent playbooks only; None = any
+    start_time: int | None = None  # created_at >= start_time
+    end_time: int | None = None  # created_at <= end_time
+    now: int | None = None  # for expiry; default time.time()
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One result. `score` is the RRF score in every mode; ranks are 1-based within each leg (None = absent)."""
+
+    doc_id: str
+    entity_type: str
+    score: float
+    payload: dict
+    bm25_rank: int | None
+    vector_rank: int | None
+    similarity: float | None  # cosine to the query vector whenever one was used
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# text
+
+
+_WS_CONTROLS = {"\t", "\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x1f", "\x85"}
+
+
+def normalize_text(text: str) -> str:
+    """The one normalisation for documents and queries: NFKC, casefold, drop control/format characters,
+    collapse whitespace. Applied before embedding and before BM25 on both sides, so they always agree."""
+    text = unicodedata.normalize("NFKC", str(text)).casefold()
+    text = unicodedata.normalize("NFKC", text)  # casefolding can leave text that is not NFKC (e.g. "ǰ")
+    # Control (Cc), format (Cf: zero-width spaces, BOM, bidi marks) and lone surrogates (Cs) carry no words;
+    # surrogates would also break UTF-8 encoding downstream. Line breaks and tabs count as spaces.
+    kept = [
+        " " if ch in _WS_CONTROLS else ch
+        for ch in text
+        if ch in _WS_CONTROLS or unicodedata.category(ch) not in ("Cc", "Cf", "Cs")
+    ]
+    return " ".join("".join(kept).split())
+
+
+_analyzers = threading.local()
+
+
+def _analyzer() -> Any:
+    """A per-thread tantivy analyzer equal to tantivy's built-in "en_stem" (the index side's tokenizer).
+
+    Per thread because TextAnalyzer tokenises through a mutable borrow.
+    """
+    analyzer = getattr(_analyzers, "en_stem", None)
+    if analyzer is None:
+        import tantivy
+
+        analyzer = (
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.remove_long(40))
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.stemmer("english"))
+            .build()
+        )
+        _analyzers.en_stem = analyzer
+    return analyzer
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct BM25 terms of a query: normalised, tokenised and stemmed exactly like indexed text.
+
+    Only word tokens survive, so no user text ever reaches a query parser (no syntax errors, no injection).
+    """
+    terms: dict[str, None] = {}
+    for token in _analyzer().analyze(normalize_text(query)):
+        terms.setdefault(token, None)
+        if len(terms) >= _MAX_QUERY_TERMS:
+            break
+    return list(terms)
+
+
+def embed_search_query(embedder: Embedder, query: str) -> np.ndarray | None:
+    """The query vector for `LoadedIndex.search`: the query normalised exactly as documents were before
+    embedding, then embedded (through the embedder's query cache). None for a blank query."""
+    text = normalize_text(query)
+    return embed_one(embedder, text) if text else None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# building
+
+
+def _validate_docs(docs: Sequence[SearchDoc]) -> dict[str, list[SearchDoc]]:
+    """Group docs by entity type (sorted by doc_id, so a doc set always yields the same index); refuse bad docs."""
+    by_type: dict[str, list[SearchDoc]] = {t: [] for t in ENTITY_TYPES}
+    seen: set[tuple[str, str]] = set()
+    for doc in docs:
+        if doc.entity_type not in by_type:
+            raise ValueError(f"unknown entity_type {doc.entity_type!r}; expected one of {ENTITY_TYPES}")
+        if not isinstance(doc.doc_id, str) or not doc.doc_id:
+            raise ValueError(f"doc_id must be a non-empty string, got {doc.doc_id!r}")
+        key = (doc.entity_type, doc.doc_id)
+        if key in seen:
+            raise ValueError(f"duplicate doc_id {doc.doc_id!r} in {doc.entity_type}")
+        seen.add(key)
+        if not isinstance(doc.payload, dict):
+            raise ValueError(f"payload of {doc.doc_id!r} must be a dict")
+        if not isinstance(doc.status, str) or not doc.status:
+            raise ValueError(f"status of {doc.doc_id!r} must be a non-empty string")
+        for name in ("created_at", "expires_at"):
+            value = getattr(doc, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{name} of {doc.doc_id!r} must be int unix seconds, got {value!r}")
+        by_type[doc.entity_type].append(doc)
+    for group in by_type.values():
+        group.sort(key=lambda d: d.doc_id)
+    return by_type
+
+
+def _embed_all(texts: list[str], embedder: Embedder) -> np.ndarray:
+    """Embed normalised texts (each distinct text once) and check the embedder keeps its own contract."""
+    dim = int(embedder.dim)
+    if dim <= 0:
+        raise IndexModelMismatch(f"embedder {embedder.model_id!r} reports dimension {dim}")
+    if not texts:
+        return np.zeros((0, dim), dtype=np.float32)
+    unique = list(dict.fromkeys(texts))
+    parts = []
+    for start in range(0, len(unique), _EMBED_CHUNK):
+        chunk = unique[start : start + _EMBED_CHUNK]
+        vectors = np.asarray(embedder.embed(chunk))
+        if vectors.shape != (len(chunk), dim):
+            raise IndexModelMismatch(
+                f"embedder {embedder.model_id!r} claims {dim} dimensions but returned shape {vectors.shape} "
+                f"for {len(chunk)} texts"
+            )
+        try:
+            parts.append(l2_normalize(vectors))  # defensive: the index relies on unit rows for cosine
+        except EmbeddingError as exc:
+            raise SearchIndexError(f"embedder {embedder.model_id!r} returned unusable vectors: {exc}") from None
+    unique_vectors = np.concatenate(parts, axis=0)
+    position = {text: i for i, text in enumerate(unique)}
+    return unique_vectors[[position[t] for t in texts]]
+
+
+def _bm25_schema() -> Any:
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    # Term frequencies and field norms are all BM25 needs; positions (phrase queries) are never used.
+    builder.add_text_field("text", tokenizer_name=BM25_TOKENIZER, index_option="freq")
+    # Exact-match fields so filters are pushed down as term queries.
+    for name in ("doc_id", *_STRING_FILTER_FIELDS):
+        builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
+    builder.add_integer_field("created_at", indexed=True, fast=True)
+    builder.add_integer_field("expires_at", indexed=True, fast=True)
+    builder.add_unsigned_field("row", stored=True, fast=True)  # the only stored value: rows live in parquet
+    return builder.build()
+
+
+def _write_bm25(path: Path, docs: list[SearchDoc], norm_texts: list[str]) -> None:
+    import tantivy
+
+    path.mkdir(parents=True)
+    index = tantivy.Index(_bm25_schema(), path=str(path), reuse=False)
+    # One indexing thread gives one segment whose doc order is the row order: reproducible builds.
+    writer = index.writer(heap_size=64_000_000, num_threads=1)
+    for row, (doc, text) in enumerate(zip(docs, norm_texts, strict=True)):
+        tdoc = tantivy.Document()
+        tdoc.add_text("text", text)
+        tdoc.add_text("doc_id", doc.doc_id)
+        for name in _STRING_FILTER_FIELDS:
+            value = getattr(doc, name)
+            if value is not None:
+                tdoc.add_text(name, str(value))
+        tdoc.add_integer("created_at", int(doc.created_at))
+        tdoc.add_integer("expires_at", _NEVER if doc.expires_at is None else int(doc.expires_at))
+        tdoc.add_unsigned("row", row)
+        writer.add_document(tdoc)
+    writer.commit()
+    writer.wait_merging_threads()
+
+
+def _write_docs_parquet(path: Path, by_type: dict[str, list[SearchDoc]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns: dict[str, list[Any]] = {
+        "entity_type": [], "row": [], "doc_id": [], "text": [], "payload": [], "user_id": [], "agent_version": [],
+        "playbook_name": [], "status": [], "playbook_status": [], "created_at": [], "expires_at": [],
+    }  # fmt: skip
+    for entity_type in ENTITY_TYPES:
+        for row, doc in enumerate(by_type[entity_type]):
+            columns["entity_type"].append(entity_type)
+            columns["row"].append(row)
+            columns["doc_id"].append(doc.doc_id)
+            columns["text"].append(doc.text)
+            try:
+                columns["payload"].append(json.dumps(doc.payload, ensure_ascii=False, allow_nan=False))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"payload of {doc.doc_id!r} is not JSON-serialisable: {exc}") from None
+            for name in _STRING_FILTER_FIELDS:
+                columns[name].append(getattr(doc, name))
+            columns["created_at"].append(int(doc.created_at))
+            columns["expires_at"].append(doc.expires_at)
+    schema = pa.schema(
+        [("entity_type", pa.string()), ("row", pa.int64()), ("doc_id", pa.string()), ("text", pa.string()),
+         ("payload", pa.string())]
+        + [(name, pa.string()) for name in _STRING_FILTER_FIELDS]
+        + [("created_at", pa.int64()), ("expires_at", pa.int64())]
+    )  # fmt: skip
+    pq.write_table(pa.table(columns, schema=schema), path)
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def build_index(
+    docs: Sequence[SearchDoc], embedder: Embedder, out_dir: Path, *, version: str | None = None
+) -> dict[str, Any]:
+    """Build a self-contained index version in `out_dir` (which must not exist or be empty); return its manifest.
+
+    Texts are normalised with `normalize_text`, embedded with `embedder` and indexed for BM25. Refuses unknown
+    entity types, duplicate ids, non-JSON payloads and embedders whose vectors do not match their stated dim.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise SearchIndexError(f"{out_dir} is not empty; index versions are immutable")
+    model_id = str(getattr(embedder, "model_id", "") or "")
+    if not model_id:
+        raise IndexModelMismatch("the embedder has no model_id; an index must record which model made its vectors")
+    by_type = _validate_docs(docs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    vector_digests: dict[str, str] = {}
+    (out_dir / "vectors").mkdir()
+    dim = int(embedder.dim)
+    for entity_type in ENTITY_TYPES:
+        group = by_type[entity_type]
+        norm_texts = [normalize_text(d.text) for d in group]
+        vectors = _embed_all(norm_texts, embedder)
+        vector_path = out_dir / "vectors" / f"{entity_type}.npy"
+        np.save(vector_path, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
+        vector_digests[entity_type] = _sha256_file(vector_path)
+        _write_bm25(out_dir / "bm25" / entity_type, group, norm_texts)
+    _write_docs_parquet(out_dir / "docs.parquet", by_type)
+
+    now = datetime.now(timezone.utc)
+    manifest: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "version": version or out_dir.name,
+        "created_at": now.isoformat(),
+        "created_at_unix": int(now.timestamp()),
+        "embedder": {"model_id": model_id, "dim": dim},
+        "counts": {t: len(by_type[t]) for t in ENTITY_TYPES},
+        "vector_sha256": vector_digests,
+        "docs_sha256": _sha256_file(out_dir / "docs.parquet"),
+        "text_normalization": TEXT_NORMALIZATION,
+        "bm25_tokenizer": BM25_TOKENIZER,
+        "build_seconds": round(time.perf_counter() - started, 3),
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# publishing
+
+
+def _fsync_path(path: Path) -> None:
+    """fsync a file or directory (directories so that renames and new entries are durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            _fsync_path(Path(dirpath) / name)
+        _fsync_path(Path(dirpath))
+
+
+def new_version_id() -> str:
+    """A lexicographically sortable version name: UTC timestamp with microseconds plus a random suffix."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(3)
+
+
+def _write_current(index_root: Path, version: str) -> None:
+    tmp = index_root / f".{CURRENT_FILE}.{uuid.uuid4().hex}"
+    with tmp.open("w") as fh:
+        fh.write(version + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, index_root / CURRENT_FILE)  # atomic: readers see the old or the new name, never a mix
+    _fsync_path(index_root)
+
+
+def stage_index(index_root: Path, docs: Sequence[SearchDoc], embedder: Embedder) -> str:
+    """Build a new version under `index_root` and make it durable, without serving it yet.
+
+    Readers never see a half-built version: it is built in a hidden temp dir and renamed into place. The pipeline
+    stages, checks, then activates; `publish_index` does both at once. Returns the new version name.
+    """
+    index_root = Path(index_root)
+    index_root.mkdir(parents=True, exist_ok=True)
+    version = new_version_id()
+    tmp = index_root / f".tmp-{uuid.uuid4().hex}"
+    try:
+        build_index(docs, embedder, tmp, version=version)
+        _fsync_tree(tmp)
+        os.rename(tmp, index_root / version)
+        _fsync_path(index_root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return version
+
+
+def activate_version(index_root: Path, version: str) -> None:
+    """Atomically point CURRENT at an existing, complete version (serving swaps to it on its next poll)."""
+    index_root = Path(index_root)
+    if not _VERSION_RE.match(version) or not (index_root / version / "manifest.json").is_file():
+        raise IndexCorrupt(f"cannot activate {version!r}: no complete version of that name under {index_root}")
+    _write_current(index_root, version)
+
+
+def publish_index(index_root: Path, docs: Sequence[SearchDoc], embedder: Embedder) -> str:
+    """Stage a new version and point CURRENT at it. Publishes to one root should be serialised (one
+    index-building run at a time): the last to finish sets CURRENT. Returns the new version name."""
+    version = stage_index(index_root, docs, embedder)
+    activate_version(index_root, version)
+    return version
+
+
+def current_version(index_root: Path) -> str | None:
+    """The version CURRENT points at, or None when nothing was published yet."""
+    try:
+        name = (Path(index_root) / CURRENT_FILE).read_text().strip()
+    except FileNotFoundError:
+        return None
+    if not _VERSION_RE.match(name):
+        raise IndexCorrupt(f"{index_root}/{CURRENT_FILE} holds an invalid version name {name!r}")
+    return name
+
+
+def list_versions(index_root: Path) -> list[str]:
+    """All complete version directories under `index_root`, oldest first."""
+    root = Path(index_root)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and _VERSION_RE.match(p.name))
+
+
+def prune_versions(index_root: Path, keep: int = 5, *, stale_tmp_seconds: float = 3600.0) -> list[str]:
+    """Delete all but the newest `keep` versions, never the current one; also remove temp build directories
+    abandoned for longer than `stale_tmp_seconds`. Returns the deleted version names.
+
+    A serving process that still has an old version open keeps working on Linux (open files and mmaps survive
+    unlinking), but it should reload before its version is pruned.
+    """
+    root = Path(index_root)
+    keep = max(1, keep)
+    current = current_version(root)
+    versions = list_versions(root)
+    doomed = [v for v in versions[: max(0, len(versions) - keep)] if v != current]
+    for name in doomed:
+        shutil.rmtree(root / name, ignore_errors=True)
+    cutoff = time.time() - stale_tmp_seconds
+    for tmp in root.glob(".tmp-*"):
+        if tmp.is_dir() and tmp.stat().st_mtime < cutoff:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return doomed
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# loading and querying
+
+
+@dataclass
+class _Column:
+    """A string column encoded as integer codes (-1 = null), so filters are vectorised comparisons."""
+
+    codes: np.ndarray
+    vocab: dict[str, int]
+
+    @classmethod
+    def encode(cls, values: Sequence[str | None]) -> _Column:
+        vocab: dict[str, int] = {}
+        codes = np.fromiter(
+            (-1 if v is None else vocab.setdefault(v, len(vocab)) for v in values), dtype=np.int32, count=len(values)
+        )
+        return cls(codes, vocab)
+
+    def equals(self, value: str) -> np.ndarray:
+        code = self.vocab.get(value)
+        return np.zeros(len(self.codes), dtype=bool) if code is None else self.codes == code
+
+    def isin(self, values: Iterable[str]) -> np.ndarray:
+        codes = [self.vocab[v] for v in values if v in self.vocab]
+        return np.isin(self.codes, np.asarray(codes, dtype=np.int32))
+
+
+@dataclass
+class _Table:
+    """Everything about one entity type's rows; row i is the same doc in every array and in the BM25 index."""
+
+    entity_type: str
+    doc_ids: list[str]
+    row_of: dict[str, int]
+    id_rank: np.ndarray  # position of each doc_id in sorted order: a vectorised, deterministic tie-breaker
+    payloads: list[str]
+    texts: list[str]
+    strings: dict[str, _Column]
+    created_at: np.ndarray
+    expires_at: np.ndarray
+    vectors: np.ndarray
+    bm25_schema: Any
+    searcher: Any
+
+    @property
+    def size(self) -> int:
+        return len(self.doc_ids)
+
+
+def _resolve_version_dir(index_root: Path, version: str | None) -> Path:
+    root = Path(index_root)
+    name = version or current_version(root)
+    if name is None:
+        raise SearchIndexError(f"no index published under {root} (no {CURRENT_FILE} file)")
+    if not _VERSION_RE.match(name):
+        raise SearchIndexError(f"invalid index version name {name!r}")
+    path = root / name
+    if not (path / "manifest.json").is_file():
+        raise IndexCorrupt(f"index version {path} is missing or has no manifest.json")
+    return path
+
+
+def _read_docs(path: Path) -> dict[str, dict[str, list[Any]]]:
+    """docs.parquet split per entity type, each sorted by row so that list index i is row i."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    unknown = set(pc.unique(table["entity_type"]).to_pylist()) - set(ENTITY_TYPES)
+    if unknown:
+        raise IndexCorrupt(f"{path} holds unknown entity types {sorted(unknown)}")
+    return {
+        t: table.filter(pc.equal(table["entity_type"], t)).sort_by("row").to_pydict() for t in ENTITY_TYPES
+    }
+
+
+def _open_searcher(path: Path) -> Any:
+    import tantivy
+
+    index = tantivy.Index.open(str(path))
+    # A version never changes after publishing: no reload watcher thread, one searcher shared by all queries
+    # (tantivy searchers are immutable snapshots and release the GIL while searching).
+    index.config_reader(reload_policy="manual")
+    return index.searcher()
+
+
+def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any]], dim: int, verify: bool,
+                manifest: dict[str, Any]) -> _Table:  # fmt: skip
+    n = len(columns["doc_id"])
+    if n != manifest["counts"].get(entity_type, -1):
+        raise IndexCorrupt(f"{entity_type}: docs.parquet has {n} rows, manifest says {manifest['counts']}")
+    vector_path = version_dir / "vectors" / f"{entity_type}.npy"
+    if verify and _sha256_file(vector_path) != manifest["vector_sha256"][entity_type]:
+        raise IndexCorrupt(f"{vector_path} does not match the sha256 in the manifest")
+    # mmap keeps start-up fast and lets several serving processes share one copy in the page cache;
+    # numpy cannot mmap an empty array, which an empty entity type has.
+    vectors = np.load(vector_path, mmap_mode="r" if n else None, allow_pickle=False)
+    if vectors.shape != (n, dim) or vectors.dtype != np.float32:
+        raise IndexCorrupt(f"{vector_path} has shape {vectors.shape} {vectors.dtype}, expected ({n}, {dim}) float32")
+    searcher = _open_searcher(version_dir / "bm25" / entity_type)
+    if searcher.num_docs != n:
+        raise IndexCorrupt(f"bm25/{entity_type} holds {searcher.num_docs} docs, expected {n}")
+    doc_ids = [str(d) for d in columns["doc_id"]]
+    id_rank = np.empty(n, dtype=np.int64)
+    id_rank[np.argsort(np.asarray(doc_ids, dtype=object), kind="stable")] = np.arange(n)
+    return _Table(
+        entity_type=entity_type,
+        doc_ids=doc_ids,
+        row_of={d: i for i, d in enumerate(doc_ids)},
+        id_rank=id_rank,
+        payloads=list(columns["payload"]),
+        texts=list(columns["text"]),
+        strings={name: _Column.encode(columns[name]) for name in _STRING_FILTER_FIELDS},
+        created_at=np.asarray(columns["created_at"], dtype=np.int64),
+        expires_at=np.asarray([_NEVER if e is None else e for e in columns["expires_at"]], dtype=np.int64),
+        vectors=vectors,
+        bm25_schema=_bm25_schema(),
+        searcher=searcher,
+    )
+
+
+def _top_rows(rows: np.ndarray, keys: np.ndarray, id_rank: np.ndarray, limit: int) -> np.ndarray:
+    """The `limit` rows with the highest keys, ties broken by doc_id ascending; deterministic."""
+    if len(rows) > limit:
+        # Partition first so only candidates at or above the limit-th key are sorted; >= keeps boundary ties.
+        kth = np.partition(keys, len(keys) - limit)[len(keys) - limit]
+        keep = keys >= kth
+        rows, keys = rows[keep], keys[keep]
+    order = np.lexsort((id_rank[rows], -keys))
+    return rows[order[:limit]]
+
+
+class LoadedIndex:
+    """A published index version opened read-only; `search` is safe to call from many threads at once."""
+
+    def __init__(self, version_dir: Path, manifest: dict[str, Any], tables: dict[str, _Table]) -> None:
+        self.path = version_dir
+        self.manifest = manifest
+        self.version: str = manifest["version"]
+        self.embedder_model_id: str = manifest["embedder"]["model_id"]
+        self.dim: int = int(manifest["embedder"]["dim"])
+        self._tables = tables
+
+    @classmethod
+    def load(cls, index_root: Path, version: str | None = None, *, verify: bool = True) -> LoadedIndex:
+        """Open `version` under `index_root` (None = the one CURRENT points at). With `verify`, vector files
+        are checked against the manifest's sha256."""
+        version_dir = _resolve_version_dir(index_root, version)
+        manifest = json.loads((version_dir / "manifest.json").read_text())
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise IndexCorrupt(f"{version_dir}: format_version {manifest.get('format_version')}, need {FORMAT_VERSION}")
+        dim = int(manifest["embedder"]["dim"])
+        columns = _read_docs(version_dir / "docs.parquet")
+        tables = {t: _load_table(version_dir, t, columns[t], dim, verify, manifest) for t in ENTITY_TYPES}
+        return cls(version_dir, manifest, tables)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{t}={self.count(t)}" for t in ENTITY_TYPES)
+        return f"LoadedIndex(version={self.version!r}, model={self.embedder_model_id!r}, {counts})"
+
+    def count(self, entity_type: str) -> int:
+        """Number of docs of `entity_type` in this version (before any filtering)."""
+        return self._table(entity_type).size
+
+    def check_embedder(self, embedder: Embedder) -> None:
+        """Raise IndexModelMismatch unless `embedder` is the model this index's vectors were made with."""
+        if embedder.model_id != self.embedder_model_id or int(embedder.dim) != self.dim:
+            raise IndexModelMismatch(
+                f"index {self.version} was built with {self.embedder_model_id!r} ({self.dim}-d); "
+                f"refusing query vectors from {embedder.model_id!r} ({embedder.dim}-d)"
+            )
+
+    def sample(self, entity_type: str, n: int) -> list[tuple[str, str]]:
+        """Up to `n` (doc_id, text) pairs spread evenly over the version's docs, for sanity checks."""
+        table = self._table(entity_type)
+        if table.size == 0:
+            return []
+        rows = np.unique(np.linspace(0, table.size - 1, num=min(n, table.size)).astype(int))
+        return [(table.doc_ids[r], table.texts[r]) for r in rows]
+
+    def payload(self, entity_type: str, doc_id: str) -> dict | None:
+        """The stored payload of one doc (a fresh dict), or None if this version does not hold it."""
+        table = self._table(entity_type)
+        row = table.row_of.get(doc_id)
+        return None if row is None else json.loads(table.payloads[row])
+
+    def _table(self, entity_type: str) -> _Table:
+        try:
+            return self._tables[entity_type]
+        except KeyError:
+            raise ValueError(f"unknown entity_type {entity_type!r}; expected one of {ENTITY_TYPES}") from None
+
+    # -- filters
+
+    def _mask(self, table: _Table, filters: SearchFilters, exclude_ids: frozenset[str]) -> np.ndarray:
+        mask = np.ones(table.size, dtype=bool)
+        for name in ("user_id", "agent_version", "playbook_name"):
+            value = getattr(filters, name)
+            if value is not None:
+                mask &= table.strings[name].equals(value)
+        mask &= table.strings["status"].isin(filters.statuses)
+        if table.entity_type == "agent_playbook" and filters.playbook_statuses is not None:
+            mask &= table.strings["playbook_status"].isin(filters.playbook_statuses)
+        if filters.start_time is not None:
+            mask &= table.created_at >= filters.start_time
+        if filters.end_time is not None:
+            mask &= table.created_at <= filters.end_time
+        now = int(time.time()) if filters.now is None else int(filters.now)
+        mask &= table.expires_at > now
+        for doc_id in exclude_ids:
+            row = table.row_of.get(doc_id)
+            if row is not None:
+                mask[row] = False
+        return mask
+
+    def _filter_queries(self, table: _Table, filters: SearchFilters, exclude_ids: frozenset[str]) -> list[Any]:
+        """The same filters as `_mask`, as tantivy clauses, so the BM25 leg's top hits are all admissible."""
+        import tantivy
+
+        schema, Q, Occur = table.bm25_schema, tantivy.Query, tantivy.Occur
+        clauses: list[Any] = []
+
+        def must(query: Any) -> None:
+            # Constant 0 score: filters must select, not add to the BM25 score.
+            clauses.append((Occur.Must, Q.const_score_query(query, 0.0)))
+
+        for name in ("user_id", "agent_version", "playbook_name"):
+            value = getattr(filters, name)
+            if value is not None:
+                must(Q.term_query(schema, name, value))
+        must(Q.term_set_query(schema, "status", list(filters.statuses)))
+        if table.entity_type == "agent_playbook" and filters.playbook_statuses is not None:
+            must(Q.term_set_query(schema, "playbook_status", list(filters.playbook_statuses)))
+        if filters.start_time is not None or filters.end_time is not None:
+            must(Q.range_query(schema, "created_at", tantivy.FieldType.Integer,
+                               lower_bound=filters.start_time, upper_bound=filters.end_time))  # fmt: skip
+        now = int(time.time()) if filters.now is None else int(filters.now)
+        must(Q.range_query(schema, "expires_at", tantivy.FieldType.Integer, lower_bound=now, include_lower=False))
+        if exclude_ids:
+            clauses.append((Occur.MustNot, Q.term_set_query(schema, "doc_id", sorted(exclude_ids))))
+        return clauses
+
+    # -- legs
+
+    def _vector_leg(self, table: _Table, mask: np.ndarray, query_vector: np.ndarray, threshold: float,
+                    limit: int) -> tuple[list[int], np.ndarray]:  # fmt: skip
+        """Exact nearest neighbours over every admissible row: (ranked rows, similarity of every row or empty)."""
+        rows = np.flatnonzero(mask)
+        if len(rows) == 0:
+            return [], np.empty(0, dtype=np.float32)
+        # Gathering a small subset is cheaper than a full matrix-vector product; for most rows it is the reverse.
+        if len(rows) * 4 < table.size:
+            sims = np.asarray(table.vectors[rows] @ query_vector, dtype=np.float32)
+        else:
+            sims = np.asarray(table.vectors @ query_vector, dtype=np.float32)[rows]
+        keep = sims >= threshold
+        top = _top_rows(rows[keep], sims[keep], table.id_rank, limit)
+        return [int(r) for r in top], sims
+
+    def _bm25_leg(self, table: _Table, mask: np.ndarray, terms: list[str], filters: SearchFilters,
+                  exclude_ids: frozenset[str], limit: int) -> list[int]:  # fmt: skip
+        """Rows ranked by BM25 over the OR of the query terms, filters pushed down into tantivy."""
+        if not terms or table.size == 0:
+            return []
+        import tantivy
+
+        Q, Occur = tantivy.Query, tantivy.Occur
+        text_query = Q.boolean_query([(Occur.Should, Q.term_query(table.bm25_schema, "text", t)) for t in terms])
+        query = Q.boolean_query([(Occur.Must, text_query), *self._filter_queries(table, filters, exclude_ids)])
+        hits = table.searcher.search(query, limit, count=False).hits
+        if not hits:
+            return []
+        rows = np.asarray(table.searcher.fast_field_values("row", [address for _, address in hits]), dtype=np.int64)
+        scores = np.asarray([score for score, _ in hits], dtype=np.float64)
+        admissible = mask[rows]  # the pushdown already filtered; this keeps both legs provably consistent
+        return [int(r) for r in _top_rows(rows[admissible], scores[admissible], table.id_rank, limit)]
+
+    # -- public
+
+    def search(
+        self,
+        entity_type: str,
+        query: str,
+        query_vector: np.ndarray | None,
+        *,
+        top_k: int,
+        threshold: float,
+        mode: SearchMode,
+        filters: SearchFilters,
+        rrf_k: int = 60,
+        bm25_weight: float = 1.0,
+        vector_weight: float = 1.0,
+        exclude_ids: frozenset[str] = frozenset(),
+    ) -> list[SearchHit]:
+        """Search one entity type; return at most `top_k` hits, best first (ties by doc_id).
+
+        hybrid fuses the BM25 and vector legs by reciprocal rank (missing rank = 0 contribution); vector and fts
+        use one leg. `threshold` is a minimum cosine for the vector leg. Without a query vector, hybrid and
+        vector fall back to fts; a blank query without a vector returns the most recent admissible docs.
+        Raises IndexModelMismatch if the query vector's dimension differs from the index's.
+        """
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"unknown search mode {mode!r}; expected one of {SEARCH_MODES}")
+        table = self._table(entity_type)
+        q = self._prepare_query_vector(query_vector)
+        if top_k <= 0 or table.size == 0:
+            return []
+        mask = self._mask(table, filters, exclude_ids)
+        if not mask.any():
+            return []
+        terms = query_terms(query)
+        blank = not normalize_text(query)
+        use_vector = q is not None and mode in ("hybrid", "vector")
+        use_bm25 = mode == "fts" or (mode == "hybrid" and not blank) or not use_vector
+        if not use_vector and blank:
+            return self._most_recent(table, mask, top_k)
+
+        limit = top_k * _CANDIDATES_PER_RESULT
+        vector_rows, sims = self._vector_leg(table, mask, q, threshold, limit) if use_vector else ([], None)
+        bm25_rows = self._bm25_leg(table, mask, terms, filters, exclude_ids, limit) if use_bm25 else []
+        return self._fuse(table, bm25_rows, vector_rows, sims, mask, top_k, rrf_k, bm25_weight, vector_weight)
+
+    def _prepare_query_vector(self, query_vector: np.ndarray | None) -> np.ndarray | None:
+        if query_vector is None:
+            return None
+        q = np.asarray(query_vector, dtype=np.float32)
+        if q.ndim == 2 and q.shape[0] == 1:  # a one-row batch from embedder.embed([query])
+            q = q[0]
+        if q.ndim != 1 or q.shape[0] != self.dim:
+            raise IndexModelMismatch(
+                f"query vector has shape {np.shape(query_vector)}; index {self.version} holds {self.dim}-d vectors "
+                f"from {self.embedder_model_id!r}"
+            )
+        norm = float(np.linalg.norm(q))
+        if not np.isfinite(norm) or norm == 0.0:
+            raise ValueError("query vector must be finite and non-zero")
+        return q / norm  # cosine needs unit length; embedders normalise already, this guards hand-made vectors
+
+    def _most_recent(self, table: _Table, mask: np.ndarray, top_k: int) -> list[SearchHit]:
+        rows = np.flatnonzero(mask)
+        top = _top_rows(rows, table.created_at[rows].astype(np.float64), table.id_rank, top_k)
+        return [self._hit(table, int(r), 0.0, None, None, None) for r in top]
+
+    def _fuse(self, table: _Table, bm25_rows: list[int], vector_rows: list[int], sims: np.ndarray | None,
+              mask: np.ndarray, top_k: int, rrf_k: int, bm25_weight: float,
+              vector_weight: float) -> list[SearchHit]:  # fmt: skip
+        bm25_rank = {row: i + 1 for i, row in enumerate(bm25_rows)}
+        vector_rank = {row: i + 1 for i, row in enumerate(vector_rows)}
+        scores: dict[int, float] = {}
+        for row, rank in bm25_rank.items():
+            scores[row] = scores.get(row, 0.0) + bm25_weight / (rrf_k + rank)
+        for row, rank in vector_rank.items():
+            scores[row] = scores.get(row, 0.0) + vector_weight / (rrf_k + rank)
+        ranked = sorted(scores, key=lambda row: (-scores[row], table.doc_ids[row]))[:top_k]
+        similarity = self._similarity_lookup(mask, sims)
+        return [
+            self._hit(table, row, scores[row], bm25_rank.get(row), vector_rank.get(row), similarity(row))
+            for row in ranked
+        ]
+
+    @staticmethod
+    def _similarity_lookup(mask: np.ndarray, sims: np.ndarray | None) -> Any:
+        if sims is None or len(sims) == 0:
+            return lambda row: None
+        # `sims` is aligned with the admissible rows (mask order); map a row to its position there.
+        position = np.cumsum(mask) - 1
+        return lambda row: float(sims[position[row]])
+
+    @staticmethod
+    def _hit(table: _Table, row: int, score: float, bm25_rank: int | None, vector_rank: int | None,
+             similarity: float | None) -> SearchHit:  # fmt: skip
+        return SearchHit(
+            doc_id=table.doc_ids[row],
+            entity_type=table.entity_type,
+            score=float(score),
+            payload=json.loads(table.payloads[row]),  # fresh per hit: callers may mutate it
+            bm25_rank=bm25_rank,
+            vector_rank=vector_rank,
+            similarity=similarity,
+        )

@@ -1,0 +1,18 @@
+"""Liveness and identity endpoints."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+router = APIRouter()
+
+
+@router.get("/")
+def root() -> dict:
+    return {"service": "reflexio-lake", "docs": "/docs", "health": "/health"}
+
+
+@router.get("/health")
+def health(request: Request) -> dict:
+    """Liveness plus the index version being served (None before the first publish of an index)."""
+    return {"status": "healthy", "index_version": request.app.state.svc.index.version}

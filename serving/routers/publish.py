@@ -1,0 +1,108 @@
+"""POST /api/publish_interaction: validate, make durable, acknowledge; optionally wait for the loop to close."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from datetime import datetime, timezone
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from reflexio_pipelines.learning.types import stable_int_id
+from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_key
+from serving.models import MAX_ID, PublishUserInteractionRequest, PublishUserInteractionResponse
+from serving.state import ServiceState
+
+router = APIRouter()
+log = logging.getLogger(__name__)
+
+DEFAULT_AGENT_VERSION = "agent-v0"
+
+
+def landing_rows(body: PublishUserInteractionRequest, request_id: str) -> list[dict]:
+    """The landing-file rows for one publish (the writer adds ingested_at_us and idempotency_key at commit)."""
+    now = int(time.time())
+    rows = []
+    for index, turn in enumerate(body.interaction_data_list):
+        turn_id = f"{request_id}:{index}"
+        rows.append(
+            {
+                "turn_id": turn_id,
+                "interaction_id": stable_int_id(turn_id),
+                "request_id": request_id,
+                "turn_index": index,
+                "user_id": body.user_id,
+                "session_id": body.session_id,
+                "source": body.source,
+                "agent_version": body.agent_version or DEFAULT_AGENT_VERSION,
+                "role": turn.role,
+                "content": turn.content,
+                "user_action": turn.user_action,
+                "user_action_description": turn.user_action_description,
+                "tools_used": json.dumps([t.model_dump() for t in turn.tools_used], sort_keys=True),
+                "expert_content": turn.expert_content,
+                "shadow_content": turn.shadow_content,
+                "interacted_image_url": turn.interacted_image_url,
+                "created_at": turn.created_at if turn.created_at is not None else now,
+            }
+        )
+    return rows
+
+
+@router.post(
+    "/api/publish_interaction",
+    response_model=PublishUserInteractionResponse,
+    response_model_exclude_none=True,
+    responses={413: {"description": "body too large"}, 422: {"description": "invalid field"}, 503: {"description": "not stored"}},
+)
+async def publish_interaction(
+    body: PublishUserInteractionRequest,
+    request: Request,
+    wait_for_response: bool = Query(False, description="return only after the turns are learned from and indexed"),
+    idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=MAX_ID),
+) -> PublishUserInteractionResponse | JSONResponse:
+    """Store the turns durably (acknowledged only after fsync), then optionally run the loop for their window."""
+    state: ServiceState = request.app.state.svc
+    key = idempotency_key or body.idempotency_key
+    request_id = str(uuid.uuid4())
+    try:
+        receipt = await asyncio.wrap_future(state.writer.submit(request_id, landing_rows(body, request_id), key))
+    except Exception:
+        log.exception("publish not stored")
+        return JSONResponse(status_code=503, content={"success": False, "message": "turns were not stored; retry"})
+    response = PublishUserInteractionResponse(
+        success=True,
+        request_id=receipt.request_id,
+        storage_label="lake",
+        message="duplicate publish: already stored under this idempotency key" if receipt.duplicate else "stored",
+    )
+    if wait_for_response:
+        await _close_the_loop(state, receipt.ingested_at_us, receipt.request_id, response)
+    return response
+
+
+async def _close_the_loop(state: ServiceState, ingested_at_us: int, request_id: str, response) -> None:
+    """Materialise the publish's window through Dagster, publish the index, and swap it in before answering."""
+    moment = datetime.fromtimestamp(ingested_at_us / 1_000_000, tz=timezone.utc)
+    key = key_of_moment(moment, GRANULARITY)
+    try:
+        await run_in_threadpool(state.launcher, [key])
+    except Exception as exc:  # the turns are durable; learning failed and will be retried by the sensor
+        log.exception("wait_for_response run failed")
+        response.warnings.append(f"learning run for window {key} failed: {type(exc).__name__}")
+        response.message = "stored; learning failed (will be retried)"
+        return
+    await run_in_threadpool(state.index.refresh)
+    window = window_of_key(key, GRANULARITY)
+    profiles = state.lake.read_table("user_profiles", window).to_pylist()
+    playbooks = state.lake.read_table("user_playbooks", window).to_pylist()
+    response.profiles_added = sum(1 for r in profiles if r["generated_from_request_id"] == request_id)
+    response.playbooks_added = sum(1 for r in playbooks if r["request_id"] == request_id)
+    response.message = "stored, learned and indexed"
+
+

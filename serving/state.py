@@ -1,0 +1,77 @@
+"""The service's long-lived parts, created at start-up and shared by every request."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.learning.embedding import Embedder, make_embedder
+from reflexio_pipelines.search.index import embed_search_query
+from reflexio_pipelines.settings import Settings
+from serving.index import IndexHolder
+from serving.landing import LandingWriter
+
+log = logging.getLogger(__name__)
+
+Launcher = Callable[[list[str]], object]
+
+
+@dataclass
+class ServiceState:
+    """Settings, the lake, the landing writer, the served index and the query embedder."""
+
+    settings: Settings
+    lake: Lake
+    writer: LandingWriter
+    index: IndexHolder
+    launcher: Launcher
+    _embedder: Embedder | None = None
+
+    @classmethod
+    def create(cls, settings: Settings, launcher: Launcher | None = None) -> "ServiceState":
+        lake = Lake.at(settings.lake)
+        return cls(
+            settings=settings,
+            lake=lake,
+            writer=LandingWriter(lake, max_batch_rows=settings.landing_max_batch_rows),
+            index=IndexHolder(lake.index_root),
+            launcher=launcher or _default_launcher(settings),
+        )
+
+    def start(self) -> None:
+        self.writer.start()
+        self.index.start()
+
+    def close(self) -> None:
+        self.writer.close()
+        self.index.close()
+
+    @property
+    def embedder(self) -> Embedder:
+        """The query embedder, created on first use (the local model loads in well under a second)."""
+        if self._embedder is None:
+            e = self.settings.embedder
+            self._embedder = make_embedder(
+                e.model, api_base=e.api_base, api_key=e.api_key.get_secret_value(), dimensions=e.dimensions
+            )
+        return self._embedder
+
+    def query_vector(self, query: str, index_model_id: str) -> np.ndarray | None:
+        """The query's embedding, or None when the index was built by another model (vectors must not mix)."""
+        if self.embedder.model_id != index_model_id:
+            log.error("index built with %s but service embeds with %s", index_model_id, self.embedder.model_id)
+            return None
+        return embed_search_query(self.embedder, query)
+
+
+def _default_launcher(settings: Settings) -> Launcher:
+    def launch(partition_keys: list[str]) -> object:
+        from reflexio_pipelines.runs import launch as run_pipeline
+
+        return run_pipeline(partition_keys, settings=settings)
+
+    return launch

@@ -1,0 +1,66 @@
+"""Shared fixtures: a temporary lake, settings pointing at it, sample data landed durably, a Dagster instance."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from pathlib import Path  # noqa: E402
+
+import dagster as dg  # noqa: E402
+import pytest  # noqa: E402
+
+from reflexio_pipelines.demo.run import publish_payload, sample_conversations  # noqa: E402
+from reflexio_pipelines.lake.io import Lake  # noqa: E402
+from reflexio_pipelines.settings import Settings  # noqa: E402
+from serving.landing import LandingWriter  # noqa: E402
+from serving.models import PublishUserInteractionRequest  # noqa: E402
+from serving.routers.publish import landing_rows  # noqa: E402
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Lake:
+    return Lake.at(tmp_path / "lake")
+
+
+@pytest.fixture
+def settings(lake: Lake) -> Settings:
+    return Settings(lake=str(lake.root))
+
+
+@pytest.fixture
+def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+@pytest.fixture
+def samples() -> list[dict]:
+    return sample_conversations()
+
+
+def land(lake: Lake, conversations: list[dict]) -> list[str]:
+    """Land conversations through the real group-commit writer; returns their request ids."""
+    writer = LandingWriter(lake)
+    writer.start()
+    try:
+        futures = []
+        for i, conversation in enumerate(conversations):
+            body = PublishUserInteractionRequest.model_validate(publish_payload(conversation))
+            request_id = f"req-{i}-{conversation['id']}"
+            futures.append(writer.submit(request_id, landing_rows(body, request_id), f"key-{conversation['id']}"))
+        return [f.result(timeout=30).request_id for f in futures]
+    finally:
+        writer.close()
+
+
+@pytest.fixture
+def landed(lake: Lake, samples: list[dict]) -> list[str]:
+    return land(lake, samples)

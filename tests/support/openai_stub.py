@@ -1,0 +1,214 @@
+"""A small OpenAI-compatible chat server (POST /v1/chat/completions, GET /v1/models) acting as a fake LLM.
+
+The default behaviour really reads the prompt: it parses the `[T{n}] role: content` transcript and the expert
+comparisons back out of the user message, runs the builtin rules over the reconstructed turns, and answers in the
+extraction JSON contract, citing the `T{n}` labels as evidence. The reply is wrapped in a ```json fence and carries
+a trailing comma, so every call exercises the client's repair path. Faults for tests: garbage replies or HTTP
+errors for the first N calls. Every request body and Authorization header is recorded on `app.state.requests`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.transcript import CONTINUATION_INDENT
+from reflexio_pipelines.learning.types import ExtractionResult, ToolCall, Turn, Window
+
+GARBAGE_REPLY = "I'm sorry, I can't produce that right now. {{{ not json"
+
+_SESSION_RE = re.compile(r"^=== Session: (.*) ===$")
+_TURN_RE = re.compile(r"^\[T(\d+)\] ([^:\n]*): ?(.*)$")
+_PAIR_RE = re.compile(r"^(User Question|Agent Response|Expert Response) \[T(\d+)\]: ?(.*)$")
+_TOOL_PREFIX = "[used tool: "
+
+
+@dataclass
+class StubBehaviour:
+    """How the stub answers. Counters are per app (calls are counted from 1)."""
+
+    error_first: int = 0  # the first N calls return HTTP `error_status`
+    garbage_first: int = 0  # the first N calls (those not already failed by error_first) reply non-JSON, HTTP 200
+    error_status: int = 500
+    fence: bool = True  # wrap the JSON in ```json … ```
+    trailing_comma: bool = True  # leave a trailing comma before the final brace
+    responder: Callable[[dict[str, Any]], str] | None = None  # replaces the fake-LLM reply (gets the request body)
+    delay_s: float = 0.0  # wait before answering (to exercise client timeouts)
+
+
+def _parse_tool_prefixes(text: str) -> tuple[tuple[ToolCall, ...], str]:
+    """Split leading `[used tool: NAME({json})] ` prefixes off a rendered turn."""
+    calls: list[ToolCall] = []
+    decoder = json.JSONDecoder()
+    while text.startswith(_TOOL_PREFIX):
+        open_paren = text.find("(", len(_TOOL_PREFIX))
+        if open_paren < 0:
+            break
+        try:
+            data, end = decoder.raw_decode(text, open_paren + 1)
+        except ValueError:
+            break
+        if not text.startswith(")] ", end):
+            break
+        calls.append(ToolCall(tool_name=text[len(_TOOL_PREFIX) : open_paren], tool_data=data))
+        text = text[end + 3 :]
+    return tuple(calls), text
+
+
+def _blocks(lines: list[str], head: re.Pattern[str]) -> list[tuple[re.Match[str], str]]:
+    """Lines matching `head`, each with its indented continuation lines joined back (user-action lines skipped)."""
+    found: list[tuple[re.Match[str], list[str]]] = []
+    current: list[str] | None = None
+    for line in lines:
+        if match := head.match(line):
+            current = [match.groups()[-1]]
+            found.append((match, current))
+        elif current is not None and line.startswith(CONTINUATION_INDENT):
+            if not line.startswith(CONTINUATION_INDENT + "[user action:"):
+                current.append(line[len(CONTINUATION_INDENT) :])
+        else:
+            current = None  # a header or blank line ends the block
+    return [(match, "\n".join(parts)) for match, parts in found]
+
+
+def window_from_prompt(prompt: str) -> Window:
+    """Rebuild the window from a rendered extraction prompt; turn ids are the labels (`T1`, `T2`, …)."""
+    transcript, _, expert_part = prompt.partition("Expert comparisons:")
+    lines = transcript.split("\n")
+    session_of: dict[str, str] = {}
+    session = "session"
+    for line in lines:
+        if match := _SESSION_RE.match(line):
+            session = match.group(1)
+        elif match := _TURN_RE.match(line):
+            session_of[match.group(1)] = session
+    experts = {
+        match.group(2): text
+        for match, text in _blocks(expert_part.split("\n"), _PAIR_RE)
+        if match.group(1) == "Expert Response"
+    }
+    turns = []
+    for match, text in _blocks(lines, _TURN_RE):
+        number, role = match.group(1), match.group(2)
+        tools, content = _parse_tool_prefixes(text)
+        turns.append(
+            Turn(
+                turn_id=f"T{number}",
+                interaction_id=int(number),
+                request_id=session_of[number],
+                user_id="stub-user",
+                role=role,
+                content=content,
+                created_at=int(number),
+                session_id=session_of[number],
+                tools_used=tools,
+                expert_content=experts.get(number, ""),
+            )
+        )
+    turns.sort(key=lambda t: t.interaction_id)
+    return Window(user_id="stub-user", turns=tuple(turns))
+
+
+def extraction_json(result: ExtractionResult) -> dict[str, Any]:
+    """An ExtractionResult in the prompt's JSON contract (source turn ids are already `T{n}` labels)."""
+    return {
+        "profiles": [
+            {"content": p.content, "time_to_live": p.time_to_live, "evidence": p.source_turn_ids}
+            for p in result.profiles
+        ],
+        "playbooks": [
+            {
+                "rationale": p.rationale,
+                "trigger": p.trigger,
+                "content": p.content,
+                "kind": p.kind,
+                "blocking_issue": (
+                    {"kind": p.blocking_issue_kind, "details": p.blocking_issue_details or ""}
+                    if p.blocking_issue_kind
+                    else None
+                ),
+                "evidence": p.source_turn_ids,
+            }
+            for p in result.playbooks
+        ],
+    }
+
+
+def fake_llm_reply(body: dict[str, Any]) -> str:
+    """The extraction JSON the builtin rules produce for the transcript in the request's user message."""
+    user = next((m.get("content", "") for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
+    if isinstance(user, list):  # content blocks
+        user = "\n".join(block.get("text", "") for block in user if isinstance(block, dict))
+    window = window_from_prompt(user)
+    result = BuiltinExtractor().extract(window) if window.turns else ExtractionResult()
+    return json.dumps(extraction_json(result), ensure_ascii=False, indent=1)
+
+
+def _decorate(text: str, behaviour: StubBehaviour) -> str:
+    if behaviour.trailing_comma and text.rstrip().endswith("}"):
+        stripped = text.rstrip()
+        text = stripped[:-1].rstrip() + ",\n}"
+    return f"```json\n{text}\n```" if behaviour.fence else text
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)  # the usual ~4 characters per token
+
+
+def make_openai_stub(behaviour: StubBehaviour | None = None) -> FastAPI:
+    """The stub app. `app.state.requests` holds `{"body", "authorization"}` per chat call; `app.state.calls` the
+    number of chat calls so far; `app.state.behaviour` may be replaced between calls."""
+    app = FastAPI()
+    app.state.behaviour = behaviour or StubBehaviour()
+    app.state.requests = []
+    app.state.calls = 0
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "tests"}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> JSONResponse:
+        body: dict[str, Any] = await request.json()
+        app.state.requests.append({"body": body, "authorization": request.headers.get("authorization")})
+        app.state.calls += 1
+        call = app.state.calls
+        current: StubBehaviour = app.state.behaviour
+        if current.delay_s:
+            await asyncio.sleep(current.delay_s)
+        if call <= current.error_first:
+            return JSONResponse(
+                {"error": {"message": f"stub failure {call}", "type": "server_error", "code": None}},
+                status_code=current.error_status,
+            )
+        if call <= current.garbage_first:
+            content = GARBAGE_REPLY
+        elif current.responder is not None:
+            content = current.responder(body)
+        else:
+            content = _decorate(fake_llm_reply(body), current)
+        prompt_text = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        usage = {"prompt_tokens": _tokens(prompt_text), "completion_tokens": _tokens(content)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-stub-{call}",
+                "object": "chat.completion",
+                "created": 1_767_225_600,
+                "model": body.get("model", "stub"),
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                ],
+                "usage": usage,
+            }
+        )
+
+    return app

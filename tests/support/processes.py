@@ -1,0 +1,69 @@
+"""Start the real service (`python -m serving`) as a child process on 127.0.0.1 for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def child_env(lake: Path, dagster_home: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, REFLEXIO_LAKE=str(lake), DAGSTER_HOME=str(dagster_home), **extra)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return env
+
+
+def start_service(lake: Path, dagster_home: Path, port: int, log: Path) -> subprocess.Popen:
+    """`python -m serving` on 127.0.0.1:port; returns once /health answers (or raises with the log)."""
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "serving", "--host", "127.0.0.1", "--port", str(port), "--lake", str(lake),
+             "--log-level", "warning"],
+            env=child_env(lake, dagster_home),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"service exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"service did not answer: {log.read_text()[-2000:]}")
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=30)
+
+
+@contextmanager
+def running_service(lake: Path, dagster_home: Path, log: Path) -> Iterator[str]:
+    port = free_port()
+    proc = start_service(lake, dagster_home, port, log)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
