@@ -104,3 +104,28 @@ def test_wait_for_response_closes_the_loop_in_one_call(client):
     hits = client.post("/api/search", json={"query": "which region for deploys", "user_id": "alice"}).json()
     assert any("us-west-2" in p["content"] for p in hits["user_playbooks"])
     assert hits["index_version"]
+
+
+class _OtherModel:
+    """An embedder that is not the service's: the index must not be queried with mixed vectors."""
+
+    model_id = "some-other-model"
+    dim = 8
+
+    def embed(self, texts):
+        import numpy as np
+
+        vectors = np.ones((len(texts), self.dim), dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_index_from_another_embedding_model_is_searched_by_bm25_only(settings, instance, lake):
+    from reflexio_pipelines.search.index import SearchDoc, publish_index
+
+    doc = SearchDoc(entity_type="user_playbook", doc_id="1", text="always use us-west-2", user_id="u1",
+                    payload={"content": "always use us-west-2"})
+    publish_index(lake.index_root, [doc], _OtherModel())
+    with TestClient(create_app(settings)) as c:
+        body = c.post("/api/search", json={"query": "us-west-2", "user_id": "u1"}).json()
+    assert body["success"] and [p["content"] for p in body["user_playbooks"]] == ["always use us-west-2"]
+    assert "another embedding model" in body["msg"]

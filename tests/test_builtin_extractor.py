@@ -78,6 +78,7 @@ def test_deploy_region_correction() -> None:
         ("Call me Sam.", "Prefers to be called Sam"),
         ("Hi! I'm Dana.", "Name is Dana"),
         ("My timezone is CET.", "Timezone is CET"),
+        ("My timezone is CET, so schedule reports for 8am my time.", "Timezone is CET"),
     ],
 )
 def test_personal_facts_become_profiles(said: str, profile: str) -> None:
@@ -142,6 +143,20 @@ def test_habit_in_first_person_is_a_profile_not_a_correction() -> None:
     assert result.playbooks == []
 
 
+def test_second_correction_keeps_the_original_request_as_situation() -> None:
+    window = convo(
+        ("user", "Book a table for four tonight"),
+        ("assistant", "Booked at 6pm at Luigi's."),
+        ("user", "No, never book before 7pm"),
+        ("assistant", "Rebooked at 7pm at Luigi's."),
+        ("user", "Wrong place, we don't eat Italian"),
+    )
+    first, second = EXTRACTOR.extract(window).playbooks
+    assert first.trigger == second.trigger == "When booking a table for four tonight"
+    assert (first.content, second.content) == ("Never book before 7pm.", "Wrong place; don't eat Italian.")
+    assert second.source_turn_ids == ["t1", "t4", "t5"]
+
+
 def test_correction_needs_a_preceding_agent_turn() -> None:
     assert EXTRACTOR.extract(convo(("user", "Never deploy on Fridays."))).playbooks == []
 
@@ -165,6 +180,7 @@ def test_correction_without_request_in_window_uses_the_agent_answer_as_situation
         ("Not the CSV but the parquet export", "Not the CSV but the parquet export."),
         ("No. Use the EU bucket. I'm based in Dublin.", "Use the EU bucket."),
         ("No, I prefer tabs", "Prefer tabs."),
+        ("No.\nUse the staging cluster.\nThanks", "Use the staging cluster."),
     ],
 )
 def test_correction_rule_rewrites(correction: str, rule: str) -> None:
@@ -190,7 +206,15 @@ def test_situation_trigger(request_text: str, trigger: str) -> None:
 
 @pytest.mark.parametrize(
     "reply",
-    ["No problem, thanks!", "No worries, that's great.", "Never mind, all good.", "Thanks, that's perfect!", "ok"],
+    [
+        "No problem, thanks!",
+        "No worries, that's great.",
+        "Never mind, all good.",
+        "Thanks, that's perfect!",
+        "ok",
+        "No, thanks.",
+        "No.",
+    ],
 )
 def test_polite_replies_are_not_corrections(reply: str) -> None:
     window = convo(("user", "Summarise the doc"), ("assistant", "Here you go."), ("user", reply))

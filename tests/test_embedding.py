@@ -16,12 +16,8 @@ from reflexio_pipelines.learning.embedding import (
     make_embedder,
 )
 
-try:  # tests/ is on sys.path when it has no __init__.py (pytest's default rootdir insertion)
-    from support.embedding_stub import make_embedding_app, stub_vector
-    from support.servers import serve_app
-except ImportError:  # pragma: no cover - if tests/ ever becomes a package
-    from tests.support.embedding_stub import make_embedding_app, stub_vector
-    from tests.support.servers import serve_app
+from tests.support.embedding_stub import make_embedding_app, stub_vector
+from tests.support.servers import serve_app
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,8 @@ from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExt
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
 from reflexio_pipelines.settings import LLMSettings
 
-try:  # tests/ is on sys.path when it has no __init__.py (pytest's default rootdir insertion)
-    from support.openai_stub import StubBehaviour, make_openai_stub
-    from support.servers import serve_app
-except ImportError:  # pragma: no cover - if tests/ ever becomes a package
-    from tests.support.openai_stub import StubBehaviour, make_openai_stub
-    from tests.support.servers import serve_app
+from tests.support.openai_stub import StubBehaviour, make_openai_stub
+from tests.support.servers import serve_app
 
 pytestmark = pytest.mark.e2e
 

@@ -105,7 +105,7 @@ def _third_person_verb(verb: str) -> str:
 
 
 def _gerund(verb: str) -> str:
-    """`deploy` -> `deploying`, `write` -> `writing`, `run` -> `running`, `set up` stays two words upstream."""
+    """`deploy` -> `deploying`, `write` -> `writing`, `run` -> `running`, `tie` -> `tying`."""
     lower = verb.lower()
     if lower.endswith("ie"):
         return verb[:-2] + "ying"
@@ -123,7 +123,7 @@ def _gerund(verb: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 _CLAUSE_SPLIT_RE = re.compile(
-    r"\s*;\s*|,?\s+(?:and|but|so|also)\s+(?=(?:I|my|My)\b)|,\s+(?=(?:I|my|My)\b)|\s+[-\u2013\u2014]+\s+"
+    r"\s*;\s*|,?\s+(?:and|but|so|also)\s+(?=(?:I|my|My)\b)|,\s+(?=(?:I|my|My)\b)|,\s+so\s+|\s+[-\u2013\u2014]+\s+"
 )
 _LEAD_IN_RE = re.compile(r"^(?:(?:also|and|but|so|well|actually|btw|fyi|oh|hi|hey|hello|ok|okay)\b[,!.]?\s+)+", re.I)
 _QUESTION_START_RE = re.compile(
@@ -269,8 +269,8 @@ def _profiles_from_turn(turn: Turn, is_correction_turn: bool) -> Iterator[Extrac
 
 # Phrases that contain a marker word but are politeness, not a correction.
 _NOT_A_CORRECTION_RE = re.compile(
-    r"\bno (?:problem|worries|thanks|thank you|rush|idea)\b|\bnever ?mind\b|\b(?:don't|do not) worry\b|"
-    r"\bnot sure\b|\bnothing\b",
+    r"\bno,? (?:problem|worries|thanks|thank you|rush|idea)\b|\bnever ?mind\b|\b(?:don't|do not) worry\b|"
+    r"\bnot sure\b",
     re.I,
 )
 _LEADING_NO_RE = re.compile(r"^(?:no|nope|nah)\b", re.I)
@@ -281,9 +281,10 @@ _MARKER_RE = re.compile(
     r"\bnot\b[^.?!]{1,80}\bbut\b|\buse\b[^.?!]{1,80}?,?\s+not\b",
     re.I,
 )
+# Leading "No," / "Nope —" / "Wrong." carry no rule; "wrong" needs punctuation after it ("Wrong place" is content).
 _STRIP_LEAD_RE = re.compile(
-    r"^(?:(?:no|nope|nah|wrong|incorrect|that's (?:wrong|not right|incorrect|not it)|that is (?:wrong|not right|"
-    r"incorrect))\b[\s,.!;:\u2013\u2014-]*)+",
+    r"^(?:(?:no|nope|nah)\b[\s,.!;:\u2013\u2014-]*|(?:wrong|incorrect|that's (?:wrong|not right|incorrect|not it)|"
+    r"that is (?:wrong|not right|incorrect))\s*[,.!;:\u2013\u2014-]+\s*)+",
     re.I,
 )
 _SUBJECT_ADVERB_RE = re.compile(r"^(?:we|you|I)\s+(always|never|only|usually)\b", re.I)
@@ -294,8 +295,8 @@ _FILLER_SENTENCE_RE = re.compile(r"^(?:thanks|thank you|ok|okay|hmm+|ugh|sorry|p
 
 
 def _has_correction_marker(text: str) -> bool:
-    text = _NOT_A_CORRECTION_RE.sub(" ", _normalise(text))
-    return bool(_MARKER_RE.search(text)) or any(_LEADING_NO_RE.match(s) for s in _sentences(text))
+    sentences = [_NOT_A_CORRECTION_RE.sub(" ", _normalise(s)).strip() for s in _sentences(text)]
+    return any(_MARKER_RE.search(s) or _LEADING_NO_RE.match(s) for s in sentences)
 
 
 def _rule_sentence(sentence: str) -> str:
@@ -313,14 +314,12 @@ def correction_rule(correction: str) -> str:
     """The user's correction as an imperative rule, keeping their words ("No, we never X, always Y" ->
     "Never X; always Y.")."""
     rules = []
-    for sentence in _sentences(_normalise(correction)):
-        if _FILLER_SENTENCE_RE.match(sentence):
-            continue
+    for sentence in map(_normalise, _sentences(correction)):
         # a plain fact about the user in the same turn ("I'm a PM") is a profile, not part of the rule
         if not _has_correction_marker(sentence) and any(map(_profile_from_clause, _CLAUSE_SPLIT_RE.split(sentence))):
             continue
         rule = _STRIP_LEAD_RE.sub("", sentence)
-        if rule:
+        if rule and not _FILLER_SENTENCE_RE.match(rule):
             rules.append(_rule_sentence(rule))
     return _clip(" ".join(rules), MAX_CONTENT_CHARS)
 
@@ -356,7 +355,7 @@ def _strip_polite(sentence: str) -> tuple[str, bool]:
 def _request_sentence(request: str) -> str:
     """The sentence of a user turn that states the task: the first imperative, polite request or question,
     else the first sentence that is not a statement about the user ("Hi! I'm Dana. Deploy X." -> "Deploy X.")."""
-    sentences = [s for s in (_GREETING_RE.sub("", s).strip() for s in _sentences(_normalise(request))) if s]
+    sentences = [s for s in (_GREETING_RE.sub("", _normalise(s)).strip() for s in _sentences(request)) if s]
     for sentence in sentences:
         text, polite = _strip_polite(sentence)
         if polite or sentence.endswith("?") or _first_word(text) in _IMPERATIVE_VERBS:
@@ -385,18 +384,33 @@ def situation_trigger(request: str) -> str:
     return _clip(f"When {phrase}", MAX_TRIGGER_CHARS)
 
 
-def _correction_playbook(turns: tuple[Turn, ...], index: int) -> ExtractedPlaybook | None:
+def _corrected_agent_index(turns: tuple[Turn, ...], index: int) -> int | None:
+    """The agent turn that user turn `index` corrects, or None when the turn is not a correction."""
     turn = turns[index]
     if not turn.is_user or not _has_correction_marker(turn.content):
         return None
     agent_index = previous_speaker_index(turns, index)
-    if agent_index is None or not is_agent_turn(turns[agent_index]):
+    return agent_index if agent_index is not None and is_agent_turn(turns[agent_index]) else None
+
+
+def _request_index(turns: tuple[Turn, ...], agent_index: int) -> int | None:
+    """The user turn that set the task the agent was answering: the nearest earlier user turn that is not itself a
+    correction (after "No, X" -> agent retry -> "No, Y", the situation is still the original request)."""
+    index = preceding_index(turns, agent_index, user=True)
+    while index is not None and _corrected_agent_index(turns, index) is not None:
+        index = preceding_index(turns, index, user=True)
+    return index
+
+
+def _correction_playbook(turns: tuple[Turn, ...], index: int) -> ExtractedPlaybook | None:
+    agent_index = _corrected_agent_index(turns, index)
+    if agent_index is None:
         return None
+    turn, agent = turns[index], turns[agent_index]
     content = correction_rule(turn.content)
     if not content:
         return None
-    agent = turns[agent_index]
-    request_index = preceding_index(turns, agent_index, user=True)
+    request_index = _request_index(turns, agent_index)
     if request_index is not None:
         trigger = situation_trigger(turns[request_index].content)
         sources = [turns[request_index].turn_id, agent.turn_id, turn.turn_id]

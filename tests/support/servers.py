@@ -48,7 +48,7 @@ def serve_app(app: Any, *, startup_timeout: float = 15.0, shutdown_timeout: floa
     """
     sock = _bound_socket()
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="auto", loop="asyncio")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="auto")
     server = uvicorn.Server(config)
     errors: list[BaseException] = []
 
