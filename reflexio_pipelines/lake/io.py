@@ -23,31 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock
 
+from reflexio_pipelines.files import TMP_PREFIX, atomic_write_bytes, fsync_path
 from reflexio_pipelines.lake.schemas import TABLES
-
-TMP_PREFIX = ".tmp-"
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename inside `path` durable (POSIX needs the directory entry flushed too)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so readers see the old file or the whole new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}-{path.name}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
 
 def atomic_write_parquet(table: pa.Table, path: Path) -> None:
     """Write a Parquet file under a temporary name, fsync it, then rename it into place and fsync the dir."""
@@ -58,7 +35,7 @@ def atomic_write_parquet(table: pa.Table, path: Path) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def landing_hour_dir(landing_root: Path, moment: datetime) -> Path:

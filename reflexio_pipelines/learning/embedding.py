@@ -6,7 +6,6 @@ Nothing here imports Dagster; onnxruntime, tokenizers and litellm are imported l
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import threading
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from reflexio_pipelines.files import sha256_file
 
 LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"  # recorded in search indexes: keep stable
 LOCAL_DIM = 384
@@ -75,17 +76,9 @@ def _package_file(package: str, relpath: str) -> Path:
     )
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _verify_sha256(path: Path, expected: str) -> None:
     """Raise ModelFileError unless the file's sha256 equals `expected` (we only run pinned model files)."""
-    actual = _sha256_file(path)
+    actual = sha256_file(path)
     if actual != expected:
         raise ModelFileError(
             f"sha256 mismatch for {path}: expected {expected}, got {actual}. The file is corrupt or is not the "

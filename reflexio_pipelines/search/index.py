@@ -15,7 +15,6 @@ neighbour search over every row that passes the filters, and documents and queri
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -33,6 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from reflexio_pipelines.files import atomic_write_bytes, fsync_path, fsync_tree, sha256_file
 from reflexio_pipelines.learning.embedding import Embedder, EmbeddingError, embed_one, l2_normalize
 
 ENTITY_TYPES: tuple[str, ...] = ("profile", "user_playbook", "agent_playbook")
@@ -303,14 +303,6 @@ def _write_docs_parquet(path: Path, by_type: dict[str, list[SearchDoc]]) -> None
     pq.write_table(pa.table(columns, schema=schema), path)
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def build_index(
     docs: Sequence[SearchDoc], embedder: Embedder, out_dir: Path, *, version: str | None = None
 ) -> dict[str, Any]:
@@ -338,7 +330,7 @@ def build_index(
         vectors = _embed_all(norm_texts, embedder)
         vector_path = out_dir / "vectors" / f"{entity_type}.npy"
         np.save(vector_path, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
-        vector_digests[entity_type] = _sha256_file(vector_path)
+        vector_digests[entity_type] = sha256_file(vector_path)
         _write_bm25(out_dir / "bm25" / entity_type, group, norm_texts)
     _write_docs_parquet(out_dir / "docs.parquet", by_type)
 
@@ -351,7 +343,7 @@ def build_index(
         "embedder": {"model_id": model_id, "dim": dim},
         "counts": {t: len(by_type[t]) for t in ENTITY_TYPES},
         "vector_sha256": vector_digests,
-        "docs_sha256": _sha256_file(out_dir / "docs.parquet"),
+        "docs_sha256": sha256_file(out_dir / "docs.parquet"),
         "text_normalization": TEXT_NORMALIZATION,
         "bm25_tokenizer": BM25_TOKENIZER,
         "build_seconds": round(time.perf_counter() - started, 3),
@@ -364,35 +356,9 @@ def build_index(
 # publishing
 
 
-def _fsync_path(path: Path) -> None:
-    """fsync a file or directory (directories so that renames and new entries are durable)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for name in filenames:
-            _fsync_path(Path(dirpath) / name)
-        _fsync_path(Path(dirpath))
-
-
 def new_version_id() -> str:
     """A lexicographically sortable version name: UTC timestamp with microseconds plus a random suffix."""
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(3)
-
-
-def _write_current(index_root: Path, version: str) -> None:
-    tmp = index_root / f".{CURRENT_FILE}.{uuid.uuid4().hex}"
-    with tmp.open("w") as fh:
-        fh.write(version + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, index_root / CURRENT_FILE)  # atomic: readers see the old or the new name, never a mix
-    _fsync_path(index_root)
 
 
 def stage_index(index_root: Path, docs: Sequence[SearchDoc], embedder: Embedder) -> str:
@@ -407,9 +373,9 @@ def stage_index(index_root: Path, docs: Sequence[SearchDoc], embedder: Embedder)
     tmp = index_root / f".tmp-{uuid.uuid4().hex}"
     try:
         build_index(docs, embedder, tmp, version=version)
-        _fsync_tree(tmp)
+        fsync_tree(tmp)
         os.rename(tmp, index_root / version)
-        _fsync_path(index_root)
+        fsync_path(index_root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -421,7 +387,7 @@ def activate_version(index_root: Path, version: str) -> None:
     index_root = Path(index_root)
     if not _VERSION_RE.match(version) or not (index_root / version / "manifest.json").is_file():
         raise IndexCorrupt(f"cannot activate {version!r}: no complete version of that name under {index_root}")
-    _write_current(index_root, version)
+    atomic_write_bytes(index_root / CURRENT_FILE, (version + "\n").encode())
 
 
 def publish_index(index_root: Path, docs: Sequence[SearchDoc], embedder: Embedder) -> str:
@@ -565,7 +531,7 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
     if n != manifest["counts"].get(entity_type, -1):
         raise IndexCorrupt(f"{entity_type}: docs.parquet has {n} rows, manifest says {manifest['counts']}")
     vector_path = version_dir / "vectors" / f"{entity_type}.npy"
-    if verify and _sha256_file(vector_path) != manifest["vector_sha256"][entity_type]:
+    if verify and sha256_file(vector_path) != manifest["vector_sha256"][entity_type]:
         raise IndexCorrupt(f"{vector_path} does not match the sha256 in the manifest")
     # mmap keeps start-up fast and lets several serving processes share one copy in the page cache;
     # numpy cannot mmap an empty array, which an empty entity type has.
