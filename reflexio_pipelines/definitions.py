@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import dagster as dg
+from pydantic import SecretStr
 
 from reflexio_pipelines.assets import learning, search_index, turns
 from reflexio_pipelines.checks import search_index_is_servable
@@ -15,9 +16,10 @@ from reflexio_pipelines.sensors import landing_sensor
 from reflexio_pipelines.settings import Settings, load_settings
 
 
-def _secret(env_name: str) -> str | dg.EnvVar:
-    # Bound as an EnvVar so the Dagster UI and run records show the variable's name, never its value.
-    return dg.EnvVar(env_name) if os.environ.get(env_name) else ""
+def _secret(env_name: str, configured: SecretStr) -> str | dg.EnvVar:
+    # A key from the environment is bound as an EnvVar so the Dagster UI and run records show the variable's name,
+    # never its value; a key given in code or the config file is passed through.
+    return dg.EnvVar(env_name) if os.environ.get(env_name) else configured.get_secret_value()
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
@@ -27,7 +29,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         "extractor": ExtractorResource(
             model=settings.llm.model,
             api_base=settings.llm.api_base,
-            api_key=_secret("REFLEXIO_LLM_API_KEY"),
+            api_key=_secret("REFLEXIO_LLM_API_KEY", settings.llm.api_key),
             timeout_s=settings.llm.timeout_s,
             max_retries=settings.llm.max_retries,
             window_size=settings.window.size,
@@ -36,7 +38,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         "embedder": EmbedderResource(
             model=settings.embedder.model,
             api_base=settings.embedder.api_base,
-            api_key=_secret("REFLEXIO_EMBEDDING_API_KEY"),
+            api_key=_secret("REFLEXIO_EMBEDDING_API_KEY", settings.embedder.api_key),
             dimensions=settings.embedder.dimensions,
         ),
     }

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.runs import launch
-from reflexio_pipelines.search.index import LoadedIndex, SearchFilters
-from reflexio_pipelines.settings import LLMSettings, Settings
+from reflexio_pipelines.search.index import IndexModelMismatch, LoadedIndex, SearchFilters
+from reflexio_pipelines.settings import EmbedderSettings, LLMSettings, Settings
+from tests.support.embedding_stub import make_embedding_app
 from tests.support.openai_stub import StubBehaviour, make_openai_stub
 from tests.support.servers import serve_app
 
@@ -48,3 +50,21 @@ def test_pipeline_learns_through_litellm(lake: Lake, instance, landed, monkeypat
                         filters=SearchFilters(user_id="alice"))
     assert hits and hits[0].payload["provenance"]["extractor"] == "litellm"
     assert SECRET.encode() not in _all_bytes_under(lake.root)
+
+
+def test_index_built_with_a_litellm_embedder_records_its_model(lake: Lake, instance, landed):
+    embed_stub = make_embedding_app(default_dim=32)
+    with serve_app(embed_stub) as base_url:
+        settings = Settings(
+            lake=str(lake.root),
+            embedder=EmbedderSettings(model="openai/stub-embed", api_base=f"{base_url}/v1", api_key="x"),
+        )
+        result = launch(settings=settings, instance=instance)
+    index = LoadedIndex.load(lake.index_root)
+    assert result.index_version == index.version
+    assert index.embedder_model_id == "litellm:openai/stub-embed" and index.dim == 32
+    assert embed_stub.state.requests, "document vectors came from the configured provider"
+    # a query vector from another model is refused rather than compared with these vectors
+    with pytest.raises(IndexModelMismatch):
+        index.search("user_playbook", "deploy", np.ones(384, dtype=np.float32) / np.sqrt(384), top_k=3,
+                     threshold=0.0, mode="vector", filters=SearchFilters())
