@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -48,8 +49,11 @@ class _Pending:
 class LandingWriter:
     """Writes publishes into `lake/landing/turns/date=…/hour=…/` in group commits. Thread-safe."""
 
-    def __init__(self, lake: Lake, max_batch_rows: int = 50_000) -> None:
+    def __init__(
+        self, lake: Lake, max_batch_rows: int = 50_000, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    ) -> None:
         self._lake = lake
+        self._clock = clock  # the commit time decides the landing hour, hence the window (tests set it)
         self._max_batch_rows = max_batch_rows
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
         self._seen: dict[str, Receipt] = {}
@@ -103,7 +107,7 @@ class LandingWriter:
 
     def _commit(self, batch: list[_Pending]) -> None:
         fresh, duplicates = self._split_duplicates(batch)
-        now = datetime.now(timezone.utc)
+        now = self._clock()
         ingested_us = int(now.timestamp() * 1_000_000)
         relative: str | None = None
         if fresh:

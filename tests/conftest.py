@@ -8,6 +8,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import uuid  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import dagster as dg  # noqa: E402
@@ -46,16 +48,16 @@ def samples() -> list[dict]:
     return sample_conversations()
 
 
-def land(lake: Lake, conversations: list[dict]) -> list[str]:
-    """Land conversations through the real group-commit writer; returns their request ids."""
-    writer = LandingWriter(lake)
+def land(lake: Lake, conversations: list[dict], at: datetime | None = None) -> list[str]:
+    """Land conversations through the real group-commit writer (committed `at` a given time); returns request ids."""
+    writer = LandingWriter(lake, clock=(lambda: at) if at else lambda: datetime.now(timezone.utc))
     writer.start()
     try:
         futures = []
         for i, conversation in enumerate(conversations):
             body = PublishUserInteractionRequest.model_validate(publish_payload(conversation))
-            request_id = f"req-{i}-{conversation['id']}"
-            futures.append(writer.submit(request_id, landing_rows(body, request_id), f"key-{conversation['id']}"))
+            request_id = f"req-{i}-{conversation['id']}-{uuid.uuid4().hex[:6]}"
+            futures.append(writer.submit(request_id, landing_rows(body, request_id), f"key-{conversation['id']}-{request_id}"))
         return [f.result(timeout=30).request_id for f in futures]
     finally:
         writer.close()

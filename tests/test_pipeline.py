@@ -73,7 +73,7 @@ def test_learning_assets_write_provenance_and_same_rows_on_rerun(lake: Lake, set
     assert any(p["kind"] == "tool_failure" and "403" in p["content"] for p in playbooks)
     assert any(p["user_id"] == "bob" for p in profiles)
     metadata = result.asset_materializations_for_node("user_learning")
-    assert {m.asset_key.path[-1] for m in metadata} == {"user_profiles", "user_playbooks"}
+    assert {m.asset_key.path[-1] for m in metadata} == {"user_profiles", "user_playbooks", "change_log", "extraction_bookmarks"}
     assert all("llm_calls" in m.metadata for m in metadata)
 
 

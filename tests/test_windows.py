@@ -35,61 +35,75 @@ def spans(windows: list[Window]) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize(
-    ("n", "size", "stride", "expected"),
+    ("history", "total", "size", "stride", "expected"),
     [
-        (0, 10, 5, []),
-        (1, 10, 5, [(0, 1)]),
-        (3, 10, 5, [(0, 3)]),
-        (10, 10, 5, [(0, 10)]),
-        (15, 10, 5, [(0, 10), (5, 15)]),
-        (12, 10, 5, [(0, 10), (2, 12)]),  # tail window anchored at the last turn
-        (23, 10, 5, [(0, 10), (5, 15), (10, 20), (13, 23)]),
-        (20, 10, 10, [(0, 10), (10, 20)]),
-        (7, 3, 3, [(0, 3), (3, 6), (4, 7)]),
-        (20, 5, 10, [(0, 5), (10, 15), (15, 20)]),  # stride > size samples, but the tail is still covered
-        (6, 1, 1, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6)]),
+        (0, 0, 10, 5, []),
+        (4, 4, 10, 5, []),  # nothing new: no call, the bookmark stays
+        (0, 1, 10, 5, [(0, 1)]),
+        (0, 10, 10, 5, [(0, 10)]),
+        (0, 12, 10, 5, [(0, 10), (2, 12)]),  # short tail extended backwards to a full window
+        (0, 25, 10, 5, [(0, 10), (10, 20), (15, 25)]),  # 25 new turns: 3 calls, not 5
+        (0, 20, 10, 10, [(0, 10), (10, 20)]),
+        (20, 23, 10, 5, [(15, 23)]),  # 3 new turns read with 5 turns of processed context
+        (3, 6, 10, 5, [(0, 6)]),  # less history than the overlap: all of it
+        (20, 40, 10, 5, [(15, 25), (25, 35), (30, 40)]),
+        (0, 6, 1, 1, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6)]),
     ],
 )
-def test_window_bounds(n: int, size: int, stride: int, expected: list[tuple[int, int]]) -> None:
-    assert window_bounds(n, size, stride) == expected
+def test_window_bounds(history: int, total: int, size: int, stride: int, expected: list[tuple[int, int]]) -> None:
+    assert window_bounds(history, total, size, stride) == expected
 
 
-@pytest.mark.parametrize("n", range(1, 40))
+@pytest.mark.parametrize("history", [0, 1, 4, 9, 17])
+@pytest.mark.parametrize("new", range(1, 30))
 @pytest.mark.parametrize(("size", "stride"), [(10, 5), (5, 3), (25, 10), (15, 8), (4, 4)])
-def test_every_turn_is_covered_and_last_window_ends_at_last_turn(n: int, size: int, stride: int) -> None:
-    bounds = window_bounds(n, size, stride)
+def test_every_new_turn_is_covered_with_few_calls(history: int, new: int, size: int, stride: int) -> None:
+    total = history + new
+    bounds = window_bounds(history, total, size, stride)
     covered = {i for a, b in bounds for i in range(a, b)}
-    assert covered == set(range(n))
-    assert bounds[-1][1] == n
-    assert all(b - a == min(size, n) for a, b in bounds)
-    assert len(set(bounds)) == len(bounds)
+    assert set(range(history, total)) <= covered
+    assert bounds[-1][1] == total
+    assert all(b - a <= size for a, b in bounds)
+    assert len(bounds) <= -(-new // size) + 1  # about one call per `size` new turns, never one per turn
+    first = bounds[0][0]
+    assert first == max(0, history - (size - stride))  # context reaches back over the overlap, no further
 
 
 def test_invalid_size_or_stride() -> None:
     with pytest.raises(ValueError):
-        window_bounds(5, 0, 1)
+        window_bounds(0, 5, 0, 1)
     with pytest.raises(ValueError):
-        window_bounds(5, 3, 0)
+        window_bounds(0, 5, 3, 0)
+    with pytest.raises(ValueError):
+        window_bounds(0, 5, 3, 4)
 
 
-def test_plan_windows_sorts_by_time_then_turn_id_and_is_deterministic() -> None:
+def test_plan_windows_sorts_each_part_and_is_deterministic() -> None:
     turns = [turn(i, created_at=1_000 + i // 2) for i in range(12)]  # pairs share a timestamp
     shuffled = turns[:]
     random.Random(7).shuffle(shuffled)
-    windows = plan_windows(shuffled, 10, 5)
+    windows = plan_windows([], shuffled, 10, 5)
     assert spans(windows) == [(0, 9), (2, 11)]
     assert [t.turn_id for t in windows[0].turns] == [t.turn_id for t in turns[:10]]
-    assert [w.window_id for w in windows] == [w.window_id for w in plan_windows(list(reversed(turns)), 10, 5)]
+    assert [w.window_id for w in windows] == [w.window_id for w in plan_windows([], list(reversed(turns)), 10, 5)]
     assert all(w.user_id == "u1" for w in windows)
 
 
+def test_plan_windows_reads_new_turns_with_processed_context() -> None:
+    history = [turn(i) for i in range(8)]
+    new = [turn(i) for i in range(8, 11)]
+    (only,) = plan_windows(history, new, 10, 5)
+    assert spans([only]) == [(3, 10)]
+
+
 def test_plan_windows_edge_cases() -> None:
-    assert plan_windows([], 10, 5) == []
+    assert plan_windows([], [], 10, 5) == []
+    assert plan_windows([turn(1)], [], 10, 5) == []
     few = [turn(i) for i in range(3)]
-    (only,) = plan_windows(few, 10, 5)
+    (only,) = plan_windows([], few, 10, 5)
     assert only.turns == tuple(few)
     with pytest.raises(ValueError, match="one user"):
-        plan_windows([turn(1, user="a"), turn(2, user="b")], 10, 5)
+        plan_windows([], [turn(1, user="a"), turn(2, user="b")], 10, 5)
 
 
 def test_group_by_user_sorted() -> None:

@@ -105,8 +105,9 @@ class Lake:
 
     # -- tables ------------------------------------------------------------------------------------------
 
-    def read_table(self, name: str, window: str | None = None) -> pa.Table:
-        """A Delta table (optionally one window) as Arrow; an empty table with the schema if it doesn't exist."""
+    def read_table(self, name: str, window: str | None = None, filters: list[tuple] | None = None) -> pa.Table:
+        """A Delta table as Arrow, optionally one window and/or DNF `filters` (e.g. `[("user_id", "in", ids)]`);
+        an empty table with the schema if it doesn't exist yet."""
         from deltalake import DeltaTable
 
         schema = TABLES[name]
@@ -114,7 +115,7 @@ class Lake:
         if not (path / "_delta_log").exists():
             return schema.empty_table()
         dt = DeltaTable(str(path))
-        filters = [("window", "=", window)] if window is not None else None
+        filters = [*(filters or []), *([("window", "=", window)] if window is not None else [])] or None
         table = dt.to_pyarrow_table(filters=filters)
         return table.select(schema.names).cast(schema)
 

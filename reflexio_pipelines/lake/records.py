@@ -6,6 +6,9 @@ import json
 
 import pyarrow as pa
 
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.learning.learn import UserState
+from reflexio_pipelines.learning.lifecycle import current_rows
 from reflexio_pipelines.learning.types import ToolCall, Turn
 
 
@@ -31,6 +34,30 @@ def turns_from_table(table: pa.Table) -> list[Turn]:
             shadow_content=row["shadow_content"] or "",
             user_action=row["user_action"] or "none",
             user_action_description=row["user_action_description"] or "",
+            ingested_at_us=row["ingested_at_us"],
+            turn_index=row["turn_index"],
         )
         for row in table.to_pylist()
     ]
+
+
+def user_states(lake: Lake, user_ids: set[str], window: str) -> dict[str, UserState]:
+    """Each user's processed turns and current learned items from the windows before `window`.
+
+    Windows sort lexically in time order (`2026-11-30T04` < `2026-11-30T05`), so "before" is a string compare.
+    """
+    if not user_ids:
+        return {}
+    before = [("user_id", "in", sorted(user_ids)), ("window", "<", window)]
+    states = {user_id: UserState() for user_id in user_ids}
+    for turn in turns_from_table(lake.read_table("turns", filters=before)):
+        states[turn.user_id].history.append(turn)
+    profiles = current_rows(lake.read_table("user_profiles", filters=before).to_pylist(), "profile_id",
+                            "last_modified_timestamp")  # fmt: skip
+    for row in profiles:
+        states[row["user_id"]].profiles.append(row)
+    playbooks = current_rows(lake.read_table("user_playbooks", filters=before).to_pylist(), "user_playbook_id",
+                             "created_at")  # fmt: skip
+    for row in playbooks:
+        states[row["user_id"]].playbooks.append(row)
+    return states

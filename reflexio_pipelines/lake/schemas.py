@@ -57,7 +57,7 @@ USER_PROFILES = pa.schema(
         pa.field("generated_from_request_id", pa.string()),
         pa.field("source", pa.string()),
         pa.field("status", pa.string()),  # current | pending | archived
-        pa.field("superseded_by", pa.string()),
+        pa.field("supersedes", pa.list_(pa.string())),  # profile ids this one replaces (they stay, for audit)
         pa.field("extractor_names", pa.list_(pa.string())),
         pa.field("custom_features", pa.string()),  # JSON object
         *_PROVENANCE_FIELDS,
@@ -81,7 +81,39 @@ USER_PLAYBOOKS = pa.schema(
         pa.field("blocking_issue_details", pa.string()),
         pa.field("status", pa.string()),
         pa.field("source", pa.string()),
+        pa.field("supersedes", pa.list_(pa.int64())),  # user playbook ids this one replaces
         *_PROVENANCE_FIELDS,
+    ]
+)
+
+#: Every addition and supersession of a learned item (the original's ProfileChangeLog, for profiles and playbooks).
+CHANGE_LOG = pa.schema(
+    [
+        pa.field("entity", pa.string(), nullable=False),  # profile | user_playbook
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("change", pa.string(), nullable=False),  # added | superseded
+        pa.field("superseded_by", pa.string()),
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("request_id", pa.string()),
+        pa.field("content", pa.string()),
+        pa.field("created_at", pa.int64()),
+        pa.field("run_id", pa.string()),
+        pa.field("window", pa.string(), nullable=False),
+    ]
+)
+
+#: Where each user's extraction stands after a window: the bookmark advances past every processed window.
+EXTRACTION_BOOKMARKS = pa.schema(
+    [
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("extractor", pa.string(), nullable=False),
+        pa.field("last_turn_id", pa.string()),
+        pa.field("last_created_at", pa.int64()),
+        pa.field("new_turns", pa.int64()),
+        pa.field("extraction_windows", pa.int64()),
+        pa.field("items_extracted", pa.int64()),
+        pa.field("run_id", pa.string()),
+        pa.field("window", pa.string(), nullable=False),
     ]
 )
 
@@ -89,4 +121,6 @@ TABLES: dict[str, pa.Schema] = {
     "turns": TURNS,
     "user_profiles": USER_PROFILES,
     "user_playbooks": USER_PLAYBOOKS,
+    "change_log": CHANGE_LOG,
+    "extraction_bookmarks": EXTRACTION_BOOKMARKS,
 }

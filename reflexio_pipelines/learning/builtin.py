@@ -123,7 +123,7 @@ def _gerund(verb: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 _CLAUSE_SPLIT_RE = re.compile(
-    r"\s*;\s*|,?\s+(?:and|but|so|also)\s+(?=(?:I|my|My)\b)|,\s+(?=(?:I|my|My)\b)|,\s+so\s+|\s+[-\u2013\u2014]+\s+"
+    r"\s*[;:]\s+|,?\s+(?:and|but|so|also)\s+(?=(?:I|my|My)\b)|,\s+(?=(?:I|my|My)\b)|,\s+so\s+|\s+[-\u2013\u2014]+\s+"
 )
 _LEAD_IN_RE = re.compile(r"^(?:(?:also|and|but|so|well|actually|btw|fyi|oh|hi|hey|hello|ok|okay)\b[,!.]?\s+)+", re.I)
 _QUESTION_START_RE = re.compile(
@@ -170,6 +170,9 @@ _BE_RE = re.compile(r"^I(?:'m| am)\s+(.*)$", re.I)
 _ADVERB_RE = re.compile(r"^I (always|usually|never|often|mostly|only|rarely)\s+([A-Za-z]+)\b\s*(.*)$", re.I)
 _MY_RE = re.compile(r"^my\s+([\w'-]+(?:\s+[\w'-]+){0,3}?)\s+(is|are)\s+(.+)$", re.I)
 _CALL_ME_RE = re.compile(r"^(?:you can |please )?call me\s+(.+)$", re.I)
+_TIME_TAIL_RE = re.compile(r"\s+(?:last|this|next) (?:week|month|year)$|\s+recently$|\s+yesterday$", re.I)
+# "I moved to Berlin" states where the user lives now (so it can supersede an older "Lives in London")
+_MOVED_RE = re.compile(r"^I(?: have|'ve)?(?: just| recently)? (?:moved|relocated) to\s+(.+)$", re.I)
 
 # Temporal hints in a statement bound how long the fact stays true.
 _TTL_HINTS = (
@@ -205,6 +208,8 @@ def _profile_from_clause(clause: str, greeted: bool = False) -> str | None:
         if _first_word(rest) in _DEICTIC_OBJECTS:
             return None
         return f"{_capitalise(_third_person(subject))} {verb.lower()} {_third_person(rest)}"
+    if match := _MOVED_RE.match(clause):
+        return f"Lives in {_third_person(_TIME_TAIL_RE.sub('', match.group(1)))}"
     if match := _CALL_ME_RE.match(clause):
         return f"Prefers to be called {_third_person(match.group(1))}"
     if match := _ADVERB_RE.match(clause):

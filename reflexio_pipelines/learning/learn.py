@@ -1,18 +1,26 @@
-"""From one window's turns to rows of learned items, with deterministic ids and full provenance.
+"""From one partition's turns to rows of learned items, deduplicated against what each user already has.
 
-Ids are derived from (user, normalised content), so re-running a window yields the same ids, and the same fact or
-rule observed twice collapses to one item. Every row records where it came from: source turns, extraction window,
-window (partition), run id, extractor, prompt version and model.
+For every user: plan windows over the user's stream (processed history, then the new turns), extract each window
+once, merge what overlapping windows found twice, then deduplicate the new items against the user's current items
+(a judge groups duplicates and contradictions; the newer statement supersedes the older, nothing is deleted).
+
+Ids are derived from (user, normalised content), so re-running a partition yields the same ids, and the same fact
+or rule observed again collapses into the existing item. Every row records where it came from: source turns,
+extraction window, partition window, run id, extractor, prompt version and model.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from reflexio_pipelines.learning.dedup import Candidate, DedupJudge, Resolution, deduplicate, profile_slot
+from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.extract import Extractor
 from reflexio_pipelines.learning.types import (
     NEVER_EXPIRES_TIMESTAMP,
@@ -27,6 +35,10 @@ from reflexio_pipelines.learning.windows import group_by_user, plan_windows
 
 DEFAULT_PROFILE_EXTRACTOR = "default_profile_extractor"
 DEFAULT_PLAYBOOK_NAME = "default_playbook_extractor"
+BOOKMARK_EXTRACTOR = "default"
+
+#: Builds the dedup judge for one entity ("profile" or "user_playbook"), given the vectors already computed.
+JudgeFactory = Callable[[str, dict[str, np.ndarray]], DedupJudge]
 
 
 @dataclass
@@ -38,6 +50,9 @@ class LearnStats:
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    dedup_calls: int = 0
+    superseded: int = 0
+    duplicates_dropped: int = 0
     extractors: set[str] = field(default_factory=set)
 
 
@@ -45,7 +60,18 @@ class LearnStats:
 class LearnOutput:
     profiles: list[dict[str, Any]]
     playbooks: list[dict[str, Any]]
+    change_log: list[dict[str, Any]]
+    bookmarks: list[dict[str, Any]]
     stats: LearnStats
+
+
+@dataclass
+class UserState:
+    """What the pipeline knows about one user before this partition."""
+
+    history: list[Turn] = field(default_factory=list)
+    profiles: list[dict[str, Any]] = field(default_factory=list)  # current profile rows
+    playbooks: list[dict[str, Any]] = field(default_factory=list)  # current user playbook rows
 
 
 def content_key(text: str) -> str:
@@ -53,9 +79,20 @@ def content_key(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.casefold()))
 
 
+def profile_id(user_id: str, content: str) -> str:
+    return stable_uuid(user_id, "profile", content_key(content))
+
+
+def playbook_id(user_id: str, trigger: str | None, content: str) -> int:
+    return stable_int_id(user_id, "playbook", content_key(f"{trigger or ''} {content}"))
+
+
 def learn(
-    turns: Iterable[Turn],
+    turns: list[Turn],
+    states: dict[str, UserState],
     extractor: Extractor,
+    embedder: Embedder,
+    judge_factory: JudgeFactory,
     *,
     window_size: int,
     window_stride: int,
@@ -63,13 +100,16 @@ def learn(
     run_id: str,
     agent_context: str = "",
 ) -> LearnOutput:
-    """Plan windows per user, extract each once, and return profile and playbook rows (deduplicated by id)."""
+    """Learn from one partition's `turns`; `states` holds each user's history and current items."""
     stats = LearnStats()
-    profiles: dict[str, dict[str, Any]] = {}
-    playbooks: dict[int, dict[str, Any]] = {}
-    for user_id, user_turns in sorted(group_by_user(list(turns)).items()):
+    out = LearnOutput([], [], [], [], stats)
+    for user_id, new_turns in group_by_user(turns).items():
+        state = states.get(user_id, UserState())
         stats.users += 1
-        for win in plan_windows(user_turns, window_size, window_stride):
+        windows = plan_windows(state.history, new_turns, window_size, window_stride)
+        profiles: dict[str, dict[str, Any]] = {}
+        playbooks: dict[int, dict[str, Any]] = {}
+        for win in windows:
             result = extractor.extract(win, agent_context)
             _count(stats, result)
             by_id = {t.turn_id: t for t in win.turns}
@@ -77,7 +117,28 @@ def learn(
                 _merge(profiles, row["profile_id"], row)
             for row in _playbook_rows(win, result, by_id, window, run_id):
                 _merge(playbooks, row["user_playbook_id"], row)
-    return LearnOutput(list(profiles.values()), list(playbooks.values()), stats)
+        kept_profiles = _dedup(
+            "profile", list(profiles.values()), state.profiles, embedder, judge_factory, stats,
+            id_column="profile_id", text_of=lambda r: r["content"], slot_of=lambda r: profile_slot(r["content"]),
+            key_of=lambda r: r["content"],
+            rewrite=lambda r, text: dict(r, content=text, profile_id=profile_id(r["user_id"], text)),
+        )  # fmt: skip
+        kept_playbooks = _dedup(
+            "user_playbook", list(playbooks.values()), state.playbooks, embedder, judge_factory, stats,
+            id_column="user_playbook_id", text_of=_playbook_text, slot_of=lambda r: content_key(r["trigger"] or "") or None,
+            key_of=lambda r: r["content"],
+            rewrite=lambda r, text: dict(r, content=text, user_playbook_id=playbook_id(r["user_id"], r["trigger"], text)),
+        )  # fmt: skip
+        out.profiles.extend(kept_profiles)
+        out.playbooks.extend(kept_playbooks)
+        out.change_log.extend(_changes("profile", kept_profiles, "profile_id", window, run_id))
+        out.change_log.extend(_changes("user_playbook", kept_playbooks, "user_playbook_id", window, run_id))
+        out.bookmarks.append(_bookmark(user_id, new_turns, windows, len(kept_profiles) + len(kept_playbooks), window, run_id))
+    return out
+
+
+def _playbook_text(row: dict[str, Any]) -> str:
+    return f"{row['trigger']}: {row['content']}" if row["trigger"] else row["content"]
 
 
 def _count(stats: LearnStats, result: ExtractionResult) -> None:
@@ -96,6 +157,86 @@ def _merge(items: dict, key: Any, row: dict[str, Any]) -> None:
         return
     for column in ("source_turn_ids", "source_interaction_ids"):
         existing[column] = sorted(set(existing[column]) | set(row[column]))
+
+
+def _dedup(
+    entity: str,
+    new_rows: list[dict[str, Any]],
+    existing_rows: list[dict[str, Any]],
+    embedder: Embedder,
+    judge_factory: JudgeFactory,
+    stats: LearnStats,
+    *,
+    id_column: str,
+    text_of: Callable[[dict[str, Any]], str],
+    slot_of: Callable[[dict[str, Any]], str | None],
+    key_of: Callable[[dict[str, Any]], str],
+    rewrite: Callable[[dict[str, Any], str], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Resolve new rows against the user's current rows; returns the rows to write (with `supersedes` set)."""
+    if not new_rows:
+        return []
+    new_rows = sorted(new_rows, key=lambda r: (_time(r), str(r[id_column])))
+    texts = [text_of(r) for r in new_rows] + [text_of(r) for r in existing_rows]
+    vectors = embedder.embed(texts)
+    new_vectors, existing_vectors = vectors[: len(new_rows)], vectors[len(new_rows):]
+    new = [Candidate(f"new:{i}", text_of(r), _time(r), slot_of(r), key_of(r)) for i, r in enumerate(new_rows)]
+    existing = [Candidate(str(r[id_column]), text_of(r), _time(r), slot_of(r), key_of(r)) for r in existing_rows]
+    by_candidate = {c.item_id: v for c, v in zip(new + existing, vectors)}
+    resolution: Resolution = deduplicate(new, existing, new_vectors, existing_vectors,
+                                         judge_factory(entity, by_candidate))  # fmt: skip
+    stats.dedup_calls += resolution.judge_calls
+    stats.llm_calls += resolution.judge_calls
+    stats.prompt_tokens += resolution.prompt_tokens
+    stats.completion_tokens += resolution.completion_tokens
+    stats.duplicates_dropped += len(new_rows) - len(resolution.keep)
+    id_type = type(new_rows[0][id_column])
+    kept = []
+    for i in sorted(resolution.keep):
+        row = new_rows[i]
+        text = resolution.keep[i]
+        if text != text_of(row):
+            row = rewrite(row, text if entity == "profile" else _content_part(row, text))
+        supersedes = [id_type(x) for x in resolution.supersedes.get(i, []) if id_type(x) != row[id_column]]
+        stats.superseded += len(supersedes)
+        kept.append(dict(row, supersedes=supersedes))
+    return kept
+
+
+def _content_part(row: dict[str, Any], text: str) -> str:
+    # A merged playbook text may come back as "trigger: content"; the trigger is kept from the surviving row.
+    prefix = f"{row['trigger']}: " if row["trigger"] else ""
+    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+
+
+def _time(row: dict[str, Any]) -> int:
+    return int(row.get("created_at") or row.get("last_modified_timestamp") or 0)
+
+
+def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: str, run_id: str) -> list[dict]:
+    changes = []
+    for row in rows:
+        base = {"entity": entity, "user_id": row["user_id"], "window": window, "run_id": run_id,
+                "request_id": row.get("generated_from_request_id") or row.get("request_id"), "created_at": _time(row)}  # fmt: skip
+        changes.append(dict(base, item_id=str(row[id_column]), change="added", superseded_by=None, content=row["content"]))
+        for old in row["supersedes"]:
+            changes.append(dict(base, item_id=str(old), change="superseded", superseded_by=str(row[id_column]), content=None))
+    return changes
+
+
+def _bookmark(user_id: str, new_turns: list[Turn], windows: list[Window], items: int, window: str, run_id: str) -> dict:
+    last = windows[-1].turns[-1] if windows else None
+    return {
+        "user_id": user_id,
+        "extractor": BOOKMARK_EXTRACTOR,
+        "last_turn_id": last.turn_id if last else None,
+        "last_created_at": last.created_at if last else None,
+        "new_turns": len(new_turns),
+        "extraction_windows": len(windows),
+        "items_extracted": items,
+        "run_id": run_id,
+        "window": window,
+    }
 
 
 def _evidence(win: Window, ids: list[str], by_id: dict[str, Turn]) -> list[Turn]:
@@ -125,7 +266,7 @@ def _profile_rows(win: Window, result: ExtractionResult, by_id: dict, window: st
         seconds = TTL_SECONDS[ttl]
         rows.append(
             {
-                "profile_id": stable_uuid(win.user_id, "profile", content_key(item.content)),
+                "profile_id": profile_id(win.user_id, item.content),
                 "user_id": win.user_id,
                 "content": item.content,
                 "profile_time_to_live": ttl,
@@ -134,7 +275,6 @@ def _profile_rows(win: Window, result: ExtractionResult, by_id: dict, window: st
                 "generated_from_request_id": last.request_id,
                 "source": last.source,
                 "status": "current",
-                "superseded_by": None,
                 "extractor_names": [DEFAULT_PROFILE_EXTRACTOR],
                 "custom_features": json.dumps(item.custom_features, sort_keys=True),
                 **_provenance(win, evidence, result, window, run_id),
@@ -148,10 +288,9 @@ def _playbook_rows(win: Window, result: ExtractionResult, by_id: dict, window: s
     for item in result.playbooks:
         evidence = _evidence(win, item.source_turn_ids, by_id)
         last = max(evidence, key=lambda t: (t.created_at, t.turn_id))
-        identity = content_key(f"{item.trigger or ''} {item.content}")
         rows.append(
             {
-                "user_playbook_id": stable_int_id(win.user_id, "playbook", identity),
+                "user_playbook_id": playbook_id(win.user_id, item.trigger, item.content),
                 "user_id": win.user_id,
                 "agent_version": last.agent_version,
                 "request_id": last.request_id,

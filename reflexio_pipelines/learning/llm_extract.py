@@ -64,7 +64,8 @@ def is_transient(exc: BaseException) -> bool:
     return type(exc).__name__ in {"Timeout", "APIConnectionError", "APITimeoutError", "ServiceUnavailableError"}
 
 
-def _usage(response: Any) -> tuple[int, int]:
+def response_usage(response: Any) -> tuple[int, int]:
+    """(prompt_tokens, completion_tokens) from a chat response's usage block; (0, 0) when absent."""
     usage = getattr(response, "usage", None)
     if usage is None and isinstance(response, dict):
         usage = response.get("usage")
@@ -74,11 +75,54 @@ def _usage(response: Any) -> tuple[int, int]:
     return int(get("prompt_tokens") or 0), int(get("completion_tokens") or 0)
 
 
-def _reply_text(response: Any) -> str:
+def reply_text(response: Any) -> str:
+    """The first choice's message text, or "" when the response has none."""
     try:
         return response.choices[0].message.content or ""
     except (AttributeError, IndexError, KeyError, TypeError):
         return ""
+
+
+def scrub_secret(text: str, secret: str) -> str:
+    """`text` with every occurrence of `secret` replaced by `***` (unchanged when there is no secret)."""
+    return text.replace(secret, "***") if secret else text
+
+
+def backoff_delay(attempt: int, base_s: float, rng: random.Random) -> float:
+    """Exponential delay with full jitter on top, so parallel workers do not retry in lockstep."""
+    base = min(MAX_BACKOFF_S, base_s * (2**attempt))
+    return base + rng.uniform(0, base)
+
+
+def complete_chat(
+    model: str,
+    messages: list[dict[str, str]],
+    *,
+    api_base: str = "",
+    api_key: str = "",
+    timeout_s: float = 120,
+    temperature: float = 0.0,
+) -> Any:
+    """One LiteLLM chat call in JSON mode, with LiteLLM's and the SDKs' own retries off (retries are the caller's)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
+    import litellm  # lazy: importing litellm takes seconds
+
+    litellm.suppress_debug_info = True
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "timeout": timeout_s,
+        "temperature": temperature,
+        "response_format": {"type": "json_object"},
+        "drop_params": True,  # providers without JSON mode get the prompt's JSON instruction only
+        "num_retries": 0,  # retries are ours (the provider SDKs would retry silently, uncounted)
+        "max_retries": 0,
+    }
+    if api_base:
+        kwargs["api_base"] = api_base
+    if api_key:
+        kwargs["api_key"] = api_key
+    return litellm.completion(**kwargs)
 
 
 class LiteLLMExtractor:
@@ -129,33 +173,20 @@ class LiteLLMExtractor:
         )
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+        return scrub_secret(text, self._api_key)
 
     def _backoff(self, attempt: int) -> float:
-        """Exponential delay with full jitter on top, so parallel workers do not retry in lockstep."""
-        base = min(MAX_BACKOFF_S, self.backoff_base_s * (2**attempt))
-        return base + self._rng.uniform(0, base)
+        return backoff_delay(attempt, self.backoff_base_s, self._rng)
 
     def _complete(self, messages: list[dict[str, str]]) -> Any:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
-        import litellm  # lazy: importing litellm takes seconds
-
-        litellm.suppress_debug_info = True
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "timeout": self.timeout_s,
-            "temperature": self.temperature,
-            "response_format": {"type": "json_object"},
-            "drop_params": True,  # providers without JSON mode get the prompt's JSON instruction only
-            "num_retries": 0,  # retries are ours (the provider SDKs would retry silently, uncounted)
-            "max_retries": 0,
-        }
-        if self.api_base:
-            kwargs["api_base"] = self.api_base
-        if self._api_key:
-            kwargs["api_key"] = self._api_key
-        return litellm.completion(**kwargs)
+        return complete_chat(
+            self.model,
+            messages,
+            api_base=self.api_base,
+            api_key=self._api_key,
+            timeout_s=self.timeout_s,
+            temperature=self.temperature,
+        )
 
     def extract(self, window: Window, agent_context: str = "") -> ExtractionResult:
         """Profiles and playbooks for `window`; raises `ExtractionFailed` when every attempt failed."""
@@ -169,10 +200,10 @@ class LiteLLMExtractor:
             calls += 1
             try:
                 response = self._complete(messages)
-                used = _usage(response)
+                used = response_usage(response)
                 prompt_tokens += used[0]
                 completion_tokens += used[1]
-                obj = parse_llm_json(_reply_text(response), expected_keys=EXTRACTION_KEYS)
+                obj = parse_llm_json(reply_text(response), expected_keys=EXTRACTION_KEYS)
             except Exception as exc:  # classified below; anything not transient ends the window at once
                 last_error = self._scrub(f"{type(exc).__name__}: {exc}")[:500]
                 log.warning(

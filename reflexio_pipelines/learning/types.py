@@ -76,6 +76,8 @@ class Turn:
     shadow_content: str = ""
     user_action: str = "none"
     user_action_description: str = ""
+    ingested_at_us: int = 0  # when the turn became durable; orders turns that share a created_at second
+    turn_index: int = 0  # position within its publish
 
     @property
     def is_user(self) -> bool:

@@ -1,9 +1,14 @@
-"""Per-user extraction windows: which consecutive turns one extractor call sees.
+"""Per-user extraction windows: which consecutive turns one extractor call sees, and where the bookmark moves.
 
-The original only ever looked at a user's *last* `batch_size` interactions when the stride was crossed, so turns
-that scrolled past between triggers were never seen (§2.3). Here the whole history of a user in a partition is
-tiled deterministically: windows start at 0, stride, 2*stride, … and one extra window is anchored at the last turn
-whenever the regular tiling stops short of it, so every tail turn is covered.
+A user's turns form one stream: the turns of earlier partitions (already processed — the bookmark sits after the
+last of them), then this partition's new turns. Every new turn is covered by a window of at most `size` turns;
+the first window reaches back over up to `size - stride` already-processed turns so a correction in a new turn
+is read together with the agent answer it corrects (the same overlap the original's windows have); consecutive
+windows inside one batch do not overlap except that a short final window is extended backwards to `size` turns.
+
+So a batch of n new turns costs about ceil(n / size) extraction calls instead of one per publish, no turn is ever
+skipped (the original only looked at the last `size` turns when the stride was crossed, §2.3), and the bookmark
+advances past every processed window, whether or not anything was extracted.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from collections.abc import Iterable
 from reflexio_pipelines.learning.types import Turn, Window
 
 
-def turn_sort_key(turn: Turn) -> tuple[int, str]:
-    """Chronological order with a stable tie-break (turns published in one call share `created_at`)."""
-    return (turn.created_at, turn.turn_id)
+def turn_sort_key(turn: Turn) -> tuple[int, int, str, int, str]:
+    """Chronological order: client time, then arrival, then position within the publish (turns published in one
+    call share `created_at`), with the turn id as the final stable tie-break."""
+    return (turn.created_at, turn.ingested_at_us, turn.request_id, turn.turn_index, turn.turn_id)
 
 
 def group_by_user(turns: Iterable[Turn]) -> dict[str, list[Turn]]:
@@ -26,35 +32,41 @@ def group_by_user(turns: Iterable[Turn]) -> dict[str, list[Turn]]:
     return {user_id: sorted(groups[user_id], key=turn_sort_key) for user_id in sorted(groups)}
 
 
-def window_bounds(n_turns: int, size: int, stride: int) -> list[tuple[int, int]]:
-    """Half-open `(start, end)` index ranges of the windows over `n_turns` turns.
+def window_bounds(n_history: int, n_total: int, size: int, stride: int) -> list[tuple[int, int]]:
+    """Half-open `(start, end)` ranges over a stream whose first `n_history` turns were already processed.
 
-    Regular windows start at multiples of `stride` while a full window still fits; if the last of them ends before
-    the final turn, one more window ending exactly at the final turn is added. A stride larger than the size leaves
-    gaps between regular windows by design (the caller chose to sample).
+    The new turns are positions `[n_history, n_total)`; every one of them lies in exactly one window, except the
+    final window, which is extended backwards (possibly over earlier windows' turns) to hold `size` turns.
     """
     if size <= 0 or stride <= 0:
         raise ValueError(f"window size and stride must be positive (got size={size}, stride={stride})")
-    if n_turns <= 0:
+    if stride > size:
+        raise ValueError(f"stride ({stride}) must not exceed the window size ({size})")
+    if n_total <= n_history:
         return []
-    if n_turns <= size:
-        return [(0, n_turns)]
-    bounds = [(start, start + size) for start in range(0, n_turns - size + 1, stride)]
-    if bounds[-1][1] < n_turns:
-        bounds.append((n_turns - size, n_turns))
+    start = max(0, n_history - (size - stride))
+    bounds = []
+    while start < n_total:
+        end = min(start + size, n_total)
+        bounds.append((start, end))
+        start = end
+    last_start, last_end = bounds[-1]
+    if last_end - last_start < size and len(bounds) > 1:
+        bounds[-1] = (max(0, last_end - size), last_end)
     return bounds
 
 
-def plan_windows(turns: list[Turn], size: int, stride: int) -> list[Window]:
-    """Windows of `size` consecutive turns of ONE user, advancing by `stride`, the last one ending at the last turn.
+def plan_windows(history: list[Turn], new: list[Turn], size: int, stride: int) -> list[Window]:
+    """Windows over ONE user's stream (processed `history`, then `new`), covering every new turn.
 
-    Turns are sorted by (created_at, turn_id) first, so the result does not depend on input order.
+    Each part is sorted by (created_at, turn_id) first, so the result does not depend on input order.
     """
-    if not turns:
+    if not new:
         return []
-    user_ids = {turn.user_id for turn in turns}
+    user_ids = {turn.user_id for turn in [*history, *new]}
     if len(user_ids) > 1:
         raise ValueError(f"plan_windows expects the turns of one user, got {len(user_ids)} users")
-    ordered = sorted(turns, key=turn_sort_key)
-    user_id = ordered[0].user_id
-    return [Window(user_id=user_id, turns=tuple(ordered[a:b])) for a, b in window_bounds(len(ordered), size, stride)]
+    stream = sorted(history, key=turn_sort_key) + sorted(new, key=turn_sort_key)
+    user_id = stream[0].user_id
+    bounds = window_bounds(len(history), len(stream), size, stride)
+    return [Window(user_id=user_id, turns=tuple(stream[a:b])) for a, b in bounds]

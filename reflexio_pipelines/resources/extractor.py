@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from reflexio_pipelines.learning.dedup import RuleDedupJudge
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
+from reflexio_pipelines.learning.learn import JudgeFactory
 from reflexio_pipelines.settings import LLMSettings
 
 
@@ -31,4 +33,20 @@ class ExtractorResource(dg.ConfigurableResource):
                 timeout_s=self.timeout_s,
                 max_retries=self.max_retries,
             )
+        )
+
+    def dedup_judge_factory(self) -> JudgeFactory:
+        """The dedup judge per entity: the offline rule judge, or the LLM judge when a model is configured."""
+        if not self.model:
+            return lambda entity, vectors: RuleDedupJudge(vectors)
+        from reflexio_pipelines.learning.llm_dedup import LiteLLMDedupJudge
+
+        kinds = {"profile": "user profile facts", "user_playbook": "behavioural rules (playbooks)"}
+        return lambda entity, vectors: LiteLLMDedupJudge(
+            self.model,
+            api_base=self.api_base,
+            api_key=self.api_key,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            item_kind=kinds[entity],
         )

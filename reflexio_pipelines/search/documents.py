@@ -6,24 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-import pyarrow as pa
-
 from reflexio_pipelines.search.index import SearchDoc
-
-
-def latest_rows(table: pa.Table, id_column: str, order_column: str) -> list[dict[str, Any]]:
-    """One row per id: the one from the newest window (then the newest `order_column`).
-
-    The derived tables hold one row per (window, id) because a fact or rule may be re-observed in a later window;
-    the newest observation is the current one.
-    """
-    best: dict[Any, dict[str, Any]] = {}
-    for row in table.to_pylist():
-        key = row[id_column]
-        seen = best.get(key)
-        if seen is None or (row["window"], row[order_column] or 0) > (seen["window"], seen[order_column] or 0):
-            best[key] = row
-    return sorted(best.values(), key=lambda r: (r[order_column] or 0, str(r[id_column])))
 
 
 def _lifecycle(status: str | None) -> str | None:

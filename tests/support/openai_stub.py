@@ -2,7 +2,9 @@
 
 The default behaviour really reads the prompt: it parses the `[T{n}] role: content` transcript and the expert
 comparisons back out of the user message, runs the builtin rules over the reconstructed turns, and answers in the
-extraction JSON contract, citing the `T{n}` labels as evidence. The reply is wrapped in a ```json fence and carries
+extraction JSON contract, citing the `T{n}` labels as evidence. Deduplication prompts (recognised by their
+`[NEW-i] (time) text` lines) are answered too: the NEW/EXISTING lines are parsed back out and grouped by a
+deterministic rule close to the offline judge (see `dedup_reply`). The reply is wrapped in a ```json fence and carries
 a trailing comma, so every call exercises the client's repair path. Faults for tests: garbage replies or HTTP
 errors for the first N calls. Every request body and Authorization header is recorded on `app.state.requests`.
 """
@@ -20,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.dedup import profile_slot
 from reflexio_pipelines.learning.transcript import CONTINUATION_INDENT
 from reflexio_pipelines.learning.types import ExtractionResult, ToolCall, Turn, Window
 
@@ -29,6 +32,10 @@ _SESSION_RE = re.compile(r"^=== Session: (.*) ===$")
 _TURN_RE = re.compile(r"^\[T(\d+)\] ([^:\n]*): ?(.*)$")
 _PAIR_RE = re.compile(r"^(User Question|Agent Response|Expert Response) \[T(\d+)\]: ?(.*)$")
 _TOOL_PREFIX = "[used tool: "
+_DEDUP_LINE_RE = re.compile(r"^\[(NEW|EXISTING)-(\d+)\] \(([^)]*)\) ?(.*)$")
+_ITEM_KIND_RE = re.compile(r"^Item kind: (.*)$", re.M)
+#: Playbooks whose word sets overlap at least this much (Jaccard) count as the same rule.
+PLAYBOOK_JACCARD = 0.8
 
 
 @dataclass
@@ -142,11 +149,109 @@ def extraction_json(result: ExtractionResult) -> dict[str, Any]:
     }
 
 
-def fake_llm_reply(body: dict[str, Any]) -> str:
-    """The extraction JSON the builtin rules produce for the transcript in the request's user message."""
+@dataclass(frozen=True)
+class DedupItem:
+    """One `[NEW-i]` / `[EXISTING-j]` line of a deduplication prompt."""
+
+    label: str
+    time: str  # as rendered (`YYYY-MM-DD HH:MM UTC`): sorts chronologically as text
+    text: str
+
+    @property
+    def is_new(self) -> bool:
+        return self.label.startswith("NEW-")
+
+
+def dedup_items_from_prompt(prompt: str) -> list[DedupItem]:
+    """The NEW and EXISTING items of a rendered deduplication prompt, in prompt order."""
+    return [
+        DedupItem(f"{m.group(1)}-{m.group(2)}", m.group(3), m.group(4))
+        for line in prompt.split("\n")
+        if (m := _DEDUP_LINE_RE.match(line))
+    ]
+
+
+def is_dedup_prompt(prompt: str) -> bool:
+    """A deduplication prompt lists `[NEW-i] (time) text` lines; extraction transcripts never do."""
+    return any(item.is_new for item in dedup_items_from_prompt(prompt))
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.casefold()))
+
+
+def _jaccard(a: str, b: str) -> float:
+    wa, wb = set(_norm(a).split()), set(_norm(b).split())
+    return len(wa & wb) / len(wa | wb) if wa | wb else 1.0
+
+
+def _sortable(time: str) -> str:
+    return time if time[:1].isdigit() else ""  # "unknown time" sorts oldest
+
+
+def _related(a: DedupItem, b: DedupItem, playbooks: bool) -> bool:
+    if _norm(a.text) == _norm(b.text):
+        return True
+    if playbooks:
+        return _jaccard(a.text, b.text) >= PLAYBOOK_JACCARD
+    slot = profile_slot(a.text)
+    return slot is not None and slot == profile_slot(b.text)
+
+
+def dedup_reply(prompt: str) -> dict[str, Any]:
+    """The judge's answer for a rendered deduplication prompt, by a deterministic rule mirroring the offline judge:
+    same normalised text, or (profiles) the same `profile_slot`, or (playbooks) word Jaccard >= 0.8 joins two items;
+    EXISTING–EXISTING pairs are never joined directly; merged_content is the newest member's text (at equal times
+    NEW before EXISTING, then the higher index)."""
+    items = dedup_items_from_prompt(prompt)
+    kind = _ITEM_KIND_RE.search(prompt)
+    playbooks = bool(kind and "playbook" in kind.group(1).casefold())
+    parent = list(range(len(items)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a in range(len(items)):
+        for b in range(a + 1, len(items)):
+            if (items[a].is_new or items[b].is_new) and _related(items[a], items[b], playbooks):
+                parent[find(b)] = find(a)
+    members: dict[int, list[DedupItem]] = {}
+    for i, item in enumerate(items):
+        members.setdefault(find(i), []).append(item)
+    groups = []
+    grouped: set[str] = set()
+    for group in members.values():
+        if len(group) < 2 or not any(item.is_new for item in group):
+            continue
+        newest = max(group, key=lambda item: (_sortable(item.time), item.is_new, int(item.label.split("-")[1])))
+        groups.append(
+            {
+                "item_ids": [item.label for item in group],
+                "merged_content": newest.text,
+                "reasoning": "stub: same statement" if len({_norm(i.text) for i in group}) == 1 else "stub: newer wins",
+            }
+        )
+        grouped.update(item.label for item in group)
+    unique = [item.label for item in items if item.is_new and item.label not in grouped]
+    return {"duplicate_groups": groups, "unique_ids": unique}
+
+
+def _user_text(body: dict[str, Any]) -> str:
     user = next((m.get("content", "") for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
     if isinstance(user, list):  # content blocks
         user = "\n".join(block.get("text", "") for block in user if isinstance(block, dict))
+    return user
+
+
+def fake_llm_reply(body: dict[str, Any]) -> str:
+    """For a deduplication prompt, the stub judge's groups (`dedup_reply`); otherwise the extraction JSON the
+    builtin rules produce for the transcript in the request's user message."""
+    user = _user_text(body)
+    if is_dedup_prompt(user):
+        return json.dumps(dedup_reply(user), ensure_ascii=False, indent=1)
     window = window_from_prompt(user)
     result = BuiltinExtractor().extract(window) if window.turns else ExtractionResult()
     return json.dumps(extraction_json(result), ensure_ascii=False, indent=1)

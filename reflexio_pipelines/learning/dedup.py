@@ -1,0 +1,223 @@
+"""Deduplication and conflict resolution for newly extracted items against what a user already has.
+
+Contract (the original's): the judge sees NEW-i and EXISTING-j items and returns duplicate groups. How a group is
+resolved is decided here, once, for every judge:
+
+- NEW + EXISTING: one NEW (the merged text if the judge gave one, else the newest NEW) becomes the current item and
+  every EXISTING member is *superseded* by it — never deleted; the row stays, with lineage to its replacement. If
+  the surviving text is the same as an EXISTING member's, nothing new is written and that member stays current.
+- NEW only: the members collapse into one item.
+- EXISTING only: ignored. A judge can never cause data loss (the original deleted rows here).
+
+Two judges implement the contract: `RuleDedupJudge` (offline, a heuristic: embedding similarity, recency and
+single-valued "slots" such as where the user lives) and the LLM judge in `llm_dedup.py`. Candidates for the judge
+come from an embedding pre-filter, and the judge is not called at all when nothing is close — that is where the
+cost saving over the original's per-publish dedup comes from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+#: Cosine similarity at or above which two texts are considered the same statement (rule judge).
+SAME_STATEMENT = 0.9
+#: Pre-filter: existing items below this similarity to every NEW item are not shown to the judge.
+PREFILTER_THRESHOLD = 0.4
+PREFILTER_TOP_K = 5
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One item taking part in deduplication (a profile or a playbook)."""
+
+    item_id: str
+    text: str
+    created_at: int
+    slot: str | None = None  # a single-valued attribute ("lives in", "timezone"): a newer value replaces an older
+    key: str | None = None  # what "the same item" means (a playbook's content, whatever its trigger); default text
+
+    @property
+    def identity(self) -> str:
+        return self.key if self.key is not None else self.text
+
+
+@dataclass(frozen=True)
+class DuplicateGroup:
+    """Items the judge says state the same thing (or contradict each other on the same thing)."""
+
+    item_ids: tuple[str, ...]  # "NEW-0", "EXISTING-2", …
+    merged_content: str | None = None
+    reasoning: str = ""
+
+
+@dataclass
+class Resolution:
+    """What to write: which NEW items survive (possibly with merged text) and what each supersedes."""
+
+    keep: dict[int, str] = field(default_factory=dict)  # NEW index -> text to write
+    supersedes: dict[int, list[str]] = field(default_factory=dict)  # NEW index -> existing item ids it replaces
+    duplicate_of: dict[int, str] = field(default_factory=dict)  # NEW index -> existing id it repeats (not written)
+    judge_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class DedupJudge(Protocol):
+    """Groups NEW and EXISTING candidates; returns groups plus the LLM cost of doing so."""
+
+    def judge(self, new: list[Candidate], existing: list[Candidate]) -> tuple[list[DuplicateGroup], int, int, int]:
+        """(groups, calls, prompt_tokens, completion_tokens)."""
+        ...
+
+
+def prefilter(new_vectors: np.ndarray, existing_vectors: np.ndarray, threshold: float = PREFILTER_THRESHOLD,
+              top_k: int = PREFILTER_TOP_K) -> list[int]:  # fmt: skip
+    """Indices of existing items that are among the top_k most similar (>= threshold) to any NEW item."""
+    if len(new_vectors) == 0 or len(existing_vectors) == 0:
+        return []
+    sims = new_vectors @ existing_vectors.T
+    chosen: set[int] = set()
+    for row in sims:
+        order = np.argsort(-row, kind="stable")[:top_k]
+        chosen.update(int(j) for j in order if row[j] >= threshold)
+    return sorted(chosen)
+
+
+def new_items_are_close(new_vectors: np.ndarray, threshold: float = SAME_STATEMENT) -> bool:
+    """Whether any two NEW items are near-identical (then the judge is needed even with no EXISTING candidate)."""
+    if len(new_vectors) < 2:
+        return False
+    sims = new_vectors @ new_vectors.T
+    np.fill_diagonal(sims, -1.0)
+    return bool((sims >= threshold).any())
+
+
+def deduplicate(
+    new: list[Candidate],
+    existing: list[Candidate],
+    new_vectors: np.ndarray,
+    existing_vectors: np.ndarray,
+    judge: DedupJudge,
+) -> Resolution:
+    """Pre-filter, judge (only when something is close), and resolve groups into a Resolution."""
+    shown = prefilter(new_vectors, existing_vectors)
+    same_slot = {j for j, e in enumerate(existing) if e.slot and any(n.slot == e.slot for n in new)}
+    shown = sorted(set(shown) | same_slot)
+    resolution = Resolution(keep={i: item.text for i, item in enumerate(new)})
+    if not new or (not shown and not new_items_are_close(new_vectors)):
+        return resolution
+    candidates = [existing[j] for j in shown]
+    groups, calls, prompt_tokens, completion_tokens = judge.judge(new, candidates)
+    resolution.judge_calls, resolution.prompt_tokens, resolution.completion_tokens = calls, prompt_tokens, completion_tokens
+    for group in groups:
+        _apply(group, new, candidates, resolution)
+    return resolution
+
+
+def _parse_ids(group: DuplicateGroup, n_new: int, n_existing: int) -> tuple[list[int], list[int]]:
+    new_ids, existing_ids = [], []
+    for label in group.item_ids:
+        match = re.fullmatch(r"\s*(NEW|EXISTING)-(\d+)\s*", str(label), re.I)
+        if not match:
+            continue
+        index = int(match.group(2))
+        if match.group(1).upper() == "NEW" and index < n_new and index not in new_ids:
+            new_ids.append(index)
+        elif match.group(1).upper() == "EXISTING" and index < n_existing and index not in existing_ids:
+            existing_ids.append(index)
+    return new_ids, existing_ids
+
+
+def _apply(group: DuplicateGroup, new: list[Candidate], existing: list[Candidate], out: Resolution) -> None:
+    new_ids, existing_ids = _parse_ids(group, len(new), len(existing))
+    new_ids = [i for i in new_ids if i in out.keep]  # each NEW item is resolved once (first group wins)
+    if not new_ids:
+        return  # EXISTING-only group: never deletes or changes anything
+    survivor = max(new_ids, key=lambda i: (new[i].created_at, i))
+    text = (group.merged_content or "").strip() or out.keep[survivor]
+    for i in new_ids:
+        if i != survivor:
+            del out.keep[i]
+    identity = new[survivor].identity if not group.merged_content else text
+    repeated = [existing[j] for j in existing_ids if _same_text(existing[j].identity, identity)]
+    if repeated:
+        # The surviving statement is already current: keep it, write nothing new, supersede the rest.
+        del out.keep[survivor]
+        out.duplicate_of[survivor] = repeated[0].item_id
+        others = [existing[j].item_id for j in existing_ids if existing[j] is not repeated[0]]
+        if others:
+            out.keep[survivor] = repeated[0].text
+            out.supersedes[survivor] = others
+        return
+    out.keep[survivor] = text
+    if existing_ids:
+        out.supersedes[survivor] = [existing[j].item_id for j in existing_ids]
+
+
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(re.findall(r"[a-z0-9]+", a.casefold())) == " ".join(re.findall(r"[a-z0-9]+", b.casefold()))
+
+
+class RuleDedupJudge:
+    """The offline judge (a heuristic, not a model): near-identical texts (cosine >= 0.9) are duplicates, and a
+    NEW item with the same single-valued slot as an EXISTING one ("Lives in Berlin" vs "Lives in London")
+    conflicts with it, the newer statement winning. Vectors are passed in so nothing is embedded twice."""
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self._vectors = vectors
+
+    def judge(self, new: list[Candidate], existing: list[Candidate]) -> tuple[list[DuplicateGroup], int, int, int]:
+        labelled = [(f"NEW-{i}", c) for i, c in enumerate(new)] + [(f"EXISTING-{j}", c) for j, c in enumerate(existing)]
+        parent = {label: label for label, _ in labelled}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for a in range(len(labelled)):
+            for b in range(a + 1, len(labelled)):
+                (la, ca), (lb, cb) = labelled[a], labelled[b]
+                if la.startswith("EXISTING") and lb.startswith("EXISTING"):
+                    continue  # the rule judge never regroups what the user already has
+                if self._related(ca, cb):
+                    parent[find(lb)] = find(la)
+        groups: dict[str, list[str]] = {}
+        for label, _ in labelled:
+            groups.setdefault(find(label), []).append(label)
+        return [DuplicateGroup(tuple(m), reasoning="rule: same statement or same slot") for m in groups.values()
+                if len(m) > 1], 0, 0, 0  # fmt: skip
+
+    def _related(self, a: Candidate, b: Candidate) -> bool:
+        if a.slot and a.slot == b.slot:
+            return True
+        va, vb = self._vectors.get(a.item_id), self._vectors.get(b.item_id)
+        return va is not None and vb is not None and float(va @ vb) >= SAME_STATEMENT
+
+
+_SLOT_PATTERNS = (
+    (re.compile(r"^(?:lives|is based|resides) in\b", re.I), "lives in"),
+    (re.compile(r"^name is\b", re.I), "name"),
+    (re.compile(r"^prefers to be called\b", re.I), "name"),
+    (re.compile(r"^works (?:as|at|for)\b", re.I), "works"),
+    (re.compile(r"^([\w'-]+(?: [\w'-]+){0,2}) (?:is|are)\b", re.I), None),  # "Timezone is CET" -> "timezone"
+)
+_NOT_SLOTS = {"is", "it", "this", "that", "there", "what", "who"}
+
+
+def profile_slot(content: str) -> str | None:
+    """The single-valued attribute a profile sets, if its wording shows one (heuristic; None when unsure)."""
+    text = content.strip()
+    for pattern, slot in _SLOT_PATTERNS:
+        match = pattern.match(text)
+        if match:
+            if slot is not None:
+                return slot
+            subject = match.group(1).lower()
+            return None if subject in _NOT_SLOTS else subject
+    return None

@@ -1,0 +1,242 @@
+"""The LLM dedup judge: one LiteLLM chat call per `judge()`, prompt `deduplication`, JSON out.
+
+It only *groups*; what a group means (which NEW item survives, what it supersedes) is decided by
+`dedup.deduplicate`, the same for every judge — so a judge can never delete anything (§2.6's EXISTING-only gap).
+
+Differences from the original on purpose: one prompt for profiles and playbooks (`item_kind` names which), every item
+line carries its UTC time so "the newer statement wins" is decidable, temperature 0, transient failures and
+unusable replies are retried with backoff (shared with the extractor), and a judge that still gets nothing usable
+returns no groups — every NEW item is kept and nothing is superseded — while reporting the calls and tokens spent.
+The API key never reaches logs, results or exception text.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup
+from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text, parse_llm_json
+from reflexio_pipelines.learning.llm_extract import (
+    backoff_delay,
+    complete_chat,
+    is_transient,
+    reply_text,
+    response_usage,
+    scrub_secret,
+)
+from reflexio_pipelines.learning.prompts import Prompt, load_prompt
+
+log = logging.getLogger(__name__)
+
+PROMPT_ID = "deduplication"
+PROMPT_VERSION = "1.0.0"
+DEDUP_KEYS = ("duplicate_groups", "unique_ids")
+PROFILE_ITEMS = "user profile facts"
+PLAYBOOK_ITEMS = "behavioural rules (playbooks)"
+MAX_ITEM_CHARS = 1_000  # per item line: long items are cut (the judge needs the gist, not every word)
+MAX_REASONING_CHARS = 300
+
+_ID_RE = re.compile(r"\s*(NEW|EXISTING)-(\d+)\s*", re.I)
+
+
+def render_time(created_at: int) -> str:
+    """Unix seconds as `YYYY-MM-DD HH:MM UTC` (`unknown time` when out of range)."""
+    try:
+        return datetime.fromtimestamp(int(created_at), UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, OSError, ValueError, TypeError):
+        return "unknown time"
+
+
+def render_items(prefix: str, items: Sequence[Candidate]) -> str:
+    """`[PREFIX-i] (time) text` lines, one per item, or `(none)`. Text is flattened onto one line and cleaned of
+    control characters, so an item can never forge another item's line."""
+    if not items:
+        return "(none)"
+    lines = []
+    for i, item in enumerate(items):
+        text = " ".join(clean_text(item.text, MAX_ITEM_CHARS).split()) or "(empty)"
+        lines.append(f"[{prefix}-{i}] ({render_time(item.created_at)}) {text}")
+    return "\n".join(lines)
+
+
+def _label(value: Any, n_new: int, n_existing: int) -> str | None:
+    """The canonical `NEW-i` / `EXISTING-j` for a reply's id, or None when malformed or out of range."""
+    if not isinstance(value, str):
+        return None
+    match = _ID_RE.fullmatch(value)
+    if not match:
+        return None
+    kind, index = match.group(1).upper(), int(match.group(2))
+    limit = n_new if kind == "NEW" else n_existing
+    return f"{kind}-{index}" if index < limit else None
+
+
+def _merged_text(value: Any) -> str | None:
+    if isinstance(value, dict):  # the original's playbook prompt returned {rationale, trigger, content, …}
+        value = value.get("content")
+    if not isinstance(value, str):
+        return None
+    return " ".join(clean_text(value).split()) or None
+
+
+def validate_groups(obj: dict[str, Any], n_new: int, n_existing: int) -> tuple[list[DuplicateGroup], list[str]]:
+    """Well-formed groups from a parsed reply, plus human-readable problems for what was dropped.
+
+    A group is kept only if every id is a `NEW-i`/`EXISTING-j` within range, it names at least two distinct items
+    and at least one NEW (an EXISTING-only group could change nothing anyway). A malformed group is dropped whole:
+    an invented id means the grouping itself is suspect, and dropping only errs towards keeping NEW items.
+    Raises `LLMOutputError` when `duplicate_groups` is not a list at all (worth a retry).
+    """
+    raw_groups = obj.get("duplicate_groups")
+    if raw_groups is None:
+        raw_groups = []
+    elif isinstance(raw_groups, dict):  # a single group instead of a list
+        raw_groups = [raw_groups]
+    if not isinstance(raw_groups, list):
+        raise LLMOutputError(f"duplicate_groups is a {type(raw_groups).__name__}, not a list")
+    groups: list[DuplicateGroup] = []
+    problems: list[str] = []
+    for g, raw in enumerate(raw_groups):
+        where = f"duplicate_groups[{g}]"
+        ids = raw.get("item_ids") if isinstance(raw, dict) else None
+        if not isinstance(ids, list):
+            problems.append(f"{where}: no item_ids list; dropped")
+            continue
+        labels = [_label(value, n_new, n_existing) for value in ids]
+        if None in labels:
+            bad = [str(value)[:20] for value, label in zip(ids, labels, strict=True) if label is None]
+            problems.append(f"{where}: unknown id(s) {bad}; dropped")
+            continue
+        unique = tuple(dict.fromkeys(label for label in labels if label is not None))
+        if len(unique) < 2 or not any(label.startswith("NEW-") for label in unique):
+            problems.append(f"{where}: needs two items incl. a NEW one, got {list(unique)}; dropped")
+            continue
+        reasoning = raw.get("reasoning")
+        groups.append(
+            DuplicateGroup(
+                item_ids=unique,
+                merged_content=_merged_text(raw.get("merged_content")),
+                reasoning=clean_text(reasoning, MAX_REASONING_CHARS) if isinstance(reasoning, str) else "",
+            )
+        )
+    return groups, problems
+
+
+class LiteLLMDedupJudge:
+    """A `DedupJudge` backed by any LiteLLM-supported chat model (one call per `judge()`)."""
+
+    def __init__(
+        self,
+        model: str,
+        api_base: str = "",
+        api_key: str = "",
+        timeout_s: float = 120,
+        max_retries: int = 2,
+        temperature: float = 0.0,
+        item_kind: str = PROFILE_ITEMS,
+        *,
+        backoff_base_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        prompt: Prompt | None = None,
+    ) -> None:
+        if not model:
+            raise ValueError("LiteLLMDedupJudge needs a model name")
+        if not item_kind.strip():
+            raise ValueError("item_kind must name the items, e.g. 'user profile facts'")
+        self.model = model
+        self.api_base = api_base
+        self.timeout_s = timeout_s
+        self.max_retries = max(0, max_retries)
+        self.temperature = temperature
+        self.item_kind = item_kind.strip()
+        self.backoff_base_s = backoff_base_s
+        self._api_key = api_key
+        self._sleep = sleep
+        self._rng = random.Random()
+        self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
+        self.last_error = ""  # the scrubbed reason the last judge() fell back to "no groups" ("" if it did not)
+
+    def __repr__(self) -> str:  # the key is deliberately absent
+        return (
+            f"LiteLLMDedupJudge(model={self.model!r}, api_base={self.api_base!r}, item_kind={self.item_kind!r}, "
+            f"prompt={self.prompt.ref!r})"
+        )
+
+    @property
+    def prompt_version(self) -> str:
+        """`deduplication@<version>`."""
+        return self.prompt.ref
+
+    def messages(self, new: Sequence[Candidate], existing: Sequence[Candidate]) -> list[dict[str, str]]:
+        """The chat messages sent for these candidates (system + user)."""
+        return self.prompt.render_messages(
+            item_kind=self.item_kind,
+            new_items=render_items("NEW", new),
+            existing_items=render_items("EXISTING", existing),
+        )
+
+    def _scrub(self, text: str) -> str:
+        return scrub_secret(text, self._api_key)
+
+    def _complete(self, messages: list[dict[str, str]]) -> Any:
+        return complete_chat(
+            self.model,
+            messages,
+            api_base=self.api_base,
+            api_key=self._api_key,
+            timeout_s=self.timeout_s,
+            temperature=self.temperature,
+        )
+
+    def judge(self, new: list[Candidate], existing: list[Candidate]) -> tuple[list[DuplicateGroup], int, int, int]:
+        """(groups, calls, prompt_tokens, completion_tokens). Never raises for model or transport failures: after
+        the retries it returns no groups (keep every NEW item, supersede nothing) with the cost spent so far."""
+        self.last_error = ""
+        if not new:
+            return [], 0, 0, 0
+        messages = self.messages(new, existing)
+        calls = prompt_tokens = completion_tokens = 0
+        last_error = ""
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            if attempt:
+                self._sleep(backoff_delay(attempt - 1, self.backoff_base_s, self._rng))
+            calls += 1
+            try:
+                response = self._complete(messages)
+                used = response_usage(response)
+                prompt_tokens += used[0]
+                completion_tokens += used[1]
+                obj = parse_llm_json(reply_text(response), expected_keys=DEDUP_KEYS)
+                groups, problems = validate_groups(obj, len(new), len(existing))
+            except Exception as exc:  # classified below; anything not transient ends at once
+                last_error = self._scrub(f"{type(exc).__name__}: {exc}")[:500]
+                log.warning(
+                    "dedup judge attempt %d/%d (%s, %d new, %d existing) failed: %s",
+                    attempt + 1,
+                    attempts,
+                    self.model,
+                    len(new),
+                    len(existing),
+                    last_error,
+                )
+                if not is_transient(exc):
+                    break
+                continue
+            if problems:
+                log.info("dedup judge: %d group problem(s): %s", len(problems), self._scrub("; ".join(problems)))
+            return groups, calls, prompt_tokens, completion_tokens
+        self.last_error = last_error
+        log.warning(
+            "dedup judge gave up after %d call(s) to %s; keeping all %d new item(s), superseding nothing",
+            calls,
+            self.model,
+            len(new),
+        )
+        return [], calls, prompt_tokens, completion_tokens

@@ -1,0 +1,109 @@
+"""Learning across windows, end to end through landing files and Dagster runs: supersession with lineage,
+repeated corrections collapsing into one playbook, bookmarks and the change log."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.learning.lifecycle import current_rows
+from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+from reflexio_pipelines.runs import launch
+from reflexio_pipelines.search.index import LoadedIndex, SearchFilters
+from tests.conftest import land
+
+T0 = datetime(2026, 11, 2, 9, 15, tzinfo=timezone.utc)
+
+
+def _conversation(user: str, *turns: tuple[str, str], cid: str = "c", session: str | None = None) -> dict:
+    return {
+        "id": cid, "user_id": user, "session_id": session or f"{user}-{cid}", "agent_version": "v1", "source": "test",
+        "interactions": [{"role": role, "content": content} for role, content in turns],
+    }
+
+
+CORRECTION = (
+    ("user", "Please deploy the billing service to production."),
+    ("assistant", "Deploying the billing service to us-east-1."),
+    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+)
+
+
+def _run_hours(lake: Lake, settings, instance, batches: list[list[dict]]) -> list[str]:
+    keys = []
+    for hour, conversations in enumerate(batches):
+        moment = T0 + timedelta(hours=hour)
+        land(lake, conversations, at=moment)
+        keys.append(key_of_moment(moment, GRANULARITY))
+    launch(keys, settings=settings, instance=instance)
+    return keys
+
+
+def test_a_later_contradicting_fact_supersedes_with_lineage(lake: Lake, settings, instance):
+    _run_hours(lake, settings, instance, [
+        [_conversation("ana", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted."))],
+        [_conversation("ana", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!"))],
+    ])  # fmt: skip
+    rows = lake.read_table("user_profiles").to_pylist()
+    london = next(r for r in rows if r["content"] == "Lives in London")
+    berlin = next(r for r in rows if r["content"] == "Lives in Berlin")
+    assert berlin["supersedes"] == [london["profile_id"]]  # lineage, and the old row is still there for audit
+    current = {r["content"] for r in current_rows(rows, "profile_id", "last_modified_timestamp")}
+    assert "Lives in Berlin" in current and "Lives in London" not in current
+    assert any("short answers" in c for c in current)  # an unrelated fact is untouched
+    changes = lake.read_table("change_log").to_pylist()
+    assert {"entity": "profile", "change": "superseded", "item_id": london["profile_id"],
+            "superseded_by": berlin["profile_id"]}.items() <= next(
+        c for c in changes if c["change"] == "superseded").items()  # fmt: skip
+    index = LoadedIndex.load(lake.index_root)
+    hits = index.search("profile", "where does the user live", None, top_k=5, threshold=0.0, mode="fts",
+                        filters=SearchFilters(user_id="ana"))  # fmt: skip
+    assert [h.payload["content"] for h in hits if "Lives" in h.payload["content"]] == ["Lives in Berlin"]
+
+
+def test_the_same_correction_three_times_is_one_playbook(lake: Lake, settings, instance):
+    batches = [[_conversation("ben", *CORRECTION, cid=f"c{i}")] for i in range(3)]
+    batches[1].append(_conversation("ben", *CORRECTION, cid="same-hour-repeat"))
+    _run_hours(lake, settings, instance, batches)
+    rows = lake.read_table("user_playbooks").to_pylist()
+    current = current_rows(rows, "user_playbook_id", "created_at")
+    assert len([r for r in current if "us-west-2" in r["content"]]) == 1
+    assert len({r["user_playbook_id"] for r in rows}) == 1  # never written again under a new id
+    bookmarks = sorted(lake.read_table("extraction_bookmarks").to_pylist(), key=lambda r: r["window"])
+    assert [b["new_turns"] for b in bookmarks] == [3, 6, 3]
+    assert all(b["last_turn_id"] for b in bookmarks)
+
+
+def test_bookmarks_advance_even_when_nothing_is_extracted(lake: Lake, settings, instance):
+    _run_hours(lake, settings, instance, [[_conversation("cy", ("user", "Good morning!"), ("assistant", "Hello!"))]])
+    (bookmark,) = lake.read_table("extraction_bookmarks").to_pylist()
+    assert bookmark["items_extracted"] == 0 and bookmark["extraction_windows"] == 1 and bookmark["last_turn_id"]
+
+
+def test_a_correction_split_across_windows_is_read_with_its_context(lake: Lake, settings, instance):
+    first, correction = CORRECTION[:2], CORRECTION[2:]
+    _run_hours(lake, settings, instance, [
+        [_conversation("dee", *first, cid="a", session="dee-s")],
+        [_conversation("dee", *correction, cid="b", session="dee-s")],
+    ])  # fmt: skip
+    rows = lake.read_table("user_playbooks").to_pylist()
+    assert any("us-west-2" in r["content"] and r["trigger"] for r in rows)
+    (row,) = [r for r in rows if "us-west-2" in r["content"]]
+    assert len(row["source_turn_ids"]) >= 2  # the agent turn from the earlier window is part of the evidence
+
+
+@pytest.mark.parametrize("reruns", [2])
+def test_rerunning_an_old_window_changes_nothing(lake: Lake, settings, instance, reruns):
+    keys = _run_hours(lake, settings, instance, [
+        [_conversation("eve", ("user", "I live in Oslo."), ("assistant", "Ok."))],
+        [_conversation("eve", ("user", "I moved to Rome."), ("assistant", "Ok."))],
+    ])  # fmt: skip
+    def snapshot():
+        return sorted((r["profile_id"], r["content"], tuple(r["supersedes"]), r["window"])
+                      for r in lake.read_table("user_profiles").to_pylist())  # fmt: skip
+    before = snapshot()
+    for _ in range(reruns):
+        launch(keys, settings=settings, instance=instance)
+    assert snapshot() == before
