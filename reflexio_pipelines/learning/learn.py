@@ -99,8 +99,12 @@ def learn(
     window: str,
     run_id: str,
     agent_context: str = "",
+    status: str = "current",
 ) -> LearnOutput:
-    """Learn from one partition's `turns`; `states` holds each user's history and current items."""
+    """Learn from one partition's `turns`; `states` holds each user's history and current items.
+
+    `status="pending"` is a rerun: rows are written as pending (not served) until an upgrade promotes them.
+    """
     stats = LearnStats()
     out = LearnOutput([], [], [], [], stats)
     for user_id, new_turns in group_by_user(turns).items():
@@ -109,14 +113,18 @@ def learn(
         windows = plan_windows(state.history, new_turns, window_size, window_stride)
         profiles: dict[str, dict[str, Any]] = {}
         playbooks: dict[int, dict[str, Any]] = {}
+        fresh = {t.turn_id for t in new_turns}
         for win in windows:
             result = extractor.extract(win, agent_context)
             _count(stats, result)
             by_id = {t.turn_id: t for t in win.turns}
+            # Context turns were learned from when they were new: an item resting only on them is a repeat.
             for row in _profile_rows(win, result, by_id, window, run_id):
-                _merge(profiles, row["profile_id"], row)
+                if fresh & set(row["source_turn_ids"]):
+                    _merge(profiles, row["profile_id"], row)
             for row in _playbook_rows(win, result, by_id, window, run_id):
-                _merge(playbooks, row["user_playbook_id"], row)
+                if fresh & set(row["source_turn_ids"]):
+                    _merge(playbooks, row["user_playbook_id"], row)
         kept_profiles = _dedup(
             "profile", list(profiles.values()), state.profiles, embedder, judge_factory, stats,
             id_column="profile_id", text_of=lambda r: r["content"], slot_of=lambda r: profile_slot(r["content"]),
@@ -129,6 +137,8 @@ def learn(
             key_of=lambda r: r["content"],
             rewrite=lambda r, text: dict(r, content=text, user_playbook_id=playbook_id(r["user_id"], r["trigger"], text)),
         )  # fmt: skip
+        kept_profiles = [dict(r, status=status) for r in kept_profiles]
+        kept_playbooks = [dict(r, status=status) for r in kept_playbooks]
         out.profiles.extend(kept_profiles)
         out.playbooks.extend(kept_playbooks)
         out.change_log.extend(_changes("profile", kept_profiles, "profile_id", window, run_id))
