@@ -11,6 +11,7 @@ from pydantic import SecretStr
 from reflexio_pipelines.assets import learning, search_index, turns
 from reflexio_pipelines.checks import search_index_is_servable
 from reflexio_pipelines.jobs import extract_job, index_job, learn_job
+from reflexio_pipelines.operations import lifecycle_job, rerun_job
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
 from reflexio_pipelines.sensors import landing_sensor
 from reflexio_pipelines.settings import Settings, load_settings
@@ -50,7 +51,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_modules([turns, learning, search_index]),
         asset_checks=[search_index_is_servable],
-        jobs=[learn_job, extract_job, index_job],
+        jobs=[learn_job, extract_job, index_job, rerun_job, lifecycle_job],
         sensors=[landing_sensor],
         resources=build_resources(settings),
     )

@@ -85,7 +85,38 @@ def launch(
             )
             result.run_ids.append(run.run_id)
         if rebuild_index and (keys or current_version(lake.index_root) is None):
-            run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=_RUN_CONFIG)
-            result.run_ids.append(run.run_id)
+            result.run_ids.append(_rebuild_index(defs, instance))
         result.index_version = current_version(lake.index_root)
         return result
+
+
+#: job name -> the op whose config and output an operation uses
+_OPERATION_OPS = {"rerun_job": "rerun_extraction", "lifecycle_job": "change_lifecycle_status"}
+
+
+def run_operation(
+    job_name: str,
+    config: dict,
+    *,
+    settings: Settings | None = None,
+    instance: dg.DagsterInstance | None = None,
+) -> dict:
+    """Run a lifecycle operation job (`rerun_job` or `lifecycle_job`) with `config`, then rebuild and publish the
+    index so serving reflects the change. Returns the op's result (counts)."""
+    from reflexio_pipelines.definitions import build_definitions
+
+    defs = build_definitions(settings or load_settings())
+    op_name = _OPERATION_OPS[job_name]
+    with _launch_lock:
+        instance = instance or default_instance()
+        run = defs.resolve_job_def(job_name).execute_in_process(
+            run_config={"ops": {op_name: {"config": config}}, **_RUN_CONFIG}, instance=instance
+        )
+        output = run.output_for_node(op_name)
+        _rebuild_index(defs, instance)
+        return output
+
+
+def _rebuild_index(defs: dg.Definitions, instance: dg.DagsterInstance) -> str:
+    run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=_RUN_CONFIG)
+    return run.run_id

@@ -125,3 +125,43 @@ class UnifiedSearchResponse(BaseModel):
     agent_playbooks: list[dict[str, Any]] = Field(default_factory=list)
     msg: str = ""
     index_version: str | None = None
+
+
+class RerunProfileGenerationRequest(_Clean):
+    """POST /api/rerun_profile_generation (the original's shape)."""
+
+    model_config = ConfigDict(extra="ignore")
+    user_id: str | None = Field(None, max_length=MAX_ID)
+    start_time: int | None = Field(None, ge=0)
+    end_time: int | None = Field(None, ge=0)
+    source: str | None = Field(None, max_length=MAX_ID)
+    extractor_names: list[str] | None = None
+
+
+class RerunPlaybookGenerationRequest(_Clean):
+    """POST /api/rerun_playbook_generation (the original's shape)."""
+
+    model_config = ConfigDict(extra="ignore")
+    agent_version: str = Field("agent-v0", max_length=MAX_ID)
+    start_time: int | None = Field(None, ge=0)
+    end_time: int | None = Field(None, ge=0)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    source: str | None = Field(None, max_length=MAX_ID)
+
+
+class UpgradeProfilesRequest(_Clean):
+    """POST /api/upgrade_all_profiles and /api/downgrade_all_profiles."""
+
+    model_config = ConfigDict(extra="ignore")
+    user_id: str | None = Field(None, max_length=MAX_ID)
+    profile_ids: list[str] | None = None
+    only_affected_users: bool = False
+
+
+class UpgradeUserPlaybooksRequest(_Clean):
+    """POST /api/upgrade_all_user_playbooks and /api/downgrade_all_user_playbooks."""
+
+    model_config = ConfigDict(extra="ignore")
+    agent_version: str | None = Field(None, max_length=MAX_ID)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    archive_current: bool = True

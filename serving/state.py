@@ -18,6 +18,7 @@ from serving.landing import LandingWriter
 log = logging.getLogger(__name__)
 
 Launcher = Callable[[list[str]], object]
+Operator = Callable[[str, dict], dict]
 
 
 @dataclass
@@ -29,6 +30,7 @@ class ServiceState:
     writer: LandingWriter
     index: IndexHolder
     launcher: Launcher
+    operate: Operator
     _embedder: Embedder | None = None
 
     @classmethod
@@ -40,6 +42,7 @@ class ServiceState:
             writer=LandingWriter(lake, max_batch_rows=settings.landing_max_batch_rows),
             index=IndexHolder(lake.index_root),
             launcher=launcher or _default_launcher(settings),
+            operate=_default_operator(settings),
         )
 
     def start(self) -> None:
@@ -75,3 +78,12 @@ def _default_launcher(settings: Settings) -> Launcher:
         return run_pipeline(partition_keys, settings=settings)
 
     return launch
+
+
+def _default_operator(settings: Settings) -> Operator:
+    def operate(job_name: str, config: dict) -> dict:
+        from reflexio_pipelines.runs import run_operation
+
+        return run_operation(job_name, config, settings=settings)
+
+    return operate

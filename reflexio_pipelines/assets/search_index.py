@@ -8,7 +8,7 @@ a version that fails the check is built but never pointed at, and serving keeps 
 import dagster as dg
 
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
-from reflexio_pipelines.learning.lifecycle import current_rows
+from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.search.documents import profile_docs, user_playbook_docs
 from reflexio_pipelines.search.index import activate_version, prune_versions, stage_index
 
@@ -23,8 +23,8 @@ SEARCH_INDEX = dg.AssetKey("search_index")
 )
 def search_index(lake: LakeResource, embedder: EmbedderResource) -> dg.MaterializeResult:
     store = lake.get()
-    profiles = current_rows(store.read_table("user_profiles").to_pylist(), "profile_id", "last_modified_timestamp")
-    playbooks = current_rows(store.read_table("user_playbooks").to_pylist(), "user_playbook_id", "created_at")
+    profiles = live_rows(store, "profile")
+    playbooks = live_rows(store, "user_playbook")
     docs = profile_docs(profiles) + user_playbook_docs(playbooks)
     model = embedder.get()
     version = stage_index(store.index_root, docs, model)

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 
 from reflexio_pipelines.files import TMP_PREFIX, atomic_write_bytes, fsync_path
-from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.lake.schemas import OPERATION_TABLES, TABLES
 
 def atomic_write_parquet(table: pa.Table, path: Path) -> None:
     """Write a Parquet file under a temporary name, fsync it, then rename it into place and fsync the dir."""
@@ -123,18 +123,35 @@ class Lake:
         """Atomically replace every row of `window` in table `name` with `table` (a Delta commit).
 
         Deterministic inputs give identical rows, so re-materialising a partition never duplicates anything.
-        Returns the new table version.
+        Rows written by rerun operations are left alone. Returns the new table version.
         """
+        predicate = f"window = '{_quote(window)}'"
+        if name in OPERATION_TABLES:
+            predicate += " AND operation_id IS NULL"
+        return self._overwrite(name, table, predicate)
+
+    def replace_operation(self, name: str, operation_id: str, table: pa.Table) -> int:
+        """Atomically replace every row a rerun operation wrote to table `name` (a retried operation is idempotent)."""
+        if name not in OPERATION_TABLES:
+            raise KeyError(f"table {name!r} holds no operation rows")
+        return self._overwrite(name, table, f"operation_id = '{_quote(operation_id)}'")
+
+    def append(self, name: str, table: pa.Table) -> int:
+        """Append rows to an append-only table (e.g. lifecycle events). Returns the new table version."""
+        return self._overwrite(name, table, None)
+
+    def _overwrite(self, name: str, table: pa.Table, predicate: str | None) -> int:
         from deltalake import DeltaTable, write_deltalake
 
         schema = TABLES[name]
         table = table.select(schema.names).cast(schema)
         path = self.table_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not (path / "_delta_log").exists():
-            write_deltalake(str(path), table, partition_by=["window"], mode="append")
+        partition_by = ["window"] if "window" in schema.names else None
+        if not (path / "_delta_log").exists() or predicate is None:
+            write_deltalake(str(path), table, partition_by=partition_by, mode="append")
         else:
-            write_deltalake(str(path), table, mode="overwrite", predicate=f"window = '{_quote(window)}'")
+            write_deltalake(str(path), table, mode="overwrite", predicate=predicate)
         return DeltaTable(str(path)).version()
 
     # -- locks -------------------------------------------------------------------------------------------

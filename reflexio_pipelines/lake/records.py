@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.learn import UserState
-from reflexio_pipelines.learning.lifecycle import current_rows
+from reflexio_pipelines.learning.lifecycle import current_rows, status_overlay
 from reflexio_pipelines.learning.types import ToolCall, Turn
 
 
@@ -52,12 +52,24 @@ def user_states(lake: Lake, user_ids: set[str], window: str) -> dict[str, UserSt
     states = {user_id: UserState() for user_id in user_ids}
     for turn in turns_from_table(lake.read_table("turns", filters=before)):
         states[turn.user_id].history.append(turn)
-    profiles = current_rows(lake.read_table("user_profiles", filters=before).to_pylist(), "profile_id",
-                            "last_modified_timestamp")  # fmt: skip
-    for row in profiles:
+    for row in live_rows(lake, "profile", filters=before):
         states[row["user_id"]].profiles.append(row)
-    playbooks = current_rows(lake.read_table("user_playbooks", filters=before).to_pylist(), "user_playbook_id",
-                             "created_at")  # fmt: skip
-    for row in playbooks:
+    for row in live_rows(lake, "user_playbook", filters=before):
         states[row["user_id"]].playbooks.append(row)
     return states
+
+
+#: entity -> (table, id column, order column)
+ENTITY_TABLES = {
+    "profile": ("user_profiles", "profile_id", "last_modified_timestamp"),
+    "user_playbook": ("user_playbooks", "user_playbook_id", "created_at"),
+}
+
+
+def live_rows(lake: Lake, entity: str, filters: list[tuple] | None = None,
+              statuses: tuple[str, ...] = ("current",)) -> list[dict]:  # fmt: skip
+    """Rows of `entity` in `statuses` after supersession and lifecycle events (see learning/lifecycle.py)."""
+    table, id_column, order_column = ENTITY_TABLES[entity]
+    overlay = status_overlay(lake.read_table("lifecycle_events").to_pylist(), entity)
+    rows = lake.read_table(table, filters=filters).to_pylist()
+    return current_rows(rows, id_column, order_column, overlay, statuses)

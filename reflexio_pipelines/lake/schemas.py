@@ -35,6 +35,7 @@ LANDING_TURNS = pa.schema(_TURN_FIELDS)
 TURNS = pa.schema([*_TURN_FIELDS, pa.field("landing_file", pa.string()), pa.field("window", pa.string(), nullable=False)])
 
 _PROVENANCE_FIELDS = [
+    pa.field("operation_id", pa.string()),  # set on rows written by a rerun (pending until upgraded), else null
     pa.field("source_turn_ids", pa.list_(pa.string())),
     pa.field("source_interaction_ids", pa.list_(pa.int64())),
     pa.field("extraction_window_id", pa.string()),
@@ -117,10 +118,29 @@ EXTRACTION_BOOKMARKS = pa.schema(
     ]
 )
 
+#: Status changes made by upgrade / downgrade operations (rows are immutable; their status is this overlay).
+LIFECYCLE_EVENTS = pa.schema(
+    [
+        pa.field("operation_id", pa.string(), nullable=False),
+        pa.field("op", pa.string(), nullable=False),  # upgrade | downgrade
+        pa.field("entity", pa.string(), nullable=False),  # profile | user_playbook
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("user_id", pa.string()),
+        pa.field("from_status", pa.string()),
+        pa.field("to_status", pa.string(), nullable=False),
+        pa.field("seq", pa.int64(), nullable=False),  # global order of events
+        pa.field("at", pa.int64(), nullable=False),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "turns": TURNS,
     "user_profiles": USER_PROFILES,
     "user_playbooks": USER_PLAYBOOKS,
     "change_log": CHANGE_LOG,
     "extraction_bookmarks": EXTRACTION_BOOKMARKS,
+    "lifecycle_events": LIFECYCLE_EVENTS,
 }
+
+#: Tables whose rows a rerun operation writes (replaced per operation, never by a regular window run).
+OPERATION_TABLES = ("user_profiles", "user_playbooks")

@@ -1,0 +1,129 @@
+"""Reruns, upgrades, downgrades and operation status: the original's REST paths, run as Dagster jobs.
+
+A rerun is started in the background (like the original's BackgroundTask) and reports progress through
+`GET /api/get_operation_status`; upgrade and downgrade are quick and answer with their counts once the new index
+version is being served.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from reflexio_pipelines.operations import SERVICES, new_operation_id, read_status, write_status
+from serving.models import (
+    RerunPlaybookGenerationRequest,
+    RerunProfileGenerationRequest,
+    UpgradeProfilesRequest,
+    UpgradeUserPlaybooksRequest,
+)
+from serving.state import ServiceState
+
+router = APIRouter()
+log = logging.getLogger(__name__)
+
+
+def _start_rerun(state: ServiceState, entity: str, config: dict) -> JSONResponse | str:
+    service = SERVICES[entity]
+    current = read_status(state.lake, service)
+    if current and current.get("status") == "in_progress":
+        return JSONResponse(status_code=409, content={"success": False, "msg": f"{service} is already in progress"})
+    operation_id = new_operation_id()
+    config = dict(config, entity=entity, operation_id=operation_id)
+    write_status(state.lake, service, status="in_progress", operation_id=operation_id, request_params=config,
+                 total_users=0, processed_users=0, error_message=None, completed_at=None)  # fmt: skip
+
+    def work() -> None:
+        try:
+            state.operate("rerun_job", config)
+            state.index.refresh()
+        except Exception as exc:  # recorded for get_operation_status; the service keeps serving
+            log.exception("rerun %s failed", operation_id)
+            write_status(state.lake, service, status="failed", error_message=type(exc).__name__)
+
+    threading.Thread(target=work, name=f"rerun-{operation_id}", daemon=True).start()
+    return operation_id
+
+
+@router.post("/api/rerun_profile_generation")
+def rerun_profile_generation(body: RerunProfileGenerationRequest, request: Request):
+    """Re-extract profiles from the turns in [start_time, end_time] into pending profiles (not served until
+    `upgrade_all_profiles`). Poll `get_operation_status?service_name=profile_generation`."""
+    config = body.model_dump(include={"user_id", "start_time", "end_time", "source"})
+    started = _start_rerun(request.app.state.svc, "profile", config)
+    if isinstance(started, JSONResponse):
+        return started
+    return {"success": True, "msg": "rerun started", "profiles_generated": 0, "operation_id": started}
+
+
+@router.post("/api/rerun_playbook_generation")
+def rerun_playbook_generation(body: RerunPlaybookGenerationRequest, request: Request):
+    """Re-extract user playbooks of `agent_version` from the turns in the range into pending playbooks."""
+    config = body.model_dump(include={"agent_version", "start_time", "end_time", "source"})
+    started = _start_rerun(request.app.state.svc, "user_playbook", config)
+    if isinstance(started, JSONResponse):
+        return started
+    return {"success": True, "msg": "rerun started", "playbooks_generated": 0, "operation_id": started}
+
+
+async def _change(request: Request, config: dict) -> dict:
+    state: ServiceState = request.app.state.svc
+    config = dict(config, operation_id=new_operation_id())
+    counts = await run_in_threadpool(state.operate, "lifecycle_job", config)
+    await run_in_threadpool(state.index.refresh)
+    return counts
+
+
+@router.post("/api/upgrade_all_profiles")
+async def upgrade_all_profiles(body: UpgradeProfilesRequest, request: Request):
+    """Pending profiles become current; the current profiles of the affected users are archived (kept)."""
+    counts = await _change(request, {"entity": "profile", "op": "upgrade", "user_id": body.user_id,
+                                     "only_affected_users": body.only_affected_users})  # fmt: skip
+    promoted, archived = counts.get("pending->current", 0), counts.get("current->archived", 0)
+    return {"success": promoted > 0, "profiles_archived": archived, "profiles_promoted": promoted,
+            "profiles_deleted": 0, "message": "upgraded" if promoted else "no pending profiles to upgrade"}  # fmt: skip
+
+
+@router.post("/api/downgrade_all_profiles")
+async def downgrade_all_profiles(body: UpgradeProfilesRequest, request: Request):
+    """Archived profiles become current again and the profiles that replaced them are archived."""
+    counts = await _change(request, {"entity": "profile", "op": "downgrade", "user_id": body.user_id})
+    restored, demoted = counts.get("archived->current", 0), counts.get("current->archived", 0)
+    return {"success": restored > 0, "profiles_demoted": demoted, "profiles_restored": restored,
+            "message": "downgraded" if restored else "no archived profiles to restore"}  # fmt: skip
+
+
+@router.post("/api/upgrade_all_user_playbooks")
+async def upgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request: Request):
+    counts = await _change(request, {"entity": "user_playbook", "op": "upgrade", "agent_version": body.agent_version,
+                                     "playbook_name": body.playbook_name, "archive_current": body.archive_current,
+                                     "only_affected_users": False})  # fmt: skip
+    promoted, archived = counts.get("pending->current", 0), counts.get("current->archived", 0)
+    return {"success": promoted > 0, "user_playbooks_deleted": 0, "user_playbooks_archived": archived,
+            "user_playbooks_promoted": promoted,
+            "message": "upgraded" if promoted else "no pending user playbooks to upgrade"}  # fmt: skip
+
+
+@router.post("/api/downgrade_all_user_playbooks")
+async def downgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request: Request):
+    counts = await _change(request, {"entity": "user_playbook", "op": "downgrade", "agent_version": body.agent_version,
+                                     "playbook_name": body.playbook_name})  # fmt: skip
+    restored, demoted = counts.get("archived->current", 0), counts.get("current->archived", 0)
+    return {"success": restored > 0, "user_playbooks_demoted": demoted, "user_playbooks_restored": restored,
+            "message": "downgraded" if restored else "no archived user playbooks to restore"}  # fmt: skip
+
+
+@router.get("/api/get_operation_status")
+def get_operation_status(request: Request, service_name: str = Query("profile_generation")):
+    """The original's OperationStatusInfo for `profile_generation` or `playbook_generation`."""
+    if service_name not in SERVICES.values():
+        return JSONResponse(status_code=422, content={"success": False,
+                                                      "msg": f"service_name: must be one of {sorted(SERVICES.values())}"})  # fmt: skip
+    status = read_status(request.app.state.svc.lake, service_name)
+    if status is None:
+        return {"success": True, "operation_status": None, "msg": "no operation has run"}
+    return {"success": True, "operation_status": status, "msg": ""}
