@@ -24,7 +24,11 @@ def _secret(env_name: str, configured: SecretStr) -> str | dg.EnvVar:
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
-    """Resources for the given settings (tests pass their own, e.g. a temporary lake)."""
+    """Resources for the given settings (tests pass their own, e.g. a temporary lake). The extraction config file
+    is read and validated here, so a bad file fails at start-up (`ConfigError` naming the field), and the resource
+    carries its validated JSON."""
+    from reflexio_pipelines.learning.config import resolve_extraction_config
+
     return {
         "lake": LakeResource(root=str(Path(settings.lake).expanduser().resolve())),
         "extractor": ExtractorResource(
@@ -33,8 +37,8 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             api_key=_secret("REFLEXIO_LLM_API_KEY", settings.llm.api_key),
             timeout_s=settings.llm.timeout_s,
             max_retries=settings.llm.max_retries,
-            window_size=settings.window.size,
-            window_stride=settings.window.stride,
+            gate_model=settings.llm.gate_model,
+            extraction_config=resolve_extraction_config(settings.extraction_config).to_json(),
         ),
         "embedder": EmbedderResource(
             model=settings.embedder.model,

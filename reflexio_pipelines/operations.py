@@ -109,8 +109,7 @@ def rerun(lake: Lake, extractor: ExtractorResource, embedder: EmbedderResource, 
     for user_id in sorted(by_user):
         output = learn(
             by_user[user_id], {user_id: UserState()}, extractor.get(), embedder.get(), extractor.dedup_judge_factory(),
-            window_size=extractor.window_size, window_stride=extractor.window_stride, window="rerun", run_id=run_id,
-            agent_context=extractor.agent_context, status="pending",
+            window="rerun", run_id=run_id, config=extractor.get_config(), status="pending",
         )  # fmt: skip
         produced = output.profiles if cfg.entity == "profile" else output.playbooks
         for row in produced:

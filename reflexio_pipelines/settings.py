@@ -3,6 +3,10 @@
 Precedence (highest first): environment variables, the YAML config file, defaults. The config file is
 `$REFLEXIO_CONFIG` if set, else `reflexio.yaml` in the working directory if it exists. Secrets (API keys) are
 only ever read from the environment or the file and are never logged or written to the lake.
+
+What extraction looks for and how turns are windowed (batch_size / batch_interval, extractors, agent context) is
+not here: it is the extraction config file (`extraction_config`, see learning/config.py), the one source of truth
+for windows. The former `window.size` / `window.stride` settings are rejected with a pointer to it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ class LLMSettings(BaseModel):
     timeout_s: float = 120.0
     max_retries: int = 2
     temperature: float = 0.0
+    #: A small model asked "anything worth extracting?" before each window's extraction; empty = no gate.
+    gate_model: str = ""
 
 
 class EmbedderSettings(BaseModel):
@@ -37,14 +43,6 @@ class EmbedderSettings(BaseModel):
     dimensions: int | None = None
 
 
-class WindowSettings(BaseModel):
-    """Extraction window per user: `size` turns per LLM call, advancing by `stride` turns."""
-
-    model_config = ConfigDict(extra="forbid")
-    size: int = Field(10, gt=0)
-    stride: int = Field(5, gt=0)
-
-
 class Settings(BaseModel):
     """Everything configurable. See docs/configuration.md."""
 
@@ -54,7 +52,8 @@ class Settings(BaseModel):
     partition_start: str = "2026-01-01"
     llm: LLMSettings = LLMSettings()
     embedder: EmbedderSettings = EmbedderSettings()
-    window: WindowSettings = WindowSettings()
+    #: Path of the extraction config file (.yaml/.yml/.json); None = the built-in default config.
+    extraction_config: str | None = None
     #: Most rows one landing file (one fsync) may hold; 1 disables group commit (benchmark baseline).
     landing_max_batch_rows: int = Field(50_000, gt=0)
 
@@ -71,12 +70,23 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_LLM_API_BASE": ("llm", "api_base"),
     "REFLEXIO_LLM_API_KEY": ("llm", "api_key"),
     "REFLEXIO_LLM_TIMEOUT": ("llm", "timeout_s"),
+    "REFLEXIO_LLM_GATE_MODEL": ("llm", "gate_model"),
     "REFLEXIO_EMBEDDING_MODEL": ("embedder", "model"),
     "REFLEXIO_EMBEDDING_API_BASE": ("embedder", "api_base"),
     "REFLEXIO_EMBEDDING_API_KEY": ("embedder", "api_key"),
-    "REFLEXIO_WINDOW_SIZE": ("window", "size"),
-    "REFLEXIO_WINDOW_STRIDE": ("window", "stride"),
+    "REFLEXIO_EXTRACTION_CONFIG": ("extraction_config",),
     "REFLEXIO_LANDING_MAX_BATCH_ROWS": ("landing_max_batch_rows",),
+}
+
+
+#: Settings that moved to the extraction config file; naming them is an error that says where they went.
+_MOVED = {
+    "window": "window.size/window.stride moved to the extraction config file (batch_size/batch_interval); "
+    "point extraction_config (REFLEXIO_EXTRACTION_CONFIG) at it",
+    "REFLEXIO_WINDOW_SIZE": "REFLEXIO_WINDOW_SIZE moved to the extraction config file's batch_size; "
+    "point REFLEXIO_EXTRACTION_CONFIG at it",
+    "REFLEXIO_WINDOW_STRIDE": "REFLEXIO_WINDOW_STRIDE moved to the extraction config file's batch_interval; "
+    "point REFLEXIO_EXTRACTION_CONFIG at it",
 }
 
 
@@ -99,6 +109,11 @@ def load_settings(overrides: dict[str, Any] | None = None) -> Settings:
             raise SettingsError(f"config file {path}: {exc}") from exc
         if not isinstance(raw, dict):
             raise SettingsError(f"config file {path}: top level must be a mapping")
+        if "window" in raw:
+            raise SettingsError(f"config file {path}: {_MOVED['window']}")
+    for env in ("REFLEXIO_WINDOW_SIZE", "REFLEXIO_WINDOW_STRIDE"):
+        if os.environ.get(env):
+            raise SettingsError(_MOVED[env])
     for env, keys in _ENV_MAP.items():
         value = os.environ.get(env)
         if value is None or value == "":

@@ -12,6 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.config import parse_extraction_config
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor, is_transient
@@ -100,7 +101,11 @@ def test_same_items_as_builtin_over_real_http(stub, caplog) -> None:
     caplog.set_level(logging.DEBUG, logger="reflexio_pipelines")
     ex = extractor(base_url)
     assert isinstance(ex, Extractor)
-    result = ex.extract(DEPLOY_WINDOW, agent_context="a deployment assistant")
+    config = parse_extraction_config(
+        {"agent_context_prompt": "a deployment assistant",
+         "tool_can_use": [{"tool_name": "github.deploy", "tool_description": "deploys a service to a region"}]}
+    )  # fmt: skip
+    result = ex.extract(DEPLOY_WINDOW, config.groups()[0])
     expected = BuiltinExtractor().extract(DEPLOY_WINDOW)
     assert expected.playbooks and expected.profiles  # the window exercises every rule family
     assert result.profiles == expected.profiles
@@ -111,9 +116,11 @@ def test_same_items_as_builtin_over_real_http(stub, caplog) -> None:
     assert (result.extractor, result.model, result.prompt_version, result.llm_calls) == (
         "litellm",
         "openai/stub",
-        "extraction@1.0.0",
+        "extraction@1.1.0",
         1,
     )
+    assert {p.extractor_name for p in result.profiles} == {"default_profile_extractor"}
+    assert {p.extractor_name for p in result.playbooks} == {"default_playbook_extractor"}
 
     (request,) = app.state.requests
     body = request["body"]
@@ -121,7 +128,10 @@ def test_same_items_as_builtin_over_real_http(stub, caplog) -> None:
     assert body["model"] == "stub" and body["temperature"] == 0.0
     assert body["response_format"] == {"type": "json_object"}
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
-    assert "a deployment assistant" in body["messages"][0]["content"]
+    system = body["messages"][0]["content"]
+    assert "a deployment assistant" in system and "Agent tools: github.deploy: deploys a service to a region" in system
+    assert "- default_profile_extractor: The user and their working environment" in system
+    assert "- default_playbook_extractor: How the agent performed" in system
     user = body["messages"][1]["content"]
     assert "[T3] user: No — we never deploy to us-east-1, always use us-west-2" in user
     assert "=== Session: sess-2 ===" in user and "Expert Response [T5]: Refunds are accepted" in user

@@ -18,7 +18,7 @@ def write(directory: Path, prompt_id: str, version: str, body: str, variables: s
 
 
 def test_extraction_prompt_loads_and_renders_both_messages() -> None:
-    prompt = load_prompt("extraction")
+    prompt = load_prompt("extraction", "1.0.0")
     assert (prompt.id, prompt.version, prompt.ref) == ("extraction", "1.0.0", "extraction@1.0.0")
     assert prompt.variables == ("agent_context", "transcript", "expert_pairs")
     assert prompt.changelog and prompt.description
@@ -37,8 +37,29 @@ def test_extraction_prompt_loads_and_renders_both_messages() -> None:
     assert len(system) < 3_500  # compact: the system prompt is paid on every window
 
 
-def test_missing_variable_is_a_clear_error() -> None:
+def test_extraction_prompt_v1_1_lists_named_definitions_and_tools() -> None:
     prompt = load_prompt("extraction")
+    assert prompt.ref == "extraction@1.1.0"  # the newest version is what the LiteLLM extractor uses
+    assert prompt.variables == (
+        "agent_context", "tools", "profile_definitions", "playbook_definitions", "transcript", "expert_pairs"
+    )  # fmt: skip
+    system, user = prompt.render_parts(
+        agent_context="an ops agent",
+        tools="create_issue: files a ticket",
+        profile_definitions="- team_facts: which team the user is on",
+        playbook_definitions="- escalations: when to escalate\n- tone: how to phrase answers",
+        transcript="[T1] user: hi",
+        expert_pairs="(none)",
+    )
+    assert "an ops agent" in system and "create_issue: files a ticket" in system
+    assert "- team_facts: which team the user is on" in system and "- tone: how to phrase answers" in system
+    assert '"extractor": "<name>"' in system  # several definitions: items name theirs
+    assert "[T1] user: hi" in user and "Expert comparisons:" in user
+    assert len(system) < 2_400  # fixed text; the definitions are the config's (token cost: see test_config)
+
+
+def test_missing_variable_is_a_clear_error() -> None:
+    prompt = load_prompt("extraction", "1.0.0")
     with pytest.raises(PromptError, match=r"extraction@1\.0\.0 is missing variable\(s\): transcript, expert_pairs"):
         prompt.render(agent_context="x")
 

@@ -41,13 +41,14 @@ def spans(windows: list[Window]) -> list[tuple[int, int]]:
         (4, 4, 10, 5, []),  # nothing new: no call, the bookmark stays
         (0, 1, 10, 5, [(0, 1)]),
         (0, 10, 10, 5, [(0, 10)]),
-        (0, 12, 10, 5, [(0, 10), (2, 12)]),  # short tail extended backwards to a full window
-        (0, 25, 10, 5, [(0, 10), (10, 20), (15, 25)]),  # 25 new turns: 3 calls, not 5
-        (0, 20, 10, 10, [(0, 10), (10, 20)]),
-        (20, 23, 10, 5, [(15, 23)]),  # 3 new turns read with 5 turns of processed context
-        (3, 6, 10, 5, [(0, 6)]),  # less history than the overlap: all of it
-        (20, 40, 10, 5, [(15, 25), (25, 35), (30, 40)]),
+        (0, 12, 10, 5, [(0, 10), (8, 12)]),  # the second chunk reads 2 turns of lookback
+        (0, 25, 10, 5, [(0, 10), (8, 20), (18, 25)]),  # 25 new turns: 3 calls, not 5
+        (0, 20, 10, 10, [(0, 10), (10, 20)]),  # stride == size: no overlap wanted, no lookback
+        (20, 23, 10, 5, [(18, 23)]),  # 3 new turns read after the answer and request before them
+        (1, 6, 10, 5, [(0, 6)]),  # less history than the lookback: all of it
+        (20, 30, 10, 5, [(18, 30)]),  # 10 new turns: one call
         (0, 6, 1, 1, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6)]),
+        (5, 9, 4, 3, [(4, 9)]),  # size - stride = 1 caps the lookback
     ],
 )
 def test_window_bounds(history: int, total: int, size: int, stride: int, expected: list[tuple[int, int]]) -> None:
@@ -57,16 +58,16 @@ def test_window_bounds(history: int, total: int, size: int, stride: int, expecte
 @pytest.mark.parametrize("history", [0, 1, 4, 9, 17])
 @pytest.mark.parametrize("new", range(1, 30))
 @pytest.mark.parametrize(("size", "stride"), [(10, 5), (5, 3), (25, 10), (15, 8), (4, 4)])
-def test_every_new_turn_is_covered_with_few_calls(history: int, new: int, size: int, stride: int) -> None:
+def test_every_new_turn_is_read_once_with_few_calls(history: int, new: int, size: int, stride: int) -> None:
     total = history + new
     bounds = window_bounds(history, total, size, stride)
-    covered = {i for a, b in bounds for i in range(a, b)}
-    assert set(range(history, total)) <= covered
+    lookback = min(2, size - stride)
+    covered = [i for a, b in bounds for i in range(max(a, history), b)]
+    assert sorted(set(covered)) == list(range(history, total))
+    assert len(bounds) == -(-new // size)  # exactly one call per `size` new turns
     assert bounds[-1][1] == total
-    assert all(b - a <= size for a, b in bounds)
-    assert len(bounds) <= -(-new // size) + 1  # about one call per `size` new turns, never one per turn
-    first = bounds[0][0]
-    assert first == max(0, history - (size - stride))  # context reaches back over the overlap, no further
+    assert all(b - a <= size + lookback for a, b in bounds)
+    assert bounds[0][0] == max(0, history - lookback)
 
 
 def test_invalid_size_or_stride() -> None:
@@ -83,7 +84,7 @@ def test_plan_windows_sorts_each_part_and_is_deterministic() -> None:
     shuffled = turns[:]
     random.Random(7).shuffle(shuffled)
     windows = plan_windows([], shuffled, 10, 5)
-    assert spans(windows) == [(0, 9), (2, 11)]
+    assert spans(windows) == [(0, 9), (8, 11)]
     assert [t.turn_id for t in windows[0].turns] == [t.turn_id for t in turns[:10]]
     assert [w.window_id for w in windows] == [w.window_id for w in plan_windows([], list(reversed(turns)), 10, 5)]
     assert all(w.user_id == "u1" for w in windows)
@@ -93,7 +94,7 @@ def test_plan_windows_reads_new_turns_with_processed_context() -> None:
     history = [turn(i) for i in range(8)]
     new = [turn(i) for i in range(8, 11)]
     (only,) = plan_windows(history, new, 10, 5)
-    assert spans([only]) == [(3, 10)]
+    assert spans([only]) == [(6, 10)]
 
 
 def test_plan_windows_edge_cases() -> None:

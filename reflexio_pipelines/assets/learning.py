@@ -48,11 +48,9 @@ def user_learning(
         extractor.get(),
         embedder.get(),
         extractor.dedup_judge_factory(),
-        window_size=extractor.window_size,
-        window_stride=extractor.window_stride,
         window=window,
         run_id=context.run.run_id,
-        agent_context=extractor.agent_context,
+        config=extractor.get_config(),
     )
     tables = {
         "user_profiles": output.profiles,
@@ -69,6 +67,8 @@ def user_learning(
         "extraction_windows": stats.windows,
         "llm_calls": stats.llm_calls,
         "dedup_calls": stats.dedup_calls,
+        "gate_calls": stats.gate_calls,
+        "windows_skipped_by_gate": stats.gate_skipped,
         "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.completion_tokens,
         "superseded": stats.superseded,

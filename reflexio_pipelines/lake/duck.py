@@ -13,13 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.records import ENTITY_TABLES, live_rows
 from reflexio_pipelines.lake.schemas import TABLES
 
 
 def connect(lake_root: str | Path = "lake") -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with views `turns`, `user_profiles`, `user_playbooks`, `landing_turns`."""
+    """An in-memory DuckDB connection with a view per lake table (`turns`, `user_profiles`, `user_playbooks`,
+    `change_log`, `extraction_bookmarks`, `lifecycle_events`, `landing_turns`) plus `current_user_profiles` and
+    `current_user_playbooks`: what is served now (supersession and lifecycle events applied)."""
     from deltalake import DeltaTable
 
     lake = Lake.at(lake_root)
@@ -30,6 +34,8 @@ def connect(lake_root: str | Path = "lake") -> duckdb.DuckDBPyConnection:
             con.register(name, DeltaTable(str(path)).to_pyarrow_dataset())
         else:
             con.register(name, schema.empty_table())
+    for entity, (name, _, _) in ENTITY_TABLES.items():
+        con.register(f"current_{name}", pa.Table.from_pylist(live_rows(lake, entity), schema=TABLES[name]))
     landing = list(lake.landing_turns.glob("date=*/hour=*/[!.]*.parquet"))
     if landing:
         files = ", ".join(f"'{p}'" for p in sorted(landing))

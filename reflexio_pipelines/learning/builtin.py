@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from reflexio_pipelines.learning.config import DEFAULT_GROUP, ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import clean_text, dedupe_by_content
 from reflexio_pipelines.learning.transcript import (
     is_agent_turn,
@@ -619,10 +620,11 @@ class BuiltinExtractor:
 
     name = EXTRACTOR_NAME
 
-    def extract(self, window: Window, agent_context: str = "") -> ExtractionResult:
-        """Profiles and playbooks the rules find in `window`. `agent_context` is accepted for API parity and
-        ignored: the rules do not depend on what the agent is for."""
-        del agent_context
+    def extract(self, window: Window, group: ExtractorGroup | None = None) -> ExtractionResult:
+        """Profiles and playbooks the rules find in `window`. The group's definitions and agent context are
+        ignored (the rules do not read them); items are tagged with the group's first profile/playbook extractor,
+        and a kind the group has no extractor for is not extracted."""
+        group = group or DEFAULT_GROUP
         turns = window.turns
         profiles: list[ExtractedProfile] = []
         playbooks: list[ExtractedPlaybook] = []
@@ -639,8 +641,8 @@ class BuiltinExtractor:
             if (expert := _expert_playbook(turns, index)) is not None:
                 playbooks.append(expert)
         return ExtractionResult(
-            profiles=dedupe_by_content(profiles),
-            playbooks=dedupe_by_content(playbooks),
+            profiles=[tagged for p in dedupe_by_content(profiles) if (tagged := group.tag_profile(p))],
+            playbooks=[tagged for p in dedupe_by_content(playbooks) if (tagged := group.tag_playbook(p))],
             extractor=EXTRACTOR_NAME,
             model=MODEL_NAME,
             prompt_version=PROMPT_VERSION,

@@ -108,8 +108,9 @@ def deduplicate(
     same_slot = {j for j, e in enumerate(existing) if e.slot and any(n.slot == e.slot for n in new)}
     shown = sorted(set(shown) | same_slot)
     resolution = Resolution(keep={i: item.text for i, item in enumerate(new)})
-    if not new or (not shown and not new_items_are_close(new_vectors)):
-        return resolution
+    slots = [n.slot for n in new if n.slot]
+    if not new or (not shown and len(set(slots)) == len(slots) and not new_items_are_close(new_vectors)):
+        return resolution  # nothing close to anything: no judge call at all
     candidates = [existing[j] for j in shown]
     groups, calls, prompt_tokens, completion_tokens = judge.judge(new, candidates)
     resolution.judge_calls, resolution.prompt_tokens, resolution.completion_tokens = calls, prompt_tokens, completion_tokens

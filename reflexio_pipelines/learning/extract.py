@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.config import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
 from reflexio_pipelines.learning.types import ExtractionResult, Window
@@ -15,16 +16,19 @@ __all__ = ["BuiltinExtractor", "ExtractionFailed", "Extractor", "LLMOutputError"
 
 @runtime_checkable
 class Extractor(Protocol):
-    """Turns one window of one user's turns into profiles and playbooks.
+    """Turns one window of one user's turns into profiles and playbooks for one extractor group.
 
     Implementations must be deterministic for a given window where they can be (the builtin always is; an LLM at
-    temperature 0 mostly is) and raise `ExtractionFailed` rather than return partial results.
+    temperature 0 mostly is) and raise `ExtractionFailed` rather than return partial results. Items should be
+    tagged with the group extractor that produced them (`NamedProfile` / `NamedPlaybook`); untagged items are
+    attributed to the group's first extractor of their kind.
     """
 
     name: str
 
-    def extract(self, window: Window, agent_context: str = "") -> ExtractionResult:
-        """Profiles and playbooks found in `window`; `agent_context` describes what the agent is for."""
+    def extract(self, window: Window, group: ExtractorGroup | None = None) -> ExtractionResult:
+        """Profiles and playbooks found in `window` under the group's definitions (None = the default config's
+        group); the group also carries the agent context and tools."""
         ...
 
 
@@ -40,4 +44,5 @@ def make_extractor(llm_settings: LLMSettings) -> BuiltinExtractor | LiteLLMExtra
         timeout_s=llm_settings.timeout_s,
         max_retries=llm_settings.max_retries,
         temperature=llm_settings.temperature,
+        gate_model=llm_settings.gate_model,
     )

@@ -1,8 +1,10 @@
 """From one partition's turns to rows of learned items, deduplicated against what each user already has.
 
-For every user: plan windows over the user's stream (processed history, then the new turns), extract each window
-once, merge what overlapping windows found twice, then deduplicate the new items against the user's current items
-(a judge groups duplicates and contradictions; the newer statement supersedes the older, nothing is deleted).
+For every user and extractor group (extractors sharing window size, stride and source filter, see
+learning/config.py): keep the group's sources' turns, plan windows over the user's stream (processed history, then
+the new turns), extract each window once for the whole group, merge what overlapping windows found twice; then
+deduplicate the user's new items (from every group) against the user's current items (a judge groups duplicates
+and contradictions; the newer statement supersedes the older, nothing is deleted).
 
 Ids are derived from (user, normalised content), so re-running a partition yields the same ids, and the same fact
 or rule observed again collapses into the existing item. Every row records where it came from: source turns,
@@ -15,13 +17,19 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from reflexio_pipelines.learning.config import (
+    DEFAULT_CONFIG,
+    ExtractionConfig,
+    ExtractorGroup,
+)
 from reflexio_pipelines.learning.dedup import Candidate, DedupJudge, Resolution, deduplicate, profile_slot
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.extract import Extractor
+from reflexio_pipelines.learning.llm_extract import GatedExtractionResult
 from reflexio_pipelines.learning.types import (
     NEVER_EXPIRES_TIMESTAMP,
     TTL_SECONDS,
@@ -32,10 +40,6 @@ from reflexio_pipelines.learning.types import (
     stable_uuid,
 )
 from reflexio_pipelines.learning.windows import group_by_user, plan_windows
-
-DEFAULT_PROFILE_EXTRACTOR = "default_profile_extractor"
-DEFAULT_PLAYBOOK_NAME = "default_playbook_extractor"
-BOOKMARK_EXTRACTOR = "default"
 
 #: Builds the dedup judge for one entity ("profile" or "user_playbook"), given the vectors already computed.
 JudgeFactory = Callable[[str, dict[str, np.ndarray]], DedupJudge]
@@ -53,6 +57,8 @@ class LearnStats:
     dedup_calls: int = 0
     superseded: int = 0
     duplicates_dropped: int = 0
+    gate_calls: int = 0  # included in llm_calls
+    gate_skipped: int = 0  # windows the gate rejected: processed (bookmark advanced), no extraction call
     extractors: set[str] = field(default_factory=set)
 
 
@@ -94,37 +100,44 @@ def learn(
     embedder: Embedder,
     judge_factory: JudgeFactory,
     *,
-    window_size: int,
-    window_stride: int,
     window: str,
     run_id: str,
-    agent_context: str = "",
+    config: ExtractionConfig = DEFAULT_CONFIG,
     status: str = "current",
 ) -> LearnOutput:
-    """Learn from one partition's `turns`; `states` holds each user's history and current items.
+    """Learn from one partition's `turns`; `states` holds each user's history and current items; `config` says
+    which extractors run (one extraction call per window and extractor group) and how windows are cut.
 
     `status="pending"` is a rerun: rows are written as pending (not served) until an upgrade promotes them.
     """
     stats = LearnStats()
     out = LearnOutput([], [], [], [], stats)
-    for user_id, new_turns in group_by_user(turns).items():
+    groups = config.groups()
+    for user_id, user_turns in group_by_user(turns).items():
         state = states.get(user_id, UserState())
         stats.users += 1
-        windows = plan_windows(state.history, new_turns, window_size, window_stride)
         profiles: dict[str, dict[str, Any]] = {}
         playbooks: dict[int, dict[str, Any]] = {}
-        fresh = {t.turn_id for t in new_turns}
-        for win in windows:
-            result = extractor.extract(win, agent_context)
-            _count(stats, result)
-            by_id = {t.turn_id: t for t in win.turns}
-            # Context turns were learned from when they were new: an item resting only on them is a repeat.
-            for row in _profile_rows(win, result, by_id, window, run_id):
-                if fresh & set(row["source_turn_ids"]):
-                    _merge(profiles, row["profile_id"], row)
-            for row in _playbook_rows(win, result, by_id, window, run_id):
-                if fresh & set(row["source_turn_ids"]):
-                    _merge(playbooks, row["user_playbook_id"], row)
+        planned: list[tuple[ExtractorGroup, list[Turn], list[Window]]] = []
+        for group in groups:
+            new_turns = [t for t in user_turns if group.accepts(t)]
+            if not new_turns:
+                continue  # nothing new for this group's sources: its bookmark stays where it was
+            history = [t for t in state.history if group.accepts(t)]
+            windows = plan_windows(history, new_turns, group.batch_size, group.batch_interval)
+            planned.append((group, new_turns, windows))
+            fresh = {t.turn_id for t in new_turns}
+            for win in windows:
+                result = extractor.extract(win, group)
+                _count(stats, result)
+                by_id = {t.turn_id: t for t in win.turns}
+                # Context turns were learned from when they were new: an item resting only on them is a repeat.
+                for row in _profile_rows(win, result, group, by_id, window, run_id):
+                    if fresh & set(row["source_turn_ids"]):
+                        _merge(profiles, row["profile_id"], row)
+                for row in _playbook_rows(win, result, group, by_id, window, run_id):
+                    if fresh & set(row["source_turn_ids"]):
+                        _merge(playbooks, row["user_playbook_id"], row)
         kept_profiles = _dedup(
             "profile", list(profiles.values()), state.profiles, embedder, judge_factory, stats,
             id_column="profile_id", text_of=lambda r: r["content"], slot_of=lambda r: profile_slot(r["content"]),
@@ -143,8 +156,18 @@ def learn(
         out.playbooks.extend(kept_playbooks)
         out.change_log.extend(_changes("profile", kept_profiles, "profile_id", window, run_id))
         out.change_log.extend(_changes("user_playbook", kept_playbooks, "user_playbook_id", window, run_id))
-        out.bookmarks.append(_bookmark(user_id, new_turns, windows, len(kept_profiles) + len(kept_playbooks), window, run_id))
+        for group, new_turns, windows in planned:
+            items = _items_of(group, kept_profiles, kept_playbooks)
+            out.bookmarks.append(_bookmark(user_id, group.name, new_turns, windows, items, window, run_id))
     return out
+
+
+def _items_of(group: ExtractorGroup, profiles: list[dict[str, Any]], playbooks: list[dict[str, Any]]) -> int:
+    """Kept items produced by one of the group's extractors (all kept items when there is one group)."""
+    names = {d.name for d in group.profile_extractors + group.playbook_extractors}
+    profile_items = sum(1 for r in profiles if names & set(r["extractor_names"]))
+    playbook_items = sum(1 for r in playbooks if r["playbook_name"] in names)
+    return profile_items + playbook_items
 
 
 def _playbook_text(row: dict[str, Any]) -> str:
@@ -157,16 +180,22 @@ def _count(stats: LearnStats, result: ExtractionResult) -> None:
     stats.prompt_tokens += result.prompt_tokens
     stats.completion_tokens += result.completion_tokens
     stats.extractors.add(result.extractor)
+    if isinstance(result, GatedExtractionResult):
+        stats.gate_calls += result.gate_calls
+        stats.gate_skipped += result.gate_skipped
 
 
 def _merge(items: dict, key: Any, row: dict[str, Any]) -> None:
-    """Overlapping windows see the same evidence twice: keep one row, with the union of its source turns."""
+    """Overlapping windows see the same evidence twice: keep one row, with the union of its source turns. The same
+    profile from two extractors is one row naming both; the same playbook keeps the first extractor's name."""
     existing = items.get(key)
     if existing is None:
         items[key] = row
         return
     for column in ("source_turn_ids", "source_interaction_ids"):
         existing[column] = sorted(set(existing[column]) | set(row[column]))
+    if "extractor_names" in existing:  # the same fact from two profile extractors: one row naming both
+        existing["extractor_names"] += [n for n in row["extractor_names"] if n not in existing["extractor_names"]]
 
 
 def _dedup(
@@ -234,11 +263,13 @@ def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: st
     return changes
 
 
-def _bookmark(user_id: str, new_turns: list[Turn], windows: list[Window], items: int, window: str, run_id: str) -> dict:
+def _bookmark(
+    user_id: str, group_name: str, new_turns: list[Turn], windows: list[Window], items: int, window: str, run_id: str
+) -> dict:
     last = windows[-1].turns[-1] if windows else None
     return {
         "user_id": user_id,
-        "extractor": BOOKMARK_EXTRACTOR,
+        "extractor": group_name,
         "last_turn_id": last.turn_id if last else None,
         "last_created_at": last.created_at if last else None,
         "new_turns": len(new_turns),
@@ -267,9 +298,20 @@ def _provenance(win: Window, evidence: list[Turn], result: ExtractionResult, win
     }
 
 
-def _profile_rows(win: Window, result: ExtractionResult, by_id: dict, window: str, run_id: str) -> list[dict]:
+def _extractor_name(item: Any, group: ExtractorGroup, kind: Literal["profile", "playbook"]) -> str | None:
+    """The group extractor an item is tagged with (untagged or unknown: the group's first of that kind; None when
+    the group has no extractor of that kind, and the item is dropped)."""
+    return group.resolve(kind, getattr(item, "extractor_name", None) or None)[0]
+
+
+def _profile_rows(
+    win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
+) -> list[dict]:
     rows = []
     for item in result.profiles:
+        name = _extractor_name(item, group, "profile")
+        if name is None:
+            continue
         evidence = _evidence(win, item.source_turn_ids, by_id)
         last = max(evidence, key=lambda t: (t.created_at, t.turn_id))
         ttl = item.time_to_live if item.time_to_live in TTL_SECONDS else "infinity"
@@ -285,7 +327,7 @@ def _profile_rows(win: Window, result: ExtractionResult, by_id: dict, window: st
                 "generated_from_request_id": last.request_id,
                 "source": last.source,
                 "status": "current",
-                "extractor_names": [DEFAULT_PROFILE_EXTRACTOR],
+                "extractor_names": [name],
                 "custom_features": json.dumps(item.custom_features, sort_keys=True),
                 **_provenance(win, evidence, result, window, run_id),
             }
@@ -293,9 +335,14 @@ def _profile_rows(win: Window, result: ExtractionResult, by_id: dict, window: st
     return rows
 
 
-def _playbook_rows(win: Window, result: ExtractionResult, by_id: dict, window: str, run_id: str) -> list[dict]:
+def _playbook_rows(
+    win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
+) -> list[dict]:
     rows = []
     for item in result.playbooks:
+        name = _extractor_name(item, group, "playbook")
+        if name is None:
+            continue
         evidence = _evidence(win, item.source_turn_ids, by_id)
         last = max(evidence, key=lambda t: (t.created_at, t.turn_id))
         rows.append(
@@ -304,7 +351,7 @@ def _playbook_rows(win: Window, result: ExtractionResult, by_id: dict, window: s
                 "user_id": win.user_id,
                 "agent_version": last.agent_version,
                 "request_id": last.request_id,
-                "playbook_name": DEFAULT_PLAYBOOK_NAME,
+                "playbook_name": name,
                 "created_at": last.created_at,
                 "content": item.content,
                 "trigger": item.trigger,

@@ -1,4 +1,11 @@
-"""The LLM extractor: one LiteLLM chat call per window, prompt `extraction`, JSON out.
+"""The LLM extractor: one LiteLLM chat call per window and extractor group, prompt `extraction`, JSON out.
+
+The prompt lists the group's named definitions (from the extraction config); items may name the definition that
+produced them in an `extractor` field (absent or unknown = the group's first extractor of that kind).
+
+Optional cheap gate (`gate_model`): before extracting, one short call on a small model answers true/false for the
+window (prompt `extraction_gate`). `false` skips the extraction call (the window still counts as processed); a gate
+error or an unclear answer extracts anyway; windows with expert answers skip the gate (they are explicit signal).
 
 Differences from the original on purpose: temperature defaults to 0 (reproducible), transient failures (timeouts,
 429, 5xx, connection errors, unparseable replies) are retried with exponential backoff and jitter instead of a
@@ -11,20 +18,34 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from reflexio_pipelines.learning.jsonparse import EXTRACTION_KEYS, LLMOutputError, parse_llm_json, validate_extraction
+from reflexio_pipelines.learning.config import DEFAULT_GROUP, ExtractorDefinition, ExtractorGroup
+from reflexio_pipelines.learning.jsonparse import (
+    EXTRACTION_KEYS,
+    LLMOutputError,
+    dedupe_by_content,
+    parse_llm_json,
+    validate_extraction,
+)
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
-from reflexio_pipelines.learning.transcript import render_expert_pairs, render_window
-from reflexio_pipelines.learning.types import ExtractionResult, Window
+from reflexio_pipelines.learning.transcript import indent_continuation, render_expert_pairs, render_window
+from reflexio_pipelines.learning.types import ExtractedPlaybook, ExtractedProfile, ExtractionResult, Window
 
 log = logging.getLogger(__name__)
 
 EXTRACTOR_NAME = "litellm"
 PROMPT_ID = "extraction"
-PROMPT_VERSION = "1.0.0"
+PROMPT_VERSION = "1.1.0"
+GATE_PROMPT_ID = "extraction_gate"
+GATE_PROMPT_VERSION = "1.0.0"
+NOT_GIVEN = "(not given)"
+NO_DEFINITIONS = "(none: return an empty list)"
+_GATE_ANSWER_RE = re.compile(r"\b(true|false)\b")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 MAX_BACKOFF_S = 30.0
 
@@ -38,6 +59,35 @@ class ExtractionFailed(RuntimeError):
         self.llm_calls = llm_calls
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
+
+
+@dataclass
+class GatedExtractionResult(ExtractionResult):
+    """An LLM extraction result with the gate's share of the cost broken out (`llm_calls` and the token counts
+    include the gate's). `gate_skipped`: the gate said no, so no extraction call was made."""
+
+    gate_calls: int = 0
+    gate_prompt_tokens: int = 0
+    gate_completion_tokens: int = 0
+    gate_skipped: bool = False
+
+
+def render_definitions(definitions: Iterable[ExtractorDefinition]) -> str:
+    """`- name: definition` lines (continuation lines indented); when the group has none of a kind, a note that
+    the list stays empty."""
+    lines = [f"- {d.name}: {indent_continuation(d.prompt)}" for d in definitions]
+    return "\n".join(lines) or NO_DEFINITIONS
+
+
+def render_tools(tools: Iterable[tuple[str, str]]) -> str:
+    """The agent's tools as `name: description` joined by `; ` (the original's tool_can_use lines, compacted)."""
+    return "; ".join(f"{name}: {description}" if description else name for name, description in tools)
+
+
+def gate_decision(reply: str) -> bool | None:
+    """True/False from the gate's reply (the first bare `true`/`false` word), None when it holds neither."""
+    match = _GATE_ANSWER_RE.search(reply.lower())
+    return None if match is None else match.group(1) == "true"
 
 
 def _status_code(exc: BaseException) -> int | None:
@@ -102,8 +152,10 @@ def complete_chat(
     api_key: str = "",
     timeout_s: float = 120,
     temperature: float = 0.0,
+    json_mode: bool = True,
 ) -> Any:
-    """One LiteLLM chat call in JSON mode, with LiteLLM's and the SDKs' own retries off (retries are the caller's)."""
+    """One LiteLLM chat call (JSON mode unless `json_mode` is False), with LiteLLM's and the SDKs' own retries off
+    (retries are the caller's)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
     import litellm  # lazy: importing litellm takes seconds
 
@@ -113,11 +165,12 @@ def complete_chat(
         "messages": messages,
         "timeout": timeout_s,
         "temperature": temperature,
-        "response_format": {"type": "json_object"},
         "drop_params": True,  # providers without JSON mode get the prompt's JSON instruction only
         "num_retries": 0,  # retries are ours (the provider SDKs would retry silently, uncounted)
         "max_retries": 0,
     }
+    if json_mode:
+        kwargs["response_format"] = {"type": "json_object"}
     if api_base:
         kwargs["api_base"] = api_base
     if api_key:
@@ -142,6 +195,8 @@ class LiteLLMExtractor:
         backoff_base_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
         prompt: Prompt | None = None,
+        gate_model: str = "",
+        gate_prompt: Prompt | None = None,
     ) -> None:
         if not model:
             raise ValueError("LiteLLMExtractor needs a model name (an empty model means the built-in extractor)")
@@ -155,21 +210,38 @@ class LiteLLMExtractor:
         self._sleep = sleep
         self._rng = random.Random()
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
+        self.gate_model = gate_model.strip()
+        self.gate_prompt = gate_prompt or load_prompt(GATE_PROMPT_ID, GATE_PROMPT_VERSION)
 
     def __repr__(self) -> str:  # the key is deliberately absent
-        return f"LiteLLMExtractor(model={self.model!r}, api_base={self.api_base!r}, prompt={self.prompt.ref!r})"
+        gate = f", gate_model={self.gate_model!r}" if self.gate_model else ""
+        return f"LiteLLMExtractor(model={self.model!r}, api_base={self.api_base!r}, prompt={self.prompt.ref!r}{gate})"
 
     @property
     def prompt_version(self) -> str:
         """`extraction@<version>`, recorded with every result."""
         return self.prompt.ref
 
-    def messages(self, window: Window, agent_context: str = "") -> list[dict[str, str]]:
-        """The chat messages sent for `window` (system + user)."""
+    def messages(self, window: Window, group: ExtractorGroup | None = None) -> list[dict[str, str]]:
+        """The chat messages sent for `window` and the extractor group (default: the default config's)."""
+        group = group or DEFAULT_GROUP
         return self.prompt.render_messages(
-            agent_context=agent_context.strip() or "(not given)",
+            agent_context=group.agent_context.strip() or NOT_GIVEN,
+            tools=render_tools(group.tools) or NOT_GIVEN,
+            profile_definitions=render_definitions(group.profile_extractors),
+            playbook_definitions=render_definitions(group.playbook_extractors),
             transcript=render_window(window),
             expert_pairs=render_expert_pairs(window) or "(none)",
+        )
+
+    def gate_messages(self, window: Window, group: ExtractorGroup | None = None) -> list[dict[str, str]]:
+        """The chat messages of the gate call for `window`."""
+        group = group or DEFAULT_GROUP
+        return self.gate_prompt.render_messages(
+            agent_context=group.agent_context.strip() or NOT_GIVEN,
+            profile_definitions=render_definitions(group.profile_extractors),
+            playbook_definitions=render_definitions(group.playbook_extractors),
+            transcript=render_window(window),
         )
 
     def _scrub(self, text: str) -> str:
@@ -178,19 +250,45 @@ class LiteLLMExtractor:
     def _backoff(self, attempt: int) -> float:
         return backoff_delay(attempt, self.backoff_base_s, self._rng)
 
-    def _complete(self, messages: list[dict[str, str]]) -> Any:
+    def _complete(self, messages: list[dict[str, str]], *, model: str = "", json_mode: bool = True) -> Any:
         return complete_chat(
-            self.model,
+            model or self.model,
             messages,
             api_base=self.api_base,
             api_key=self._api_key,
             timeout_s=self.timeout_s,
             temperature=self.temperature,
+            json_mode=json_mode,
         )
 
-    def extract(self, window: Window, agent_context: str = "") -> ExtractionResult:
-        """Profiles and playbooks for `window`; raises `ExtractionFailed` when every attempt failed."""
-        messages = self.messages(window, agent_context)
+    def _gate(self, window: Window, group: ExtractorGroup, result: GatedExtractionResult) -> bool:
+        """Ask the gate model whether to extract; records its cost on `result`. Errors and unclear answers say yes."""
+        if not self.gate_model or any(t.expert_content.strip() for t in window.turns):
+            return True
+        result.gate_calls += 1
+        try:
+            response = self._complete(self.gate_messages(window, group), model=self.gate_model, json_mode=False)
+        except Exception as exc:  # a failed gate must never cost the window its extraction
+            log.warning("gate call failed for window %s, extracting anyway: %s", window.window_id,
+                        self._scrub(f"{type(exc).__name__}: {exc}")[:300])  # fmt: skip
+            return True
+        used = response_usage(response)
+        result.gate_prompt_tokens += used[0]
+        result.gate_completion_tokens += used[1]
+        decision = gate_decision(reply_text(response))
+        if decision is None:
+            log.info("gate reply for window %s is neither true nor false; extracting", window.window_id)
+        return decision is not False
+
+    def extract(self, window: Window, group: ExtractorGroup | None = None) -> GatedExtractionResult:
+        """Profiles and playbooks for `window` under the group's definitions; raises `ExtractionFailed` when every
+        attempt failed. With a gate model, a window the gate rejects yields an empty result (`gate_skipped`)."""
+        group = group or DEFAULT_GROUP
+        result = GatedExtractionResult(extractor=EXTRACTOR_NAME, model=self.model, prompt_version=self.prompt_version)
+        if not self._gate(window, group, result):
+            result.gate_skipped = True
+            return _with_gate_cost(result)
+        messages = self.messages(window, group)
         calls = prompt_tokens = completion_tokens = 0
         last_error = ""
         attempts = self.max_retries + 1
@@ -216,24 +314,59 @@ class LiteLLMExtractor:
                 if not is_transient(exc):
                     break
                 continue
-            profiles, playbooks, problems = validate_extraction(obj, window)
+            result.profiles, result.playbooks, problems = named_items(obj, window, group)
             if problems:
                 log.info("window %s: %d item problem(s): %s", window.window_id, len(problems), "; ".join(problems))
-            return ExtractionResult(
-                profiles=profiles,
-                playbooks=playbooks,
-                extractor=EXTRACTOR_NAME,
-                model=self.model,
-                prompt_version=self.prompt_version,
-                llm_calls=calls,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-            )
+            result.llm_calls, result.prompt_tokens, result.completion_tokens = calls, prompt_tokens, completion_tokens
+            return _with_gate_cost(result)
         # raised without chaining: the provider's exception (and its request context) could carry the key
         raise ExtractionFailed(
             f"extraction failed for window {window.window_id} after {calls} call(s) to {self.model}: {last_error}",
             attempts=calls,
-            llm_calls=calls,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            llm_calls=calls + result.gate_calls,
+            prompt_tokens=prompt_tokens + result.gate_prompt_tokens,
+            completion_tokens=completion_tokens + result.gate_completion_tokens,
         ) from None
+
+
+def _with_gate_cost(result: GatedExtractionResult) -> GatedExtractionResult:
+    """The gate's calls and tokens added to the totals (they were paid for like any other call)."""
+    result.llm_calls += result.gate_calls
+    result.prompt_tokens += result.gate_prompt_tokens
+    result.completion_tokens += result.gate_completion_tokens
+    return result
+
+
+def named_items(
+    obj: dict[str, Any], window: Window, group: ExtractorGroup
+) -> tuple[list[ExtractedProfile], list[ExtractedPlaybook], list[str]]:
+    """Typed items from a parsed reply, each tagged with the group extractor named in its `extractor` field
+    (absent or unknown = the group's first of that kind), plus problems. Items of a kind the group does not
+    extract are dropped. Items are validated one by one (`validate_extraction`), so one bad item costs only itself.
+    """
+    problems: list[str] = []
+    found: dict[str, list[Any]] = {"profiles": [], "playbooks": []}
+    for key, kind in (("profiles", "profile"), ("playbooks", "playbook")):
+        raw = obj.get(key)
+        if raw is None:
+            continue
+        items = [raw] if isinstance(raw, dict) else raw
+        if not isinstance(items, list):
+            problems += validate_extraction({key: raw}, window)[2]  # reports what the value should have been
+            continue
+        if items and group.resolve(kind, None)[0] is None:
+            problems.append(f"{key}: the group {group.name} has no {kind} extractor; {len(items)} item(s) ignored")
+            continue
+        for i, item in enumerate(items):
+            requested = item.get("extractor") if isinstance(item, dict) else None
+            if isinstance(item, dict):
+                item = {k: v for k, v in item.items() if k != "extractor"}  # not a custom feature
+            profiles, playbooks, item_problems = validate_extraction({key: [item]}, window)
+            problems += [p.replace(f"{key}[0]", f"{key}[{i}]", 1) for p in item_problems]
+            if requested is not None and not group.resolve(kind, requested)[1]:
+                problems.append(f"{key}[{i}]: unknown extractor {str(requested)[:60]!r}; attributed to "
+                                f"{group.resolve(kind, None)[0]}")  # fmt: skip
+            tag = group.tag_profile if kind == "profile" else group.tag_playbook
+            found[key] += [tag(parsed, requested) for parsed in [*profiles, *playbooks]]
+    return dedupe_by_content(found["profiles"]), dedupe_by_content(found["playbooks"]), problems
+

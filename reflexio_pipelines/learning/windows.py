@@ -1,14 +1,15 @@
 """Per-user extraction windows: which consecutive turns one extractor call sees, and where the bookmark moves.
 
 A user's turns form one stream: the turns of earlier partitions (already processed — the bookmark sits after the
-last of them), then this partition's new turns. Every new turn is covered by a window of at most `size` turns;
-the first window reaches back over up to `size - stride` already-processed turns so a correction in a new turn
-is read together with the agent answer it corrects (the same overlap the original's windows have); consecutive
-windows inside one batch do not overlap except that a short final window is extended backwards to `size` turns.
+last of them), then this partition's new turns. The new turns are tiled into chunks of at most `size` turns, one
+extractor call each; every window also carries a short *lookback* of the turns just before its chunk (at most
+`LOOKBACK_TURNS`, and at most `size - stride`, the overlap the original's windows have), so a correction at the
+start of a chunk is read together with the agent answer it corrects and the request that answer was for.
 
-So a batch of n new turns costs about ceil(n / size) extraction calls instead of one per publish, no turn is ever
+So a batch of n new turns costs ceil(n / size) extraction calls instead of one per publish, no turn is ever
 skipped (the original only looked at the last `size` turns when the stride was crossed, §2.3), and the bookmark
-advances past every processed window, whether or not anything was extracted.
+advances past every processed window, whether or not anything was extracted. Items resting only on lookback
+turns are not re-learned (see learn.py).
 """
 
 from __future__ import annotations
@@ -32,28 +33,25 @@ def group_by_user(turns: Iterable[Turn]) -> dict[str, list[Turn]]:
     return {user_id: sorted(groups[user_id], key=turn_sort_key) for user_id in sorted(groups)}
 
 
+#: Turns of lookback before each chunk: the answer a correction is about, and the request it answered.
+LOOKBACK_TURNS = 2
+
+
 def window_bounds(n_history: int, n_total: int, size: int, stride: int) -> list[tuple[int, int]]:
     """Half-open `(start, end)` ranges over a stream whose first `n_history` turns were already processed.
 
-    The new turns are positions `[n_history, n_total)`; every one of them lies in exactly one window, except the
-    final window, which is extended backwards (possibly over earlier windows' turns) to hold `size` turns.
+    The new turns `[n_history, n_total)` are split into consecutive chunks of at most `size`; each range is one
+    chunk plus its lookback (so a range can hold up to `size + lookback` turns).
     """
     if size <= 0 or stride <= 0:
         raise ValueError(f"window size and stride must be positive (got size={size}, stride={stride})")
     if stride > size:
         raise ValueError(f"stride ({stride}) must not exceed the window size ({size})")
-    if n_total <= n_history:
-        return []
-    start = max(0, n_history - (size - stride))
-    bounds = []
-    while start < n_total:
-        end = min(start + size, n_total)
-        bounds.append((start, end))
-        start = end
-    last_start, last_end = bounds[-1]
-    if last_end - last_start < size and len(bounds) > 1:
-        bounds[-1] = (max(0, last_end - size), last_end)
-    return bounds
+    lookback = min(LOOKBACK_TURNS, size - stride)
+    return [
+        (max(0, chunk - lookback), min(chunk + size, n_total))
+        for chunk in range(n_history, n_total, size)
+    ]
 
 
 def plan_windows(history: list[Turn], new: list[Turn], size: int, stride: int) -> list[Window]:

@@ -1,0 +1,479 @@
+"""The extraction configuration: which extractors run, what they look for, and how turns are windowed.
+
+A versioned YAML or JSON file in the original's `Config` shape (§1.9), reduced to what extraction uses:
+
+    config_version: 1
+    agent_context_prompt: "You are an ops agent for …"
+    tool_can_use: [{tool_name: create_issue, tool_description: "…"}]
+    extraction_preset: standard        # fills batch_size / batch_interval only where they are not set
+    batch_size: 10                     # turns per extraction window
+    batch_interval: 5                  # stride, <= batch_size
+    profile_extractor_configs: [{extractor_name, extraction_definition_prompt, request_sources_enabled,
+                                 batch_size_override, batch_interval_override}]
+    user_playbook_extractor_configs: [same fields]
+
+Unknown fields are errors (a typo must not silently fall back to a default); the original's legacy field names are
+migrated on load. Extractors whose effective (batch_size, batch_interval, request_sources_enabled) are equal form
+one `ExtractorGroup` and share ONE extraction call per window, so the default config (one profile and one playbook
+extractor) costs exactly one call per window, like before the config existed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from reflexio_pipelines.learning.jsonparse import clean_text
+from reflexio_pipelines.learning.types import ExtractedPlaybook, ExtractedProfile, Turn
+
+log = logging.getLogger(__name__)
+
+CONFIG_VERSION = 1
+DEFAULT_PROFILE_EXTRACTOR = "default_profile_extractor"
+DEFAULT_PLAYBOOK_EXTRACTOR = "default_playbook_extractor"
+#: Name of the group the default extractors form (the bookmark name used before the config file existed).
+DEFAULT_GROUP_NAME = "default"
+GROUP_NAME_SEPARATOR = "+"
+
+Preset = Literal["quick_chat", "standard", "long_form", "high_volume"]
+#: (batch_size, batch_interval) per preset, as in the original.
+PRESETS: dict[str, tuple[int, int]] = {
+    "quick_chat": (5, 3),
+    "standard": (10, 5),
+    "long_form": (25, 10),
+    "high_volume": (15, 8),
+}
+
+MAX_PROMPT_CHARS = 8_000
+MAX_TOOL_DESCRIPTION_CHARS = 1_000
+MAX_NAME_CHARS = 100
+_NAME_RE = re.compile(r"^[\w][\w .:-]*$")
+
+#: Legacy field names of the original (§1.9) and what they became.
+_LEGACY_TOP = {
+    "extraction_window_size": "batch_size",
+    "extraction_window_stride": "batch_interval",
+    "playbook_configs": "user_playbook_extractor_configs",
+    "agent_feedback_configs": "user_playbook_extractor_configs",
+}
+_LEGACY_EXTRACTOR = {
+    "feedback_name": "extractor_name",
+    "playbook_name": "extractor_name",
+    "feedback_definition_prompt": "extraction_definition_prompt",
+    "playbook_definition_prompt": "extraction_definition_prompt",
+    "profile_content_definition_prompt": "extraction_definition_prompt",
+}
+#: Fields of the original's Config that this pipeline does not read; named in the error so a copied config is
+#: easy to trim.
+_ORIGINAL_ONLY = frozenset(
+    {
+        "storage_config", "storage_config_test", "agent_success_configs", "api_key_config", "llm_config",
+        "skip_should_run_check", "enable_document_expansion", "context_prompt", "metadata_definition_prompt",
+        "should_extract_profile_prompt_override", "manual_trigger", "aggregation_config", "deduplication_config",
+    }
+)  # fmt: skip
+
+
+class ConfigError(ValueError):
+    """The extraction config is invalid; the message names each offending field path and the reason."""
+
+
+def _problem(problems: list[tuple[str, str]]) -> PydanticCustomError:
+    """A validation error carrying field paths (errors raised by model validators otherwise have no location)."""
+    return PydanticCustomError(
+        "extraction_config", "{summary}", {"summary": "; ".join(f"{p}: {r}" for p, r in problems), "problems": problems}
+    )
+
+
+def _clean_prompt(value: Any, limit: int) -> Any:
+    """Control characters stripped (tab and newline kept), trimmed; empty or over-long text is an error."""
+    if not isinstance(value, str):
+        return value  # the field's type check reports it
+    text = clean_text(value, limit=len(value) + 1)
+    if len(text) > limit:
+        raise ValueError(f"at most {limit} characters (got {len(text)})")
+    return text
+
+
+def _migrate(data: Any, legacy: dict[str, str]) -> Any:
+    """Rename legacy keys in a raw mapping; both spellings at once is an error (which one would win is a guess)."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    problems = []
+    for old, new in legacy.items():
+        if old not in data:
+            continue
+        if new in data:
+            problems.append((old, f"legacy name of {new}, which is also set; keep one"))
+            continue
+        data[new] = data.pop(old)
+        log.info("extraction config: legacy field %s read as %s", old, new)
+    if problems:
+        raise _problem(problems)
+    return data
+
+
+class ToolUseConfig(BaseModel):
+    """A tool the agent can call; listed in extraction prompts so rules can name real tools."""
+
+    model_config = ConfigDict(extra="forbid")
+    tool_name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    tool_description: str = ""
+
+    @field_validator("tool_name")
+    @classmethod
+    def _strip_name(cls, value: str) -> str:
+        value = clean_text(value, limit=len(value) + 1)
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("tool_description", mode="before")
+    @classmethod
+    def _clean(cls, value: Any) -> Any:
+        return _clean_prompt(value, MAX_TOOL_DESCRIPTION_CHARS)
+
+
+class ExtractorConfig(BaseModel):
+    """One named extractor: a definition of what to extract, which turns it reads, and optional window overrides."""
+
+    model_config = ConfigDict(extra="forbid")
+    extractor_name: str
+    extraction_definition_prompt: str
+    #: None or [] = every source; else only turns whose `source` is listed.
+    request_sources_enabled: list[str] | None = None
+    batch_size_override: int | None = Field(None, gt=0)
+    batch_interval_override: int | None = Field(None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_names(cls, data: Any) -> Any:
+        return _migrate(data, _LEGACY_EXTRACTOR)
+
+    @field_validator("extractor_name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("must not be empty")
+        if len(value) > MAX_NAME_CHARS or not _NAME_RE.match(value) or GROUP_NAME_SEPARATOR in value:
+            raise ValueError(
+                f"use letters, digits, space, '_', '-', '.', ':' (at most {MAX_NAME_CHARS} characters), got {value!r}"
+            )
+        return value
+
+    @field_validator("extraction_definition_prompt", mode="before")
+    @classmethod
+    def _clean_definition(cls, value: Any) -> Any:
+        value = _clean_prompt(value, MAX_PROMPT_CHARS)
+        if value == "":
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("request_sources_enabled")
+    @classmethod
+    def _normalise_sources(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        sources = sorted({s.strip() for s in value if s.strip()})
+        return sources or None
+
+    def window(self, config: ExtractionConfig) -> tuple[int, int]:
+        """Effective (batch_size, batch_interval): the override where set, else the config's."""
+        return (self.batch_size_override or config.batch_size, self.batch_interval_override or config.batch_interval)
+
+
+class ProfileExtractorConfig(ExtractorConfig):
+    """Extracts per-user facts (the original's ProfileExtractorConfig)."""
+
+
+class UserPlaybookExtractorConfig(ExtractorConfig):
+    """Extracts per-user behavioural rules (the original's UserPlaybookExtractorConfig)."""
+
+
+class ExtractionConfig(BaseModel):
+    """The whole extraction configuration. Build it with `parse_extraction_config` / `load_extraction_config`
+    (they raise `ConfigError`); direct construction raises pydantic's ValidationError."""
+
+    model_config = ConfigDict(extra="forbid")
+    config_version: Literal[1] = CONFIG_VERSION
+    agent_context_prompt: str | None = None
+    tool_can_use: list[ToolUseConfig] | None = None
+    extraction_preset: Preset | None = None
+    batch_size: int = Field(10, gt=0)
+    batch_interval: int = Field(5, gt=0)
+    profile_extractor_configs: list[ProfileExtractorConfig] = Field(
+        default_factory=lambda: [ProfileExtractorConfig.model_validate(_DEFAULT_PROFILE)]
+    )
+    user_playbook_extractor_configs: list[UserPlaybookExtractorConfig] = Field(
+        default_factory=lambda: [UserPlaybookExtractorConfig.model_validate(_DEFAULT_PLAYBOOK)]
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_names(cls, data: Any) -> Any:
+        return _migrate(data, _LEGACY_TOP)
+
+    @field_validator("agent_context_prompt", mode="before")
+    @classmethod
+    def _clean_context(cls, value: Any) -> Any:
+        value = _clean_prompt(value, MAX_PROMPT_CHARS)
+        return value or None
+
+    @model_validator(mode="after")
+    def _presets_and_consistency(self) -> ExtractionConfig:
+        if self.extraction_preset is not None:
+            size, interval = PRESETS[self.extraction_preset]
+            # a preset only fills what the file leaves unset (explicit values win, as in the original)
+            if "batch_size" not in self.model_fields_set:
+                self.batch_size = size
+            if "batch_interval" not in self.model_fields_set:
+                self.batch_interval = interval
+        problems: list[tuple[str, str]] = []
+        if self.batch_interval > self.batch_size:
+            problems.append(("batch_interval", f"must be <= batch size {self.batch_size}"))
+        seen: dict[str, str] = {}
+        lists: dict[str, list[Any]] = {"profile_extractor_configs": self.profile_extractor_configs,
+                                       "user_playbook_extractor_configs": self.user_playbook_extractor_configs}  # fmt: skip
+        for kind, extractors in lists.items():
+            for i, extractor in enumerate(extractors):
+                path = f"{kind}.{i}"
+                size, interval = extractor.window(self)
+                overridden = extractor.batch_size_override or extractor.batch_interval_override
+                if overridden and interval > size:  # without overrides the global check above covers it
+                    if extractor.batch_interval_override is not None:
+                        problems.append((f"{path}.batch_interval_override", f"must be <= batch size {size}"))
+                    else:
+                        problems.append((f"{path}.batch_size_override",
+                                         f"must be >= batch interval {interval} (or set batch_interval_override)"))  # fmt: skip
+                name = extractor.extractor_name
+                if name in seen:
+                    problems.append((f"{path}.extractor_name", f"duplicate name {name!r} (also {seen[name]})"))
+                else:
+                    seen[name] = path
+        if not seen:
+            problems.append(("profile_extractor_configs", "at least one profile or playbook extractor is required"))
+        if problems:
+            raise _problem(problems)
+        return self
+
+    def to_json(self) -> str:
+        """Canonical JSON (reloads to an equal config); what the Dagster resource carries."""
+        return self.model_dump_json(exclude_none=True)
+
+    def groups(self) -> list[ExtractorGroup]:
+        """Extractors with equal effective (batch_size, batch_interval, sources), in config order; each group is
+        one extraction call per window."""
+        members: dict[tuple, list[tuple[str, ExtractorConfig]]] = {}
+        for kind, extractors in (("profile", self.profile_extractor_configs),
+                                 ("playbook", self.user_playbook_extractor_configs)):  # fmt: skip
+            for extractor in extractors:
+                size, interval = extractor.window(self)
+                sources = tuple(extractor.request_sources_enabled or ())
+                members.setdefault((size, interval, sources), []).append((kind, extractor))
+        tools = tuple((t.tool_name, t.tool_description) for t in self.tool_can_use or ())
+        groups = []
+        for (size, interval, sources), found in members.items():
+            profiles = tuple(ExtractorDefinition(e.extractor_name, e.extraction_definition_prompt)
+                             for kind, e in found if kind == "profile")  # fmt: skip
+            playbooks = tuple(ExtractorDefinition(e.extractor_name, e.extraction_definition_prompt)
+                              for kind, e in found if kind == "playbook")  # fmt: skip
+            names = [d.name for d in profiles + playbooks]
+            default = names == [DEFAULT_PROFILE_EXTRACTOR, DEFAULT_PLAYBOOK_EXTRACTOR]
+            groups.append(
+                ExtractorGroup(
+                    name=DEFAULT_GROUP_NAME if default else GROUP_NAME_SEPARATOR.join(names),
+                    batch_size=size,
+                    batch_interval=interval,
+                    sources=sources or None,
+                    profile_extractors=profiles,
+                    playbook_extractors=playbooks,
+                    agent_context=self.agent_context_prompt or "",
+                    tools=tools,
+                )
+            )
+        return groups
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Groups: the runtime form of the config, one extraction call per window each
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExtractorDefinition:
+    """One extractor as a prompt sees it: its name and what it extracts."""
+
+    name: str
+    prompt: str
+
+
+@dataclass
+class NamedProfile(ExtractedProfile):
+    """A profile tagged with the extractor (definition) that produced it."""
+
+    extractor_name: str = ""
+
+
+@dataclass
+class NamedPlaybook(ExtractedPlaybook):
+    """A playbook tagged with the extractor (definition) that produced it."""
+
+    extractor_name: str = ""
+
+
+@dataclass(frozen=True)
+class ExtractorGroup:
+    """Extractors sharing one window plan and source filter, so one extraction call per window serves them all."""
+
+    name: str
+    batch_size: int
+    batch_interval: int
+    sources: tuple[str, ...] | None  # None = every source
+    profile_extractors: tuple[ExtractorDefinition, ...]
+    playbook_extractors: tuple[ExtractorDefinition, ...]
+    agent_context: str = ""
+    tools: tuple[tuple[str, str], ...] = ()
+
+    def accepts(self, turn: Turn) -> bool:
+        """True when the turn's source is one this group reads."""
+        return self.sources is None or turn.source in self.sources
+
+    def resolve(self, kind: Literal["profile", "playbook"], requested: Any = None) -> tuple[str | None, bool]:
+        """(name of the extractor an item of `kind` belongs to, whether `requested` was usable). An absent name
+        (usable) or an unknown one (not usable) falls back to the group's first extractor of that kind; the name is
+        None when the group has no extractor of that kind."""
+        names = [d.name for d in (self.profile_extractors if kind == "profile" else self.playbook_extractors)]
+        if not names:
+            return None, False
+        if requested is None:
+            return names[0], True
+        if isinstance(requested, str) and requested.strip() in names:
+            return requested.strip(), True
+        return names[0], False
+
+    def tag_profile(self, item: ExtractedProfile, requested: Any = None) -> NamedProfile | None:
+        """`item` tagged with its extractor, or None when this group extracts no profiles."""
+        name, _ = self.resolve("profile", requested)
+        return None if name is None else NamedProfile(**_fields(item), extractor_name=name)
+
+    def tag_playbook(self, item: ExtractedPlaybook, requested: Any = None) -> NamedPlaybook | None:
+        """`item` tagged with its extractor, or None when this group extracts no playbooks."""
+        name, _ = self.resolve("playbook", requested)
+        return None if name is None else NamedPlaybook(**_fields(item), extractor_name=name)
+
+
+def _fields(item: ExtractedProfile | ExtractedPlaybook) -> dict[str, Any]:
+    fields = dict(vars(item))
+    fields.pop("extractor_name", None)
+    return fields
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------------------------
+
+_EXTRA_HINT = "unknown field"
+
+
+def _allowed_fields(loc: tuple[Any, ...]) -> list[str]:
+    """Field names allowed at the mapping that holds `loc`'s last element."""
+    parent = loc[:-1]
+    if not parent:
+        model: type[BaseModel] = ExtractionConfig
+    elif parent[0] == "tool_can_use":
+        model = ToolUseConfig
+    else:
+        model = ExtractorConfig
+    return list(model.model_fields)
+
+
+def _describe(exc: ValidationError) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for error in exc.errors():
+        if error["type"] == "extraction_config":
+            problems.extend(tuple(p) for p in error["ctx"]["problems"])
+            continue
+        loc = tuple(error["loc"])
+        path = ".".join(str(part) for part in loc) or "(top level)"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            field = str(loc[-1])
+            if field in _ORIGINAL_ONLY:
+                message = "a field of the original Reflexio Config that this pipeline does not read; remove it"
+            else:
+                message = f"{_EXTRA_HINT} (allowed: {', '.join(_allowed_fields(loc))})"
+        elif error["type"] == "literal_error" and loc == ("config_version",):
+            message = f"unsupported version {error['input']!r} (this build reads {CONFIG_VERSION})"
+        problems.append((path, message))
+    return problems
+
+
+def parse_extraction_config(data: Any, source: str = "extraction config") -> ExtractionConfig:
+    """A validated config from a parsed mapping; raises `ConfigError` naming every bad field path."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    try:
+        return ExtractionConfig.model_validate(data)
+    except ValidationError as exc:
+        detail = "; ".join(f"{path}: {reason}" for path, reason in _describe(exc))
+        raise ConfigError(f"{source}: {detail}") from None
+
+
+def load_extraction_config(path: str | Path) -> ExtractionConfig:
+    """Read and validate a config file (.yaml, .yml or .json); raises `ConfigError`."""
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    if suffix not in {".yaml", ".yml", ".json"}:
+        raise ConfigError(f"extraction config {path}: expected a .yaml, .yml or .json file")
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"extraction config {path}: {exc}") from None
+    return parse_extraction_config(data, f"extraction config {path}")
+
+
+def resolve_extraction_config(spec: str | Path | None) -> ExtractionConfig:
+    """The config a resource or setting names: empty/None = DEFAULT_CONFIG, text starting with `{` = inline JSON,
+    anything else = a file path."""
+    text = str(spec).strip() if spec is not None else ""
+    if not text:
+        return DEFAULT_CONFIG
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"inline extraction config: {exc}") from None
+        return parse_extraction_config(data, "inline extraction config")
+    return load_extraction_config(text)
+
+
+# The original's default definitions (§1.9), paraphrased.
+_DEFAULT_PROFILE = {
+    "extractor_name": DEFAULT_PROFILE_EXTRACTOR,
+    "extraction_definition_prompt": (
+        "The user and their working environment: name, role, preferences, stable facts, data or schema details, "
+        "metric definitions, tool quirks."
+    ),
+}
+_DEFAULT_PLAYBOOK = {
+    "extractor_name": DEFAULT_PLAYBOOK_EXTRACTOR,
+    "extraction_definition_prompt": "How the agent performed: what helped, what to do better, issues it ran into.",
+}
+
+#: One profile and one playbook extractor with the original's default definitions, windows 10/5.
+DEFAULT_CONFIG = ExtractionConfig()
+#: The one group of DEFAULT_CONFIG; what an extractor uses when called without a group.
+DEFAULT_GROUP = DEFAULT_CONFIG.groups()[0]

@@ -1,0 +1,127 @@
+"""What gets learned, end to end through the HTTP API and a Dagster materialisation, once with the built-in
+extractor and once through LiteLLM against the OpenAI-compatible stub on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from reflexio_pipelines.settings import LLMSettings, Settings
+from serving.app import create_app
+from tests.support.openai_stub import make_openai_stub
+from tests.support.servers import serve_app
+
+
+@pytest.fixture(params=["builtin", "litellm"])
+def client(request, lake, instance):
+    if request.param == "builtin":
+        with TestClient(create_app(Settings(lake=str(lake.root)))) as c:
+            yield c
+        return
+    stub = make_openai_stub()
+    with serve_app(stub) as base_url:
+        settings = Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))
+        with TestClient(create_app(settings)) as c:
+            yield c
+    assert stub.state.requests
+
+
+def _publish(client, user: str, *turns: dict, **extra) -> dict:
+    body = {"user_id": user, "session_id": f"{user}-s", "interaction_data_list": list(turns), **extra}
+    reply = client.post("/api/publish_interaction?wait_for_response=true", json=body)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def _playbooks(client, user: str, query: str) -> list[dict]:
+    return client.post("/api/search", json={"query": query, "user_id": user, "threshold": 0.0,
+                                            "top_k": 10}).json()["user_playbooks"]  # fmt: skip
+
+
+def _profiles(client, user: str, query: str) -> list[dict]:
+    return client.post("/api/search", json={"query": query, "user_id": user, "threshold": 0.0,
+                                            "top_k": 10}).json()["profiles"]  # fmt: skip
+
+
+def test_a_correction_yields_a_rule_naming_the_situation_and_the_fix(client):
+    result = _publish(
+        client, "kim",
+        {"role": "user", "content": "Please deploy the search service to production."},
+        {"role": "assistant", "content": "Deploying the search service to us-east-1 now."},
+        {"role": "user", "content": "No — we never deploy to us-east-1, always use us-west-2."},
+    )  # fmt: skip
+    assert result["playbooks_added"] == 1
+    (rule,) = _playbooks(client, "kim", "deploy region")
+    assert "deploy" in rule["trigger"].lower() and "search service" in rule["trigger"].lower()
+    assert "us-west-2" in rule["content"] and "us-east-1" in rule["content"]
+    assert rule["kind"] == "correction" and rule["provenance"]["source_turn_ids"]
+
+
+def test_a_tool_failure_yields_a_rule_naming_the_cause(client):
+    _publish(
+        client, "lee",
+        {"role": "user", "content": "Open a ticket about the flaky backup job."},
+        {"role": "assistant", "content": "The tracker rejected the request.",
+         "tools_used": [{"tool_name": "create_issue",
+                         "tool_data": {"input": {"repo": "infra"}, "error": "403 Forbidden: token lacks issues:write"}}]},
+    )  # fmt: skip
+    (rule,) = _playbooks(client, "lee", "create_issue ticket")
+    assert "create_issue" in rule["content"] and "403" in rule["content"]
+    assert rule["blocking_issue"] == {"kind": "permission_denied", "details": rule["blocking_issue"]["details"]}
+
+
+@pytest.mark.parametrize(
+    ("expert", "learns"),
+    [
+        ("Create a second credential in the vault, roll the service onto it with a rolling restart, verify, then "
+         "revoke the old credential so there is no downtime.", True),
+        ("Change the password in the database, then restart the reporting service.", False),  # same substance
+    ],
+)  # fmt: skip
+def test_expert_answers_teach_only_substantive_differences(client, expert, learns):
+    _publish(
+        client, "max",
+        {"role": "user", "content": "How do I rotate the database credentials for the reporting service?"},
+        {"role": "assistant", "content": "Change the password in the database and restart the reporting service.",
+         "expert_content": expert},
+    )  # fmt: skip
+    rules = [r for r in _playbooks(client, "max", "rotate database credentials") if r["kind"] == "expert"]
+    assert bool(rules) == learns
+    if learns:
+        assert "vault" in rules[0]["content"]
+
+
+def test_a_stated_fact_yields_a_profile_and_a_later_contradiction_supersedes_it(client):
+    _publish(client, "nia", {"role": "user", "content": "I live in Lisbon and I prefer metric units."},
+             {"role": "assistant", "content": "Noted."})  # fmt: skip
+    assert "Lives in Lisbon" in [p["content"] for p in _profiles(client, "nia", "where does the user live")]
+    time.sleep(1.1)  # a strictly newer statement
+    _publish(client, "nia", {"role": "user", "content": "I moved to Porto last month."},
+             {"role": "assistant", "content": "Noted."})  # fmt: skip
+    contents = [p["content"] for p in _profiles(client, "nia", "where does the user live")]
+    assert "Lives in Porto" in contents and "Lives in Lisbon" not in contents
+    assert any("metric" in c for c in contents)
+
+
+def test_the_same_correction_published_three_times_is_one_playbook(client):
+    for _ in range(3):
+        _publish(
+            client, "oz",
+            {"role": "user", "content": "Deploy the billing api."},
+            {"role": "assistant", "content": "Deploying the billing api to us-east-1."},
+            {"role": "user", "content": "No, never deploy to us-east-1; always use us-west-2."},
+        )  # fmt: skip
+    rules = _playbooks(client, "oz", "deploy region billing")
+    assert len([r for r in rules if "us-west-2" in r["content"]]) == 1
+
+
+def test_an_expired_profile_is_hidden_but_kept(client, lake):
+    three_days_ago = int(time.time()) - 3 * 86_400
+    _publish(client, "pat", {"role": "user", "content": "I prefer green tea today.", "created_at": three_days_ago},
+             {"role": "assistant", "content": "Noted.", "created_at": three_days_ago})  # fmt: skip
+    rows = lake.read_table("user_profiles").to_pylist()
+    (row,) = [r for r in rows if "green tea" in r["content"]]
+    assert row["profile_time_to_live"] == "one_day" and row["expiration_timestamp"] < time.time()
+    assert _profiles(client, "pat", "green tea") == []
