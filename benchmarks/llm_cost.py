@@ -966,9 +966,13 @@ def print_table(report: dict[str, Any]) -> None:
           f"-> {ow['extraction_windows']} extraction windows; turns ever extracted from: profiles "
           f"{covered['profiles']}/{n}, playbooks {covered['playbooks']}/{n}")  # fmt: skip
     t = report["target"]
-    print(f"target ours <= {t['max_ratio']} x original: calls {ratios['chat_calls']} "
-          f"({'met' if t['calls_met'] else 'NOT met'}), prompt tokens {ratios['prompt_tokens']} "
-          f"({'met' if t['prompt_tokens_met'] else 'NOT met'})")  # fmt: skip
+    vs = t["vs_measured_original"]
+    print(f"target (issue 3) ours <= {t['max_ratio']} x the original as measured: calls {vs['calls_ratio']} "
+          f"({'met' if vs['calls_met'] else 'NOT met'}), prompt tokens {vs['prompt_tokens_ratio']} "
+          f"({'met' if vs['prompt_tokens_met'] else 'NOT met'})")  # fmt: skip
+    print(f"stricter: ours <= {t['max_ratio']} x the simulated original policy (our compact prompts, oracle gate): "
+          f"calls {ratios['chat_calls']} ({'met' if t['calls_met'] else 'NOT met'}), prompt tokens "
+          f"{ratios['prompt_tokens']} ({'met' if t['prompt_tokens_met'] else 'NOT met'})")  # fmt: skip
     print(f"runtime {report['runtime_s']['total']} s (ours {report['runtime_s']['ours']} s, original policy "
           f"{report['runtime_s']['original_policy']} s), peak RSS {report['peak_rss_mb']} MB")  # fmt: skip
 
@@ -1138,12 +1142,21 @@ def build_report(args: argparse.Namespace, m: Measured, planned: int, began: flo
         "reference_original_measured": {**REFERENCE_ORIGINAL, "source": "issue 3 (its own prompts, a real model)"},
         "target": {
             "max_ratio": TARGET_RATIO,
+            "vs_measured_original": _vs_measured(ours),
             "calls_met": ratios["chat_calls"] is not None and ratios["chat_calls"] <= TARGET_RATIO,
             "prompt_tokens_met": ratios["prompt_tokens"] is not None and ratios["prompt_tokens"] <= TARGET_RATIO,
         },
         "runtime_s": {**m.runtime_s, "total": round(time.monotonic() - began, 1)},
         "peak_rss_mb": peak_rss_mb(),
     }
+
+
+def _vs_measured(ours: dict) -> dict:
+    """Ours against the figures the issue states for the original (its own prompts and a real model)."""
+    calls = round(ours["per_1k_turns"]["chat_calls"] / REFERENCE_ORIGINAL["chat_calls_per_1k_turns"], 3)
+    tokens = round(ours["per_1k_turns"]["prompt_tokens"] / REFERENCE_ORIGINAL["prompt_tokens_per_1k_turns"], 3)
+    return {"calls_ratio": calls, "prompt_tokens_ratio": tokens,
+            "calls_met": calls <= TARGET_RATIO, "prompt_tokens_met": tokens <= TARGET_RATIO}  # fmt: skip
 
 
 def prompt_refs() -> dict[str, str]:

@@ -125,3 +125,31 @@ def test_an_expired_profile_is_hidden_but_kept(client, lake):
     (row,) = [r for r in rows if "green tea" in r["content"]]
     assert row["profile_time_to_live"] == "one_day" and row["expiration_timestamp"] < time.time()
     assert _profiles(client, "pat", "green tea") == []
+
+
+def test_a_successful_run_the_user_approves_yields_a_recipe_with_the_working_calls(client):
+    _publish(
+        client, "quinn",
+        {"role": "user", "content": "Export last month's sales report as CSV to the finance bucket."},
+        {"role": "assistant", "content": "Done: the report is in the finance bucket.",
+         "tools_used": [
+             {"tool_name": "run_query", "tool_data": {"input": {"sql": "select * from sales where month = '2026-10'"},
+                                                      "output": "1200 rows"}},
+             {"tool_name": "upload_file", "tool_data": {"input": {"bucket": "finance", "path": "sales-2026-10.csv"},
+                                                        "output": "ok"}}]},
+        {"role": "user", "content": "Perfect, thanks!"},
+    )  # fmt: skip
+    (recipe,) = [r for r in _playbooks(client, "quinn", "export sales report") if r["kind"] == "recipe"]
+    assert "sales report" in recipe["trigger"]
+    assert "run_query" in recipe["content"] and "upload_file" in recipe["content"] and "finance" in recipe["content"]
+
+
+def test_a_run_without_approval_is_not_a_recipe(client):
+    _publish(
+        client, "ray",
+        {"role": "user", "content": "Export the sales report."},
+        {"role": "assistant", "content": "Exported.",
+         "tools_used": [{"tool_name": "run_query", "tool_data": {"input": {"sql": "select 1"}, "output": "1 row"}}]},
+        {"role": "user", "content": "Now also send it to Bob."},
+    )  # fmt: skip
+    assert not [r for r in _playbooks(client, "ray", "export sales report") if r["kind"] == "recipe"]

@@ -528,6 +528,44 @@ def _tool_failure_playbooks(turns: tuple[Turn, ...]) -> Iterator[tuple[int, Extr
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Success recipes: tool calls that worked, confirmed by the user
+# ---------------------------------------------------------------------------------------------------------------
+
+# Heuristic: an explicit thank-you or approval right after the agent's turn is the success signal.
+_APPROVAL_RE = re.compile(
+    r"^(?:thanks|thank you|thx|perfect|great|awesome|excellent|nice|works|that works|it works|exactly|"
+    r"that's (?:it|right|perfect|great)|looks good|lgtm)\b",
+    re.I,
+)
+
+
+def _success_recipe(turns: tuple[Turn, ...], index: int) -> ExtractedPlaybook | None:
+    """A recipe from an agent turn whose tool calls all succeeded and that the user then approved.
+
+    Content lists the exact calls and inputs that worked (grounded in the turn); the trigger is the request.
+    """
+    turn = turns[index]
+    if not is_agent_turn(turn) or not turn.tools_used or any(c.error is not None for c in turn.tools_used):
+        return None
+    reply = next((t for t in turns[index + 1 :] if t.is_user), None)
+    request_index = _request_index(turns, index)
+    if reply is None or request_index is None or not _APPROVAL_RE.match(_LEAD_IN_RE.sub("", reply.content.strip())):
+        return None
+    steps = "; then ".join(
+        f"{call.tool_name}({_clip(json.dumps(tool_input(call), ensure_ascii=False, default=str), MAX_INPUT_JSON_CHARS)})"
+        for call in turn.tools_used
+    )
+    request = turns[request_index]
+    return ExtractedPlaybook(
+        content=clean_text(f"What worked: {steps}."),
+        trigger=situation_trigger(request.content),
+        rationale=clean_text(f"The user approved the result: '{_clip(reply.content, MAX_RATIONALE_QUOTE)}'."),
+        kind="recipe",
+        source_turn_ids=[request.turn_id, turn.turn_id, reply.turn_id],
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Expert answers
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -640,6 +678,8 @@ class BuiltinExtractor:
             playbooks.extend(tool_failures.get(index, []))
             if (expert := _expert_playbook(turns, index)) is not None:
                 playbooks.append(expert)
+            if (recipe := _success_recipe(turns, index)) is not None:
+                playbooks.append(recipe)
         return ExtractionResult(
             profiles=[tagged for p in dedupe_by_content(profiles) if (tagged := group.tag_profile(p))],
             playbooks=[tagged for p in dedupe_by_content(playbooks) if (tagged := group.tag_playbook(p))],
