@@ -1,22 +1,23 @@
-"""Jobs: the whole loop for one window, and its two halves for backfills."""
+"""Jobs: the whole loop for one window, its two halves for backfills, and aggregation."""
 
 from __future__ import annotations
 
 import dagster as dg
 
 INDEX_ASSETS = dg.AssetSelection.assets("search_index", "serving_index")
+AGGREGATION_ASSETS = dg.AssetSelection.assets("playbook_embeddings", "agent_playbooks", "aggregation_change_log")
 
-#: turns → profiles/playbooks for one window, then rebuild and publish the index (what the sensor launches).
+#: turns → learning for one window, then rebuild and publish the index (what the sensor launches).
 learn_job = dg.define_asset_job(
     "learn_job",
-    selection=dg.AssetSelection.all(),
+    selection=dg.AssetSelection.all() - AGGREGATION_ASSETS,
     description="Compact a window's turns, learn from them, rebuild and publish the search index.",
 )
 
-#: turns → profiles/playbooks for one window only (a backfill runs this per window, then index_job once).
+#: turns → learning for one window only (a backfill runs this per window, then index_job once).
 extract_job = dg.define_asset_job(
     "extract_job",
-    selection=dg.AssetSelection.all() - INDEX_ASSETS,
+    selection=dg.AssetSelection.all() - INDEX_ASSETS - AGGREGATION_ASSETS,
     description="Compact a window's turns and learn from them, without touching the index.",
 )
 
@@ -25,4 +26,11 @@ index_job = dg.define_asset_job(
     "index_job",
     selection=INDEX_ASSETS,
     description="Rebuild the search index over all current learned items and publish it.",
+)
+
+#: Cluster current user playbooks into agent playbooks, then rebuild and publish the index.
+aggregation_job = dg.define_asset_job(
+    "aggregation_job",
+    selection=AGGREGATION_ASSETS | INDEX_ASSETS,
+    description="Embed and cluster user playbooks across users into agent playbooks (pending approval); re-index.",
 )

@@ -117,6 +117,28 @@ def run_operation(
         return output
 
 
+def run_aggregation(
+    config: dict,
+    *,
+    settings: Settings | None = None,
+    instance: dg.DagsterInstance | None = None,
+) -> dict:
+    """Run `aggregation_job` (embed, cluster, consolidate, re-index) with `config` (AggregationConfig fields).
+    Returns the run id, its status and the agent_playbooks materialisation's counts."""
+    from reflexio_pipelines.definitions import build_definitions
+
+    defs = build_definitions(settings or load_settings())
+    with _launch_lock:
+        instance = instance or default_instance()
+        run = defs.resolve_job_def("aggregation_job").execute_in_process(
+            run_config={"ops": {"agent_playbook_aggregation": {"config": config}}, **_RUN_CONFIG}, instance=instance
+        )
+    (materialization,) = [m for m in run.asset_materializations_for_node("agent_playbook_aggregation")
+                          if m.asset_key.path[-1] == "agent_playbooks"]  # fmt: skip
+    counts = {k: v.value for k, v in materialization.metadata.items() if isinstance(v.value, int)}
+    return {"run_id": run.run_id, "success": run.success, **counts}
+
+
 def _rebuild_index(defs: dg.Definitions, instance: dg.DagsterInstance) -> str:
     run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=_RUN_CONFIG)
     return run.run_id

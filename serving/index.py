@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from reflexio_pipelines.search.index import LoadedIndex, current_version
@@ -25,6 +26,7 @@ class IndexHolder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.index: LoadedIndex | None = None
+        self.on_tick: Callable[[], None] | None = None  # also run on every poll (e.g. control-log refresh)
 
     @property
     def version(self) -> str | None:
@@ -61,5 +63,7 @@ class IndexHolder:
         while not self._stop.wait(self._poll):
             try:
                 self.refresh()
+                if self.on_tick is not None:
+                    self.on_tick()
             except Exception:
                 log.exception("index watcher")

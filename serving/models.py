@@ -165,3 +165,30 @@ class UpgradeUserPlaybooksRequest(_Clean):
     agent_version: str | None = Field(None, max_length=MAX_ID)
     playbook_name: str | None = Field(None, max_length=MAX_ID)
     archive_current: bool = True
+
+
+class RunPlaybookAggregationRequest(_Clean):
+    """POST /api/run_playbook_aggregation. Omitted fields widen the scope (all agent versions / playbook names)."""
+
+    model_config = ConfigDict(extra="ignore")
+    agent_version: str | None = Field(None, max_length=MAX_ID)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+
+
+class UpdateAgentPlaybookStatusRequest(_Clean):
+    """PUT /api/update_agent_playbook_status."""
+
+    model_config = ConfigDict(extra="ignore")
+    agent_playbook_id: int = Field(gt=0)
+    playbook_status: Literal["pending", "approved", "rejected"]
+
+
+class GetAgentPlaybooksRequest(_Clean):
+    """POST /api/get_agent_playbooks."""
+
+    model_config = ConfigDict(extra="ignore")
+    limit: int = Field(100, ge=1, le=10_000)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    agent_version: str | None = Field(None, max_length=MAX_ID)
+    status_filter: list[str | None] | None = None
+    playbook_status_filter: Literal["pending", "approved", "rejected"] | None = None

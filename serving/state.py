@@ -12,6 +12,7 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 from reflexio_pipelines.search.index import embed_search_query
 from reflexio_pipelines.settings import Settings
+from serving.control import ControlOverlay
 from serving.index import IndexHolder
 from serving.landing import LandingWriter
 
@@ -31,6 +32,8 @@ class ServiceState:
     index: IndexHolder
     launcher: Launcher
     operate: Operator
+    aggregate: Callable[[dict], dict]
+    control: ControlOverlay
     _embedder: Embedder | None = None
 
     @classmethod
@@ -43,10 +46,14 @@ class ServiceState:
             index=IndexHolder(lake.index_root),
             launcher=launcher or _default_launcher(settings),
             operate=_default_operator(settings),
+            aggregate=_default_aggregator(settings),
+            control=ControlOverlay(lake),
         )
 
     def start(self) -> None:
         self.writer.start()
+        self.control.refresh()
+        self.index.on_tick = self.control.refresh
         self.index.start()
 
     def close(self) -> None:
@@ -87,3 +94,12 @@ def _default_operator(settings: Settings) -> Operator:
         return run_operation(job_name, config, settings=settings)
 
     return operate
+
+
+def _default_aggregator(settings: Settings) -> Callable[[dict], dict]:
+    def aggregate(config: dict) -> dict:
+        from reflexio_pipelines.runs import run_aggregation
+
+        return run_aggregation(config, settings=settings)
+
+    return aggregate

@@ -9,14 +9,15 @@ import dagster as dg
 
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
 from reflexio_pipelines.lake.records import live_rows
-from reflexio_pipelines.search.documents import profile_docs, user_playbook_docs
+from reflexio_pipelines.lake.control import decisions
+from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
 from reflexio_pipelines.search.index import activate_version, prune_versions, stage_index
 
 SEARCH_INDEX = dg.AssetKey("search_index")
 
 
 @dg.asset(
-    deps=["user_profiles", "user_playbooks"],
+    deps=["user_profiles", "user_playbooks", "agent_playbooks"],
     group_name="serving",
     kinds={"tantivy", "numpy"},
     description="A new immutable hybrid index version (BM25 + dense vectors) over all current learned items.",
@@ -25,7 +26,8 @@ def search_index(lake: LakeResource, embedder: EmbedderResource) -> dg.Materiali
     store = lake.get()
     profiles = live_rows(store, "profile")
     playbooks = live_rows(store, "user_playbook")
-    docs = profile_docs(profiles) + user_playbook_docs(playbooks)
+    agent = agent_playbook_docs(store.read_table("agent_playbooks").to_pylist(), decisions(store))
+    docs = profile_docs(profiles) + user_playbook_docs(playbooks) + agent
     model = embedder.get()
     version = stage_index(store.index_root, docs, model)
     return dg.MaterializeResult(
@@ -35,7 +37,7 @@ def search_index(lake: LakeResource, embedder: EmbedderResource) -> dg.Materiali
             "dagster/row_count": len(docs),
             "expected_profile": len(profiles),
             "expected_user_playbook": len(playbooks),
-            "expected_agent_playbook": 0,
+            "expected_agent_playbook": len(agent),
         }
     )
 

@@ -136,6 +136,10 @@ class Lake:
             raise KeyError(f"table {name!r} holds no operation rows")
         return self._overwrite(name, table, f"operation_id = '{_quote(operation_id)}'")
 
+    def replace_where(self, name: str, predicate: str | None, table: pa.Table) -> int:
+        """Atomically replace the rows matching a SQL `predicate` (None = every row) with `table`."""
+        return self._overwrite(name, table, predicate or "true")
+
     def append(self, name: str, table: pa.Table) -> int:
         """Append rows to an append-only table (e.g. lifecycle events). Returns the new table version."""
         return self._overwrite(name, table, None)

@@ -133,6 +133,74 @@ LIFECYCLE_EVENTS = pa.schema(
     ]
 )
 
+#: Embeddings of current user playbooks (trigger, else content), reused across runs while the text is unchanged.
+PLAYBOOK_EMBEDDINGS = pa.schema(
+    [
+        pa.field("user_playbook_id", pa.int64(), nullable=False),
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("agent_version", pa.string()),
+        pa.field("playbook_name", pa.string()),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("model_id", pa.string(), nullable=False),
+        pa.field("embedding", pa.list_(pa.float32()), nullable=False),
+    ]
+)
+
+#: Shared rules (the original's AgentPlaybook): one row per agent playbook, its latest state.
+AGENT_PLAYBOOKS = pa.schema(
+    [
+        pa.field("agent_playbook_id", pa.int64(), nullable=False),
+        pa.field("playbook_name", pa.string(), nullable=False),
+        pa.field("agent_version", pa.string(), nullable=False),
+        pa.field("created_at", pa.int64()),
+        pa.field("updated_at", pa.int64()),
+        pa.field("content", pa.string(), nullable=False),
+        pa.field("trigger", pa.string()),
+        pa.field("rationale", pa.string()),
+        pa.field("blocking_issue_kind", pa.string()),
+        pa.field("blocking_issue_details", pa.string()),
+        pa.field("playbook_status", pa.string()),  # as generated: pending (or approved with auto-approve)
+        pa.field("status", pa.string()),  # current | archived
+        pa.field("fingerprints", pa.list_(pa.string())),  # member-set fingerprints that map to this playbook
+        pa.field("member_ids", pa.list_(pa.int64())),  # user playbook ids (→ their source turns)
+        pa.field("member_user_ids", pa.list_(pa.string())),
+        pa.field("consolidator", pa.string()),
+        pa.field("model", pa.string()),
+        pa.field("prompt_version", pa.string()),
+        pa.field("run_id", pa.string()),
+    ]
+)
+
+#: The original's PlaybookAggregationChangeLog, one row per change.
+AGGREGATION_CHANGE_LOG = pa.schema(
+    [
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("created_at", pa.int64(), nullable=False),
+        pa.field("agent_version", pa.string()),
+        pa.field("playbook_name", pa.string()),
+        pa.field("run_mode", pa.string()),  # incremental
+        pa.field("change", pa.string(), nullable=False),  # added | removed | updated
+        pa.field("agent_playbook_id", pa.int64(), nullable=False),
+        pa.field("before", pa.string()),  # JSON snapshot or null
+        pa.field("after", pa.string()),
+        pa.field("member_ids", pa.list_(pa.int64())),
+    ]
+)
+
+#: Human decisions (approve / reject / un-reject): written by the service, applied at once as an overlay and
+#: read by every pipeline run, so a decision survives re-runs.
+CONTROL_LOG = pa.schema(
+    [
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("at", pa.int64(), nullable=False),
+        pa.field("entity", pa.string(), nullable=False),  # agent_playbook
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("action", pa.string(), nullable=False),  # playbook_status
+        pa.field("value", pa.string(), nullable=False),
+        pa.field("actor", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "turns": TURNS,
     "user_profiles": USER_PROFILES,
@@ -140,6 +208,10 @@ TABLES: dict[str, pa.Schema] = {
     "change_log": CHANGE_LOG,
     "extraction_bookmarks": EXTRACTION_BOOKMARKS,
     "lifecycle_events": LIFECYCLE_EVENTS,
+    "playbook_embeddings": PLAYBOOK_EMBEDDINGS,
+    "agent_playbooks": AGENT_PLAYBOOKS,
+    "aggregation_change_log": AGGREGATION_CHANGE_LOG,
+    "control_log": CONTROL_LOG,
 }
 
 #: Tables whose rows a rerun operation writes (replaced per operation, never by a regular window run).

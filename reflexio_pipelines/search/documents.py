@@ -101,3 +101,47 @@ def user_playbook_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
         )
         for row in rows
     ]
+
+
+def agent_playbook_view(row: dict[str, Any], playbook_status: str) -> dict[str, Any]:
+    """The original's AgentPlaybookView plus the member user playbooks (→ their source turns)."""
+    blocking = None
+    if row["blocking_issue_kind"]:
+        blocking = {"kind": row["blocking_issue_kind"], "details": row["blocking_issue_details"] or ""}
+    return {
+        "agent_playbook_id": row["agent_playbook_id"],
+        "playbook_name": row["playbook_name"],
+        "agent_version": row["agent_version"],
+        "created_at": row["created_at"],
+        "content": row["content"],
+        "trigger": row["trigger"],
+        "rationale": row["rationale"],
+        "blocking_issue": blocking,
+        "playbook_status": playbook_status,
+        "playbook_metadata": "",
+        "status": _lifecycle(row["status"]),
+        "member_user_playbook_ids": row["member_ids"] or [],
+        "member_user_count": len(row["member_user_ids"] or []),
+    }
+
+
+def agent_playbook_docs(rows: Iterable[dict[str, Any]], decided: dict[str, str]) -> list[SearchDoc]:
+    """Search documents for current agent playbooks, with the approval status the control log decided."""
+    docs = []
+    for row in rows:
+        if row["status"] != "current":
+            continue
+        status = decided.get(str(row["agent_playbook_id"]), row["playbook_status"])
+        docs.append(
+            SearchDoc(
+                entity_type="agent_playbook",
+                doc_id=str(row["agent_playbook_id"]),
+                text=" ".join(part for part in (row["trigger"], row["content"]) if part),
+                payload=agent_playbook_view(row, status),
+                agent_version=row["agent_version"],
+                playbook_name=row["playbook_name"],
+                playbook_status=status,
+                created_at=row["created_at"] or 0,
+            )
+        )
+    return docs

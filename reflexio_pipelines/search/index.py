@@ -611,6 +611,13 @@ class LoadedIndex:
                 f"refusing query vectors from {embedder.model_id!r} ({embedder.dim}-d)"
             )
 
+    def field_values(self, entity_type: str, field: str) -> dict[str, str | None]:
+        """doc_id -> the value of a filter field (e.g. `playbook_status`) for every doc of `entity_type`."""
+        table = self._table(entity_type)
+        column = table.strings[field]
+        names = {code: value for value, code in column.vocab.items()}
+        return {doc_id: names.get(int(code)) for doc_id, code in zip(table.doc_ids, column.codes)}
+
     def sample(self, entity_type: str, n: int) -> list[tuple[str, str]]:
         """Up to `n` (doc_id, text) pairs spread evenly over the version's docs, for sanity checks."""
         table = self._table(entity_type)

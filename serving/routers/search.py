@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 
 from fastapi import APIRouter, Request
 
@@ -41,20 +42,47 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
         entities.insert(0, ("profile", "profiles"))
     for entity, field in entities:
         try:
-            hits = _search(index, entity, body, vector, mode, base)
+            payloads = _search(state, index, entity, body, vector, mode, base)
         except Exception:
             log.exception("search of %s failed", entity)
             notes.append(f"{entity} search failed; partial results")
             continue
-        setattr(response, field, [hit.payload for hit in hits])
+        setattr(response, field, payloads)
     response.msg = "; ".join(notes)
     return response
 
 
-def _search(index: LoadedIndex, entity: str, body: UnifiedSearchRequest, vector, mode: str, filters: SearchFilters):
+def _search(state: ServiceState, index: LoadedIndex, entity: str, body: UnifiedSearchRequest, vector, mode: str,
+            filters: SearchFilters):  # fmt: skip
+    exclude: frozenset[str] = frozenset()
     if entity == "profile":
         # Profiles carry no agent version or playbook name: only the user filter applies.
         filters = SearchFilters(user_id=filters.user_id)
-    return index.search(
-        entity, body.query, vector, top_k=body.top_k, threshold=body.threshold, mode=mode, filters=filters
-    )
+    if entity == "agent_playbook":
+        # Approval decisions made since this index version was built apply now, in both directions.
+        overlay = state.control.snapshot()
+        exclude = overlay_exclusions(index, overlay, SERVED_PLAYBOOK_STATUSES)
+        filters = SearchFilters(agent_version=filters.agent_version, playbook_name=filters.playbook_name,
+                                playbook_statuses=None)  # fmt: skip
+    hits = index.search(entity, body.query, vector, top_k=body.top_k, threshold=body.threshold, mode=mode,
+                        filters=filters, exclude_ids=exclude)  # fmt: skip
+    if entity == "agent_playbook":
+        return [dict(h.payload, playbook_status=state.control.status(h.doc_id, h.payload["playbook_status"])) for h in hits]
+    return [hit.payload for hit in hits]
+
+
+SERVED_PLAYBOOK_STATUSES = ("approved", "pending")
+
+
+def overlay_exclusions(index: LoadedIndex, overlay: dict[str, str], allowed: tuple[str, ...]) -> frozenset[str]:
+    """Agent playbook ids not to serve: decided into a status outside `allowed`, or built with such a status and
+    not decided back since."""
+    excluded = {i for i in _stored_outside(index, allowed) if overlay.get(i) not in allowed}
+    excluded |= {i for i, status in overlay.items() if status not in allowed}
+    return frozenset(excluded)
+
+
+@lru_cache(maxsize=4)
+def _stored_outside(index: LoadedIndex, allowed: tuple[str, ...]) -> frozenset[str]:
+    values = index.field_values("agent_playbook", "playbook_status")
+    return frozenset(doc_id for doc_id, status in values.items() if status not in allowed)

@@ -246,12 +246,43 @@ def _user_text(body: dict[str, Any]) -> str:
     return user
 
 
+_MEMBER_RE = re.compile(r"^\[M\d+\] (.*)$")
+
+
+def is_aggregation_prompt(prompt: str) -> bool:
+    """Aggregation prompts list cluster members as `[M1] trigger: … | content: …` lines."""
+    return "Members (one per user playbook):" in prompt
+
+
+def aggregation_reply(prompt: str) -> dict[str, Any]:
+    """A deterministic stand-in for consolidation: the member with the shortest content becomes the rule, unless an
+    approved rule already states that content (then `null`, the dedup gate)."""
+    members = []
+    for line in prompt.splitlines():
+        if match := _MEMBER_RE.match(line):
+            fields = dict(part.split(": ", 1) for part in match.group(1).split(" | ") if ": " in part)
+            members.append(fields)
+    approved = prompt.split("Approved rules:", 1)[1] if "Approved rules:" in prompt else ""
+    chosen = min(members, key=lambda f: (len(f.get("content", "")), f.get("content", "")))
+    if _norm(chosen.get("content", "")) and _norm(chosen["content"]) in _norm(approved):
+        return {"playbook": None}
+    return {"playbook": {"trigger": chosen.get("trigger"), "content": chosen.get("content"),
+                         "rationale": f"Taught by {len(members)} users.", "blocking_issue": None}}  # fmt: skip
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
 def fake_llm_reply(body: dict[str, Any]) -> str:
-    """For a deduplication prompt, the stub judge's groups (`dedup_reply`); otherwise the extraction JSON the
-    builtin rules produce for the transcript in the request's user message."""
+    """For a deduplication prompt, the stub judge's groups (`dedup_reply`); for an aggregation prompt, a
+    consolidated rule (`aggregation_reply`); otherwise the extraction JSON the builtin rules produce for the
+    transcript in the request's user message."""
     user = _user_text(body)
     if is_dedup_prompt(user):
         return json.dumps(dedup_reply(user), ensure_ascii=False, indent=1)
+    if is_aggregation_prompt(user):
+        return json.dumps(aggregation_reply(user), ensure_ascii=False, indent=1)
     window = window_from_prompt(user)
     result = BuiltinExtractor().extract(window) if window.turns else ExtractionResult()
     return json.dumps(extraction_json(result), ensure_ascii=False, indent=1)

@@ -1,0 +1,82 @@
+"""The LLM consolidator: one chat call per changed cluster, prompt `aggregation`, `{"playbook": {...} | null}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reflexio_pipelines.learning.aggregate import Member, Rule
+from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
+from reflexio_pipelines.learning.llm_call import LLMEndpoint
+from reflexio_pipelines.learning.prompts import load_prompt
+
+PROMPT_ID = "aggregation"
+PROMPT_VERSION = "1.0.0"
+BLOCKING_KINDS = {"missing_tool", "permission_denied", "external_dependency", "policy_restriction"}
+MAX_FIELD_CHARS = 1_000
+
+
+def render_members(members: list[Member]) -> str:
+    """`[M1] trigger: … | content: … | rationale: …` lines (one line each, cleaned)."""
+    lines = []
+    for i, m in enumerate(members, 1):
+        parts = [f"trigger: {m.trigger}" if m.trigger else None, f"content: {m.content}",
+                 f"rationale: {m.rationale}" if m.rationale else None]  # fmt: skip
+        lines.append(f"[M{i}] " + " | ".join(" ".join(clean_text(p, MAX_FIELD_CHARS).split()) for p in parts if p))
+    return "\n".join(lines)
+
+
+def render_rules(rules: list[Rule]) -> str:
+    if not rules:
+        return "(none)"
+    return "\n".join(f"- {' '.join(clean_text((r.trigger + ': ') if r.trigger else '', 300).split())}"
+                     f"{' '.join(clean_text(r.content, MAX_FIELD_CHARS).split())}" for r in rules)  # fmt: skip
+
+
+def parse_rule(obj: dict[str, Any]) -> Rule | None:
+    """The rule in a reply, None for an explicit null; raises LLMOutputError for anything unusable (retried)."""
+    if "playbook" not in obj:
+        raise LLMOutputError("reply has no 'playbook' key")
+    raw = obj["playbook"]
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("content"), str) or not raw["content"].strip():
+        raise LLMOutputError("playbook must be null or an object with a non-empty content")
+    issue = raw.get("blocking_issue") if isinstance(raw.get("blocking_issue"), dict) else {}
+    kind = issue.get("kind") if issue.get("kind") in BLOCKING_KINDS else None
+
+    def text(key: str) -> str | None:
+        value = raw.get(key)
+        return clean_text(value, MAX_FIELD_CHARS) or None if isinstance(value, str) else None
+
+    return Rule(content=clean_text(raw["content"], MAX_FIELD_CHARS), trigger=text("trigger"),
+                rationale=text("rationale"), blocking_issue_kind=kind,
+                blocking_issue_details=clean_text(str(issue.get("details") or ""), 300) or None if kind else None)  # fmt: skip
+
+
+class LiteLLMConsolidator:
+    """A `Consolidator` backed by any LiteLLM chat model. A cluster whose call keeps failing yields no rule this
+    run (it is not recorded as covered, so the next run tries again) — never a half-made playbook."""
+
+    def __init__(self, model: str, api_base: str = "", api_key: str = "", timeout_s: float = 120,
+                 max_retries: int = 2, agent_version: str = "", **endpoint: Any) -> None:  # fmt: skip
+        self.endpoint = LLMEndpoint(model, api_base, api_key, timeout_s, max_retries, **endpoint)
+        self.model = model
+        self.agent_version = agent_version
+        self.prompt = load_prompt(PROMPT_ID, PROMPT_VERSION)
+        self.prompt_version = self.prompt.ref
+
+    def consolidate(self, members: list[Member], approved: list[Rule]) -> tuple[Rule | None, int, int, int]:
+        messages = self.prompt.render_messages(agent_version=self.agent_version or "(unspecified)",
+                                               members=render_members(members), approved_rules=render_rules(approved))  # fmt: skip
+        outcome = self.endpoint.call_json(messages, ("playbook",), parse_rule, "aggregation")
+        if outcome.error:
+            raise ConsolidationFailed(outcome.error, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens)
+        return outcome.value, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
+
+
+class ConsolidationFailed(RuntimeError):
+    """A cluster could not be consolidated after the retries (carries the cost spent)."""
+
+    def __init__(self, message: str, calls: int, prompt_tokens: int, completion_tokens: int) -> None:
+        super().__init__(message)
+        self.calls, self.prompt_tokens, self.completion_tokens = calls, prompt_tokens, completion_tokens

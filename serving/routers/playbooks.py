@@ -1,0 +1,85 @@
+"""Agent playbooks: on-demand aggregation (a real Dagster run), the approval workflow, reads and the audit log."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from reflexio_pipelines.search.documents import agent_playbook_view
+from serving.models import GetAgentPlaybooksRequest, RunPlaybookAggregationRequest, UpdateAgentPlaybookStatusRequest
+from serving.state import ServiceState
+
+router = APIRouter()
+
+
+@router.post("/api/run_playbook_aggregation")
+async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request: Request):
+    """Cluster current user playbooks into agent playbooks now (a Dagster `aggregation_job` run, visible in the UI),
+    then serve the new index. Answers with the run id and what changed."""
+    state: ServiceState = request.app.state.svc
+    config = body.model_dump(exclude_none=True)
+    result = await run_in_threadpool(state.aggregate, config)
+    await run_in_threadpool(state.index.refresh)
+    message = (f"aggregation run {result['run_id']}: {result.get('consolidate_new', 0)} new, "
+               f"{result.get('reconsolidate', 0)} updated, {result.get('keep', 0)} unchanged clusters")  # fmt: skip
+    return {"success": bool(result["success"]), "message": message, **result}
+
+
+@router.put("/api/update_agent_playbook_status")
+def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, request: Request):
+    """Approve, reject or un-reject. Takes effect in retrieval immediately and is remembered by later runs."""
+    state: ServiceState = request.app.state.svc
+    known = {r["agent_playbook_id"] for r in state.lake.read_table("agent_playbooks").to_pylist()}
+    if body.agent_playbook_id not in known:
+        return JSONResponse(status_code=404, content={"success": False,
+                                                      "msg": f"agent_playbook_id {body.agent_playbook_id} not found"})  # fmt: skip
+    state.control.decide(str(body.agent_playbook_id), body.playbook_status)
+    return {"success": True, "msg": f"agent playbook {body.agent_playbook_id} is now {body.playbook_status}"}
+
+
+@router.post("/api/get_agent_playbooks")
+def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
+    """Agent playbooks with their decided approval status; current ones unless `status_filter` says otherwise."""
+    state: ServiceState = request.app.state.svc
+    wanted = {("current" if s is None else s) for s in (body.status_filter or [None])}
+    rows = []
+    for row in sorted(state.lake.read_table("agent_playbooks").to_pylist(), key=lambda r: -(r["updated_at"] or 0)):
+        status = state.control.status(str(row["agent_playbook_id"]), row["playbook_status"])
+        if (row["status"] in wanted and (body.agent_version is None or row["agent_version"] == body.agent_version)
+                and (body.playbook_name is None or row["playbook_name"] == body.playbook_name)
+                and (body.playbook_status_filter is None or status == body.playbook_status_filter)):  # fmt: skip
+            rows.append(agent_playbook_view(row, status))
+    return {"success": True, "agent_playbooks": rows[: body.limit], "msg": ""}
+
+
+@router.get("/api/playbook_aggregation_change_logs")
+def playbook_aggregation_change_logs(request: Request, playbook_name: str | None = Query(None),
+                                     agent_version: str | None = Query(None)):  # fmt: skip
+    """The original's PlaybookAggregationChangeLog entries (one per run and scope), newest first, last 100."""
+    state: ServiceState = request.app.state.svc
+    runs: dict[tuple, dict] = {}
+    grouped: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for row in state.lake.read_table("aggregation_change_log").to_pylist():
+        if (playbook_name and row["playbook_name"] != playbook_name) or (agent_version and row["agent_version"] != agent_version):
+            continue
+        key = (row["run_id"], row["agent_version"], row["playbook_name"])
+        runs[key] = row
+        before = json.loads(row["before"]) if row["before"] else None
+        after = json.loads(row["after"]) if row["after"] else None
+        entry = {"added": after, "removed": before, "updated": {"before": before, "after": after}}[row["change"]]
+        grouped[key][row["change"]].append(dict(entry, member_user_playbook_ids=row["member_ids"])
+                                           if row["change"] != "updated" else entry)  # fmt: skip
+    logs = [
+        {"id": f"{run_id}:{version}:{name}", "created_at": runs[(run_id, version, name)]["created_at"],
+         "playbook_name": name, "agent_version": version, "run_mode": runs[(run_id, version, name)]["run_mode"],
+         "added_agent_playbooks": grouped[(run_id, version, name)]["added"],
+         "removed_agent_playbooks": grouped[(run_id, version, name)]["removed"],
+         "updated_agent_playbooks": grouped[(run_id, version, name)]["updated"]}
+        for run_id, version, name in runs
+    ]  # fmt: skip
+    logs.sort(key=lambda entry: -entry["created_at"])
+    return {"success": True, "change_logs": logs[:100]}

@@ -1,0 +1,136 @@
+"""Agent playbooks end to end through the API and real Dagster runs: recurring corrections across users become one
+pending rule; rejection hides it at once and is remembered; approval survives re-runs; audit links back to turns."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from reflexio_pipelines.settings import LLMSettings, Settings
+from serving.app import create_app
+from tests.support.openai_stub import make_openai_stub
+from tests.support.servers import serve_app
+
+REGION = [  # three users, one lesson, three wordings
+    ("ann", "Please deploy the payments service.", "Deploying the payments service to us-east-1.",
+     "No — we never deploy to us-east-1, always use us-west-2."),
+    ("bob", "Deploy the billing service to production.", "Deploying the billing service to us-east-1 now.",
+     "No, never deploy to us-east-1; use us-west-2 instead."),
+    ("cat", "Can you deploy the search service?", "Sure, deploying the search service in us-east-1.",
+     "Wrong region: never us-east-1, always deploy to us-west-2."),
+]
+COMMITS = [
+    ("dan", "Write the commit message for this fix.", "Commit: arreglado el error de login.",
+     "No, always write commit messages in English."),
+    ("eve", "Commit these changes with a message.", "Commit: corrige le bug de connexion.",
+     "No — commit messages must always be in English."),
+]
+NOISE = ("fay", "Summarise the incident report.", "Here is a 3-page summary of the incident.",
+         "No, keep incident summaries under five bullet points.")
+
+
+@pytest.fixture(params=["builtin", "litellm"])
+def client(request, lake, instance):
+    if request.param == "builtin":
+        with TestClient(create_app(Settings(lake=str(lake.root)))) as c:
+            yield c
+        return
+    stub = make_openai_stub()
+    with serve_app(stub) as base_url:
+        settings = Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1",
+                                                                 api_key="k"))  # fmt: skip
+        with TestClient(create_app(settings)) as c:
+            yield c
+
+
+def _correct(client, user, request, answer, correction, version="ops-1"):
+    body = {"user_id": user, "agent_version": version, "session_id": f"{user}-{time.time_ns()}",
+            "interaction_data_list": [{"role": "user", "content": request}, {"role": "assistant", "content": answer},
+                                      {"role": "user", "content": correction}]}  # fmt: skip
+    assert client.post("/api/publish_interaction?wait_for_response=true", json=body).json()["playbooks_added"] == 1
+
+
+def _aggregate(client) -> dict:
+    result = client.post("/api/run_playbook_aggregation", json={"agent_version": "ops-1"}).json()
+    assert result["success"] and result["run_id"]
+    return result
+
+
+def _agent_playbooks(client, **filters) -> list[dict]:
+    return client.post("/api/get_agent_playbooks", json={"agent_version": "ops-1", **filters}).json()["agent_playbooks"]
+
+
+def _served(client) -> list[dict]:
+    return client.post("/api/search", json={"query": "which region to deploy to", "agent_version": "ops-1",
+                                            "threshold": 0.0, "top_k": 10}).json()["agent_playbooks"]  # fmt: skip
+
+
+def test_same_correction_from_three_users_is_one_pending_agent_playbook_and_rejection_sticks(client, lake, request):
+    for case in REGION:
+        _correct(client, *case)
+    _correct(client, *NOISE)
+    _aggregate(client)
+    (rule,) = _agent_playbooks(client)
+    assert rule["playbook_status"] == "pending" and "us-west-2" in rule["content"]
+    assert rule["member_user_count"] == 3 and len(rule["member_user_playbook_ids"]) == 3
+    assert [p["agent_playbook_id"] for p in _served(client)] == [rule["agent_playbook_id"]]
+    (row,) = lake.read_table("agent_playbooks").to_pylist()
+    expected = "openai/stub" if "litellm" in request.node.name else "builtin"
+    assert row["model"] == expected  # consolidated by the LLM (one call for the cluster) or the offline path
+
+    rejected_at = time.monotonic()
+    reply = client.put("/api/update_agent_playbook_status",
+                       json={"agent_playbook_id": rule["agent_playbook_id"], "playbook_status": "rejected"})  # fmt: skip
+    assert reply.json()["success"]
+    assert _served(client) == [] and time.monotonic() - rejected_at < 1.0  # gone from search in the same second
+
+    _aggregate(client)  # a full re-run must not bring it back
+    assert _served(client) == []
+    assert [p["playbook_status"] for p in _agent_playbooks(client, status_filter=None)] == ["rejected"]
+
+    client.put("/api/update_agent_playbook_status",
+               json={"agent_playbook_id": rule["agent_playbook_id"], "playbook_status": "pending"})  # un-reject
+    assert [p["agent_playbook_id"] for p in _served(client)] == [rule["agent_playbook_id"]]
+
+
+def test_unrelated_corrections_make_separate_clusters_and_approval_survives_reruns(client):
+    for case in [*REGION[:2], *COMMITS, NOISE]:
+        _correct(client, *case)
+    _aggregate(client)
+    rules = _agent_playbooks(client)
+    assert len(rules) == 2  # region and commit language; the one-off stays unclustered
+    commit = next(r for r in rules if "English" in r["content"])
+    client.put("/api/update_agent_playbook_status",
+               json={"agent_playbook_id": commit["agent_playbook_id"], "playbook_status": "approved"})  # fmt: skip
+    _correct(client, "gus", "Commit and push the hotfix.", "Commit: hotfix für den Login.",
+             "No, commit messages are always in English.")  # the approved cluster grows
+    _correct(client, *REGION[2])
+    _aggregate(client)
+    after = {r["agent_playbook_id"]: r for r in _agent_playbooks(client)}
+    assert after[commit["agent_playbook_id"]]["content"] == commit["content"]
+    assert after[commit["agent_playbook_id"]]["playbook_status"] == "approved"
+    assert len(after) == 2
+
+
+def test_change_log_and_audit_trail(client):
+    for case in REGION[:2]:
+        _correct(client, *case)
+    _aggregate(client)
+    logs = client.get("/api/playbook_aggregation_change_logs?agent_version=ops-1").json()["change_logs"]
+    assert len(logs) == 1 and len(logs[0]["added_agent_playbooks"]) == 1
+    added = logs[0]["added_agent_playbooks"][0]
+    assert "us-west-2" in added["content"] and len(added["member_user_playbook_ids"]) == 2
+    member_ids = set(added["member_user_playbook_ids"])
+    members = [p for p in client.post("/api/search", json={"query": "deploy region", "threshold": 0.0,
+                                                            "top_k": 20}).json()["user_playbooks"]  # fmt: skip
+               if p["user_playbook_id"] in member_ids]
+    assert len(members) == 2 and all(m["provenance"]["source_turn_ids"] for m in members)
+
+
+def test_status_update_validates(client):
+    assert client.put("/api/update_agent_playbook_status",
+                      json={"agent_playbook_id": 12345, "playbook_status": "approved"}).status_code == 404  # fmt: skip
+    assert client.put("/api/update_agent_playbook_status",
+                      json={"agent_playbook_id": 1, "playbook_status": "maybe"}).status_code == 422  # fmt: skip
