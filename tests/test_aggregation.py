@@ -134,3 +134,15 @@ def test_status_update_validates(client):
                       json={"agent_playbook_id": 12345, "playbook_status": "approved"}).status_code == 404  # fmt: skip
     assert client.put("/api/update_agent_playbook_status",
                       json={"agent_playbook_id": 1, "playbook_status": "maybe"}).status_code == 422  # fmt: skip
+
+
+def test_auto_approve_is_configurable_per_run(lake, instance, settings):
+    from reflexio_pipelines.runs import run_aggregation
+
+    with TestClient(create_app(settings)) as c:
+        for case in REGION[:2]:
+            _correct(c, *case)
+    result = run_aggregation({"agent_version": "ops-1", "auto_approve": True}, settings=settings, instance=instance)
+    assert result["success"] and result["consolidate_new"] == 1
+    (row,) = lake.read_table("agent_playbooks").to_pylist()
+    assert row["playbook_status"] == "approved"

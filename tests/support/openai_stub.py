@@ -270,10 +270,6 @@ def aggregation_reply(prompt: str) -> dict[str, Any]:
                          "rationale": f"Taught by {len(members)} users.", "blocking_issue": None}}  # fmt: skip
 
 
-def _norm(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
-
-
 def fake_llm_reply(body: dict[str, Any]) -> str:
     """For a deduplication prompt, the stub judge's groups (`dedup_reply`); for an aggregation prompt, a
     consolidated rule (`aggregation_reply`); otherwise the extraction JSON the builtin rules produce for the
