@@ -192,3 +192,18 @@ class GetAgentPlaybooksRequest(_Clean):
     agent_version: str | None = Field(None, max_length=MAX_ID)
     status_filter: list[str | None] | None = None
     playbook_status_filter: Literal["pending", "approved", "rejected"] | None = None
+
+
+class DashboardStatsRequest(_Clean):
+    """POST /api/get_dashboard_stats."""
+
+    model_config = ConfigDict(extra="ignore")
+    days_back: int = Field(30, ge=1, le=3650)
+
+
+class EvaluationResultsRequest(_Clean):
+    """POST /api/get_agent_success_evaluation_results."""
+
+    model_config = ConfigDict(extra="ignore")
+    limit: int = Field(100, ge=1, le=10_000)
+    agent_version: str | None = Field(None, max_length=MAX_ID)

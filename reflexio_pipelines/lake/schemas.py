@@ -201,6 +201,65 @@ CONTROL_LOG = pa.schema(
     ]
 )
 
+#: One row per evaluated (sampled, closed) session and evaluator (the original's AgentSuccessEvaluationResult).
+SESSION_EVALUATIONS = pa.schema(
+    [
+        pa.field("result_id", pa.string(), nullable=False),  # deterministic from session and evaluator
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("user_id", pa.string()),
+        pa.field("agent_version", pa.string()),
+        pa.field("evaluation_name", pa.string(), nullable=False),
+        pa.field("is_success", pa.bool_(), nullable=False),
+        pa.field("failure_type", pa.string()),
+        pa.field("failure_reason", pa.string()),
+        pa.field("is_escalated", pa.bool_()),
+        pa.field("regular_vs_shadow", pa.string()),  # session-level verdict over its shadow pairs, else null
+        pa.field("shadow_pairs", pa.int64()),
+        pa.field("number_of_correction_per_session", pa.int64()),
+        pa.field("user_turns_to_resolution", pa.int64()),
+        pa.field("judge", pa.string()),  # heuristic | litellm
+        pa.field("model", pa.string()),
+        pa.field("prompt_version", pa.string()),
+        pa.field("session_started_at", pa.int64()),
+        pa.field("session_closed_at", pa.int64()),
+        pa.field("created_at", pa.int64()),
+        pa.field("day", pa.string(), nullable=False),  # UTC day the session closed: YYYY-MM-DD
+    ]
+)
+
+#: One row per turn that carried `shadow_content`: the head-to-head verdict, mapped back to regular/shadow.
+SHADOW_COMPARISONS = pa.schema(
+    [
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("turn_id", pa.string(), nullable=False),
+        pa.field("agent_version", pa.string()),
+        pa.field("presented_first", pa.string()),  # regular | shadow: the randomised order the judge saw
+        pa.field("regular_vs_shadow", pa.string(), nullable=False),
+        pa.field("judge", pa.string()),
+        pa.field("model", pa.string()),
+        pa.field("day", pa.string(), nullable=False),
+    ]
+)
+
+#: Per agent version and day (the impact dashboard's data).
+IMPACT_METRICS = pa.schema(
+    [
+        pa.field("agent_version", pa.string(), nullable=False),
+        pa.field("day", pa.string(), nullable=False),
+        pa.field("sessions_evaluated", pa.int64()),
+        pa.field("successes", pa.int64()),
+        pa.field("success_rate", pa.float64()),
+        pa.field("success_ci_low", pa.float64()),  # Wilson 95 % interval
+        pa.field("success_ci_high", pa.float64()),
+        pa.field("shadow_comparisons", pa.int64()),
+        pa.field("shadow_win_rate", pa.float64()),  # share of decisive pairs the regular answer won
+        pa.field("corrections_per_session", pa.float64()),
+        pa.field("turns_to_resolution", pa.float64()),
+        pa.field("playbooks_approved", pa.int64()),
+        pa.field("playbooks_rejected", pa.int64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "turns": TURNS,
     "user_profiles": USER_PROFILES,
@@ -212,6 +271,9 @@ TABLES: dict[str, pa.Schema] = {
     "agent_playbooks": AGENT_PLAYBOOKS,
     "aggregation_change_log": AGGREGATION_CHANGE_LOG,
     "control_log": CONTROL_LOG,
+    "session_evaluations": SESSION_EVALUATIONS,
+    "shadow_comparisons": SHADOW_COMPARISONS,
+    "impact_metrics": IMPACT_METRICS,
 }
 
 #: Tables whose rows a rerun operation writes (replaced per operation, never by a regular window run).

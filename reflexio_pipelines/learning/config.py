@@ -75,7 +75,7 @@ _LEGACY_EXTRACTOR = {
 #: easy to trim.
 _ORIGINAL_ONLY = frozenset(
     {
-        "storage_config", "storage_config_test", "agent_success_configs", "api_key_config", "llm_config",
+        "storage_config", "storage_config_test", "api_key_config", "llm_config",
         "skip_should_run_check", "enable_document_expansion", "context_prompt", "metadata_definition_prompt",
         "should_extract_profile_prompt_override", "manual_trigger", "aggregation_config", "deduplication_config",
     }
@@ -200,6 +200,18 @@ class UserPlaybookExtractorConfig(ExtractorConfig):
     """Extracts per-user behavioural rules (the original's UserPlaybookExtractorConfig)."""
 
 
+class AgentSuccessConfig(BaseModel):
+    """One session evaluator (the original's AgentSuccessConfig). Sampling defaults to 5 % of closed sessions."""
+
+    model_config = ConfigDict(extra="forbid")
+    evaluation_name: str = Field("default_evaluation", min_length=1, max_length=MAX_NAME_CHARS)
+    success_definition_prompt: str = (
+        "The session succeeded if the user's request was fulfilled correctly by the end of the session, "
+        "without the user having to give up, repeat themselves in frustration or ask for a human."
+    )
+    sampling_rate: float = Field(0.05, ge=0.0, le=1.0)
+
+
 class ExtractionConfig(BaseModel):
     """The whole extraction configuration. Build it with `parse_extraction_config` / `load_extraction_config`
     (they raise `ConfigError`); direct construction raises pydantic's ValidationError."""
@@ -217,6 +229,8 @@ class ExtractionConfig(BaseModel):
     user_playbook_extractor_configs: list[UserPlaybookExtractorConfig] = Field(
         default_factory=lambda: [UserPlaybookExtractorConfig.model_validate(_DEFAULT_PLAYBOOK)]
     )
+    agent_success_configs: list[AgentSuccessConfig] = Field(default_factory=lambda: [AgentSuccessConfig()])
+    session_quiet_period_seconds: int = Field(600, gt=0)  # a session is closed after this long without a turn
 
     @model_validator(mode="before")
     @classmethod

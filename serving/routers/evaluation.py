@@ -1,0 +1,90 @@
+"""Evaluation reads: impact metrics for the dashboard, the original's dashboard stats and evaluation results."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import datetime, timezone
+
+from fastapi import APIRouter, Query, Request
+
+from reflexio_pipelines.lake.records import live_rows
+from serving.models import DashboardStatsRequest, EvaluationResultsRequest
+from serving.state import ServiceState
+
+router = APIRouter()
+
+DAY = 86_400
+
+
+@router.get("/api/impact_metrics")
+def impact_metrics(request: Request, agent_version: str | None = Query(None)):
+    """Per agent version and day: success rate with its 95 % interval, shadow win rate, corrections per session,
+    turns to resolution, playbooks approved / rejected (the `impact_metrics` asset)."""
+    state: ServiceState = request.app.state.svc
+    rows = [r for r in state.lake.read_table("impact_metrics").to_pylist()
+            if agent_version is None or r["agent_version"] == agent_version]  # fmt: skip
+    rows.sort(key=lambda r: (r["agent_version"], r["day"]))
+    return {"success": True, "metrics": rows, "msg": "" if rows else "no evaluations yet"}
+
+
+@router.post("/api/get_agent_success_evaluation_results")
+def get_agent_success_evaluation_results(body: EvaluationResultsRequest, request: Request):
+    """The original's shape: newest first, optionally one agent version."""
+    state: ServiceState = request.app.state.svc
+    rows = [r for r in state.lake.read_table("session_evaluations").to_pylist()
+            if body.agent_version is None or r["agent_version"] == body.agent_version]  # fmt: skip
+    rows.sort(key=lambda r: (-(r["created_at"] or 0), r["result_id"]))
+    return {"success": True, "agent_success_evaluation_results": rows[: body.limit], "msg": ""}
+
+
+@router.post("/api/get_dashboard_stats")
+def get_dashboard_stats(body: DashboardStatsRequest, request: Request):
+    """The original's DashboardStats: this period vs the one before, and daily series (the original sent one raw
+    point per row; these are bucketed per UTC day)."""
+    state: ServiceState = request.app.state.svc
+    now = int(time.time())
+    start, previous_start = now - body.days_back * DAY, now - 2 * body.days_back * DAY
+    turns = state.lake.read_table("turns", filters=[("created_at", ">=", previous_start)]).column("created_at").to_pylist()
+    profiles = [r["last_modified_timestamp"] or 0 for r in live_rows(state.lake, "profile")]
+    playbooks = [r["created_at"] or 0 for r in live_rows(state.lake, "user_playbook")]
+    playbooks += [r["created_at"] or 0 for r in state.lake.read_table("agent_playbooks").to_pylist()]
+    evaluations = [(r["session_closed_at"] or r["created_at"] or 0, r["is_success"])
+                   for r in state.lake.read_table("session_evaluations").to_pylist()]  # fmt: skip
+
+    def period(lo: int, hi: int) -> dict:
+        evaluated = [ok for at, ok in evaluations if lo <= at < hi]
+        return {
+            "total_interactions": sum(lo <= t < hi for t in turns),
+            "total_profiles": sum(lo <= t < hi for t in profiles),
+            "total_playbooks": sum(lo <= t < hi for t in playbooks),
+            "success_rate": round(100.0 * sum(evaluated) / len(evaluated), 1) if evaluated else 0.0,
+        }
+
+    stats = {
+        "current_period": period(start, now + 1),
+        "previous_period": period(previous_start, start),
+        "interactions_time_series": _daily_counts(turns, start),
+        "profiles_time_series": _daily_counts(profiles, start),
+        "playbooks_time_series": _daily_counts(playbooks, start),
+        "evaluations_time_series": _daily_success(evaluations, start),
+    }
+    return {"success": True, "stats": stats, "msg": ""}
+
+
+def _day_start(ts: int) -> int:
+    moment = datetime.fromtimestamp(ts, timezone.utc)
+    return int(datetime(moment.year, moment.month, moment.day, tzinfo=timezone.utc).timestamp())
+
+
+def _daily_counts(timestamps: list[int], since: int) -> list[dict]:
+    counts = Counter(_day_start(t) for t in timestamps if t >= since)
+    return [{"timestamp": day, "value": counts[day]} for day in sorted(counts)]
+
+
+def _daily_success(evaluations: list[tuple[int, bool]], since: int) -> list[dict]:
+    days: dict[int, list[bool]] = {}
+    for at, ok in evaluations:
+        if at >= since:
+            days.setdefault(_day_start(at), []).append(ok)
+    return [{"timestamp": day, "value": round(100.0 * sum(v) / len(v), 1)} for day, v in sorted(days.items())]
