@@ -8,11 +8,11 @@ from pathlib import Path
 import dagster as dg
 from pydantic import SecretStr
 
-from reflexio_pipelines.assets import aggregation, learning, search_index, turns
+from reflexio_pipelines.assets import aggregation, evaluation, learning, search_index, turns
 from reflexio_pipelines.checks import search_index_is_servable
-from reflexio_pipelines.jobs import aggregation_job, extract_job, index_job, learn_job
+from reflexio_pipelines.jobs import aggregation_job, evaluation_job, extract_job, index_job, learn_job
 from reflexio_pipelines.operations import lifecycle_job, rerun_job
-from reflexio_pipelines.schedules import aggregation_schedule
+from reflexio_pipelines.schedules import aggregation_schedule, evaluation_schedule
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
 from reflexio_pipelines.sensors import landing_sensor
 from reflexio_pipelines.settings import Settings, load_settings
@@ -54,10 +54,10 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     """Assets, checks, jobs, sensor and resources, configured from `settings` (default: file + environment)."""
     settings = settings or load_settings()
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([turns, learning, aggregation, search_index]),
+        assets=dg.load_assets_from_modules([turns, learning, aggregation, evaluation, search_index]),
         asset_checks=[search_index_is_servable],
-        jobs=[learn_job, extract_job, index_job, aggregation_job, rerun_job, lifecycle_job],
-        schedules=[aggregation_schedule],
+        jobs=[learn_job, extract_job, index_job, aggregation_job, evaluation_job, rerun_job, lifecycle_job],
+        schedules=[aggregation_schedule, evaluation_schedule],
         sensors=[landing_sensor],
         resources=build_resources(settings),
     )

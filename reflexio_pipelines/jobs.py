@@ -6,18 +6,21 @@ import dagster as dg
 
 INDEX_ASSETS = dg.AssetSelection.assets("search_index", "serving_index")
 AGGREGATION_ASSETS = dg.AssetSelection.assets("playbook_embeddings", "agent_playbooks", "aggregation_change_log")
+EVALUATION_ASSETS = dg.AssetSelection.assets(
+    "session_evaluations", "shadow_comparisons", "impact_metrics", "impact_before_after"
+)
 
 #: turns → learning for one window, then rebuild and publish the index (what the sensor launches).
 learn_job = dg.define_asset_job(
     "learn_job",
-    selection=dg.AssetSelection.all() - AGGREGATION_ASSETS,
+    selection=dg.AssetSelection.all() - AGGREGATION_ASSETS - EVALUATION_ASSETS,
     description="Compact a window's turns, learn from them, rebuild and publish the search index.",
 )
 
 #: turns → learning for one window only (a backfill runs this per window, then index_job once).
 extract_job = dg.define_asset_job(
     "extract_job",
-    selection=dg.AssetSelection.all() - INDEX_ASSETS - AGGREGATION_ASSETS,
+    selection=dg.AssetSelection.all() - INDEX_ASSETS - AGGREGATION_ASSETS - EVALUATION_ASSETS,
     description="Compact a window's turns and learn from them, without touching the index.",
 )
 
@@ -33,4 +36,11 @@ aggregation_job = dg.define_asset_job(
     "aggregation_job",
     selection=AGGREGATION_ASSETS | INDEX_ASSETS,
     description="Embed and cluster user playbooks across users into agent playbooks (pending approval); re-index.",
+)
+
+#: Judge newly closed, sampled sessions and recompute the impact metrics.
+evaluation_job = dg.define_asset_job(
+    "evaluation_job",
+    selection=EVALUATION_ASSETS,
+    description="Evaluate sampled closed sessions (success, shadow head-to-head) and recompute impact metrics.",
 )

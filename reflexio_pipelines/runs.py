@@ -139,6 +139,28 @@ def run_aggregation(
     return {"run_id": run.run_id, "success": run.success, **counts}
 
 
+def run_evaluation(
+    now: int | None = None,
+    *,
+    settings: Settings | None = None,
+    instance: dg.DagsterInstance | None = None,
+) -> dict:
+    """Run `evaluation_job`: judge the sampled sessions closed by `now` (default: the current time), refresh
+    impact metrics. Returns the run id and the session_evaluations counts."""
+    from reflexio_pipelines.definitions import build_definitions
+
+    defs = build_definitions(settings or load_settings())
+    with _launch_lock:
+        instance = instance or default_instance()
+        run = defs.resolve_job_def("evaluation_job").execute_in_process(
+            run_config={"ops": {"session_evaluation": {"config": {"now": now}}}, **_RUN_CONFIG}, instance=instance
+        )
+    (materialization,) = [m for m in run.asset_materializations_for_node("session_evaluation")
+                          if m.asset_key.path[-1] == "session_evaluations"]  # fmt: skip
+    counts = {k: v.value for k, v in materialization.metadata.items() if isinstance(v.value, (int, float))}
+    return {"run_id": run.run_id, "success": run.success, **counts}
+
+
 def _rebuild_index(defs: dg.Definitions, instance: dg.DagsterInstance) -> str:
     run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=_RUN_CONFIG)
     return run.run_id

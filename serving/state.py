@@ -15,6 +15,7 @@ from reflexio_pipelines.settings import Settings
 from serving.control import ControlOverlay
 from serving.index import IndexHolder
 from serving.landing import LandingWriter
+from serving.retrievals import RetrievalLog
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class ServiceState:
     operate: Operator
     aggregate: Callable[[dict], dict]
     control: ControlOverlay
+    retrievals: RetrievalLog
     _embedder: Embedder | None = None
 
     @classmethod
@@ -48,17 +50,23 @@ class ServiceState:
             operate=_default_operator(settings),
             aggregate=_default_aggregator(settings),
             control=ControlOverlay(lake),
+            retrievals=RetrievalLog(lake),
         )
 
     def start(self) -> None:
         self.writer.start()
         self.control.refresh()
-        self.index.on_tick = self.control.refresh
+        self.index.on_tick = self._tick
         self.index.start()
+
+    def _tick(self) -> None:
+        self.control.refresh()
+        self.retrievals.flush()
 
     def close(self) -> None:
         self.writer.close()
         self.index.close()
+        self.retrievals.flush()
 
     @property
     def embedder(self) -> Embedder:

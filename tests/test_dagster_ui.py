@@ -73,8 +73,12 @@ def test_workspace_lists_assets_partitions_sensor_and_blocking_check(tmp_path: P
     assert {"name": "search_index_is_servable", "blocking": True} in checks
     assert [s["name"] for s in data["sensors"]] == ["landing_sensor"]
     assert data["sensors"][0]["sensorState"]["status"] == "RUNNING"
-    assert {"learn_job", "extract_job", "index_job", "aggregation_job", "rerun_job", "lifecycle_job"} <= {
+    assert {"learn_job", "extract_job", "index_job", "aggregation_job", "evaluation_job", "rerun_job",
+            "lifecycle_job"} <= {
         j["name"] for j in data["jobs"]
     }
     assert {"playbook_embeddings", "agent_playbooks", "aggregation_change_log", "change_log"} <= set(assets)
-    assert data["schedules"] == [{"name": "daily_aggregation", "scheduleState": {"status": "RUNNING"}}]
+    schedules = sorted(data["schedules"], key=lambda x: x["name"])
+    assert schedules == [{"name": "daily_aggregation", "scheduleState": {"status": "RUNNING"}},
+                         {"name": "session_evaluation", "scheduleState": {"status": "RUNNING"}}]  # fmt: skip
+    assert {"session_evaluations", "shadow_comparisons", "impact_metrics"} <= set(assets)

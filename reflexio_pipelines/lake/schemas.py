@@ -260,6 +260,30 @@ IMPACT_METRICS = pa.schema(
     ]
 )
 
+#: When a learned item was first served by /api/search (per serving process; the earliest row per item counts).
+RETRIEVALS = pa.schema(
+    [
+        pa.field("entity", pa.string(), nullable=False),  # user_playbook | agent_playbook
+        pa.field("item_id", pa.string(), nullable=False),
+        pa.field("agent_version", pa.string()),
+        pa.field("first_served_at", pa.int64(), nullable=False),
+    ]
+)
+
+#: Per agent version: sessions before vs after the first retrieval of a learned playbook for that version.
+IMPACT_BEFORE_AFTER = pa.schema(
+    [
+        pa.field("agent_version", pa.string(), nullable=False),
+        pa.field("first_retrieval_at", pa.int64(), nullable=False),
+        pa.field("sessions_before", pa.int64()),
+        pa.field("success_rate_before", pa.float64()),
+        pa.field("corrections_per_session_before", pa.float64()),
+        pa.field("sessions_after", pa.int64()),
+        pa.field("success_rate_after", pa.float64()),
+        pa.field("corrections_per_session_after", pa.float64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "turns": TURNS,
     "user_profiles": USER_PROFILES,
@@ -274,6 +298,8 @@ TABLES: dict[str, pa.Schema] = {
     "session_evaluations": SESSION_EVALUATIONS,
     "shadow_comparisons": SHADOW_COMPARISONS,
     "impact_metrics": IMPACT_METRICS,
+    "retrievals": RETRIEVALS,
+    "impact_before_after": IMPACT_BEFORE_AFTER,
 }
 
 #: Tables whose rows a rerun operation writes (replaced per operation, never by a regular window run).

@@ -25,7 +25,9 @@ def impact_metrics(request: Request, agent_version: str | None = Query(None)):
     rows = [r for r in state.lake.read_table("impact_metrics").to_pylist()
             if agent_version is None or r["agent_version"] == agent_version]  # fmt: skip
     rows.sort(key=lambda r: (r["agent_version"], r["day"]))
-    return {"success": True, "metrics": rows, "msg": "" if rows else "no evaluations yet"}
+    before_after = [r for r in state.lake.read_table("impact_before_after").to_pylist()
+                    if agent_version is None or r["agent_version"] == agent_version]  # fmt: skip
+    return {"success": True, "metrics": rows, "before_after": before_after, "msg": "" if rows else "no evaluations yet"}
 
 
 @router.post("/api/get_agent_success_evaluation_results")

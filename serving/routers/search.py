@@ -48,6 +48,7 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
             notes.append(f"{entity} search failed; partial results")
             continue
         setattr(response, field, payloads)
+        state.retrievals.served(entity, payloads)
     response.msg = "; ".join(notes)
     return response
 

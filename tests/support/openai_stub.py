@@ -4,9 +4,12 @@ The default behaviour really reads the prompt: it parses the `[T{n}] role: conte
 comparisons back out of the user message, runs the builtin rules over the reconstructed turns, and answers in the
 extraction JSON contract, citing the `T{n}` labels as evidence. Deduplication prompts (recognised by their
 `[NEW-i] (time) text` lines) are answered too: the NEW/EXISTING lines are parsed back out and grouped by a
-deterministic rule close to the offline judge (see `dedup_reply`). The reply is wrapped in a ```json fence and carries
-a trailing comma, so every call exercises the client's repair path. Faults for tests: garbage replies or HTTP
-errors for the first N calls. Every request body and Authorization header is recorded on `app.state.requests`.
+deterministic rule close to the offline judge (see `dedup_reply`). Session-evaluation prompts are answered by the
+heuristic judge's rules over the transcript parsed back (`session_evaluation_reply`), shadow-comparison prompts by a
+content-word rule that ignores which answer is A (`shadow_comparison_reply`). The reply is wrapped in a ```json
+fence and carries a trailing comma, so every call exercises the client's repair path. Faults for tests: garbage
+replies or HTTP errors for the first N calls. Every request body and Authorization header is recorded on
+`app.state.requests`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
 from reflexio_pipelines.learning.dedup import profile_slot
+from reflexio_pipelines.learning.judge import compare_answers, heuristic_verdict
+from reflexio_pipelines.learning.llm_judge import NO_QUESTION
+from reflexio_pipelines.learning.sessions import Session
 from reflexio_pipelines.learning.transcript import CONTINUATION_INDENT
 from reflexio_pipelines.learning.types import ExtractionResult, ToolCall, Turn, Window
 
@@ -270,11 +276,54 @@ def aggregation_reply(prompt: str) -> dict[str, Any]:
                          "rationale": f"Taught by {len(members)} users.", "blocking_issue": None}}  # fmt: skip
 
 
+_EVALUATION_MARKER = "Session to evaluate:"
+_ANSWER_RE = re.compile(r"^(User question|Answer A|Answer B): ?(.*)$")
+
+
+def is_session_evaluation_prompt(prompt: str) -> bool:
+    """Session-evaluation prompts put the transcript under a `Session to evaluate:` line (turn text is always
+    indented or label-prefixed, so no transcript can forge that line)."""
+    return any(line.strip() == _EVALUATION_MARKER for line in prompt.split("\n"))
+
+
+def is_shadow_comparison_prompt(prompt: str) -> bool:
+    """Shadow-comparison prompts have `Answer A: …` and `Answer B: …` lines."""
+    heads = {m.group(1) for line in prompt.split("\n") if (m := _ANSWER_RE.match(line))}
+    return {"Answer A", "Answer B"} <= heads
+
+
+def session_evaluation_reply(prompt: str) -> dict[str, Any]:
+    """The heuristic judge's verdict (`judge.heuristic_verdict`) over the transcript parsed back from the prompt."""
+    window = window_from_prompt(prompt)
+    session_id = (window.turns[0].session_id if window.turns else None) or "session"
+    session = Session(session_id=session_id, user_id=window.user_id, agent_version="", turns=window.turns,
+                      started_at=0, last_at=0)  # fmt: skip
+    verdict = heuristic_verdict(session)
+    return {"is_success": verdict.is_success, "failure_type": verdict.failure_type,
+            "failure_reason": verdict.failure_reason, "is_escalated": verdict.is_escalated}  # fmt: skip
+
+
+def shadow_comparison_reply(prompt: str) -> dict[str, Any]:
+    """`judge.compare_answers` over the question and the two answers parsed back: the answer covering more of the
+    question's content words wins. Symmetric, so the verdict names the same answer whichever one is A."""
+    parts = {match.group(1): text for match, text in _blocks(prompt.split("\n"), _ANSWER_RE)}
+    question = parts.get("User question", "")
+    question = "" if question.strip() == NO_QUESTION else question
+    winner, significant, reason = compare_answers(question, parts.get("Answer A", ""), parts.get("Answer B", ""))
+    return {"better": "tie" if winner is None else "AB"[winner], "significantly": significant,
+            "reason": f"stub {reason}"}  # fmt: skip
+
+
 def fake_llm_reply(body: dict[str, Any]) -> str:
-    """For a deduplication prompt, the stub judge's groups (`dedup_reply`); for an aggregation prompt, a
-    consolidated rule (`aggregation_reply`); otherwise the extraction JSON the builtin rules produce for the
-    transcript in the request's user message."""
+    """For a session-evaluation or shadow-comparison prompt, the stub judge's verdict (`session_evaluation_reply`,
+    `shadow_comparison_reply`); for a deduplication prompt, the stub judge's groups (`dedup_reply`); for an
+    aggregation prompt, a consolidated rule (`aggregation_reply`); otherwise the extraction JSON the builtin rules
+    produce for the transcript in the request's user message."""
     user = _user_text(body)
+    if is_session_evaluation_prompt(user):
+        return json.dumps(session_evaluation_reply(user), ensure_ascii=False, indent=1)
+    if is_shadow_comparison_prompt(user):
+        return json.dumps(shadow_comparison_reply(user), ensure_ascii=False, indent=1)
     if is_dedup_prompt(user):
         return json.dumps(dedup_reply(user), ensure_ascii=False, indent=1)
     if is_aggregation_prompt(user):

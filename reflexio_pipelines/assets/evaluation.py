@@ -1,0 +1,243 @@
+"""Assets `session_evaluations` (+ `shadow_comparisons`) and `impact_metrics`: does learning measurably help?
+
+Sessions are rebuilt from the lake on every run and closed after a quiet period, so nothing lives in memory and a
+restart loses nothing (the original kept its timers in memory). A deterministic sample of closed sessions (5 % by
+default, per evaluator) is judged once each; turns carrying `shadow_content` are compared head to head.
+"""
+
+import math
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+
+import dagster as dg
+import pyarrow as pa
+
+from reflexio_pipelines.assets.metadata import preview
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.records import turns_from_table
+from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.learning.judge import HeuristicJudge, Judge, session_verdict_from_pairs
+from reflexio_pipelines.learning.llm_judge import JudgeFailed, LiteLLMJudge
+from reflexio_pipelines.learning.sessions import (
+    corrections_in,
+    group_sessions,
+    is_closed,
+    is_sampled,
+    user_turns_to_resolution,
+)
+from reflexio_pipelines.learning.types import stable_uuid
+from reflexio_pipelines.resources import ExtractorResource, LakeResource
+
+
+class EvaluationConfig(dg.Config):
+    """`now` pins the clock (tests, backfills); unset = the run's wall-clock time."""
+
+    now: int | None = None
+
+
+def _day(ts: int) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
+
+
+def _judge(extractor: ExtractorResource) -> Judge:
+    if not extractor.model:
+        return HeuristicJudge()
+    return LiteLLMJudge(extractor.model, api_base=extractor.api_base, api_key=extractor.api_key,
+                        timeout_s=extractor.timeout_s, max_retries=extractor.max_retries)  # fmt: skip
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("session_evaluations", deps=["turns"], group_name="evaluation", kinds={"deltalake"},
+                     description="Per sampled closed session and evaluator: success, failure type, escalation, "
+                                 "corrections, turns to resolution, judge and prompt version."),
+        dg.AssetSpec("shadow_comparisons", deps=["turns"], group_name="evaluation", kinds={"deltalake"},
+                     description="Per turn with shadow_content: regular vs shadow, order randomised and mapped back."),
+    ]  # fmt: skip
+)
+def session_evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, lake: LakeResource,
+                       extractor: ExtractorResource):  # fmt: skip
+    store = lake.get()
+    now = config.now or int(time.time())
+    settings = extractor.get_config()
+    judge = _judge(extractor)
+    done = set(store.read_table("session_evaluations").column("result_id").to_pylist())
+    sessions = [s for s in group_sessions(turns_from_table(store.read_table("turns")))
+                if is_closed(s, now, settings.session_quiet_period_seconds)]  # fmt: skip
+    results, pairs, stats = [], [], defaultdict(int)
+    stats["sessions_closed"] = len(sessions)
+    for evaluator in settings.agent_success_configs:
+        for session in sessions:
+            result_id = stable_uuid(evaluator.evaluation_name, session.session_id)
+            if result_id in done or not is_sampled(session.session_id, evaluator.evaluation_name, evaluator.sampling_rate):
+                stats["already_evaluated" if result_id in done else "not_sampled"] += 1
+                continue
+            try:
+                row, shadow_rows = _evaluate(judge, session, evaluator, result_id, now, stats)
+            except JudgeFailed:  # nothing written: the session is judged again by the next run
+                stats["judge_failed"] += 1
+                continue
+            results.append(row)
+            pairs.extend(shadow_rows)
+    with store.lock("evaluations"):
+        fresh_done = set(store.read_table("session_evaluations").column("result_id").to_pylist())
+        results = [r for r in results if r["result_id"] not in fresh_done]  # a racing run already wrote them
+        if results:
+            store.append("session_evaluations", pa.Table.from_pylist(results, schema=TABLES["session_evaluations"]))
+            kept = {r["session_id"] for r in results}
+            shadow = [p for p in pairs if p["session_id"] in kept]
+            if shadow:
+                store.append("shadow_comparisons", pa.Table.from_pylist(shadow, schema=TABLES["shadow_comparisons"]))
+    table = pa.Table.from_pylist(results, schema=TABLES["session_evaluations"])
+    rate = sum(r["is_success"] for r in results) / len(results) if results else None
+    yield dg.MaterializeResult(asset_key="session_evaluations", metadata={
+        "evaluated_now": len(results), "success_rate_now": rate, "judge": type(judge).__name__,
+        **{k: int(v) for k, v in stats.items()},
+        "preview": preview(table, ["session_id", "agent_version", "is_success", "failure_type", "judge"])})  # fmt: skip
+    yield dg.MaterializeResult(asset_key="shadow_comparisons", metadata={"compared_now": len(pairs)})
+
+
+def _evaluate(judge: Judge, session, evaluator, result_id: str, now: int, stats) -> tuple[dict, list[dict]]:
+    verdict, calls, prompt_tokens, completion_tokens = judge.evaluate(session, evaluator.success_definition_prompt)
+    stats["llm_calls"] += calls
+    stats["prompt_tokens"] += prompt_tokens
+    stats["completion_tokens"] += completion_tokens
+    day = _day(session.last_at)
+    shadow_rows, verdicts = [], []
+    for turn in session.turns:
+        if not turn.shadow_content:
+            continue
+        pair, calls, prompt_tokens, completion_tokens = judge.compare(session, turn)
+        stats["llm_calls"] += calls
+        stats["prompt_tokens"] += prompt_tokens
+        stats["completion_tokens"] += completion_tokens
+        verdicts.append(pair)
+        shadow_rows.append({"session_id": session.session_id, "turn_id": turn.turn_id,
+                            "agent_version": session.agent_version, "presented_first": pair.presented_first,
+                            "regular_vs_shadow": pair.regular_vs_shadow, "judge": getattr(judge, "name", "heuristic"),
+                            "model": getattr(judge, "model", "builtin"), "day": day})  # fmt: skip
+    row = {
+        "result_id": result_id,
+        "session_id": session.session_id,
+        "user_id": session.user_id,
+        "agent_version": session.agent_version,
+        "evaluation_name": evaluator.evaluation_name,
+        "is_success": verdict.is_success,
+        "failure_type": None if verdict.is_success else verdict.failure_type,
+        "failure_reason": None if verdict.is_success else verdict.failure_reason,
+        "is_escalated": verdict.is_escalated,
+        "regular_vs_shadow": session_verdict_from_pairs(verdicts),
+        "shadow_pairs": len(verdicts),
+        "number_of_correction_per_session": corrections_in(session),
+        "user_turns_to_resolution": user_turns_to_resolution(session) if verdict.is_success else None,
+        "judge": getattr(judge, "name", "heuristic"),
+        "model": getattr(judge, "model", "builtin"),
+        "prompt_version": getattr(judge, "prompt_version", "heuristic-v1"),
+        "session_started_at": session.started_at,
+        "session_closed_at": session.last_at,
+        "created_at": now,
+        "day": day,
+    }
+    return row, shadow_rows
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec("impact_metrics", deps=["session_evaluations", "shadow_comparisons", "agent_playbooks"],
+                     group_name="evaluation", kinds={"deltalake"},
+                     description="Per agent version and day: success rate with a 95 % Wilson interval, shadow win "
+                                 "rate, corrections per session, turns to resolution, playbooks approved / rejected."),
+        dg.AssetSpec("impact_before_after", deps=["session_evaluations"], group_name="evaluation", kinds={"deltalake"},
+                     description="Per agent version: sessions before vs after a learned playbook was first served."),
+    ]  # fmt: skip
+)
+def impact(lake: LakeResource):
+    store = lake.get()
+    rows = compute_impact(store)
+    before_after = compute_before_after(store)
+    with store.lock("evaluations"):
+        version = store.replace_where("impact_metrics", None, pa.Table.from_pylist(rows, schema=TABLES["impact_metrics"]))
+        store.replace_where("impact_before_after", None,
+                            pa.Table.from_pylist(before_after, schema=TABLES["impact_before_after"]))  # fmt: skip
+    latest = {}
+    for row in rows:
+        latest[row["agent_version"]] = row
+    metadata = {f"success_rate[{v}]": r["success_rate"] for v, r in latest.items() if r["success_rate"] is not None}
+    table = pa.Table.from_pylist(rows, schema=TABLES["impact_metrics"])
+    yield dg.MaterializeResult(asset_key="impact_metrics", metadata={
+        "dagster/row_count": len(rows), "delta_version": version, **metadata,
+        "preview": preview(table, ["agent_version", "day", "sessions_evaluated", "success_rate", "shadow_win_rate"])})  # fmt: skip
+    yield dg.MaterializeResult(asset_key="impact_before_after", metadata={
+        f"success_rate_after_minus_before[{r['agent_version']}]": round(r["success_rate_after"] - r["success_rate_before"], 4)
+        for r in before_after if r["success_rate_after"] is not None and r["success_rate_before"] is not None})  # fmt: skip
+
+
+def compute_before_after(store: Lake) -> list[dict]:
+    """Sessions closed before vs after the first time a learned playbook was served for their agent version."""
+    first: dict[str, int] = {}
+    for r in store.read_table("retrievals").to_pylist():
+        version = r["agent_version"] or ""
+        first[version] = min(first.get(version, r["first_served_at"]), r["first_served_at"])
+    sides: dict[str, dict[str, list]] = defaultdict(lambda: {"before": [], "after": []})
+    for r in store.read_table("session_evaluations").to_pylist():
+        version = r["agent_version"] or ""
+        if version in first:
+            side = "before" if (r["session_closed_at"] or 0) < first[version] else "after"
+            sides[version][side].append(r)
+    out = []
+    for version, t0 in sorted(first.items()):
+        row = {"agent_version": version, "first_retrieval_at": t0}
+        for side in ("before", "after"):
+            evaluated = sides[version][side]
+            n = len(evaluated)
+            row[f"sessions_{side}"] = n
+            row[f"success_rate_{side}"] = round(sum(e["is_success"] for e in evaluated) / n, 4) if n else None
+            row[f"corrections_per_session_{side}"] = (
+                round(sum(e["number_of_correction_per_session"] or 0 for e in evaluated) / n, 3) if n else None
+            )
+        out.append(row)
+    return out
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float | None, float | None]:
+    """95 % Wilson score interval for a proportion (well-behaved for small n and rates near 0 or 1)."""
+    if n == 0:
+        return None, None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+
+
+def compute_impact(store: Lake) -> list[dict]:
+    """Impact metrics from the evaluation tables and the approval decisions, per (agent version, day)."""
+    groups: dict[tuple[str, str], dict] = defaultdict(lambda: defaultdict(list))
+    for r in store.read_table("session_evaluations").to_pylist():
+        g = groups[(r["agent_version"] or "", r["day"])]
+        g["success"].append(r["is_success"])
+        g["corrections"].append(r["number_of_correction_per_session"] or 0)
+        if r["user_turns_to_resolution"] is not None:
+            g["turns"].append(r["user_turns_to_resolution"])
+    for r in store.read_table("shadow_comparisons").to_pylist():
+        groups[(r["agent_version"] or "", r["day"])]["shadow"].append(r["regular_vs_shadow"])
+    playbook_version = {str(r["agent_playbook_id"]): r["agent_version"] for r in store.read_table("agent_playbooks").to_pylist()}
+    for r in store.read_table("control_log").to_pylist():
+        if r["entity"] == "agent_playbook" and r["value"] in ("approved", "rejected") and r["item_id"] in playbook_version:
+            groups[(playbook_version[r["item_id"]], _day(r["at"]))][r["value"]].append(r["item_id"])
+    rows = []
+    for (agent_version, day), g in sorted(groups.items()):
+        n, ok = len(g["success"]), sum(g["success"])
+        low, high = wilson(ok, n)
+        regular = sum(v.startswith("regular") for v in g["shadow"])
+        shadow = sum(v.startswith("shadow") for v in g["shadow"])
+        rows.append({
+            "agent_version": agent_version, "day": day, "sessions_evaluated": n, "successes": ok,
+            "success_rate": round(ok / n, 4) if n else None, "success_ci_low": low, "success_ci_high": high,
+            "shadow_comparisons": len(g["shadow"]),
+            "shadow_win_rate": round(regular / (regular + shadow), 4) if regular + shadow else None,
+            "corrections_per_session": round(sum(g["corrections"]) / n, 3) if n else None,
+            "turns_to_resolution": round(sum(g["turns"]) / len(g["turns"]), 3) if g["turns"] else None,
+            "playbooks_approved": len(set(g["approved"])), "playbooks_rejected": len(set(g["rejected"])),
+        })  # fmt: skip
+    return rows

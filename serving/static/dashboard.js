@@ -1,0 +1,718 @@
+// Reflexio impact dashboard: vanilla JS over the service's JSON APIs (same origin), charts as inline SVG.
+// Nothing here loads from another origin; the page's Content-Security-Policy forbids it.
+//
+// Data-test hooks: [data-chart] on chart hosts; [data-series] on one <g> per agent version (line charts) or per
+// bar; [data-point] on every plotted point (data-x = day, data-y = value); [data-bar] on bars;
+// [data-testid="queue-row"][data-playbook-id] on approval-queue rows; body[data-ready] once the first load ends.
+(() => {
+  'use strict';
+
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const DAY_MS = 86400000;
+  const PALETTE = ['#2f5bd3', '#e07a1f', '#17864a', '#b83280', '#6b46c1', '#0e8a9a', '#b7791f', '#4a5568'];
+
+  const state = {
+    metrics: [],
+    metricsMsg: '',
+    metricsError: null,
+    versions: [],
+    colors: new Map(),
+    stats: null,
+    statsError: null,
+    queue: null,
+    queueError: null,
+  };
+
+  // -- small DOM helpers ------------------------------------------------------------------------------
+
+  const $ = (selector) => document.querySelector(selector);
+
+  function h(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    setAttrs(node, attrs);
+    node.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+    return node;
+  }
+
+  function s(tag, attrs, ...children) {
+    const node = document.createElementNS(SVG_NS, tag);
+    setAttrs(node, attrs);
+    node.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+    return node;
+  }
+
+  function setAttrs(node, attrs) {
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === 'class') node.setAttribute('class', value);
+      else if (key.startsWith('on') && typeof value === 'function') node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value === true ? '' : String(value));
+    }
+  }
+
+  function emptyState(title, detail) {
+    return h('p', { class: 'empty', 'data-empty': '' }, h('strong', {}, title), detail || '');
+  }
+
+  // -- formatting -------------------------------------------------------------------------------------
+
+  const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+  const fmtInt = (v) => (isNum(v) ? Math.round(v).toLocaleString('en-US') : '—');
+  const fmtPct = (v, digits = 0) => (isNum(v) ? `${(v * 100).toFixed(digits)}%` : '—');
+  const fmtNum = (v, digits = 2) => (isNum(v) ? v.toFixed(digits) : '—');
+  const dayMs = (day) => Date.parse(`${day}T00:00:00Z`);
+  const dayFmt = new Intl.DateTimeFormat('en-US', { month: 'short', day: 'numeric', timeZone: 'UTC' });
+  const fmtDay = (ms) => dayFmt.format(new Date(ms));
+  const fullDayFmt = new Intl.DateTimeFormat('en-US', {
+    weekday: 'short', month: 'short', day: 'numeric', year: 'numeric', timeZone: 'UTC',
+  });
+
+  // -- API --------------------------------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(message, status) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  async function api(method, path, body) {
+    let response;
+    try {
+      response = await fetch(path, {
+        method,
+        cache: 'no-store',
+        headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new ApiError(`${method} ${path}: the service did not answer (${err.message})`, 0);
+    }
+    const text = await response.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch (_) {
+      data = null;
+    }
+    if (!response.ok || !data || data.success === false) {
+      let detail = data && (data.msg || data.message);
+      if (!detail && data && data.detail) {
+        detail = typeof data.detail === 'string' ? data.detail : JSON.stringify(data.detail);
+      }
+      if (!detail) detail = text ? text.slice(0, 200) : response.statusText || 'no response body';
+      throw new ApiError(`${method} ${path} failed (HTTP ${response.status}): ${detail}`, response.status);
+    }
+    return data;
+  }
+
+  // -- errors and notices -----------------------------------------------------------------------------
+
+  function showError(key, message) {
+    const host = $('#errors');
+    let item = host.querySelector(`[data-error-key="${key}"]`);
+    if (!item) {
+      item = h('div', { class: 'error', 'data-error-key': key, 'data-testid': 'error' },
+        h('span', { class: 'error-text' }),
+        h('button', { type: 'button', 'aria-label': 'Dismiss', title: 'Dismiss', onclick: () => item.remove() }, '×'));
+      host.append(item);
+    }
+    item.querySelector('.error-text').textContent = message;
+  }
+
+  function clearError(key) {
+    const item = $('#errors').querySelector(`[data-error-key="${key}"]`);
+    if (item) item.remove();
+  }
+
+  let toastTimer = null;
+  function toast(message) {
+    const node = $('#toast');
+    node.textContent = message;
+    node.classList.add('show');
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => node.classList.remove('show'), 4000);
+  }
+
+  // -- tooltip ----------------------------------------------------------------------------------------
+
+  function attachTooltip(node, lines) {
+    node.setAttribute('aria-label', lines.join(', '));
+    node.addEventListener('pointerenter', (event) => {
+      const tip = $('#tooltip');
+      tip.replaceChildren(h('strong', {}, lines[0]), ...lines.slice(1).map((line) => h('div', { class: 't-dim' }, line)));
+      tip.hidden = false;
+      placeTooltip(event);
+    });
+    node.addEventListener('pointermove', placeTooltip);
+    node.addEventListener('pointerleave', () => { $('#tooltip').hidden = true; });
+  }
+
+  function placeTooltip(event) {
+    const tip = $('#tooltip');
+    const pad = 14;
+    let left = event.pageX + pad;
+    const width = tip.offsetWidth;
+    if (left + width > window.scrollX + document.documentElement.clientWidth - 8) left = event.pageX - width - pad;
+    tip.style.left = `${Math.max(8, left)}px`;
+    tip.style.top = `${event.pageY + pad}px`;
+  }
+
+  // -- scales -----------------------------------------------------------------------------------------
+
+  function niceStep(span, count) {
+    const raw = span / Math.max(1, count);
+    const power = 10 ** Math.floor(Math.log10(raw));
+    const unit = raw / power;
+    return (unit >= 5 ? 10 : unit >= 2 ? 5 : unit >= 1 ? 2 : 1) * power;
+  }
+
+  function niceMax(value) {
+    if (!isNum(value) || value <= 0) return 1;
+    const step = niceStep(value, 4);
+    return Math.ceil((value * 1.08) / step) * step;
+  }
+
+  function ticks(lo, hi, count) {
+    const step = niceStep(hi - lo, count);
+    const out = [];
+    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toFixed(10));
+    return out;
+  }
+
+  function chartWidth(host, fallback) {
+    return Math.max(280, Math.floor(host.clientWidth || fallback));
+  }
+
+  // -- line chart: one series per agent version, optional confidence band -----------------------------
+
+  /**
+   * series: [{name, color, points: [{x: ms, y, lo?, hi?, tip: [lines]}]}]; a null y breaks the line.
+   * options: {label, yMax?, yFormat, band, height, emptyTitle, emptyDetail, yTitle}
+   */
+  function lineChart(host, series, options) {
+    host.replaceChildren();
+    const plotted = series.flatMap((ser) => ser.points.filter((p) => isNum(p.y)));
+    if (!plotted.length) {
+      host.append(emptyState(options.emptyTitle, options.emptyDetail));
+      return;
+    }
+    const W = chartWidth(host, 640);
+    const H = options.height || 260;
+    const m = { top: 12, right: 18, bottom: 30, left: 46 };
+    const xsAll = plotted.map((p) => p.x);
+    let x0 = Math.min(...xsAll);
+    let x1 = Math.max(...xsAll);
+    const padX = Math.max(DAY_MS * 0.35, (x1 - x0) * 0.03);
+    x0 -= padX;
+    x1 += padX;
+    const yTop = options.yMax !== undefined
+      ? options.yMax
+      : niceMax(Math.max(...plotted.map((p) => Math.max(p.y, isNum(p.hi) ? p.hi : p.y))));
+    const y0 = 0;
+    const sx = (t) => m.left + ((t - x0) / (x1 - x0)) * (W - m.left - m.right);
+    const sy = (v) => H - m.bottom - ((Math.min(Math.max(v, y0), yTop) - y0) / (yTop - y0)) * (H - m.top - m.bottom);
+
+    const svg = s('svg', {
+      width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': options.label,
+    });
+
+    // Horizontal grid and y labels.
+    const grid = s('g', { 'aria-hidden': 'true' });
+    for (const v of ticks(y0, yTop, 4)) {
+      grid.append(
+        s('line', { x1: m.left, x2: W - m.right, y1: sy(v), y2: sy(v), stroke: v === 0 ? '#cfd6e0' : '#edf0f4' }),
+        s('text', { x: m.left - 8, y: sy(v) + 4, 'text-anchor': 'end' }, options.yFormat(v)),
+      );
+    }
+    // X labels: at most ~8 days, evenly thinned.
+    const days = [...new Set(xsAll)].sort((a, b) => a - b);
+    const maxLabels = Math.max(2, Math.floor((W - m.left - m.right) / 70));
+    const every = Math.ceil(days.length / maxLabels);
+    days.forEach((d, i) => {
+      if (i % every !== 0 && i !== days.length - 1) return;
+      if (i === days.length - 1 && i % every !== 0 && days.length > 1 && sx(d) - sx(days[i - (i % every)]) < 55) return;
+      grid.append(s('text', { x: sx(d), y: H - m.bottom + 18, 'text-anchor': 'middle' }, fmtDay(d)));
+    });
+    svg.append(grid);
+
+    for (const ser of series) {
+      const group = s('g', { 'data-series': ser.name, class: 'series' });
+      const segments = [];
+      let current = [];
+      for (const p of [...ser.points].sort((a, b) => a.x - b.x)) {
+        if (isNum(p.y)) current.push(p);
+        else if (current.length) { segments.push(current); current = []; }
+      }
+      if (current.length) segments.push(current);
+
+      if (options.band) {
+        for (const seg of segments) {
+          const withCi = seg.filter((p) => isNum(p.lo) && isNum(p.hi));
+          if (!withCi.length) continue;
+          if (withCi.length === 1) {  // a single day: draw a whisker instead of an area
+            const p = withCi[0];
+            group.append(s('line', {
+              x1: sx(p.x), x2: sx(p.x), y1: sy(p.lo), y2: sy(p.hi), stroke: ser.color, 'stroke-opacity': 0.35,
+              'stroke-width': 6, 'stroke-linecap': 'round', 'data-band': '',
+            }));
+            continue;
+          }
+          const upper = withCi.map((p) => `${sx(p.x).toFixed(1)},${sy(p.hi).toFixed(1)}`);
+          const lower = withCi.slice().reverse().map((p) => `${sx(p.x).toFixed(1)},${sy(p.lo).toFixed(1)}`);
+          group.append(s('polygon', {
+            points: [...upper, ...lower].join(' '), fill: ser.color, 'fill-opacity': 0.13, stroke: 'none', 'data-band': '',
+          }));
+        }
+      }
+      for (const seg of segments) {
+        if (seg.length < 2) continue;
+        const d = seg.map((p, i) => `${i ? 'L' : 'M'}${sx(p.x).toFixed(1)},${sy(p.y).toFixed(1)}`).join(' ');
+        group.append(s('path', {
+          d, fill: 'none', stroke: ser.color, 'stroke-width': 2.25, 'stroke-linejoin': 'round', 'stroke-linecap': 'round',
+          'data-line': '',
+        }));
+      }
+      for (const p of segments.flat()) {
+        const dot = s('circle', {
+          cx: sx(p.x).toFixed(1), cy: sy(p.y).toFixed(1), r: 3.75, fill: '#fff', stroke: ser.color, 'stroke-width': 2,
+          'data-point': '', 'data-series': ser.name, 'data-x': p.day, 'data-y': p.y,
+        });
+        attachTooltip(dot, p.tip);
+        group.append(dot);
+      }
+      svg.append(group);
+    }
+    host.append(svg);
+  }
+
+  // -- bar chart --------------------------------------------------------------------------------------
+
+  /**
+   * bars: [{key, label, value, color, sub, tip: [lines]}]; a null value draws no bar but keeps the slot.
+   * options: {label, yMax?, yFormat, valueFormat, refLine?: {value, label}, height, emptyTitle, emptyDetail}
+   */
+  function barChart(host, bars, options) {
+    host.replaceChildren();
+    if (!bars.some((b) => isNum(b.value))) {
+      host.append(emptyState(options.emptyTitle, options.emptyDetail));
+      return;
+    }
+    const W = chartWidth(host, 480);
+    const H = options.height || 260;
+    const m = { top: 22, right: 14, bottom: 44, left: 46 };
+    const yTop = options.yMax !== undefined ? options.yMax : niceMax(Math.max(...bars.map((b) => b.value || 0)));
+    const sy = (v) => H - m.bottom - (Math.min(Math.max(v, 0), yTop) / yTop) * (H - m.top - m.bottom);
+    const slot = (W - m.left - m.right) / bars.length;
+    const barW = Math.min(84, slot * 0.56);
+
+    const svg = s('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': options.label });
+    const grid = s('g', { 'aria-hidden': 'true' });
+    for (const v of ticks(0, yTop, 4)) {
+      grid.append(
+        s('line', { x1: m.left, x2: W - m.right, y1: sy(v), y2: sy(v), stroke: v === 0 ? '#cfd6e0' : '#edf0f4' }),
+        s('text', { x: m.left - 8, y: sy(v) + 4, 'text-anchor': 'end' }, options.yFormat(v)),
+      );
+    }
+    svg.append(grid);
+
+    bars.forEach((bar, i) => {
+      const cx = m.left + slot * (i + 0.5);
+      const group = s('g', { 'data-series': bar.key });
+      if (isNum(bar.value)) {
+        const top = sy(bar.value);
+        const rect = s('rect', {
+          x: (cx - barW / 2).toFixed(1), y: top.toFixed(1), width: barW.toFixed(1),
+          height: Math.max(1, sy(0) - top).toFixed(1), rx: 4, fill: bar.color,
+          'data-bar': '', 'data-series': bar.key, 'data-value': bar.value,
+        });
+        attachTooltip(rect, bar.tip);
+        group.append(rect, s('text', { x: cx, y: top - 6, 'text-anchor': 'middle', class: 'bar-value' },
+          options.valueFormat(bar.value)));
+      } else {
+        group.append(s('text', { x: cx, y: sy(0) - 8, 'text-anchor': 'middle', class: 'ref-label' }, 'no data'));
+      }
+      group.append(
+        s('text', { x: cx, y: H - m.bottom + 17, 'text-anchor': 'middle', class: 'bar-label' }, bar.label),
+        s('text', { x: cx, y: H - m.bottom + 32, 'text-anchor': 'middle' }, bar.sub || ''),
+      );
+      svg.append(group);
+    });
+
+    if (options.refLine) {
+      const y = sy(options.refLine.value);
+      svg.append(s('g', { 'aria-hidden': 'true' },
+        s('line', { x1: m.left, x2: W - m.right, y1: y, y2: y, stroke: '#8a94a3', 'stroke-dasharray': '5 4', 'stroke-width': 1.25 }),
+        s('text', { x: W - m.right, y: y - 5, 'text-anchor': 'end', class: 'ref-label' }, options.refLine.label)));
+    }
+    host.append(svg);
+  }
+
+  // -- sparkline (summary cards) ----------------------------------------------------------------------
+
+  function sparkline(points, color) {
+    const W = 104;
+    const H = 34;
+    const values = points.map((p) => p.value).filter(isNum);
+    const svg = s('svg', { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: 'sparkline', 'aria-hidden': 'true' });
+    if (values.length < 2) return svg;
+    const xs = points.map((p) => p.timestamp);
+    const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+    const top = Math.max(...values) || 1;
+    const sx = (t) => 2 + ((t - x0) / (x1 - x0 || 1)) * (W - 4);
+    const sy = (v) => H - 3 - (v / top) * (H - 6);
+    const line = points.filter((p) => isNum(p.value)).map((p) => `${sx(p.timestamp).toFixed(1)},${sy(p.value).toFixed(1)}`);
+    svg.append(
+      s('polygon', { points: [`${sx(x0)},${H - 1}`, ...line, `${sx(x1)},${H - 1}`].join(' '), fill: color, 'fill-opacity': 0.1 }),
+      s('polyline', { points: line.join(' '), fill: 'none', stroke: color, 'stroke-width': 1.75, 'stroke-linejoin': 'round' }),
+    );
+    return svg;
+  }
+
+  // -- metrics: versions and colours ------------------------------------------------------------------
+
+  function indexVersions(rows) {
+    const first = new Map();
+    for (const row of rows) {
+      const seen = first.get(row.agent_version);
+      if (seen === undefined || row.day < seen) first.set(row.agent_version, row.day);
+    }
+    // Chronological by first evaluated day (the order versions were rolled out), then by name.
+    state.versions = [...first.keys()].sort((a, b) => (first.get(a) < first.get(b) ? -1 : first.get(a) > first.get(b) ? 1 : a.localeCompare(b)));
+    state.versions.forEach((v, i) => { if (!state.colors.has(v)) state.colors.set(v, PALETTE[state.colors.size % PALETTE.length]); });
+  }
+
+  const colorOf = (version) => state.colors.get(version) || PALETTE[0];
+
+  function wilson(successes, n) {
+    if (!n) return [null, null];
+    const z = 1.959964;
+    const p = successes / n;
+    const denom = 1 + (z * z) / n;
+    const centre = (p + (z * z) / (2 * n)) / denom;
+    const half = (z * Math.sqrt((p * (1 - p)) / n + (z * z) / (4 * n * n))) / denom;
+    return [Math.max(0, centre - half), Math.min(1, centre + half)];
+  }
+
+  function weighted(rows, valueKey, weightKey) {
+    let total = 0;
+    let weight = 0;
+    for (const r of rows) {
+      const w = r[weightKey];
+      if (isNum(r[valueKey]) && isNum(w) && w > 0) { total += r[valueKey] * w; weight += w; }
+    }
+    return weight ? total / weight : null;
+  }
+
+  function summarise(version) {
+    const rows = state.metrics.filter((r) => r.agent_version === version);
+    const sum = (key) => rows.reduce((acc, r) => acc + (isNum(r[key]) ? r[key] : 0), 0);
+    const sessions = sum('sessions_evaluated');
+    const successes = sum('successes');
+    const [lo, hi] = wilson(successes, sessions);
+    return {
+      version,
+      days: rows.length,
+      sessions,
+      successRate: sessions ? successes / sessions : null,
+      ciLow: lo,
+      ciHigh: hi,
+      shadowComparisons: sum('shadow_comparisons'),
+      shadowWinRate: weighted(rows, 'shadow_win_rate', 'shadow_comparisons'),
+      corrections: weighted(rows, 'corrections_per_session', 'sessions_evaluated'),
+      turns: weighted(rows, 'turns_to_resolution', 'sessions_evaluated'),
+      approved: sum('playbooks_approved'),
+      rejected: sum('playbooks_rejected'),
+    };
+  }
+
+  // -- rendering: impact ------------------------------------------------------------------------------
+
+  const NO_EVALUATIONS = 'No evaluations yet';
+  const NO_EVALUATIONS_DETAIL = 'Metrics appear once the evaluation pipeline has scored closed sessions.';
+
+  function renderLegend() {
+    const host = $('#legend');
+    host.replaceChildren(...state.versions.map((v) => {
+      const sessions = state.metrics.filter((r) => r.agent_version === v).reduce((a, r) => a + (r.sessions_evaluated || 0), 0);
+      return h('span', { class: 'legend-item', 'data-legend-item': v },
+        s('svg', { width: 12, height: 12, class: 'swatch', 'aria-hidden': 'true' },
+          s('rect', { width: 12, height: 12, rx: 3, fill: colorOf(v) })),
+        h('strong', {}, v), h('span', {}, `${fmtInt(sessions)} sessions`));
+    }));
+  }
+
+  function renderImpact() {
+    const success = $('#chart-success');
+    const shadow = $('#chart-shadow');
+    const corrections = $('#chart-corrections');
+    const versions = $('#versions');
+    if (state.metricsError) {
+      const detail = 'Impact metrics could not be loaded (see the error above).';
+      for (const host of [success, shadow, corrections, versions]) host.replaceChildren(emptyState('Unavailable', detail));
+      $('#legend').replaceChildren();
+      return;
+    }
+    renderLegend();
+    const byVersion = (key, extra) => state.versions.map((v) => ({
+      name: v,
+      color: colorOf(v),
+      points: state.metrics.filter((r) => r.agent_version === v).map((r) => ({
+        x: dayMs(r.day), day: r.day, y: r[key], ...extra(r),
+      })),
+    }));
+
+    lineChart(success, byVersion('success_rate', (r) => ({
+      lo: r.success_ci_low,
+      hi: r.success_ci_high,
+      tip: [
+        `${r.agent_version} · ${fullDayFmt.format(new Date(dayMs(r.day)))}`,
+        `Success ${fmtPct(r.success_rate, 1)} (${fmtInt(r.successes)} of ${fmtInt(r.sessions_evaluated)} sessions)`,
+        `95% interval ${fmtPct(r.success_ci_low)} – ${fmtPct(r.success_ci_high)}`,
+      ],
+    })), {
+      label: 'Success rate per day and agent version, with 95% intervals',
+      yMax: 1, yFormat: (v) => fmtPct(v), band: true, height: 280,
+      emptyTitle: NO_EVALUATIONS, emptyDetail: NO_EVALUATIONS_DETAIL,
+    });
+
+    const summaries = state.versions.map(summarise);
+    barChart(shadow, summaries.map((sm) => ({
+      key: sm.version,
+      label: sm.version,
+      value: sm.shadowComparisons ? sm.shadowWinRate : null,
+      color: colorOf(sm.version),
+      sub: `${fmtInt(sm.shadowComparisons)} comparisons`,
+      tip: [sm.version, `Live answer won ${fmtPct(sm.shadowWinRate, 1)} of decisive comparisons`,
+        `${fmtInt(sm.shadowComparisons)} shadow comparisons`],
+    })), {
+      label: 'Shadow win rate per agent version',
+      yMax: 1, yFormat: (v) => fmtPct(v), valueFormat: (v) => fmtPct(v), refLine: { value: 0.5, label: 'parity 50%' },
+      emptyTitle: state.metrics.length ? 'No shadow comparisons yet' : NO_EVALUATIONS,
+      emptyDetail: state.metrics.length
+        ? 'Publish turns with shadow_content to compare the live answer against a candidate.'
+        : NO_EVALUATIONS_DETAIL,
+    });
+
+    lineChart(corrections, byVersion('corrections_per_session', (r) => ({
+      tip: [
+        `${r.agent_version} · ${fullDayFmt.format(new Date(dayMs(r.day)))}`,
+        `${fmtNum(r.corrections_per_session)} corrections per session`,
+        `${fmtInt(r.sessions_evaluated)} sessions · ${fmtNum(r.turns_to_resolution, 1)} turns to resolution`,
+      ],
+    })), {
+      label: 'Corrections per session per day and agent version',
+      yFormat: (v) => (v % 1 ? v.toFixed(1) : String(v)),
+      emptyTitle: NO_EVALUATIONS, emptyDetail: NO_EVALUATIONS_DETAIL,
+    });
+
+    renderVersionsTable(versions, summaries);
+  }
+
+  function renderVersionsTable(host, summaries) {
+    if (!summaries.length) {
+      host.replaceChildren(emptyState(NO_EVALUATIONS, NO_EVALUATIONS_DETAIL));
+      return;
+    }
+    const head = ['Agent version', 'Days', 'Sessions', 'Success rate', 'Shadow win rate',
+      'Corrections per session', 'Turns to resolution', 'Playbooks approved', 'Playbooks rejected'];
+    const rows = summaries.map((sm) => h('tr', { 'data-version-row': sm.version },
+      h('td', {}, h('span', { class: 'version-name' },
+        s('svg', { width: 10, height: 10, 'aria-hidden': 'true' }, s('circle', { cx: 5, cy: 5, r: 5, fill: colorOf(sm.version) })),
+        sm.version)),
+      h('td', {}, fmtInt(sm.days)),
+      h('td', {}, fmtInt(sm.sessions)),
+      h('td', {}, fmtPct(sm.successRate, 1),
+        isNum(sm.ciLow) ? h('span', { class: 'ci' }, `${fmtPct(sm.ciLow)}–${fmtPct(sm.ciHigh)}`) : null),
+      h('td', {}, sm.shadowComparisons ? fmtPct(sm.shadowWinRate, 1) : '—'),
+      h('td', {}, fmtNum(sm.corrections)),
+      h('td', {}, fmtNum(sm.turns, 1)),
+      h('td', {}, fmtInt(sm.approved)),
+      h('td', {}, fmtInt(sm.rejected)),
+    ));
+    host.replaceChildren(h('div', { class: 'table-wrap' },
+      h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows))));
+  }
+
+  // -- rendering: summary cards -----------------------------------------------------------------------
+
+  const CARDS = [
+    { key: 'total_interactions', label: 'Interactions', series: 'interactions_time_series', color: '#2f5bd3' },
+    { key: 'total_profiles', label: 'Profiles learned', series: 'profiles_time_series', color: '#6b46c1' },
+    { key: 'total_playbooks', label: 'Playbooks learned', series: 'playbooks_time_series', color: '#0e8a9a' },
+    { key: 'success_rate', label: 'Session success rate', series: 'evaluations_time_series', color: '#17864a', percent: true },
+  ];
+
+  function renderCards() {
+    const host = $('#cards');
+    if (state.statsError) {
+      host.replaceChildren(h('div', { class: 'card placeholder' }, 'Summary unavailable (see the error above).'));
+      return;
+    }
+    const stats = state.stats || {};
+    const cur = stats.current_period || {};
+    const prev = stats.previous_period || {};
+    host.replaceChildren(...CARDS.map((card) => {
+      const now = cur[card.key];
+      const before = prev[card.key];
+      // The stats API reports success_rate in percent (0..100) and 0 when nothing was evaluated.
+      const evaluatedNow = !card.percent || (stats[card.series] || []).length > 0 || now > 0;
+      const value = card.percent ? (evaluatedNow && isNum(now) ? `${now.toFixed(1)}%` : '—') : fmtInt(now);
+      return h('div', { class: 'card', 'data-card': card.key },
+        h('span', { class: 'card-label' }, card.label),
+        h('span', { class: 'card-value', 'data-value': '' }, value),
+        h('div', { class: 'card-foot' }, delta(now, before, card.percent, evaluatedNow),
+          sparkline(stats[card.series] || [], card.color)));
+    }));
+  }
+
+  function delta(now, before, percent, evaluatedNow) {
+    const prevText = percent ? (before ? `${before.toFixed(1)}%` : '—') : fmtInt(before);
+    const prev = h('span', { class: 'prev' }, `previous ${prevText}`);
+    if (!isNum(now) || !isNum(before) || (percent && !evaluatedNow)) return h('span', { class: 'delta flat' }, 'no data', prev);
+    if (now === before) return h('span', { class: 'delta flat' }, now ? 'no change' : 'none yet', prev);
+    const up = now > before;
+    let text;
+    if (percent) text = before ? `${up ? '▲' : '▼'} ${Math.abs(now - before).toFixed(1)} pts` : 'new this period';
+    else if (!before) text = 'new this period';
+    else text = `${up ? '▲' : '▼'} ${Math.abs(((now - before) / before) * 100).toFixed(0)}%`;
+    return h('span', { class: `delta ${up ? 'up' : 'down'}` }, text, prev);
+  }
+
+  // -- rendering: approval queue ----------------------------------------------------------------------
+
+  function renderQueue() {
+    const host = $('#queue');
+    const badge = $('#queue-count');
+    if (state.queueError) {
+      host.replaceChildren(emptyState('Approval queue unavailable', 'See the error above; use Refresh to try again.'));
+      badge.textContent = '?';
+      return;
+    }
+    const items = state.queue || [];
+    badge.textContent = String(items.length);
+    badge.classList.toggle('zero', items.length === 0);
+    if (!items.length) {
+      host.replaceChildren(emptyState('Nothing waiting for review',
+        'New agent playbooks appear here after the aggregation job consolidates user playbooks.'));
+      return;
+    }
+    host.replaceChildren(...items.map(queueRow));
+  }
+
+  function queueRow(item) {
+    const id = item.agent_playbook_id;
+    const row = h('article', { class: 'queue-item', 'data-testid': 'queue-row', 'data-playbook-id': id });
+    const approve = h('button', { type: 'button', class: 'btn btn-approve', 'data-action': 'approve' }, 'Approve');
+    const reject = h('button', { type: 'button', class: 'btn btn-reject', 'data-action': 'reject' }, 'Reject');
+    approve.addEventListener('click', () => decide(item, 'approved', row));
+    reject.addEventListener('click', () => decide(item, 'rejected', row));
+    const users = item.member_user_count;
+    const meta = h('dl', { class: 'queue-meta' });
+    if (item.trigger) meta.append(h('dt', {}, 'When'), h('dd', {}, item.trigger));
+    if (item.rationale) meta.append(h('dt', {}, 'Why'), h('dd', {}, item.rationale));
+    row.append(
+      h('div', {},
+        h('div', { class: 'queue-title' },
+          h('h3', {}, item.playbook_name || 'playbook'),
+          h('span', { class: 'chip' },
+            s('svg', { width: 8, height: 8, 'aria-hidden': 'true' }, s('circle', { cx: 4, cy: 4, r: 4, fill: colorOf(item.agent_version) })),
+            item.agent_version || 'any version'),
+          isNum(users) ? h('span', { class: 'chip' }, `${users} ${users === 1 ? 'user' : 'users'}`) : null,
+          item.blocking_issue ? h('span', { class: 'chip warn', title: item.blocking_issue.details || '' },
+            `blocked: ${item.blocking_issue.kind}`) : null,
+          h('span', { class: 'muted small' }, `#${id}`)),
+        h('p', { class: 'queue-content', 'data-field': 'content' }, item.content || ''),
+        meta.childElementCount ? meta : null),
+      h('div', { class: 'queue-actions' }, approve, reject));
+    return row;
+  }
+
+  async function decide(item, status, row) {
+    const id = item.agent_playbook_id;
+    const name = item.playbook_name || 'playbook';
+    row.classList.add('busy');
+    row.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+    try {
+      const result = await api('PUT', '/api/update_agent_playbook_status', { agent_playbook_id: id, playbook_status: status });
+      clearError('decision');
+      toast(result.msg || `Playbook #${id} is now ${status}`);
+    } catch (err) {
+      const verb = status === 'approved' ? 'approve' : 'reject';
+      showError('decision', `Could not ${verb} “${name}” (#${id}): ${err.message}`);
+    }
+    await loadQueue();  // decided rows leave the queue; a row another reviewer decided (or removed) goes too
+  }
+
+  // -- loading ----------------------------------------------------------------------------------------
+
+  async function loadMetrics() {
+    try {
+      const data = await api('GET', '/api/impact_metrics');
+      state.metrics = (data.metrics || []).filter((r) => r && r.agent_version && r.day);
+      state.metricsMsg = data.msg || '';
+      state.metricsError = null;
+      indexVersions(state.metrics);
+      clearError('metrics');
+      if (state.queue) renderQueue();  // its version chips use the versions' colours
+    } catch (err) {
+      state.metricsError = err;
+      showError('metrics', `Impact metrics: ${err.message}`);
+    }
+    renderImpact();
+  }
+
+  async function loadStats() {
+    const daysBack = Number($('#period').value) || 30;
+    $('#period-label').textContent = `· last ${daysBack} days vs the ${daysBack} before`;
+    try {
+      const data = await api('POST', '/api/get_dashboard_stats', { days_back: daysBack });
+      state.stats = data.stats || {};
+      state.statsError = null;
+      clearError('stats');
+    } catch (err) {
+      state.statsError = err;
+      showError('stats', `Summary: ${err.message}`);
+    }
+    renderCards();
+  }
+
+  async function loadQueue() {
+    try {
+      const data = await api('POST', '/api/get_agent_playbooks', { playbook_status_filter: 'pending', limit: 500 });
+      state.queue = data.agent_playbooks || [];
+      state.queueError = null;
+      clearError('queue');
+    } catch (err) {
+      state.queueError = err;
+      showError('queue', `Approval queue: ${err.message}`);
+    }
+    renderQueue();
+  }
+
+  async function loadAll() {
+    const button = $('#refresh');
+    button.disabled = true;
+    await Promise.allSettled([loadMetrics(), loadStats(), loadQueue()]);
+    button.disabled = false;
+    $('#updated').textContent = `Updated ${new Date().toLocaleTimeString('en-GB')}`;
+    document.body.dataset.ready = 'true';
+  }
+
+  function start() {
+    $('#refresh').addEventListener('click', loadAll);
+    $('#period').addEventListener('change', loadStats);
+    let resizeTimer = null;
+    let lastWidth = window.innerWidth;
+    window.addEventListener('resize', () => {
+      if (window.innerWidth === lastWidth) return;
+      lastWidth = window.innerWidth;
+      clearTimeout(resizeTimer);
+      resizeTimer = setTimeout(renderImpact, 150);
+    });
+    loadAll();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

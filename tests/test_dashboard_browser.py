@@ -1,0 +1,321 @@
+"""GET /dashboard in a real headless Chromium against the live service on 127.0.0.1.
+
+The lake is seeded with impact metrics for two agent versions ("v1-before": low success, many corrections;
+"v2-after": high success, few corrections) and three agent playbooks (two pending, one already approved). The test
+checks the charts' series and points, the summary cards, the approval queue (two pending rows; Reject sends the PUT,
+the row leaves the queue and the API then lists it as rejected), that a failed decision is shown in the page, that
+nothing is requested from any other origin and that the console stays clean. A full-page screenshot is saved to
+tests/artifacts/dashboard.png.
+
+Needs Debian's Chromium at /usr/bin/chromium (`.ci/run` installs it) and the `playwright` Python package (the dev
+extra); Playwright's own browser download is never used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import httpx
+import pyarrow as pa
+import pytest
+
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.settings import Settings
+from tests.support.servers import serve_app
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+INSTALL_HINT = (
+    "Debian's Chromium is required at /usr/bin/chromium for the dashboard browser test. Install it with:\n"
+    "  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium\n"
+    "(.ci/run does this before `make test`; do not use `playwright install`)."
+)
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+TIMEOUT_MS = 15_000
+
+BEFORE, AFTER = "v1-before", "v2-after"
+BEFORE_DAYS = list(range(13, 4, -1))  # 9 days, 13..5 days ago
+AFTER_DAYS = list(range(8, 0, -1))  # 8 days, 8..1 days ago (overlapping the rollout)
+
+
+# -- seed data -----------------------------------------------------------------------------------------------
+
+
+def _wilson(successes: int, n: int) -> tuple[float, float]:
+    z = 1.959964
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _impact_rows(today: datetime) -> list[dict]:
+    rows = []
+    for version, days, base_rate, corrections in ((BEFORE, BEFORE_DAYS, 0.42, 1.9), (AFTER, AFTER_DAYS, 0.78, 0.6)):
+        for i, ago in enumerate(days):
+            sessions = 18 + (i * 7) % 13
+            rate = min(0.97, base_rate + 0.05 * math.sin(i * 1.3) + (0.015 * i if version == AFTER else 0))
+            successes = round(sessions * rate)
+            low, high = _wilson(successes, sessions)
+            comparisons = 6 + (i * 5) % 9
+            rows.append(
+                {
+                    "agent_version": version,
+                    "day": (today - timedelta(days=ago)).strftime("%Y-%m-%d"),
+                    "sessions_evaluated": sessions,
+                    "successes": successes,
+                    "success_rate": successes / sessions,
+                    "success_ci_low": low,
+                    "success_ci_high": high,
+                    "shadow_comparisons": comparisons,
+                    "shadow_win_rate": (0.36 if version == BEFORE else 0.64) + 0.04 * math.cos(i),
+                    "corrections_per_session": corrections + 0.25 * math.sin(i * 0.9),
+                    "turns_to_resolution": (5.2 if version == BEFORE else 3.1) + 0.3 * math.cos(i),
+                    "playbooks_approved": 1 if version == AFTER and i % 3 == 0 else 0,
+                    "playbooks_rejected": 1 if version == BEFORE and i == 2 else 0,
+                }
+            )
+    return rows
+
+
+def _evaluation_rows(impact: list[dict]) -> list[dict]:
+    """One session evaluation per evaluated session behind the impact rows (feeds the summary's success rate)."""
+    rows = []
+    for metric in impact:
+        closed = int(datetime.strptime(metric["day"], "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp()) + 12 * 3600
+        for n in range(metric["sessions_evaluated"]):
+            session = f"{metric['agent_version']}-{metric['day']}-{n}"
+            rows.append({
+                "result_id": f"r-{session}", "session_id": session, "user_id": f"user-{n % 11}",
+                "agent_version": metric["agent_version"], "evaluation_name": "default",
+                "is_success": n < metric["successes"], "failure_type": None, "failure_reason": None,
+                "is_escalated": False, "regular_vs_shadow": None, "shadow_pairs": 0,
+                "number_of_correction_per_session": 0, "user_turns_to_resolution": 3, "judge": "heuristic",
+                "model": None, "prompt_version": None, "session_started_at": closed - 600,
+                "session_closed_at": closed, "created_at": closed + 60, "day": metric["day"],
+            })  # fmt: skip
+    return rows
+
+
+def _playbook(pid: int, name: str, version: str, content: str, trigger: str, rationale: str, playbook_status: str,
+              users: int, at: int) -> dict:  # fmt: skip
+    return {
+        "agent_playbook_id": pid, "playbook_name": name, "agent_version": version, "created_at": at, "updated_at": at,
+        "content": content, "trigger": trigger, "rationale": rationale, "blocking_issue_kind": None,
+        "blocking_issue_details": None, "playbook_status": playbook_status, "status": "current",
+        "fingerprints": [f"fp-{pid}"], "member_ids": list(range(pid * 10, pid * 10 + users)),
+        "member_user_ids": [f"user-{pid}-{u}" for u in range(users)], "consolidator": "litellm",
+        "model": "stub-model", "prompt_version": "v1", "run_id": "run-seed",
+    }  # fmt: skip
+
+
+def _seed(lake: Lake) -> dict[str, int]:
+    now = datetime.now(timezone.utc)
+    at = int(now.timestamp())
+    impact = _impact_rows(now)
+    lake.replace_where("impact_metrics", None, pa.Table.from_pylist(impact, schema=TABLES["impact_metrics"]))
+    evaluations = pa.Table.from_pylist(_evaluation_rows(impact), schema=TABLES["session_evaluations"])
+    lake.replace_where("session_evaluations", None, evaluations)
+    playbooks = [
+        _playbook(101, "refund_requests", AFTER,
+                  "Confirm the order number and the refund method before promising a refund date.",
+                  "the user asks for a refund or a return", "Users corrected the agent when it promised dates "
+                  "that billing could not keep.", "pending", 7, at - 3600),
+        _playbook(102, "tone", AFTER, "Answer in two short paragraphs at most; lead with the answer, then the steps.",
+                  "any answer longer than a screen", "Several users asked the agent to be shorter.", "pending", 4,
+                  at - 7200),
+        _playbook(103, "escalation", BEFORE, "Offer a human agent after the second failed attempt.",
+                  "the same request fails twice", "Escalation cut repeated corrections.", "approved", 3, at - 86400),
+    ]  # fmt: skip
+    lake.replace_where("agent_playbooks", None, pa.Table.from_pylist(playbooks, schema=TABLES["agent_playbooks"]))
+    success = 100.0 * sum(r["successes"] for r in impact) / sum(r["sessions_evaluated"] for r in impact)
+    return {"reject": 101, "gone": 102, "approved": 103, "success_pct": round(success, 1)}
+
+
+def _build_app(lake: Lake):
+    from serving.app import create_app
+    from serving.routers import dashboard, evaluation
+
+    app = create_app(Settings(lake=str(lake.root)))
+    paths = {getattr(route, "path", None) for route in app.routes}
+    # Until serving/app.py includes these routers itself (`app.include_router(dashboard.router)`).
+    if "/dashboard" not in paths:
+        app.include_router(dashboard.router)
+    if "/api/impact_metrics" not in paths:
+        app.include_router(evaluation.router)
+    return app
+
+
+def _pending_ids(base_url: str) -> list[int]:
+    body = httpx.post(f"{base_url}/api/get_agent_playbooks", json={"playbook_status_filter": "pending"}, timeout=10).json()
+    return sorted(p["agent_playbook_id"] for p in body["agent_playbooks"])
+
+
+# -- the test ------------------------------------------------------------------------------------------------
+
+
+def test_dashboard_in_chromium(tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.fail(INSTALL_HINT, pytrace=False)
+    try:
+        from playwright.sync_api import expect, sync_playwright
+    except ImportError:
+        pytest.fail("the `playwright` Python package is missing: pip install -e '.[dev]' (never `playwright install`)",
+                    pytrace=False)  # fmt: skip
+
+    started = time.monotonic()
+    lake = Lake.at(tmp_path / "lake")
+    ids = _seed(lake)
+    app = _build_app(lake)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    screenshot = ARTIFACTS / "dashboard.png"
+
+    with serve_app(app) as base_url, sync_playwright() as pw:
+        assert _pending_ids(base_url) == [ids["reject"], ids["gone"]]
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            console_errors: list[str] = []
+            foreign: list[str] = []
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: console_errors.append(f"uncaught: {e}"))
+            page.on("request", lambda r: None if r.url.startswith((base_url + "/", "data:")) else foreign.append(r.url))
+
+            response = page.goto(f"{base_url}/dashboard")
+            assert response is not None and response.status == 200
+            assert "default-src 'none'" in response.headers["content-security-policy"]
+            page.wait_for_selector('body[data-ready="true"]')
+            expect(page.get_by_role("heading", name="Impact by agent version")).to_be_visible()
+
+            # Success rate: one series per agent version, one point per day, and a CI band for each.
+            success = page.locator('[data-chart="success-rate"]')
+            expect(success.locator("g[data-series]")).to_have_count(2)
+            expect(success.locator(f'g[data-series="{BEFORE}"] [data-point]')).to_have_count(len(BEFORE_DAYS))
+            expect(success.locator(f'g[data-series="{AFTER}"] [data-point]')).to_have_count(len(AFTER_DAYS))
+            expect(success.locator("[data-band]")).to_have_count(2)
+            before_ys = [float(y) for y in success.locator(f'g[data-series="{BEFORE}"] [data-point]').evaluate_all(
+                "els => els.map(e => e.dataset.y)")]  # fmt: skip
+            after_ys = [float(y) for y in success.locator(f'g[data-series="{AFTER}"] [data-point]').evaluate_all(
+                "els => els.map(e => e.dataset.y)")]  # fmt: skip
+            assert max(before_ys) < min(after_ys), (before_ys, after_ys)
+
+            # Shadow win rate: a bar per version, the after version ahead.
+            shadow = page.locator('[data-chart="shadow-win-rate"]')
+            expect(shadow.locator("[data-bar]")).to_have_count(2)
+            wins = {b["series"]: float(b["value"]) for b in shadow.locator("[data-bar]").evaluate_all(
+                "els => els.map(e => ({series: e.dataset.series, value: e.dataset.value}))")}  # fmt: skip
+            assert set(wins) == {BEFORE, AFTER} and wins[BEFORE] < 0.5 < wins[AFTER], wins
+
+            # Corrections per session: a line per version with every day plotted.
+            corrections = page.locator('[data-chart="corrections"]')
+            expect(corrections.locator("g[data-series]")).to_have_count(2)
+            expect(corrections.locator("[data-point]")).to_have_count(len(BEFORE_DAYS) + len(AFTER_DAYS))
+            expect(corrections.locator("[data-line]")).to_have_count(2)
+
+            # Legend, per-version table and summary cards.
+            expect(page.locator("[data-legend-item]")).to_have_count(2)
+            expect(page.locator("[data-version-row]")).to_have_count(2)
+            expect(page.locator("[data-card]")).to_have_count(4)
+            expect(page.locator('[data-card="total_playbooks"] [data-value]')).to_have_text("3")
+            expect(page.locator('[data-card="success_rate"] [data-value]')).to_have_text(f"{ids['success_pct']:.1f}%")
+            expect(page.locator('[data-testid="errors"] [data-testid="error"]')).to_have_count(0)
+
+            # Approval queue: the two pending playbooks, not the approved one.
+            rows = page.locator('[data-testid="queue-row"]')
+            expect(rows).to_have_count(2)
+            expect(page.locator('[data-testid="queue-count"]')).to_have_text("2")
+            ids_shown = sorted(int(i) for i in rows.evaluate_all("els => els.map(e => e.dataset.playbookId)"))
+            assert ids_shown == [ids["reject"], ids["gone"]]
+            expect(page.locator(f'[data-playbook-id="{ids["reject"]}"]')).to_contain_text("refund method")
+
+            page.screenshot(path=str(screenshot), full_page=True)
+
+            # Reject one: the PUT goes out, the row leaves the queue, the API lists it as rejected.
+            target = page.locator(f'[data-testid="queue-row"][data-playbook-id="{ids["reject"]}"]')
+            with page.expect_response(lambda r: r.url.endswith("/api/update_agent_playbook_status")) as put:
+                target.get_by_role("button", name="Reject").click()
+            assert put.value.request.method == "PUT"
+            assert json.loads(put.value.request.post_data or "{}") == {
+                "agent_playbook_id": ids["reject"], "playbook_status": "rejected"}  # fmt: skip
+            assert put.value.status == 200
+            expect(target).to_have_count(0)
+            expect(rows).to_have_count(1)
+            expect(page.locator('[data-testid="queue-count"]')).to_have_text("1")
+            expect(page.locator('[data-testid="toast"]')).to_contain_text("rejected")
+            rejected = httpx.post(f"{base_url}/api/get_agent_playbooks", json={"playbook_status_filter": "rejected"},
+                                  timeout=10).json()["agent_playbooks"]  # fmt: skip
+            assert [p["agent_playbook_id"] for p in rejected] == [ids["reject"]]
+            assert _pending_ids(base_url) == [ids["gone"]]
+
+            assert not console_errors, console_errors
+            assert not foreign, f"the dashboard requested other origins: {foreign}"
+
+            # A failed decision is shown in the page: the other playbook disappears from the lake (as if another
+            # run archived it) before the reviewer clicks Approve, so the service answers 404.
+            kept = [r for r in lake.read_table("agent_playbooks").to_pylist() if r["agent_playbook_id"] != ids["gone"]]
+            lake.replace_where("agent_playbooks", None, pa.Table.from_pylist(kept, schema=TABLES["agent_playbooks"]))
+            with page.expect_response(lambda r: r.url.endswith("/api/update_agent_playbook_status")) as put:
+                page.locator(f'[data-playbook-id="{ids["gone"]}"]').get_by_role("button", name="Approve").click()
+            assert put.value.status == 404
+            error = page.locator('[data-testid="errors"] [data-testid="error"]')
+            expect(error).to_have_count(1)
+            expect(error).to_contain_text("Could not approve")
+            expect(error).to_contain_text("not found")
+            expect(rows).to_have_count(0)
+            expect(page.locator('[data-testid="approval-queue"]')).to_contain_text("Nothing waiting for review")
+            # The browser itself logs the failed request; nothing else may appear.
+            unexpected = [e for e in console_errors if "status of 404" not in e]
+            assert not unexpected, unexpected
+            assert not foreign, f"the dashboard requested other origins: {foreign}"
+        finally:
+            browser.close()
+
+    print(f"\ndashboard screenshot: {screenshot} ({time.monotonic() - started:.1f} s)")
+
+
+def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
+    """A fresh lake: every panel shows its empty state, nothing errors."""
+    if not CHROMIUM.exists():
+        pytest.fail(INSTALL_HINT, pytrace=False)
+    from playwright.sync_api import expect, sync_playwright
+
+    app = _build_app(Lake.at(tmp_path / "lake"))
+    with serve_app(app) as base_url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            console_errors: list[str] = []
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: console_errors.append(f"uncaught: {e}"))
+            page.goto(f"{base_url}/dashboard")
+            page.wait_for_selector('body[data-ready="true"]')
+            for chart in ("success-rate", "shadow-win-rate", "corrections"):
+                expect(page.locator(f'[data-chart="{chart}"]')).to_contain_text("No evaluations yet")
+                expect(page.locator(f'[data-chart="{chart}"] [data-point], [data-chart="{chart}"] [data-bar]')).to_have_count(0)
+            expect(page.locator('[data-testid="approval-queue"]')).to_contain_text("Nothing waiting for review")
+            expect(page.locator('[data-testid="queue-count"]')).to_have_text("0")
+            expect(page.locator('[data-testid="errors"] [data-testid="error"]')).to_have_count(0)
+            assert not console_errors, console_errors
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-empty.png"), full_page=True)
+        finally:
+            browser.close()
