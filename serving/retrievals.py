@@ -35,6 +35,8 @@ class RetrievalLog:
         now = int(time.time())
         with self._lock:
             for payload in payloads:
+                if payload.get(id_field) is None:
+                    continue  # not a learned item this log tracks
                 key = (entity, str(payload[id_field]))
                 if key not in self._seen:
                     self._seen.add(key)

@@ -236,7 +236,7 @@ def test_key_is_scrubbed_even_if_the_provider_echoes_it(stub, caplog) -> None:
     _quiet_logs(caplog)
     app.state.behaviour = StubBehaviour(error_first=10**6, error_status=400)
     j = judge(base_url, max_retries=0)
-    j._api_key = "stub failure"  # a "key" that the stub's error message happens to contain
+    j.endpoint.api_key = "stub failure"  # a "key" that the stub's error message happens to contain
     assert j.judge([profile("n", "Lives in Berlin", T0)], [])[0] == []
     assert "stub failure" not in j.last_error and "*** 1" in j.last_error
     assert "stub failure" not in caplog.text

@@ -13,7 +13,6 @@ The API key never reaches logs, results or exception text.
 from __future__ import annotations
 
 import logging
-import random
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -21,15 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup
-from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text, parse_llm_json
-from reflexio_pipelines.learning.llm_extract import (
-    backoff_delay,
-    complete_chat,
-    is_transient,
-    reply_text,
-    response_usage,
-    scrub_secret,
-)
+from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
+from reflexio_pipelines.learning.llm_call import LLMEndpoint
+from reflexio_pipelines.learning.llm_extract import scrub_secret
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
 
 log = logging.getLogger(__name__)
@@ -129,7 +122,7 @@ def validate_groups(obj: dict[str, Any], n_new: int, n_existing: int) -> tuple[l
 
 
 class LiteLLMDedupJudge:
-    """A `DedupJudge` backed by any LiteLLM-supported chat model (one call per `judge()`)."""
+    """A `DedupJudge` backed by any LiteLLM-supported chat model (one call per `judge()`, retries included)."""
 
     def __init__(
         self,
@@ -149,23 +142,16 @@ class LiteLLMDedupJudge:
             raise ValueError("LiteLLMDedupJudge needs a model name")
         if not item_kind.strip():
             raise ValueError("item_kind must name the items, e.g. 'user profile facts'")
+        self.endpoint = LLMEndpoint(model, api_base, api_key, timeout_s, max_retries, temperature, backoff_base_s, sleep)
         self.model = model
-        self.api_base = api_base
-        self.timeout_s = timeout_s
-        self.max_retries = max(0, max_retries)
-        self.temperature = temperature
         self.item_kind = item_kind.strip()
-        self.backoff_base_s = backoff_base_s
-        self._api_key = api_key
-        self._sleep = sleep
-        self._rng = random.Random()
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.last_error = ""  # the scrubbed reason the last judge() fell back to "no groups" ("" if it did not)
 
     def __repr__(self) -> str:  # the key is deliberately absent
         return (
-            f"LiteLLMDedupJudge(model={self.model!r}, api_base={self.api_base!r}, item_kind={self.item_kind!r}, "
-            f"prompt={self.prompt.ref!r})"
+            f"LiteLLMDedupJudge(model={self.model!r}, api_base={self.endpoint.api_base!r}, "
+            f"item_kind={self.item_kind!r}, prompt={self.prompt.ref!r})"
         )
 
     @property
@@ -181,62 +167,24 @@ class LiteLLMDedupJudge:
             existing_items=render_items("EXISTING", existing),
         )
 
-    def _scrub(self, text: str) -> str:
-        return scrub_secret(text, self._api_key)
-
-    def _complete(self, messages: list[dict[str, str]]) -> Any:
-        return complete_chat(
-            self.model,
-            messages,
-            api_base=self.api_base,
-            api_key=self._api_key,
-            timeout_s=self.timeout_s,
-            temperature=self.temperature,
-        )
-
     def judge(self, new: list[Candidate], existing: list[Candidate]) -> tuple[list[DuplicateGroup], int, int, int]:
         """(groups, calls, prompt_tokens, completion_tokens). Never raises for model or transport failures: after
         the retries it returns no groups (keep every NEW item, supersede nothing) with the cost spent so far."""
         self.last_error = ""
         if not new:
             return [], 0, 0, 0
-        messages = self.messages(new, existing)
-        calls = prompt_tokens = completion_tokens = 0
-        last_error = ""
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            if attempt:
-                self._sleep(backoff_delay(attempt - 1, self.backoff_base_s, self._rng))
-            calls += 1
-            try:
-                response = self._complete(messages)
-                used = response_usage(response)
-                prompt_tokens += used[0]
-                completion_tokens += used[1]
-                obj = parse_llm_json(reply_text(response), expected_keys=DEDUP_KEYS)
-                groups, problems = validate_groups(obj, len(new), len(existing))
-            except Exception as exc:  # classified below; anything not transient ends at once
-                last_error = self._scrub(f"{type(exc).__name__}: {exc}")[:500]
-                log.warning(
-                    "dedup judge attempt %d/%d (%s, %d new, %d existing) failed: %s",
-                    attempt + 1,
-                    attempts,
-                    self.model,
-                    len(new),
-                    len(existing),
-                    last_error,
-                )
-                if not is_transient(exc):
-                    break
-                continue
+
+        def validate(obj: dict[str, Any]) -> list[DuplicateGroup]:
+            groups, problems = validate_groups(obj, len(new), len(existing))
             if problems:
-                log.info("dedup judge: %d group problem(s): %s", len(problems), self._scrub("; ".join(problems)))
-            return groups, calls, prompt_tokens, completion_tokens
-        self.last_error = last_error
-        log.warning(
-            "dedup judge gave up after %d call(s) to %s; keeping all %d new item(s), superseding nothing",
-            calls,
-            self.model,
-            len(new),
-        )
-        return [], calls, prompt_tokens, completion_tokens
+                log.info("dedup judge: %d group problem(s): %s", len(problems),
+                         scrub_secret("; ".join(problems), self.endpoint.api_key))  # fmt: skip
+            return groups
+
+        outcome = self.endpoint.call_json(self.messages(new, existing), DEDUP_KEYS, validate, "dedup judge")
+        if outcome.value is None:
+            self.last_error = outcome.error
+            log.warning("dedup judge gave up after %d call(s) to %s; keeping all %d new item(s), superseding nothing",
+                        outcome.calls, self.model, len(new))  # fmt: skip
+            return [], outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
+        return outcome.value, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
