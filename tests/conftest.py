@@ -17,7 +17,12 @@ import pytest  # noqa: E402
 
 from reflexio_pipelines.demo.run import publish_payload, sample_conversations  # noqa: E402
 from reflexio_pipelines.lake.io import Lake  # noqa: E402
-from reflexio_pipelines.settings import Settings  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from reflexio_pipelines.settings import LLMSettings, Settings  # noqa: E402
+from serving.app import create_app  # noqa: E402
+from tests.support.openai_stub import make_openai_stub  # noqa: E402
+from tests.support.servers import serve_app  # noqa: E402
 from serving.landing import LandingWriter  # noqa: E402
 from serving.models import PublishUserInteractionRequest  # noqa: E402
 from serving.routers.publish import landing_rows  # noqa: E402
@@ -66,3 +71,23 @@ def land(lake: Lake, conversations: list[dict], at: datetime | None = None) -> l
 @pytest.fixture
 def landed(lake: Lake, samples: list[dict]) -> list[str]:
     return land(lake, samples)
+
+
+@pytest.fixture(params=["builtin", "litellm"])
+def extractor_settings(request, lake: Lake):
+    """Settings for each extraction path: the built-in rules, and LiteLLM against the OpenAI-compatible stub on
+    127.0.0.1 (extraction, dedup, aggregation and judge prompts all answered over real HTTP)."""
+    if request.param == "builtin":
+        yield Settings(lake=str(lake.root))
+        return
+    stub = make_openai_stub()
+    with serve_app(stub) as base_url:
+        yield Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))
+    assert stub.state.requests, "the LiteLLM path must really have been used"
+
+
+@pytest.fixture
+def extractor_client(extractor_settings, instance):
+    """The service (in-process ASGI) for each extraction path."""
+    with TestClient(create_app(extractor_settings)) as client:
+        yield client

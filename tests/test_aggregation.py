@@ -8,10 +8,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from reflexio_pipelines.settings import LLMSettings, Settings
 from serving.app import create_app
-from tests.support.openai_stub import make_openai_stub
-from tests.support.servers import serve_app
 
 REGION = [  # three users, one lesson, three wordings
     ("ann", "Please deploy the payments service.", "Deploying the payments service to us-east-1.",
@@ -31,20 +28,9 @@ NOISE = ("fay", "Summarise the incident report.", "Here is a 3-page summary of t
          "No, keep incident summaries under five bullet points.")
 
 
-@pytest.fixture(params=["builtin", "litellm"])
-def client(request, lake, instance):
-    if request.param == "builtin":
-        with TestClient(create_app(Settings(lake=str(lake.root)))) as c:
-            yield c
-        return
-    stub = make_openai_stub()
-    with serve_app(stub) as base_url:
-        settings = Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1",
-                                                                 api_key="k"))  # fmt: skip
-        with TestClient(create_app(settings)) as c:
-            yield c
-
-
+@pytest.fixture
+def client(extractor_client):
+    return extractor_client
 def _correct(client, user, request, answer, correction, version="ops-1"):
     body = {"user_id": user, "agent_version": version, "session_id": f"{user}-{time.time_ns()}",
             "interaction_data_list": [{"role": "user", "content": request}, {"role": "assistant", "content": answer},
@@ -129,11 +115,12 @@ def test_change_log_and_audit_trail(client):
     assert len(members) == 2 and all(m["provenance"]["source_turn_ids"] for m in members)
 
 
-def test_status_update_validates(client):
-    assert client.put("/api/update_agent_playbook_status",
-                      json={"agent_playbook_id": 12345, "playbook_status": "approved"}).status_code == 404  # fmt: skip
-    assert client.put("/api/update_agent_playbook_status",
-                      json={"agent_playbook_id": 1, "playbook_status": "maybe"}).status_code == 422  # fmt: skip
+def test_status_update_validates(settings, instance):
+    with TestClient(create_app(settings)) as client:
+        assert client.put("/api/update_agent_playbook_status",
+                          json={"agent_playbook_id": 12345, "playbook_status": "approved"}).status_code == 404  # fmt: skip
+        assert client.put("/api/update_agent_playbook_status",
+                          json={"agent_playbook_id": 1, "playbook_status": "maybe"}).status_code == 422  # fmt: skip
 
 
 def test_auto_approve_is_configurable_per_run(lake, instance, settings):

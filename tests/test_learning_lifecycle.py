@@ -12,27 +12,15 @@ from reflexio_pipelines.learning.lifecycle import current_rows
 from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.search.index import LoadedIndex, SearchFilters
-from reflexio_pipelines.settings import LLMSettings, Settings
 from tests.conftest import land
-from tests.support.openai_stub import make_openai_stub
-from tests.support.servers import serve_app
 
 T0 = datetime(2026, 11, 2, 9, 15, tzinfo=timezone.utc)
 
 
-@pytest.fixture(params=["builtin", "litellm"])
-def settings(request, lake: Lake):
-    """Every test runs twice: with the built-in extractor and dedup rules, and through LiteLLM against the stub
-    server on 127.0.0.1 (extraction and dedup prompts both answered over HTTP)."""
-    if request.param == "builtin":
-        yield Settings(lake=str(lake.root))
-        return
-    stub = make_openai_stub()
-    with serve_app(stub) as base_url:
-        yield Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))
-    assert stub.state.requests, "the LiteLLM path must really have been used"
-
-
+@pytest.fixture
+def settings(extractor_settings):
+    """Every test runs with the built-in extractor and through LiteLLM against the stub (see conftest)."""
+    return extractor_settings
 def _conversation(user: str, *turns: tuple[str, str], cid: str = "c", session: str | None = None) -> dict:
     return {
         "id": cid, "user_id": user, "session_id": session or f"{user}-{cid}", "agent_version": "v1", "source": "test",

@@ -6,28 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from fastapi.testclient import TestClient
-
-from reflexio_pipelines.settings import LLMSettings, Settings
-from serving.app import create_app
-from tests.support.openai_stub import make_openai_stub
-from tests.support.servers import serve_app
 
 
-@pytest.fixture(params=["builtin", "litellm"])
-def client(request, lake, instance):
-    if request.param == "builtin":
-        with TestClient(create_app(Settings(lake=str(lake.root)))) as c:
-            yield c
-        return
-    stub = make_openai_stub()
-    with serve_app(stub) as base_url:
-        settings = Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))
-        with TestClient(create_app(settings)) as c:
-            yield c
-    assert stub.state.requests
 
-
+@pytest.fixture
+def client(extractor_client):
+    return extractor_client
 def _publish(client, user: str, *turns: dict, **extra) -> dict:
     body = {"user_id": user, "session_id": f"{user}-s", "interaction_data_list": list(turns), **extra}
     reply = client.post("/api/publish_interaction?wait_for_response=true", json=body)
