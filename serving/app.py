@@ -51,6 +51,12 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
             )
         return await call_next(request)
 
+    @app.exception_handler(lifecycle.OperationFailed)
+    async def operation_failed(request: Request, exc: lifecycle.OperationFailed) -> JSONResponse:
+        return JSONResponse(status_code=503, content={"success": False,
+                                                      "message": f"lifecycle run failed ({exc}); see the Dagster UI, "
+                                                                 "then retry"})  # fmt: skip
+
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [

@@ -70,10 +70,17 @@ def rerun_playbook_generation(body: RerunPlaybookGenerationRequest, request: Req
     return {"success": True, "msg": "rerun started", "playbooks_generated": 0, "operation_id": started}
 
 
+class OperationFailed(Exception):
+    """A lifecycle job run failed; answered as 503 (its events are appended in one commit, or not at all)."""
+
+
 async def _change(request: Request, config: dict) -> dict:
     state: ServiceState = request.app.state.svc
     config = dict(config, operation_id=new_operation_id())
-    counts = await run_in_threadpool(state.operate, "lifecycle_job", config)
+    try:
+        counts = await run_in_threadpool(state.operate, "lifecycle_job", config)
+    except Exception as exc:
+        raise OperationFailed(type(exc).__name__) from exc
     await run_in_threadpool(state.index.refresh)
     return counts
 

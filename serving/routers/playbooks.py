@@ -22,7 +22,12 @@ async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request:
     then serve the new index. Answers with the run id and what changed."""
     state: ServiceState = request.app.state.svc
     config = body.model_dump(exclude_none=True)
-    result = await run_in_threadpool(state.aggregate, config)
+    try:
+        result = await run_in_threadpool(state.aggregate, config)
+    except Exception as exc:  # the run is recorded in Dagster; its tables are replaced only by a successful commit
+        return JSONResponse(status_code=503, content={"success": False,
+                                                      "message": f"aggregation run failed ({type(exc).__name__}); "
+                                                                 "see the Dagster UI, then retry"})  # fmt: skip
     await run_in_threadpool(state.index.refresh)
     message = (f"aggregation run {result['run_id']}: {result.get('consolidate_new', 0)} new, "
                f"{result.get('reconsolidate', 0)} updated, {result.get('keep', 0)} unchanged clusters")  # fmt: skip
