@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.settings import Settings, load_settings
-from serving.routers import dashboard, evaluation, health, lifecycle, playbooks, publish, search
+from serving.routers import dashboard, evaluation, health, lifecycle, playbooks, privacy, publish, search
 from serving.state import Launcher, ServiceState
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -40,6 +40,7 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(playbooks.router)
     app.include_router(evaluation.router)
     app.include_router(dashboard.router)
+    app.include_router(privacy.router)
 
     @app.middleware("http")
     async def limit_body_size(request: Request, call_next):

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from fastapi import APIRouter, Query, Request
 
 from reflexio_pipelines.lake.records import live_rows
+from serving.deps import service
 from serving.models import DashboardStatsRequest, EvaluationResultsRequest
 from serving.state import ServiceState
 
@@ -21,7 +22,7 @@ DAY = 86_400
 def impact_metrics(request: Request, agent_version: str | None = Query(None)):
     """Per agent version and day: success rate with its 95 % interval, shadow win rate, corrections per session,
     turns to resolution, playbooks approved / rejected (the `impact_metrics` asset)."""
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     rows = [r for r in state.lake.read_table("impact_metrics").to_pylist()
             if agent_version is None or r["agent_version"] == agent_version]  # fmt: skip
     rows.sort(key=lambda r: (r["agent_version"], r["day"]))
@@ -33,7 +34,7 @@ def impact_metrics(request: Request, agent_version: str | None = Query(None)):
 @router.post("/api/get_agent_success_evaluation_results")
 def get_agent_success_evaluation_results(body: EvaluationResultsRequest, request: Request):
     """The original's shape: newest first, optionally one agent version."""
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     rows = [r for r in state.lake.read_table("session_evaluations").to_pylist()
             if body.agent_version is None or r["agent_version"] == body.agent_version]  # fmt: skip
     rows.sort(key=lambda r: (-(r["created_at"] or 0), r["result_id"]))
@@ -44,7 +45,7 @@ def get_agent_success_evaluation_results(body: EvaluationResultsRequest, request
 def get_dashboard_stats(body: DashboardStatsRequest, request: Request):
     """The original's DashboardStats: this period vs the one before, and daily series (the original sent one raw
     point per row; these are bucketed per UTC day)."""
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     now = int(time.time())
     start, previous_start = now - body.days_back * DAY, now - 2 * body.days_back * DAY
     turns = state.lake.read_table("turns", filters=[("created_at", ">=", previous_start)]).column("created_at").to_pylist()

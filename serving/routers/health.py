@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from serving.deps import service
+
 router = APIRouter()
 
 
@@ -15,4 +17,4 @@ def root() -> dict:
 @router.get("/health")
 def health(request: Request) -> dict:
     """Liveness plus the index version being served (None before the first publish of an index)."""
-    return {"status": "healthy", "index_version": request.app.state.svc.index.version}
+    return {"status": "healthy", "index_version": service(request).index.version}

@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.operations import SERVICES, new_operation_id, read_status, write_status
+from serving.deps import service
 from serving.models import (
     RerunPlaybookGenerationRequest,
     RerunProfileGenerationRequest,
@@ -54,7 +55,7 @@ def rerun_profile_generation(body: RerunProfileGenerationRequest, request: Reque
     """Re-extract profiles from the turns in [start_time, end_time] into pending profiles (not served until
     `upgrade_all_profiles`). Poll `get_operation_status?service_name=profile_generation`."""
     config = body.model_dump(include={"user_id", "start_time", "end_time", "source"})
-    started = _start_rerun(request.app.state.svc, "profile", config)
+    started = _start_rerun(service(request), "profile", config)
     if isinstance(started, JSONResponse):
         return started
     return {"success": True, "msg": "rerun started", "profiles_generated": 0, "operation_id": started}
@@ -64,7 +65,7 @@ def rerun_profile_generation(body: RerunProfileGenerationRequest, request: Reque
 def rerun_playbook_generation(body: RerunPlaybookGenerationRequest, request: Request):
     """Re-extract user playbooks of `agent_version` from the turns in the range into pending playbooks."""
     config = body.model_dump(include={"agent_version", "start_time", "end_time", "source"})
-    started = _start_rerun(request.app.state.svc, "user_playbook", config)
+    started = _start_rerun(service(request), "user_playbook", config)
     if isinstance(started, JSONResponse):
         return started
     return {"success": True, "msg": "rerun started", "playbooks_generated": 0, "operation_id": started}
@@ -75,7 +76,7 @@ class OperationFailed(Exception):
 
 
 async def _change(request: Request, config: dict) -> dict:
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     config = dict(config, operation_id=new_operation_id())
     try:
         counts = await run_in_threadpool(state.operate, "lifecycle_job", config)
@@ -130,7 +131,7 @@ def get_operation_status(request: Request, service_name: str = Query("profile_ge
     if service_name not in SERVICES.values():
         return JSONResponse(status_code=422, content={"success": False,
                                                       "msg": f"service_name: must be one of {sorted(SERVICES.values())}"})  # fmt: skip
-    status = read_status(request.app.state.svc.lake, service_name)
+    status = read_status(service(request).lake, service_name)
     if status is None:
         return {"success": True, "operation_status": None, "msg": "no operation has run"}
     return {"success": True, "operation_status": status, "msg": ""}

@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.search.documents import agent_playbook_view
+from serving.deps import service
 from serving.models import GetAgentPlaybooksRequest, RunPlaybookAggregationRequest, UpdateAgentPlaybookStatusRequest
 from serving.state import ServiceState
 
@@ -20,7 +21,7 @@ router = APIRouter()
 async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request: Request):
     """Cluster current user playbooks into agent playbooks now (a Dagster `aggregation_job` run, visible in the UI),
     then serve the new index. Answers with the run id and what changed."""
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     config = body.model_dump(exclude_none=True)
     try:
         result = await run_in_threadpool(state.aggregate, config)
@@ -37,7 +38,7 @@ async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request:
 @router.put("/api/update_agent_playbook_status")
 def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, request: Request):
     """Approve, reject or un-reject. Takes effect in retrieval immediately and is remembered by later runs."""
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     known = {r["agent_playbook_id"] for r in state.lake.read_table("agent_playbooks").to_pylist()}
     if body.agent_playbook_id not in known:
         return JSONResponse(status_code=404, content={"success": False,
@@ -49,7 +50,7 @@ def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, request
 @router.post("/api/get_agent_playbooks")
 def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
     """Agent playbooks with their decided approval status; current ones unless `status_filter` says otherwise."""
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     wanted = {("current" if s is None else s) for s in (body.status_filter or [None])}
     rows = []
     for row in sorted(state.lake.read_table("agent_playbooks").to_pylist(), key=lambda r: -(r["updated_at"] or 0)):
@@ -65,7 +66,7 @@ def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
 def playbook_aggregation_change_logs(request: Request, playbook_name: str | None = Query(None),
                                      agent_version: str | None = Query(None)):  # fmt: skip
     """The original's PlaybookAggregationChangeLog entries (one per run and scope), newest first, last 100."""
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     runs: dict[tuple, dict] = {}
     grouped: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in state.lake.read_table("aggregation_change_log").to_pylist():

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_key
+from serving.deps import service
 from serving.models import MAX_ID, PublishUserInteractionRequest, PublishUserInteractionResponse
 from serving.state import ServiceState
 
@@ -67,7 +68,7 @@ async def publish_interaction(
     idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=MAX_ID),
 ) -> PublishUserInteractionResponse | JSONResponse:
     """Store the turns durably (acknowledged only after fsync), then optionally run the loop for their window."""
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     key = idempotency_key or body.idempotency_key
     request_id = str(uuid.uuid4())
     try:

@@ -8,6 +8,7 @@ from functools import lru_cache
 from fastapi import APIRouter, Request
 
 from reflexio_pipelines.search.index import LoadedIndex, SearchFilters
+from serving.deps import service
 from serving.models import UnifiedSearchRequest, UnifiedSearchResponse
 from serving.state import ServiceState
 
@@ -23,7 +24,7 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
     rejected one is never served); the similarity threshold applies to the vector leg; search_mode is honoured.
     One entity type failing yields partial results and a message instead of a failed response.
     """
-    state: ServiceState = request.app.state.svc
+    state: ServiceState = service(request)
     index = state.index.index  # one version for the whole request, even if a swap happens meanwhile
     if index is None:
         return UnifiedSearchResponse(success=True, msg="no index published yet: publish turns and run the pipeline")

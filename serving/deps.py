@@ -1,0 +1,12 @@
+"""Request-scoped look-ups shared by the routers."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from serving.state import ServiceState
+
+
+def service(request: Request) -> ServiceState:
+    """The service state (lake, writer, index, overlays) of the organisation this request is authenticated for."""
+    return request.app.state.svc
