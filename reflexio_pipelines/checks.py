@@ -16,10 +16,11 @@ SELF_RETRIEVAL_SAMPLE = 3
 def search_index_is_servable(
     context: dg.AssetCheckExecutionContext, lake: LakeResource, embedder: EmbedderResource
 ) -> dg.AssetCheckResult:
-    version = staged_version(context.instance)
-    index = LoadedIndex.load(lake.get().index_root, version)
+    root = lake.get().index_root
+    version = staged_version(context.instance, root)
+    index = LoadedIndex.load(root, version)
     model = embedder.get()
-    problems = index_problems(index, expected_counts(context.instance), model.model_id)
+    problems = index_problems(index, expected_counts(context.instance, root), model.model_id)
     if not problems:
         problems = self_retrieval_problems(index, model)
     return dg.AssetCheckResult(

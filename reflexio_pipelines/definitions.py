@@ -27,8 +27,11 @@ def _secret(env_name: str, configured: SecretStr) -> str | dg.EnvVar:
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     """Resources for the given settings (tests pass their own, e.g. a temporary lake). The extraction config file
     is read and validated here, so a bad file fails at start-up (`ConfigError` naming the field), and the resource
-    carries its validated JSON."""
+    carries its validated JSON. A config stored through the API (`set_config`) takes precedence over the file."""
+    from reflexio_pipelines.lake.io import Lake
     from reflexio_pipelines.learning.config import resolve_extraction_config
+
+    stored = Lake.at(settings.lake).extraction_config_path
 
     return {
         "lake": LakeResource(root=str(Path(settings.lake).expanduser().resolve())),
@@ -38,8 +41,11 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             api_key=_secret("REFLEXIO_LLM_API_KEY", settings.llm.api_key),
             timeout_s=settings.llm.timeout_s,
             max_retries=settings.llm.max_retries,
+            backoff_base_s=settings.llm.backoff_base_s,
             gate_model=settings.llm.gate_model,
-            extraction_config=resolve_extraction_config(settings.extraction_config).to_json(),
+            extraction_config=resolve_extraction_config(
+                str(stored) if stored.exists() else settings.extraction_config
+            ).to_json(),
         ),
         "embedder": EmbedderResource(
             model=settings.embedder.model,

@@ -34,6 +34,12 @@ def window_of_key(key: str, granularity: Granularity) -> str:
     return window_start(key, granularity).strftime(_WINDOW_FORMAT[granularity])
 
 
+def key_of_window(window: str, granularity: Granularity) -> str:
+    """The partition key (e.g. 2026-11-30-04:00) of a `window` column value (e.g. 2026-11-30T04)."""
+    start = datetime.strptime(window, _WINDOW_FORMAT[granularity]).replace(tzinfo=timezone.utc)
+    return start.strftime(_KEY_FORMAT[granularity])
+
+
 def key_of_moment(moment: datetime, granularity: Granularity) -> str:
     """The partition key of the window containing `moment`."""
     moment = moment.astimezone(timezone.utc)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +29,13 @@ _launch_lock = threading.Lock()
 
 # Step-by-step DEBUG events belong in the Dagster UI's run view, not on the caller's console.
 _RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@contextmanager
+def exclusive() -> Iterator[None]:
+    """Hold off every in-process run of this process (erasure: no run may read the lake before and write after)."""
+    with _launch_lock:
+        yield
 
 
 @dataclass
@@ -159,6 +168,16 @@ def run_evaluation(
                           if m.asset_key.path[-1] == "session_evaluations"]  # fmt: skip
     counts = {k: v.value for k, v in materialization.metadata.items() if isinstance(v.value, (int, float))}
     return {"run_id": run.run_id, "success": run.success, **counts}
+
+
+def rebuild_index(*, settings: Settings | None = None, instance: dg.DagsterInstance | None = None) -> str:
+    """Run `index_job` (rebuild the index over everything live, incl. manual curation, and publish it).
+    Returns the run id."""
+    from reflexio_pipelines.definitions import build_definitions
+
+    defs = build_definitions(settings or load_settings())
+    with _launch_lock:
+        return _rebuild_index(defs, instance or default_instance())
 
 
 def _rebuild_index(defs: dg.Definitions, instance: dg.DagsterInstance) -> str:

@@ -28,6 +28,8 @@ class LLMSettings(BaseModel):
     api_key: SecretStr = SecretStr("")
     timeout_s: float = 120.0
     max_retries: int = 2
+    #: First retry waits between base and 2x base seconds, doubling per retry (a 429's Retry-After wins if longer).
+    backoff_base_s: float = Field(1.0, ge=0)
     temperature: float = 0.0
     #: A small model asked "anything worth extracting?" before each window's extraction; empty = no gate.
     gate_model: str = ""
@@ -56,6 +58,11 @@ class Settings(BaseModel):
     extraction_config: str | None = None
     #: Most rows one landing file (one fsync) may hold; 1 disables group commit (benchmark baseline).
     landing_max_batch_rows: int = Field(50_000, gt=0)
+    #: JSON file of API key hashes (`python -m serving keys create --org ID`). Set = every /api/ request needs a
+    #: Bearer key and each organisation gets its own lake under <lake>/orgs/<org>; unset = one open organisation.
+    api_keys_file: str | None = None
+    #: Keyed mode only: seconds between the service's passes over every organisation's pending windows (0 = off).
+    org_learn_interval_s: float = Field(60.0, ge=0)
 
 
 class SettingsError(ValueError):
@@ -70,12 +77,16 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_LLM_API_BASE": ("llm", "api_base"),
     "REFLEXIO_LLM_API_KEY": ("llm", "api_key"),
     "REFLEXIO_LLM_TIMEOUT": ("llm", "timeout_s"),
+    "REFLEXIO_LLM_MAX_RETRIES": ("llm", "max_retries"),
+    "REFLEXIO_LLM_BACKOFF_BASE": ("llm", "backoff_base_s"),
     "REFLEXIO_LLM_GATE_MODEL": ("llm", "gate_model"),
     "REFLEXIO_EMBEDDING_MODEL": ("embedder", "model"),
     "REFLEXIO_EMBEDDING_API_BASE": ("embedder", "api_base"),
     "REFLEXIO_EMBEDDING_API_KEY": ("embedder", "api_key"),
     "REFLEXIO_EXTRACTION_CONFIG": ("extraction_config",),
     "REFLEXIO_LANDING_MAX_BATCH_ROWS": ("landing_max_batch_rows",),
+    "REFLEXIO_API_KEYS_FILE": ("api_keys_file",),
+    "REFLEXIO_ORG_LEARN_INTERVAL": ("org_learn_interval_s",),
 }
 
 

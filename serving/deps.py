@@ -8,5 +8,6 @@ from serving.state import ServiceState
 
 
 def service(request: Request) -> ServiceState:
-    """The service state (lake, writer, index, overlays) of the organisation this request is authenticated for."""
-    return request.app.state.svc
+    """The service state (lake, writer, index, overlays) of the organisation this request is authenticated for
+    (set by the app's guard middleware; open mode has the one `default` organisation)."""
+    return request.app.state.tenants.state(request.state.org_id)

@@ -74,6 +74,12 @@ class LandingWriter:
             self._thread.join()
             self._thread = None
 
+    def forget(self, idempotency_keys: set[str]) -> None:
+        """Drop keys whose landing rows were erased, so a later publish with one of them is stored, not answered
+        as a duplicate of data that no longer exists."""
+        for key in idempotency_keys:
+            self._seen.pop(key, None)
+
     def submit(self, request_id: str, rows: list[dict], idempotency_key: str | None = None) -> Future:
         """Queue one publish; the future resolves to a Receipt once the rows are durable (after start())."""
         pending = _Pending(request_id=request_id, idempotency_key=idempotency_key, rows=rows)

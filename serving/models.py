@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # C0 control characters except tab, newline and carriage return: stripped from stored text so that nothing
 # invisible reaches prompts, indexes or analysts' terminals.
@@ -59,11 +60,21 @@ class InteractionData(_Clean):
         return self
 
 
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+#: A user id: 1..MAX_ID characters, not only whitespace.
+UserId = Annotated[str, Field(min_length=1, max_length=MAX_ID), AfterValidator(_not_blank)]
+
+
 class PublishUserInteractionRequest(_Clean):
     """POST /api/publish_interaction body."""
 
     model_config = ConfigDict(extra="ignore")
-    user_id: str = Field(min_length=1, max_length=MAX_ID)
+    user_id: UserId
     interaction_data_list: list[InteractionData] = Field(min_length=1, max_length=1000)
     source: str = Field("", max_length=MAX_ID)
     agent_version: str = Field("", max_length=MAX_ID)
@@ -71,13 +82,6 @@ class PublishUserInteractionRequest(_Clean):
     skip_aggregation: bool = False
     force_extraction: bool = False
     idempotency_key: str | None = Field(None, min_length=1, max_length=MAX_ID)
-
-    @field_validator("user_id")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
 
 
 class PublishUserInteractionResponse(BaseModel):
@@ -207,3 +211,313 @@ class EvaluationResultsRequest(_Clean):
     model_config = ConfigDict(extra="ignore")
     limit: int = Field(100, ge=1, le=10_000)
     agent_version: str | None = Field(None, max_length=MAX_ID)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The rest of the original's surface: per-entity search, reads, manual adds, edits, deletes, config.
+# Times are accepted as unix seconds or ISO-8601 (the original client sends datetimes) and used as unix seconds.
+
+Status = Literal["current", "pending", "archived", "archive_in_progress"]
+PlaybookStatus = Literal["pending", "approved", "rejected"]
+SearchModeName = Literal["vector", "fts", "hybrid"]
+
+
+class _TimeRange(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "_TimeRange":
+        if self.start_time and self.end_time and self.end_time < self.start_time:
+            raise ValueError("end_time must not be before start_time")
+        return self
+
+    @property
+    def start_unix(self) -> int | None:
+        return None if self.start_time is None else int(self.start_time.timestamp())
+
+    @property
+    def end_unix(self) -> int | None:
+        return None if self.end_time is None else int(self.end_time.timestamp())
+
+
+class SearchProfilesRequest(_TimeRange):
+    """POST /api/search_profiles (the original's SearchUserProfileRequest)."""
+
+    user_id: UserId
+    generated_from_request_id: str | None = Field(None, max_length=MAX_ID)
+    query: str | None = Field(None, max_length=4096)
+    top_k: int = Field(10, ge=1, le=100)
+    source: str | None = Field(None, max_length=MAX_ID)
+    custom_feature: str | None = Field(None, max_length=MAX_ID)
+    extractor_name: str | None = Field(None, max_length=MAX_ID)
+    threshold: float = Field(0.4, ge=0.0, le=1.0)
+    enable_reformulation: bool = False
+    search_mode: SearchModeName = "hybrid"
+
+
+class SearchUserPlaybooksRequest(_TimeRange):
+    """POST /api/search_user_playbooks."""
+
+    query: str | None = Field(None, max_length=4096)
+    user_id: str | None = Field(None, max_length=MAX_ID)
+    agent_version: str | None = Field(None, max_length=MAX_ID)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    status_filter: list[Status | None] | None = None
+    top_k: int = Field(10, ge=1, le=100)
+    threshold: float = Field(0.4, ge=0.0, le=1.0)
+    enable_reformulation: bool = False
+    search_mode: SearchModeName = "hybrid"
+
+
+class SearchAgentPlaybooksRequest(_TimeRange):
+    """POST /api/search_agent_playbooks. `playbook_status_filter` takes one status or a list (default: approved
+    and pending, so a rejected playbook is only found when asked for)."""
+
+    query: str | None = Field(None, max_length=4096)
+    agent_version: str | None = Field(None, max_length=MAX_ID)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    status_filter: list[Status | None] | None = None
+    playbook_status_filter: PlaybookStatus | list[PlaybookStatus] | None = None
+    top_k: int = Field(10, ge=1, le=100)
+    threshold: float = Field(0.4, ge=0.0, le=1.0)
+    enable_reformulation: bool = False
+    search_mode: SearchModeName = "hybrid"
+
+
+class SearchInteractionsRequest(_TimeRange):
+    """POST /api/search_interactions."""
+
+    user_id: UserId
+    request_id: str | None = Field(None, max_length=MAX_ID)
+    query: str | None = Field(None, max_length=4096)
+    top_k: int | None = Field(None, ge=1, le=1000)
+    most_recent_k: int | None = Field(None, ge=1, le=1000)
+    search_mode: SearchModeName = "hybrid"
+
+
+class GetInteractionsRequest(_TimeRange):
+    """POST /api/get_interactions."""
+
+    user_id: UserId
+    top_k: int = Field(30, ge=1, le=10_000)
+
+
+class GetRequestsRequest(_TimeRange):
+    """POST /api/get_requests."""
+
+    user_id: str | None = Field(None, max_length=MAX_ID)
+    request_id: str | None = Field(None, max_length=MAX_ID)
+    session_id: str | None = Field(None, max_length=MAX_ID)
+    top_k: int = Field(30, ge=1, le=10_000)
+    offset: int = Field(0, ge=0)
+
+
+class GetProfilesRequest(_TimeRange):
+    """POST /api/get_profiles."""
+
+    user_id: UserId
+    top_k: int = Field(30, ge=1, le=10_000)
+    status_filter: list[Status | None] | None = None
+
+
+class GetUserPlaybooksRequest(_Clean):
+    """POST /api/get_user_playbooks (no status filter = every status, as in the original)."""
+
+    model_config = ConfigDict(extra="ignore")
+    limit: int = Field(100, ge=1, le=10_000)
+    user_id: str | None = Field(None, max_length=MAX_ID)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    agent_version: str | None = Field(None, max_length=MAX_ID)
+    status_filter: list[Status | None] | None = None
+
+
+class BlockingIssue(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    kind: Literal["missing_tool", "permission_denied", "external_dependency", "policy_restriction"]
+    details: str = Field("", max_length=MAX_TEXT)
+
+
+class StructuredData(_Clean):
+    """The newer client's home for trigger / rationale / blocking_issue (the snapshot API has them top-level)."""
+
+    model_config = ConfigDict(extra="ignore")
+    rationale: str | None = Field(None, max_length=MAX_TEXT)
+    trigger: str | None = Field(None, max_length=MAX_TEXT)
+    instruction: str | None = Field(None, max_length=MAX_TEXT)
+    blocking_issue: BlockingIssue | None = None
+
+
+class _PlaybookFields(_Clean):
+    """Playbook text fields, accepted top-level or under `structured_data`."""
+
+    model_config = ConfigDict(extra="ignore")
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    content: str | None = Field(None, max_length=MAX_TEXT)
+    trigger: str | None = Field(None, max_length=MAX_TEXT)
+    rationale: str | None = Field(None, max_length=MAX_TEXT)
+    blocking_issue: BlockingIssue | None = None
+    structured_data: StructuredData | None = None
+
+    def text_fields(self) -> dict[str, Any]:
+        """The set fields as table columns (structured_data fills what is not given top-level)."""
+        sd = self.structured_data or StructuredData()
+        blocking = self.blocking_issue or sd.blocking_issue
+        out = {"playbook_name": self.playbook_name, "content": self.content or sd.instruction,
+               "trigger": self.trigger or sd.trigger, "rationale": self.rationale or sd.rationale}  # fmt: skip
+        if blocking is not None:
+            out.update(blocking_issue_kind=blocking.kind, blocking_issue_details=blocking.details)
+        return {k: v for k, v in out.items() if v is not None}
+
+
+class NewUserPlaybook(_PlaybookFields):
+    user_id: UserId
+    agent_version: str = Field("agent-v0", max_length=MAX_ID)
+    request_id: str = Field("", max_length=MAX_ID)
+    source: str | None = Field(None, max_length=MAX_ID)
+
+    @model_validator(mode="after")
+    def _has_text(self) -> "NewUserPlaybook":
+        fields = self.text_fields()
+        if not (fields.get("content") or fields.get("trigger")):
+            raise ValueError("each user playbook needs content or a trigger")
+        return self
+
+
+class AddUserPlaybookRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    user_playbooks: list[NewUserPlaybook] = Field(min_length=1, max_length=1000)
+
+
+class NewAgentPlaybook(_PlaybookFields):
+    agent_version: str = Field(min_length=1, max_length=MAX_ID)
+    content: str = Field(min_length=1, max_length=MAX_TEXT)
+    playbook_status: PlaybookStatus = "pending"
+    playbook_metadata: str = Field("", max_length=MAX_TEXT)
+
+
+class AddAgentPlaybookRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    agent_playbooks: list[NewAgentPlaybook] = Field(min_length=1, max_length=1000)
+
+
+class NewUserProfile(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    profile_id: str | None = Field(None, max_length=MAX_ID)
+    user_id: UserId
+    content: str = Field(min_length=1, max_length=MAX_TEXT)
+    generated_from_request_id: str = Field("", max_length=MAX_ID)
+    profile_time_to_live: Literal["one_day", "one_week", "one_month", "one_quarter", "one_year", "infinity"] = "infinity"
+    custom_features: dict[str, Any] | None = None
+    source: str | None = Field(None, max_length=MAX_ID)
+    extractor_names: list[str] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _content_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+class AddUserProfileRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    user_profiles: list[NewUserProfile] = Field(min_length=1, max_length=1000)
+
+
+class UpdateUserPlaybookRequest(_PlaybookFields):
+    """PUT /api/update_user_playbook."""
+
+    user_playbook_id: int = Field(gt=0)
+
+
+class UpdateAgentPlaybookRequest(_PlaybookFields):
+    """PUT /api/update_agent_playbook."""
+
+    agent_playbook_id: int = Field(gt=0)
+    playbook_status: PlaybookStatus | None = None
+
+
+class UpdateUserProfileRequest(_Clean):
+    """PUT /api/update_user_profile."""
+
+    model_config = ConfigDict(extra="ignore")
+    user_id: UserId
+    profile_id: str = Field(min_length=1, max_length=MAX_ID)
+    content: str | None = Field(None, min_length=1, max_length=MAX_TEXT)
+    custom_features: dict[str, Any] | None = None
+
+
+class DeleteProfileRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    user_id: UserId
+    profile_id: str = Field("", max_length=MAX_ID)
+    search_query: str = Field("", max_length=4096)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "DeleteProfileRequest":
+        if not (self.profile_id or self.search_query.strip()):
+            raise ValueError("give profile_id or search_query")
+        return self
+
+
+class DeleteInteractionRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    user_id: UserId
+    interaction_id: int = Field(gt=0)
+
+
+class DeleteRequestRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    request_id: str = Field(min_length=1, max_length=MAX_ID)
+
+
+class DeleteSessionRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    session_id: str = Field(min_length=1, max_length=MAX_ID)
+
+
+class DeleteAgentPlaybookRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    agent_playbook_id: int = Field(gt=0)
+
+
+class DeleteUserPlaybookRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    user_playbook_id: int = Field(gt=0)
+
+
+class DeleteRequestsByIdsRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    request_ids: list[str] = Field(min_length=1, max_length=10_000)
+
+
+class DeleteProfilesByIdsRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    profile_ids: list[str] = Field(min_length=1, max_length=10_000)
+
+
+class DeleteAgentPlaybooksByIdsRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    agent_playbook_ids: list[int] = Field(min_length=1, max_length=10_000)
+
+
+class DeleteUserPlaybooksByIdsRequest(_Clean):
+    model_config = ConfigDict(extra="ignore")
+    user_playbook_ids: list[int] = Field(min_length=1, max_length=10_000)
+
+
+class ExportUserDataRequest(_Clean):
+    """POST /api/export_user_data body."""
+
+    model_config = ConfigDict(extra="ignore")
+    user_id: UserId
+    format: Literal["json", "parquet"] = "json"
+
+
+class EraseUserDataRequest(_Clean):
+    """DELETE /api/erase_user_data body."""
+
+    model_config = ConfigDict(extra="ignore")
+    user_id: UserId

@@ -49,7 +49,8 @@ class RetrievalLog:
             rows, self._pending = self._pending, []
         if rows:
             try:
-                self._lake.append("retrievals", pa.Table.from_pylist(rows, schema=TABLES["retrievals"]))
+                with self._lake.lock("retrievals"):  # erasure rewrites this table under the same lock
+                    self._lake.append("retrievals", pa.Table.from_pylist(rows, schema=TABLES["retrievals"]))
             except Exception:
                 with self._lock:  # keep them for the next flush rather than losing them
                     self._pending = rows + self._pending

@@ -13,8 +13,10 @@ from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 from reflexio_pipelines.search.index import embed_search_query
 from reflexio_pipelines.settings import Settings
 from serving.control import ControlOverlay
+from serving.curation import CurationOverlay
 from serving.index import IndexHolder
 from serving.landing import LandingWriter
+from serving.reindex import Reindexer
 from serving.retrievals import RetrievalLog
 
 log = logging.getLogger(__name__)
@@ -35,36 +37,47 @@ class ServiceState:
     operate: Operator
     aggregate: Callable[[dict], dict]
     control: ControlOverlay
+    curation: CurationOverlay
+    reindexer: Reindexer
     retrievals: RetrievalLog
+    org_id: str = "default"
     _embedder: Embedder | None = None
 
     @classmethod
-    def create(cls, settings: Settings, launcher: Launcher | None = None) -> "ServiceState":
+    def create(cls, settings: Settings, launcher: Launcher | None = None, org_id: str = "default") -> "ServiceState":
         lake = Lake.at(settings.lake)
+        index = IndexHolder(lake.index_root)
         return cls(
             settings=settings,
             lake=lake,
             writer=LandingWriter(lake, max_batch_rows=settings.landing_max_batch_rows),
-            index=IndexHolder(lake.index_root),
+            index=index,
             launcher=launcher or _default_launcher(settings),
             operate=_default_operator(settings),
             aggregate=_default_aggregator(settings),
             control=ControlOverlay(lake),
+            curation=CurationOverlay(lake),
+            reindexer=Reindexer(_default_rebuild(settings, index)),
             retrievals=RetrievalLog(lake),
+            org_id=org_id,
         )
 
     def start(self) -> None:
         self.writer.start()
         self.control.refresh()
+        self.curation.refresh()
         self.index.on_tick = self._tick
         self.index.start()
+        self.reindexer.start()
 
     def _tick(self) -> None:
         self.control.refresh()
+        self.curation.refresh()
         self.retrievals.flush()
 
     def close(self) -> None:
         self.writer.close()
+        self.reindexer.close()
         self.index.close()
         self.retrievals.flush()
 
@@ -102,6 +115,16 @@ def _default_operator(settings: Settings) -> Operator:
         return run_operation(job_name, config, settings=settings)
 
     return operate
+
+
+def _default_rebuild(settings: Settings, index: IndexHolder) -> Callable[[], None]:
+    def rebuild() -> None:
+        from reflexio_pipelines.runs import rebuild_index
+
+        rebuild_index(settings=settings)
+        index.refresh()
+
+    return rebuild
 
 
 def _default_aggregator(settings: Settings) -> Callable[[dict], dict]:

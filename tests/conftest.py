@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from reflexio_pipelines.settings import LLMSettings, Settings  # noqa: E402
 from serving.app import create_app  # noqa: E402
+from tests.support.learned import keyed_service, learned_service  # noqa: E402, F401  (shared fixtures)
 from tests.support.openai_stub import make_openai_stub  # noqa: E402
 from tests.support.servers import serve_app  # noqa: E402
 from serving.landing import LandingWriter  # noqa: E402
@@ -66,6 +67,20 @@ def land(lake: Lake, conversations: list[dict], at: datetime | None = None) -> l
         return [f.result(timeout=30).request_id for f in futures]
     finally:
         writer.close()
+
+
+def land_hourly(lake: Lake, batches: list[list[dict]], start: datetime) -> list[str]:
+    """Land batch i in the hour `start + i h`; returns the partition keys, one per batch."""
+    from datetime import timedelta
+
+    from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+
+    keys = []
+    for hour, conversations in enumerate(batches):
+        moment = start + timedelta(hours=hour)
+        land(lake, conversations, at=moment)
+        keys.append(key_of_moment(moment, GRANULARITY))
+    return keys
 
 
 @pytest.fixture

@@ -9,15 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from serving.app import create_app
+from tests.support.learned import REGION
 
-REGION = [  # three users, one lesson, three wordings
-    ("ann", "Please deploy the payments service.", "Deploying the payments service to us-east-1.",
-     "No — we never deploy to us-east-1, always use us-west-2."),
-    ("bob", "Deploy the billing service to production.", "Deploying the billing service to us-east-1 now.",
-     "No, never deploy to us-east-1; use us-west-2 instead."),
-    ("cat", "Can you deploy the search service?", "Sure, deploying the search service in us-east-1.",
-     "Wrong region: never us-east-1, always deploy to us-west-2."),
-]
 COMMITS = [
     ("dan", "Write the commit message for this fix.", "Commit: arreglado el error de login.",
      "No, always write commit messages in English."),

@@ -460,10 +460,13 @@ def test_prompt_tokens_of_the_default_group_stay_close_to_the_previous_prompt() 
 
     window = Window("u", tuple(conversation("u", "app")))
     ex = LiteLLMExtractor(model="openai/none")
-    new = sum(len(m["content"]) for m in ex.messages(window))
-    old = sum(len(m["content"]) for m in LiteLLMExtractor(model="openai/none", prompt=load_prompt("extraction", "1.0.0"))
-              .messages(window))  # fmt: skip
-    assert new - old < 150  # characters (~35 tokens) per window, for named definitions and the tools line
+    def size(version: str | None) -> int:
+        prompt = load_prompt("extraction", version) if version else None
+        extractor = LiteLLMExtractor(model="openai/none", **({"prompt": prompt} if prompt else {}))
+        return sum(len(m["content"]) for m in extractor.messages(window))
+
+    assert size("1.1.0") - size("1.0.0") < 150  # characters (~35 tokens) per window: named definitions, tools line
+    assert size(None) - size("1.1.0") < 400  # ~90 tokens per window for the forget channel (1.2.0)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -319,3 +319,38 @@ def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
             page.screenshot(path=str(ARTIFACTS / "dashboard-empty.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_dashboard_with_an_api_key_in_chromium(tmp_path: Path) -> None:
+    """Keyed mode: /dashboard#key=<key> shows the organisation's data (every API call carries the Bearer key, the
+    key never appears in a URL the server sees); without the key the page says how to give it."""
+    if not CHROMIUM.exists():
+        pytest.fail(INSTALL_HINT, pytrace=False)
+    from playwright.sync_api import expect, sync_playwright
+
+    from serving.app import create_app
+    from serving.tenancy import KeyStore
+
+    keys = tmp_path / "keys.json"
+    key = KeyStore(keys).create("acme")
+    _seed(Lake.at(tmp_path / "lake" / "orgs" / "acme"))
+    app = create_app(Settings(lake=str(tmp_path / "lake"), api_keys_file=str(keys), org_learn_interval_s=0))
+    with serve_app(app) as base_url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            seen: list[tuple[str, str | None]] = []
+            page.on("request", lambda r: seen.append((r.url, r.headers.get("authorization"))))
+            page.goto(f"{base_url}/dashboard")
+            page.wait_for_selector('body[data-ready="true"]')
+            expect(page.locator('[data-testid="errors"]')).to_contain_text("/dashboard#key=")
+            page.goto(f"{base_url}/dashboard#key={key}")
+            page.reload()  # a fresh load that starts from the stored key
+            page.wait_for_selector('body[data-ready="true"]')
+            expect(page.locator('[data-testid="queue-count"]')).to_have_text("2")  # 101 and 102 are pending
+            api_calls = [(url, auth) for url, auth in seen[len(seen) // 2:] if "/api/" in url]
+            assert api_calls and all(auth == f"Bearer {key}" for _, auth in api_calls)
+            assert all(key not in url for url, _ in seen if url.startswith("http") and "#" not in url)
+        finally:
+            browser.close()

@@ -37,9 +37,9 @@ def test_extraction_prompt_loads_and_renders_both_messages() -> None:
     assert len(system) < 3_500  # compact: the system prompt is paid on every window
 
 
-def test_extraction_prompt_v1_1_lists_named_definitions_and_tools() -> None:
+def test_extraction_prompt_lists_named_definitions_and_tools() -> None:
     prompt = load_prompt("extraction")
-    assert prompt.ref == "extraction@1.1.0"  # the newest version is what the LiteLLM extractor uses
+    assert prompt.ref == "extraction@1.2.0"  # the newest version (1.1.0 + the forget channel) is what LiteLLM uses
     assert prompt.variables == (
         "agent_context", "tools", "profile_definitions", "playbook_definitions", "transcript", "expert_pairs"
     )  # fmt: skip

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from reflexio_pipelines.assets.metadata import preview
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.lake.records import turns_from_table
+from reflexio_pipelines.lake.records import live_turns
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.judge import HeuristicJudge, Judge, session_verdict_from_pairs
 from reflexio_pipelines.learning.llm_judge import JudgeFailed, LiteLLMJudge
@@ -63,7 +63,7 @@ def session_evaluation(context: dg.AssetExecutionContext, config: EvaluationConf
     settings = extractor.get_config()
     judge = _judge(extractor)
     done = set(store.read_table("session_evaluations").column("result_id").to_pylist())
-    sessions = [s for s in group_sessions(turns_from_table(store.read_table("turns")))
+    sessions = [s for s in group_sessions(live_turns(store))
                 if is_closed(s, now, settings.session_quiet_period_seconds)]  # fmt: skip
     results, pairs, stats = [], [], defaultdict(int)
     stats["sessions_closed"] = len(sessions)

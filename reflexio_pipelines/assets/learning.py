@@ -4,14 +4,25 @@
 half the LLM calls of extracting them separately, which is where the batch design saves cost. The same step
 writes the `change_log` (every addition and supersession) and the `extraction_bookmarks` (where each user's
 extraction stands), so all four stay consistent for a window.
+
+A user batch that fails (an LLM window still failing after its retries, a dedup judge without a usable answer) is
+not written at all and is recorded in the `extraction_failures` table and in the materialisation metadata
+(`failed_windows`, `failed_window_ids`); the run itself succeeds with everyone else's items. The window is
+retried by its next run (`pending.windows_to_retry` lists them; the sensor and `launch()` request them), which marks the rows resolved; meanwhile
+later windows of that user wait (learning/failures.py). All tables of a window are replaced together under the
+window's lock, so runs racing on one window commit one after the other with the same content.
 """
+
+import time
+
 
 import dagster as dg
 import pyarrow as pa
 
 from reflexio_pipelines.assets.metadata import preview
-from reflexio_pipelines.lake.records import turns_from_table, user_states
+from reflexio_pipelines.lake.records import live_turns, user_states
 from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.learning.failures import blocked_users, merge_failures
 from reflexio_pipelines.learning.learn import learn
 from reflexio_pipelines.partitions import GRANULARITY, PARTITIONS, window_of_key
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
@@ -40,8 +51,13 @@ def user_learning(
 ):
     store = lake.get()
     window = window_of_key(context.partition_key, GRANULARITY)
-    turns = turns_from_table(store.read_table("turns", window))
-    states = user_states(store, {t.user_id for t in turns}, window)
+    turns = live_turns(store, window)
+    users = sorted({t.user_id for t in turns})
+    states = user_states(store, set(users), window)
+    run_id = context.run.run_id
+    # a user with an unlearned earlier window waits behind it (see learning/failures.py)
+    earlier = [("user_id", "in", users), ("window", "<", window)]
+    blocked = blocked_users(store.read_table("extraction_failures", filters=earlier).to_pylist()) if users else {}
     output = learn(
         turns,
         states,
@@ -49,8 +65,10 @@ def user_learning(
         embedder.get(),
         extractor.dedup_judge_factory(),
         window=window,
-        run_id=context.run.run_id,
+        run_id=run_id,
         config=extractor.get_config(),
+        on_failure="record",
+        blocked=blocked,
     )
     tables = {
         "user_profiles": output.profiles,
@@ -60,7 +78,18 @@ def user_learning(
     }
     arrow = {name: pa.Table.from_pylist(rows, schema=TABLES[name]) for name, rows in tables.items()}
     with store.lock(f"window-{window}"):
+        # read under the lock: a racing run of this window must see (and keep) the rows the other one wrote
+        failures = merge_failures(store.read_table("extraction_failures", window).to_pylist(), output.failures,
+                                  output.learned_users, window=window, run_id=run_id, at=int(time.time()))  # fmt: skip
         versions = {name: store.replace_window(name, window, table) for name, table in arrow.items()}
+        store.replace_window("extraction_failures", window, pa.Table.from_pylist(failures, TABLES["extraction_failures"]))
+    failed = [f for f in output.failures if f.stage != "blocked"]
+    if output.failures:
+        # ids and error classes only: no turn content, no provider text
+        context.log.warning(
+            f"{len(output.failures)} user batch(es) not learned in window {window} and left for the next run: "
+            + "; ".join(f"{f.user_id} {f.stage} {f.extraction_window_id or ''} {f.summary}" for f in output.failures)
+        )
     stats = output.stats
     cost = {
         "users": stats.users,
@@ -73,6 +102,11 @@ def user_learning(
         "completion_tokens": stats.completion_tokens,
         "superseded": stats.superseded,
         "duplicates_dropped": stats.duplicates_dropped,
+        "forget_requests": stats.forget_requests,
+        "profiles_forgotten": stats.forgotten,
+        "failed_windows": len(failed),
+        "failed_window_ids": ", ".join(sorted(f.extraction_window_id or f"{f.user_id}:{f.stage}" for f in failed)),
+        "blocked_users": sum(1 for f in output.failures if f.stage == "blocked"),
         "extractor": ", ".join(sorted(stats.extractors)) or "none",
     }
     for name, table in arrow.items():
@@ -86,3 +120,4 @@ def user_learning(
                 **cost,
             },
         )
+

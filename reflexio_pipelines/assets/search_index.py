@@ -5,13 +5,18 @@ a version that fails the check is built but never pointed at, and serving keeps 
 """
 
 
+from pathlib import Path
+
 import dagster as dg
 
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
-from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.lake.control import decisions
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.curation import live_agent_playbooks
+from reflexio_pipelines.lake.records import live_rows
+from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
-from reflexio_pipelines.search.index import activate_version, prune_versions, stage_index
+from reflexio_pipelines.search.index import SearchDoc, activate_version, prune_versions, stage_index
 
 SEARCH_INDEX = dg.AssetKey("search_index")
 
@@ -20,26 +25,33 @@ SEARCH_INDEX = dg.AssetKey("search_index")
     deps=["user_profiles", "user_playbooks", "agent_playbooks"],
     group_name="serving",
     kinds={"tantivy", "numpy"},
-    description="A new immutable hybrid index version (BM25 + dense vectors) over all current learned items.",
+    description="A new immutable hybrid index version (BM25 + dense vectors) over all live learned items: every "
+    "lifecycle status (search filters to current by default), manual curation applied.",
 )
 def search_index(lake: LakeResource, embedder: EmbedderResource) -> dg.MaterializeResult:
     store = lake.get()
-    profiles = live_rows(store, "profile")
-    playbooks = live_rows(store, "user_playbook")
-    agent = agent_playbook_docs(store.read_table("agent_playbooks").to_pylist(), decisions(store))
-    docs = profile_docs(profiles) + user_playbook_docs(playbooks) + agent
+    docs, counts = index_documents(store)
     model = embedder.get()
     version = stage_index(store.index_root, docs, model)
     return dg.MaterializeResult(
         metadata={
             "version": version,
+            "index_root": str(store.index_root),
             "embedder": model.model_id,
             "dagster/row_count": len(docs),
-            "expected_profile": len(profiles),
-            "expected_user_playbook": len(playbooks),
-            "expected_agent_playbook": len(agent),
+            **{f"expected_{entity}": n for entity, n in counts.items()},
         }
     )
+
+
+def index_documents(store: Lake) -> tuple[list[SearchDoc], dict[str, int]]:
+    """Every document an index version holds and how many of each entity type; shared with per-user erasure,
+    which publishes a version without the erased user through the same path."""
+    profiles = profile_docs(live_rows(store, "profile", statuses=LIFECYCLE_STATUSES))
+    playbooks = user_playbook_docs(live_rows(store, "user_playbook", statuses=LIFECYCLE_STATUSES))
+    agent = agent_playbook_docs(live_agent_playbooks(store), decisions(store))
+    counts = {"profile": len(profiles), "user_playbook": len(playbooks), "agent_playbook": len(agent)}
+    return profiles + playbooks + agent, counts
 
 
 @dg.asset(
@@ -49,22 +61,30 @@ def search_index(lake: LakeResource, embedder: EmbedderResource) -> dg.Materiali
 )
 def serving_index(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     store = lake.get()
-    version = staged_version(context.instance)
+    version = staged_version(context.instance, store.index_root)
     activate_version(store.index_root, version)
     removed = prune_versions(store.index_root, keep=5)
     return dg.MaterializeResult(metadata={"version": version, "pruned_versions": len(removed)})
 
 
-def staged_version(instance: dg.DagsterInstance) -> str:
-    """The version the latest `search_index` materialisation built."""
-    event = instance.get_latest_materialization_event(SEARCH_INDEX)
-    if event is None or event.asset_materialization is None:
-        raise dg.Failure("search_index has never been materialised")
-    return str(event.asset_materialization.metadata["version"].value)
+def latest_build(instance: dg.DagsterInstance, index_root: Path) -> dict:
+    """Metadata of the latest `search_index` materialisation for this lake's index root. One Dagster instance can
+    record builds for several lakes (one per organisation), so the newest build overall may be another lake's."""
+    records = instance.fetch_materializations(SEARCH_INDEX, limit=50).records
+    for record in records:
+        metadata = record.asset_materialization.metadata if record.asset_materialization else {}
+        root = metadata.get("index_root")
+        if root is None or Path(str(root.value)) == Path(index_root):  # builds before index_root was recorded
+            return {k: v.value for k, v in metadata.items()}
+    raise dg.Failure(f"search_index has never been materialised for {index_root}")
 
 
-def expected_counts(instance: dg.DagsterInstance) -> dict[str, int]:
-    """Per entity type, how many documents the latest `search_index` build was given."""
-    event = instance.get_latest_materialization_event(SEARCH_INDEX)
-    metadata = event.asset_materialization.metadata if event and event.asset_materialization else {}
-    return {k.removeprefix("expected_"): int(v.value) for k, v in metadata.items() if k.startswith("expected_")}
+def staged_version(instance: dg.DagsterInstance, index_root: Path) -> str:
+    """The version the latest `search_index` materialisation for `index_root` built."""
+    return str(latest_build(instance, index_root)["version"])
+
+
+def expected_counts(instance: dg.DagsterInstance, index_root: Path) -> dict[str, int]:
+    """Per entity type, how many documents the latest build for `index_root` was given."""
+    metadata = latest_build(instance, index_root)
+    return {k.removeprefix("expected_"): int(v) for k, v in metadata.items() if k.startswith("expected_")}

@@ -34,6 +34,4 @@ def decisions(lake: Lake, entity: str = "agent_playbook") -> dict[str, str]:
 
 def log_version(lake: Lake) -> int | None:
     """The control log's Delta version (None before the first decision): a cheap change check for replicas."""
-    log_dir = lake.table_path("control_log") / "_delta_log"
-    versions = [int(p.stem) for p in log_dir.glob("*.json")] if log_dir.exists() else []
-    return max(versions) if versions else None
+    return lake.table_version("control_log")

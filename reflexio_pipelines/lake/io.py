@@ -68,6 +68,11 @@ class Lake:
             raise KeyError(f"unknown table {name!r}")
         return self.root / "tables" / name
 
+    @property
+    def extraction_config_path(self) -> Path:
+        """Where `set_config` stores the organisation's extraction config (overrides the settings' file)."""
+        return self.root / "state" / "extraction_config.json"
+
     def consumed_path(self, window: str) -> Path:
         return self.root / "state" / "consumed" / f"{window}.json"
 
@@ -119,6 +124,13 @@ class Lake:
         table = dt.to_pyarrow_table(filters=filters)
         return table.select(schema.names).cast(schema)
 
+    def table_version(self, name: str) -> int | None:
+        """The Delta version of table `name` (None before its first commit): a cheap change check for readers
+        that mirror a small log in memory."""
+        log_dir = self.table_path(name) / "_delta_log"
+        versions = [int(p.stem) for p in log_dir.glob("*.json")] if log_dir.exists() else []
+        return max(versions) if versions else None
+
     def replace_window(self, name: str, window: str, table: pa.Table) -> int:
         """Atomically replace every row of `window` in table `name` with `table` (a Delta commit).
 
@@ -139,6 +151,46 @@ class Lake:
     def replace_where(self, name: str, predicate: str | None, table: pa.Table) -> int:
         """Atomically replace the rows matching a SQL `predicate` (None = every row) with `table`."""
         return self._overwrite(name, table, predicate or "true")
+
+    def replace_windows(self, name: str, windows: list[str] | None, table: pa.Table) -> int:
+        """Atomically replace every row of the given windows (rerun rows included; None = the whole table).
+
+        The commit's predicate names only the partition column, so the Delta log never records which rows were
+        looked for (erasure relies on this: a predicate on `user_id` would write the id into the log).
+        """
+        if windows is None:
+            return self.replace_where(name, None, table)
+        quoted = ", ".join(f"'{_quote(w)}'" for w in sorted(set(windows)))
+        return self._overwrite(name, table, f"window IN ({quoted})")
+
+    def purge_history(self, name: str) -> int:
+        """Physically forget everything but the current version of table `name`; returns data files deleted.
+
+        Deletes every data file a commit removed, however recently (a zero-retention vacuum of removed files),
+        and files no commit ever referenced that are older than an hour (left by a writer that crashed before
+        committing; younger ones may be a concurrent writer's not-yet-committed files, so they stay). Then writes a
+        checkpoint of the current version and deletes the older commit files and checkpoints, whose `add`
+        statistics (column min/max values) describe rows that no longer exist. Time travel is gone afterwards; a
+        writer committing to this table at the same moment may have to retry (callers hold its writer lock).
+        """
+        from deltalake import DeltaTable
+
+        log_dir = self.table_path(name) / "_delta_log"
+        if not log_dir.exists():
+            return 0
+        table = DeltaTable(str(self.table_path(name)))
+        removed = table.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
+        removed += table.vacuum(retention_hours=1, dry_run=False, enforce_retention_duration=False, full=True)
+        table = DeltaTable(str(self.table_path(name)))
+        table.create_checkpoint()
+        version = table.version()
+        for path in log_dir.iterdir():
+            # `00000000000000000012.json`, `…12.checkpoint.parquet`, abandoned `_commit_*.json.tmp` files
+            stem = path.name.split(".", 1)[0]
+            if (stem.isdigit() and int(stem) < version) or path.name.startswith("_commit_"):
+                path.unlink()
+        fsync_path(log_dir)
+        return len(removed)
 
     def append(self, name: str, table: pa.Table) -> int:
         """Append rows to an append-only table (e.g. lifecycle events). Returns the new table version."""

@@ -6,6 +6,7 @@ import json
 
 import pyarrow as pa
 
+from reflexio_pipelines.lake.curation import apply_adds_and_updates, deleted_ids, read_ops
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.learn import UserState
 from reflexio_pipelines.learning.lifecycle import current_rows, status_overlay
@@ -50,7 +51,7 @@ def user_states(lake: Lake, user_ids: set[str], window: str) -> dict[str, UserSt
         return {}
     before = [("user_id", "in", sorted(user_ids)), ("window", "<", window)]
     states = {user_id: UserState() for user_id in user_ids}
-    for turn in turns_from_table(lake.read_table("turns", filters=before)):
+    for turn in live_turns(lake, filters=before):
         states[turn.user_id].history.append(turn)
     for row in live_rows(lake, "profile", filters=before):
         states[row["user_id"]].profiles.append(row)
@@ -68,8 +69,20 @@ ENTITY_TABLES = {
 
 def live_rows(lake: Lake, entity: str, filters: list[tuple] | None = None,
               statuses: tuple[str, ...] = ("current",)) -> list[dict]:  # fmt: skip
-    """Rows of `entity` in `statuses` after supersession and lifecycle events (see learning/lifecycle.py)."""
+    """Rows of `entity` in `statuses` after supersession, lifecycle events (see learning/lifecycle.py) and manual
+    curation (lake/curation.py: adds and edits join before supersession; deletions apply last, so deleting an
+    item never brings back the one it replaced)."""
     table, id_column, order_column = ENTITY_TABLES[entity]
     overlay = status_overlay(lake.read_table("lifecycle_events").to_pylist(), entity)
-    rows = lake.read_table(table, filters=filters).to_pylist()
-    return current_rows(rows, id_column, order_column, overlay, statuses)
+    ops = read_ops(lake, entity)
+    rows = apply_adds_and_updates(lake.read_table(table, filters=filters).to_pylist(), ops, id_column, filters)
+    gone = deleted_ids(ops)
+    return [r for r in current_rows(rows, id_column, order_column, overlay, statuses) if str(r[id_column]) not in gone]
+
+
+def live_turns(lake: Lake, window: str | None = None, filters: list[tuple] | None = None) -> list[Turn]:
+    """Turns of the compacted table (one window, or matching `filters`) minus those deleted through the API, so
+    re-materialising a window never relearns from a deleted interaction."""
+    gone = deleted_ids(read_ops(lake, "interaction"))
+    table = lake.read_table("turns", window, filters=filters)
+    return [t for t in turns_from_table(table) if t.turn_id not in gone]

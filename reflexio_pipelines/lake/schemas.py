@@ -118,6 +118,30 @@ EXTRACTION_BOOKMARKS = pa.schema(
     ]
 )
 
+#: User batches a learning run could not learn (a window failed after the LLM retries, the dedup judge got no usable
+#: answer, or an earlier window of the user was still unresolved). Nothing of that user was written for the window;
+#: the next run of the window retries it and marks the row resolved. No prompt content, no secrets: the error is
+#: its class and a fixed description.
+EXTRACTION_FAILURES = pa.schema(
+    [
+        pa.field("failure_id", pa.string(), nullable=False),  # deterministic from run, user, extractor group
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("extractor", pa.string()),  # extractor group; "*" = the user's whole batch
+        pa.field("stage", pa.string(), nullable=False),  # extract | dedup | blocked
+        pa.field("extraction_window_id", pa.string()),  # the failed extraction window (stage extract)
+        pa.field("first_turn_id", pa.string()),
+        pa.field("last_turn_id", pa.string()),
+        pa.field("error_class", pa.string(), nullable=False),  # e.g. RateLimitError, Timeout, SchemaViolation
+        pa.field("error_message", pa.string(), nullable=False),  # fixed description, never provider text
+        pa.field("attempts", pa.int64()),  # LLM calls spent on the failing step
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("at", pa.int64(), nullable=False),  # unix seconds
+        pa.field("resolved_by_run", pa.string()),  # the run that learned the user's batch of this window, else null
+        pa.field("resolved_at", pa.int64()),
+        pa.field("window", pa.string(), nullable=False),
+    ]
+)
+
 #: Status changes made by upgrade / downgrade operations (rows are immutable; their status is this overlay).
 LIFECYCLE_EVENTS = pa.schema(
     [
@@ -197,6 +221,22 @@ CONTROL_LOG = pa.schema(
         pa.field("item_id", pa.string(), nullable=False),
         pa.field("action", pa.string(), nullable=False),  # playbook_status
         pa.field("value", pa.string(), nullable=False),
+        pa.field("actor", pa.string()),
+    ]
+)
+
+#: Manual curation through the API (the original's add_*, update_* and delete_* calls): adds carry the whole row,
+#: updates the changed fields, deletes nothing. Applied wherever live rows are read (learning, index, reads), so
+#: an edit or deletion holds for every later run; physical removal of a user's data is erasure, not this.
+CURATION_LOG = pa.schema(
+    [
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("at", pa.int64(), nullable=False),
+        pa.field("entity", pa.string(), nullable=False),  # profile | user_playbook | agent_playbook | interaction
+        pa.field("item_id", pa.string(), nullable=False),  # for interactions: the turn_id
+        pa.field("user_id", pa.string()),  # owner, where the entity has one (erasure and export find rows by it)
+        pa.field("action", pa.string(), nullable=False),  # add | update | delete
+        pa.field("fields", pa.string()),  # JSON object: the full row (add) or the changed fields (update)
         pa.field("actor", pa.string()),
     ]
 )
@@ -290,11 +330,13 @@ TABLES: dict[str, pa.Schema] = {
     "user_playbooks": USER_PLAYBOOKS,
     "change_log": CHANGE_LOG,
     "extraction_bookmarks": EXTRACTION_BOOKMARKS,
+    "extraction_failures": EXTRACTION_FAILURES,
     "lifecycle_events": LIFECYCLE_EVENTS,
     "playbook_embeddings": PLAYBOOK_EMBEDDINGS,
     "agent_playbooks": AGENT_PLAYBOOKS,
     "aggregation_change_log": AGGREGATION_CHANGE_LOG,
     "control_log": CONTROL_LOG,
+    "curation_log": CURATION_LOG,
     "session_evaluations": SESSION_EVALUATIONS,
     "shadow_comparisons": SHADOW_COMPARISONS,
     "impact_metrics": IMPACT_METRICS,

@@ -11,7 +11,10 @@ offline) and so tests have a reproducible reference. It only recognises explicit
 - tool-failure playbooks: every tool call with an error, naming the tool and the cause, pointing at a later call
   of the same tool that worked;
 - expert playbooks: an expert answer whose content words differ substantially from the agent's (token-set
-  heuristic, see `_expert_gap`).
+  heuristic, see `_expert_gap`);
+- forget requests ("forget that I live in Paris", "delete what you know about my address", "stop remembering my
+  phone number"): a HEURISTIC over the wording (`forget_target`). They become forget directives, never profiles or
+  correction playbooks; which stored profiles they remove is matched in learn.py (learning/forget.py).
 
 Anything phrased less explicitly is missed, and the wording is mechanical; configure an LLM for real use.
 Same window in, same output out (same order); identical contents are emitted once per window.
@@ -35,6 +38,7 @@ from reflexio_pipelines.learning.types import (
     ExtractedPlaybook,
     ExtractedProfile,
     ExtractionResult,
+    ForgetDirective,
     ToolCall,
     Turn,
     Window,
@@ -256,6 +260,8 @@ def _profiles_from_turn(turn: Turn, is_correction_turn: bool) -> Iterator[Extrac
         greeted, after_greeting = after_greeting or bool(_GREETING_RE.match(sentence)), False
         if sentence.endswith("?") or _QUESTION_START_RE.match(sentence) or _REQUEST_RE.search(sentence):
             continue
+        if forget_target(sentence):  # "forget that I live in Paris" asks to drop the fact, it does not state it
+            continue
         # a sentence that corrects the agent is a rule for the agent, not a fact about the user
         if is_correction_turn and _has_correction_marker(sentence):
             continue
@@ -267,6 +273,61 @@ def _profiles_from_turn(turn: Turn, is_correction_turn: bool) -> Iterator[Extrac
                     time_to_live=_ttl_for(sentence),
                     source_turn_ids=[turn.turn_id],
                 )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Forget requests (HEURISTIC: surface wording only)
+# ---------------------------------------------------------------------------------------------------------------
+
+# Verbs that always ask the agent to drop something it remembers.
+_FORGET_VERB = (
+    r"(?:forget|unlearn|stop remembering|(?:do not|don't|dont) remember|no longer remember|"
+    r"stop (?:storing|keeping|saving|tracking))"
+)
+# Verbs that only do so when their object is the user's own data: "delete my address" is a forget request,
+# "delete the staging branch" is a task for the agent.
+_ERASE_VERB = r"(?:delete|remove|erase|wipe|purge|clear)"
+_ABOUT = (
+    r"(?:what you (?:know|have|remember|stored|saved|keep)(?: (?:stored|saved|on file|on record))?(?: about| on)?|"
+    r"everything (?:you know )?about|anything (?:you know )?about|all (?:you know )?about|the fact that|about|that)"
+)
+_FORGET_RE = re.compile(rf"\b{_FORGET_VERB}\b\s*(?:{_ABOUT}\s+)*(?P<target>.*)$", re.I)
+_ERASE_RE = re.compile(rf"\b{_ERASE_VERB}\b\s+(?:{_ABOUT}\s+)*(?P<target>(?:my|I|I'm|I've)\b.*)$", re.I)
+_TARGET_TAIL_RE = re.compile(
+    r"(?:\s+(?:from|in) (?:your|the) (?:memory|records?|notes|profile|files?|database)|\s+(?:any ?more|for now)|"
+    r"[\s,]*\bplease\b|[\s.!?,;:]+)+$",
+    re.I,
+)
+# "forget it", "forget that" (alone) mean "never mind", not "erase something"
+_NOT_A_TARGET = _words("it this that these those them everything anything all")
+
+
+def forget_target(sentence: str) -> str | None:
+    """What a sentence asks the agent to forget about the user, phrased like a profile where the wording allows
+    ("forget that I live in Paris" -> "Lives in Paris", "stop remembering my phone number" -> "Their phone
+    number"); None when the sentence is not a forget request. HEURISTIC: wording only, so "forget it" (never mind)
+    is not one, and an unusual phrasing ("I'd rather you didn't keep my address") is missed."""
+    text = _normalise(sentence)
+    match = _FORGET_RE.search(text) or _ERASE_RE.search(text)
+    if match is None:
+        return None
+    target = _TARGET_TAIL_RE.sub("", match.group("target")).strip()
+    if not target or _first_word(target) in _NOT_A_TARGET:
+        return None
+    as_profile = _profile_from_clause(target) if re.match(r"I\b|I'", target) else None
+    return as_profile or _capitalise(_third_person(target))
+
+
+def has_forget_request(window: Window) -> bool:
+    """Whether any user turn of the window asks to forget something (the `forget_target` heuristic)."""
+    return any(forget_target(s) for t in window.turns if t.is_user for s in _sentences(t.content))
+
+
+def _forget_directives(turn: Turn) -> Iterator[ForgetDirective]:
+    for sentence in _sentences(turn.content):
+        target = forget_target(sentence)
+        if target:
+            yield ForgetDirective(target=clean_text(target, MAX_CONTENT_CHARS), source_turn_ids=[turn.turn_id])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -301,7 +362,8 @@ _FILLER_SENTENCE_RE = re.compile(r"^(?:thanks|thank you|ok|okay|hmm+|ugh|sorry|p
 
 
 def _has_correction_marker(text: str) -> bool:
-    sentences = [_NOT_A_CORRECTION_RE.sub(" ", _normalise(s)).strip() for s in _sentences(text)]
+    # "stop remembering my phone number" holds a marker word but is a forget request, not a rule for the agent
+    sentences = [_NOT_A_CORRECTION_RE.sub(" ", _normalise(s)).strip() for s in _sentences(text) if not forget_target(s)]
     return any(_MARKER_RE.search(s) or _LEADING_NO_RE.match(s) for s in sentences)
 
 
@@ -321,6 +383,8 @@ def correction_rule(correction: str) -> str:
     "Never X; always Y.")."""
     rules = []
     for sentence in map(_normalise, _sentences(correction)):
+        if forget_target(sentence):  # a forget request in the same turn is handled as one, not as part of the rule
+            continue
         # a plain fact about the user in the same turn ("I'm a PM") is a profile, not part of the rule
         if not _has_correction_marker(sentence) and any(map(_profile_from_clause, _CLAUSE_SPLIT_RE.split(sentence))):
             continue
@@ -666,6 +730,7 @@ class BuiltinExtractor:
         turns = window.turns
         profiles: list[ExtractedProfile] = []
         playbooks: list[ExtractedPlaybook] = []
+        forget: list[ForgetDirective] = []
         tool_failures: dict[int, list[ExtractedPlaybook]] = {}
         for index, playbook in _tool_failure_playbooks(turns):
             tool_failures.setdefault(index, []).append(playbook)
@@ -673,6 +738,7 @@ class BuiltinExtractor:
             correction = _correction_playbook(turns, index)
             if turn.is_user:
                 profiles.extend(_profiles_from_turn(turn, is_correction_turn=correction is not None))
+                forget.extend(_forget_directives(turn))
             if correction is not None:
                 playbooks.append(correction)
             playbooks.extend(tool_failures.get(index, []))
@@ -683,6 +749,8 @@ class BuiltinExtractor:
         return ExtractionResult(
             profiles=[tagged for p in dedupe_by_content(profiles) if (tagged := group.tag_profile(p))],
             playbooks=[tagged for p in dedupe_by_content(playbooks) if (tagged := group.tag_playbook(p))],
+            # forgetting is about profiles: a group without a profile extractor has nothing to forget
+            forget=forget if group.resolve("profile", None)[0] is not None else [],
             extractor=EXTRACTOR_NAME,
             model=MODEL_NAME,
             prompt_version=PROMPT_VERSION,

@@ -133,12 +133,30 @@ class _LRUCache:
                     self._data.popitem(last=False)
         return value.copy()
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+class _QueryCached:
+    """`embed_query` through the embedder's LRU (`self._query_cache`), and a way to drop what it remembers."""
+
+    _query_cache: _LRUCache
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one text into a (dim,) vector, served from a small LRU cache when seen recently."""
+        return self._query_cache.get_or_compute(text, lambda t: self.embed([t])[0])
+
+    def clear_query_cache(self) -> None:
+        """Forget every cached query text (erasure: a query can quote what a user said)."""
+        self._query_cache.clear()
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # local model
 
 
-class LocalMiniLMEmbedder:
+class LocalMiniLMEmbedder(_QueryCached):
     """all-MiniLM-L6-v2 (384-d) as int8 ONNX on onnxruntime: no torch, no network.
 
     The model and tokenizer files are located in their installed packages and verified against pinned sha256
@@ -242,16 +260,12 @@ class LocalMiniLMEmbedder:
             out[idx] = self._embed_batch([texts[i] for i in idx])
         return out
 
-    def embed_query(self, text: str) -> np.ndarray:
-        """Embed one text into a (384,) vector, served from a small LRU cache when seen recently."""
-        return self._query_cache.get_or_compute(text, lambda t: self.embed([t])[0])
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # remote models through LiteLLM
 
 
-class LiteLLMEmbedder:
+class LiteLLMEmbedder(_QueryCached):
     """Any embedding model LiteLLM can call (OpenAI, Gemini, an OpenAI-compatible server, …).
 
     `dim` is `dimensions` when given, else discovered from the first response (a one-text probe if `dim` is read
@@ -344,9 +358,6 @@ class LiteLLMEmbedder:
             raise EmbeddingError(f"{self.model!r} returned {out.shape[1]}-d vectors, expected {self._dim}")
         return out
 
-    def embed_query(self, text: str) -> np.ndarray:
-        """Embed one text into a (dim,) vector, served from a small LRU cache when seen recently."""
-        return self._query_cache.get_or_compute(text, lambda t: self.embed([t])[0])
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ class Extractor(Protocol):
     Implementations must be deterministic for a given window where they can be (the builtin always is; an LLM at
     temperature 0 mostly is) and raise `ExtractionFailed` rather than return partial results. Items should be
     tagged with the group extractor that produced them (`NamedProfile` / `NamedPlaybook`); untagged items are
-    attributed to the group's first extractor of their kind.
+    attributed to the group's first extractor of their kind. A request to forget something about the user is
+    reported as a `ForgetDirective` (`result.forget`), never as a profile or a playbook.
     """
 
     name: str
@@ -43,6 +44,7 @@ def make_extractor(llm_settings: LLMSettings) -> BuiltinExtractor | LiteLLMExtra
         api_key=llm_settings.api_key.get_secret_value(),
         timeout_s=llm_settings.timeout_s,
         max_retries=llm_settings.max_retries,
+        backoff_base_s=llm_settings.backoff_base_s,
         temperature=llm_settings.temperature,
         gate_model=llm_settings.gate_model,
     )

@@ -9,6 +9,17 @@ and contradictions; the newer statement supersedes the older, nothing is deleted
 Ids are derived from (user, normalised content), so re-running a partition yields the same ids, and the same fact
 or rule observed again collapses into the existing item. Every row records where it came from: source turns,
 extraction window, partition window, run id, extractor, prompt version and model.
+
+Forget requests ("forget that I live in Paris") come from the extractor as directives; the user's profiles they
+match (learning/forget.py, a heuristic) are superseded by a *tombstone* row with status `forgotten`, which is never
+served: the forgotten profile leaves search at the next index build, and because supersession is by id, a later
+re-extraction of the same fact from older turns (a re-materialised window, a rerun) stays superseded.
+
+A user's batch is all-or-nothing: with `on_failure="record"` a window that still fails after the extractor's
+retries, or a dedup judge that gets no usable answer, costs the user its whole batch in this run — no item, change
+or bookmark of that user is written (the bookmark stays before the failed window) and a `Failure` is returned for
+the caller to record; re-running the partition learns the user's batch once, from the start. With
+`on_failure="raise"` (rerun operations) the failure propagates instead.
 """
 
 from __future__ import annotations
@@ -29,17 +40,20 @@ from reflexio_pipelines.learning.config import (
 from reflexio_pipelines.learning.dedup import Candidate, DedupJudge, Resolution, deduplicate, profile_slot
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.extract import Extractor
-from reflexio_pipelines.learning.llm_extract import GatedExtractionResult
+from reflexio_pipelines.learning.forget import match_profiles
+from reflexio_pipelines.learning.lifecycle import FORGOTTEN
+from reflexio_pipelines.learning.llm_extract import ExtractionFailed, FailureSummary, GatedExtractionResult
 from reflexio_pipelines.learning.types import (
     NEVER_EXPIRES_TIMESTAMP,
     TTL_SECONDS,
     ExtractionResult,
+    ForgetDirective,
     Turn,
     Window,
     stable_int_id,
     stable_uuid,
 )
-from reflexio_pipelines.learning.windows import group_by_user, plan_windows
+from reflexio_pipelines.learning.windows import group_by_user, plan_windows, turn_sort_key
 
 #: Builds the dedup judge for one entity ("profile" or "user_playbook"), given the vectors already computed.
 JudgeFactory = Callable[[str, dict[str, np.ndarray]], DedupJudge]
@@ -59,7 +73,47 @@ class LearnStats:
     duplicates_dropped: int = 0
     gate_calls: int = 0  # included in llm_calls
     gate_skipped: int = 0  # windows the gate rejected: processed (bookmark advanced), no extraction call
+    forget_requests: int = 0  # forget directives read from new turns
+    forgotten: int = 0  # profiles they removed (matched by the heuristic in learning/forget.py)
     extractors: set[str] = field(default_factory=set)
+
+
+#: Content of a tombstone row: the forgotten fact is deliberately not repeated in it.
+FORGOTTEN_CONTENT = "(forgotten at the user's request)"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A user batch that could not be learned in this run (nothing of the user was written). `stage` is
+    `extract` (a window failed after the extractor's retries), `dedup` (the judge got no usable answer) or
+    `blocked` (an earlier window of the user is still unresolved, so this one waits behind it). The summary holds
+    no prompt content and no secret (see llm_extract.FailureSummary)."""
+
+    user_id: str
+    extractor: str  # the extractor group
+    stage: str
+    summary: FailureSummary
+    attempts: int = 0
+    extraction_window_id: str | None = None
+    first_turn_id: str | None = None
+    last_turn_id: str | None = None
+
+
+class DedupFailed(RuntimeError):
+    """The dedup judge got no usable answer after its retries (raised instead of keeping every NEW item)."""
+
+    def __init__(self, entity: str, summary: FailureSummary, calls: int) -> None:
+        super().__init__(f"{entity} dedup judge failed after {calls} call(s): {summary}")
+        self.summary = summary
+        self.calls = calls
+
+
+class _UserFailed(Exception):
+    """Internal: ends one user's batch in record mode."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.stage)
+        self.failure = failure
 
 
 @dataclass
@@ -69,6 +123,8 @@ class LearnOutput:
     change_log: list[dict[str, Any]]
     bookmarks: list[dict[str, Any]]
     stats: LearnStats
+    failures: list[Failure] = field(default_factory=list)
+    learned_users: set[str] = field(default_factory=set)  # users whose whole batch was learned in this run
 
 
 @dataclass
@@ -104,42 +160,97 @@ def learn(
     run_id: str,
     config: ExtractionConfig = DEFAULT_CONFIG,
     status: str = "current",
+    on_failure: Literal["raise", "record"] = "raise",
+    blocked: dict[str, str] | None = None,
 ) -> LearnOutput:
     """Learn from one partition's `turns`; `states` holds each user's history and current items; `config` says
     which extractors run (one extraction call per window and extractor group) and how windows are cut.
 
     `status="pending"` is a rerun: rows are written as pending (not served) until an upgrade promotes them.
+    `on_failure="record"` turns a failed user batch into a `Failure` in the output (nothing of that user is
+    written) instead of raising. `blocked` maps users that must wait (an earlier window of theirs is unresolved)
+    to the reason; they are not extracted and come back as `blocked` failures.
     """
     stats = LearnStats()
     out = LearnOutput([], [], [], [], stats)
     groups = config.groups()
+    blocked = blocked or {}
     for user_id, user_turns in group_by_user(turns).items():
-        state = states.get(user_id, UserState())
         stats.users += 1
-        profiles: dict[str, dict[str, Any]] = {}
-        playbooks: dict[int, dict[str, Any]] = {}
-        planned: list[tuple[ExtractorGroup, list[Turn], list[Window]]] = []
-        for group in groups:
-            new_turns = [t for t in user_turns if group.accepts(t)]
-            if not new_turns:
-                continue  # nothing new for this group's sources: its bookmark stays where it was
-            history = [t for t in state.history if group.accepts(t)]
-            windows = plan_windows(history, new_turns, group.batch_size, group.batch_interval)
-            planned.append((group, new_turns, windows))
-            fresh = {t.turn_id for t in new_turns}
-            for win in windows:
+        if user_id in blocked:
+            out.failures.append(Failure(user_id, "*", "blocked", FailureSummary("Blocked", blocked[user_id]),
+                                        first_turn_id=user_turns[0].turn_id, last_turn_id=user_turns[-1].turn_id))  # fmt: skip
+            continue
+        try:
+            _learn_user(user_id, user_turns, states.get(user_id, UserState()), groups, extractor, embedder,
+                        judge_factory, out, window=window, run_id=run_id, status=status)  # fmt: skip
+        except _UserFailed as failed:
+            if on_failure == "raise":
+                raise failed.__cause__ or failed from None
+            out.failures.append(failed.failure)
+            continue
+        out.learned_users.add(user_id)
+    return out
+
+
+def _learn_user(
+    user_id: str,
+    user_turns: list[Turn],
+    state: UserState,
+    groups: list[ExtractorGroup],
+    extractor: Extractor,
+    embedder: Embedder,
+    judge_factory: JudgeFactory,
+    out: LearnOutput,
+    *,
+    window: str,
+    run_id: str,
+    status: str,
+) -> None:
+    """One user's batch: extract every window, apply forget requests, deduplicate, then append the rows to `out`
+    (only once everything succeeded: a `_UserFailed` leaves `out` untouched apart from the cost in `out.stats`)."""
+    stats = out.stats
+    profiles: dict[str, dict[str, Any]] = {}
+    playbooks: dict[int, dict[str, Any]] = {}
+    requests: list[tuple[ForgetDirective, Turn, Window, ExtractionResult, ExtractorGroup]] = []
+    planned: list[tuple[ExtractorGroup, list[Turn], list[Window]]] = []
+    for group in groups:
+        new_turns = [t for t in user_turns if group.accepts(t)]
+        if not new_turns:
+            continue  # nothing new for this group's sources: its bookmark stays where it was
+        history = [t for t in state.history if group.accepts(t)]
+        windows = plan_windows(history, new_turns, group.batch_size, group.batch_interval)
+        planned.append((group, new_turns, windows))
+        fresh = {t.turn_id for t in new_turns}
+        for win in windows:
+            try:
                 result = extractor.extract(win, group)
-                _count(stats, result)
-                by_id = {t.turn_id: t for t in win.turns}
-                # Context turns were learned from when they were new: an item resting only on them is a repeat.
-                for row in _profile_rows(win, result, group, by_id, window, run_id):
-                    if fresh & set(row["source_turn_ids"]):
-                        _merge(profiles, row["profile_id"], row)
-                for row in _playbook_rows(win, result, group, by_id, window, run_id):
-                    if fresh & set(row["source_turn_ids"]):
-                        _merge(playbooks, row["user_playbook_id"], row)
+            except ExtractionFailed as exc:
+                stats.windows += 1
+                stats.llm_calls += exc.llm_calls
+                stats.prompt_tokens += exc.prompt_tokens
+                stats.completion_tokens += exc.completion_tokens
+                failure = Failure(user_id, group.name, "extract", exc.summary, exc.attempts, win.window_id,
+                                  win.turns[0].turn_id, win.turns[-1].turn_id)  # fmt: skip
+                raise _UserFailed(failure) from exc
+            _count(stats, result)
+            by_id = {t.turn_id: t for t in win.turns}
+            # Context turns were learned from when they were new: an item resting only on them is a repeat.
+            for row in _profile_rows(win, result, group, by_id, window, run_id):
+                if fresh & set(row["source_turn_ids"]):
+                    _merge(profiles, row["profile_id"], row)
+            for row in _playbook_rows(win, result, group, by_id, window, run_id):
+                if fresh & set(row["source_turn_ids"]):
+                    _merge(playbooks, row["user_playbook_id"], row)
+            for directive in result.forget:  # a request seen only as context was handled when it was new
+                asked = [by_id[i] for i in directive.source_turn_ids if i in by_id and i in fresh]
+                if asked:
+                    requests.append((directive, max(asked, key=turn_sort_key), win, result, group))
+    order = {t.turn_id: turn_sort_key(t) for t in [*state.history, *user_turns]}
+    tombstones, existing_profiles = _forget(requests, profiles, state.profiles, order, embedder, stats, window, run_id)
+    try:
         kept_profiles = _dedup(
-            "profile", list(profiles.values()), state.profiles, embedder, judge_factory, stats,
+            "profile", list(profiles.values()), existing_profiles, embedder, judge_factory, stats,
             id_column="profile_id", text_of=lambda r: r["content"], slot_of=lambda r: profile_slot(r["content"]),
             key_of=lambda r: r["content"],
             rewrite=lambda r, text: dict(r, content=text, profile_id=profile_id(r["user_id"], text)),
@@ -150,16 +261,68 @@ def learn(
             key_of=lambda r: r["content"],
             rewrite=lambda r, text: dict(r, content=text, user_playbook_id=playbook_id(r["user_id"], r["trigger"], text)),
         )  # fmt: skip
-        kept_profiles = [dict(r, status=status) for r in kept_profiles]
-        kept_playbooks = [dict(r, status=status) for r in kept_playbooks]
-        out.profiles.extend(kept_profiles)
-        out.playbooks.extend(kept_playbooks)
-        out.change_log.extend(_changes("profile", kept_profiles, "profile_id", window, run_id))
-        out.change_log.extend(_changes("user_playbook", kept_playbooks, "user_playbook_id", window, run_id))
-        for group, new_turns, windows in planned:
-            items = _items_of(group, kept_profiles, kept_playbooks)
-            out.bookmarks.append(_bookmark(user_id, group.name, new_turns, windows, items, window, run_id))
-    return out
+    except DedupFailed as exc:
+        failure = Failure(user_id, "*", "dedup", exc.summary, exc.calls, None, user_turns[0].turn_id,
+                          user_turns[-1].turn_id)  # fmt: skip
+        raise _UserFailed(failure) from exc
+    kept_profiles = [dict(r, status=status) for r in kept_profiles]
+    kept_playbooks = [dict(r, status=status) for r in kept_playbooks]
+    out.profiles.extend(kept_profiles + tombstones)
+    out.playbooks.extend(kept_playbooks)
+    out.change_log.extend(_changes("profile", kept_profiles + tombstones, "profile_id", window, run_id))
+    out.change_log.extend(_changes("user_playbook", kept_playbooks, "user_playbook_id", window, run_id))
+    for group, new_turns, windows in planned:
+        items = _items_of(group, kept_profiles, kept_playbooks)
+        out.bookmarks.append(_bookmark(user_id, group.name, new_turns, windows, items, window, run_id))
+
+
+def _forget(
+    requests: list[tuple[ForgetDirective, Turn, Window, ExtractionResult, ExtractorGroup]],
+    new_profiles: dict[str, dict[str, Any]],
+    existing: list[dict[str, Any]],
+    order: dict[str, tuple],
+    embedder: Embedder,
+    stats: LearnStats,
+    window: str,
+    run_id: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Apply forget requests in turn order: each removes the matching profiles the user had when asking (current
+    ones, and new ones stated before the request). Matched new profiles are dropped from `new_profiles`; every
+    match is superseded by one tombstone row per request. Returns (tombstones, the existing profiles left)."""
+    tombstones: list[dict[str, Any]] = []
+    existing = list(existing)
+    for directive, asked, win, result, group in sorted(requests, key=lambda r: turn_sort_key(r[1])):
+        stats.forget_requests += 1
+        asked_at = turn_sort_key(asked)
+        stated_before = [k for k, r in new_profiles.items()
+                         if max(order[i] for i in r["source_turn_ids"]) < asked_at]  # fmt: skip
+        candidates = existing + [new_profiles[k] for k in stated_before]
+        matches = match_profiles(directive.target, [r["content"] for r in candidates], embedder)
+        if not matches:
+            continue
+        matched = [candidates[m.profile_index] for m in matches]
+        ids = sorted({r["profile_id"] for r in matched})
+        existing = [r for r in existing if r["profile_id"] not in ids]
+        for key in [k for k in stated_before if new_profiles[k]["profile_id"] in ids]:
+            del new_profiles[key]
+        stats.forgotten += len(ids)
+        name = group.resolve("profile", None)[0]
+        tombstones.append({
+            "profile_id": stable_uuid(asked.user_id, FORGOTTEN, asked.turn_id, content_key(directive.target)),
+            "user_id": asked.user_id,
+            "content": FORGOTTEN_CONTENT,
+            "profile_time_to_live": None,
+            "expiration_timestamp": None,
+            "last_modified_timestamp": asked.created_at,
+            "generated_from_request_id": asked.request_id,
+            "source": asked.source,
+            "status": FORGOTTEN,
+            "supersedes": ids,
+            "extractor_names": [name] if name else [],
+            "custom_features": json.dumps({"match": [m.reason for m in matches]}, sort_keys=True),
+            **_provenance(win, [asked], result, window, run_id),
+        })  # fmt: skip
+    return tombstones, existing
 
 
 def _items_of(group: ExtractorGroup, profiles: list[dict[str, Any]], playbooks: list[dict[str, Any]]) -> int:
@@ -222,12 +385,17 @@ def _dedup(
     new = [Candidate(f"new:{i}", text_of(r), _time(r), slot_of(r), key_of(r)) for i, r in enumerate(new_rows)]
     existing = [Candidate(str(r[id_column]), text_of(r), _time(r), slot_of(r), key_of(r)) for r in existing_rows]
     by_candidate = {c.item_id: v for c, v in zip(new + existing, vectors)}
-    resolution: Resolution = deduplicate(new, existing, new_vectors, existing_vectors,
-                                         judge_factory(entity, by_candidate))  # fmt: skip
+    judge = judge_factory(entity, by_candidate)
+    resolution: Resolution = deduplicate(new, existing, new_vectors, existing_vectors, judge)
     stats.dedup_calls += resolution.judge_calls
     stats.llm_calls += resolution.judge_calls
     stats.prompt_tokens += resolution.prompt_tokens
     stats.completion_tokens += resolution.completion_tokens
+    # An LLM judge that got no usable answer falls back to "no groups"; written as is, that would keep duplicates
+    # and contradictions current. The batch fails instead and is retried (the rule judge never fails).
+    failure: FailureSummary | None = getattr(judge, "last_failure", None)
+    if failure is not None:
+        raise DedupFailed(entity, failure, resolution.judge_calls)
     stats.duplicates_dropped += len(new_rows) - len(resolution.keep)
     id_type = type(new_rows[0][id_column])
     kept = []
@@ -257,6 +425,10 @@ def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: st
     for row in rows:
         base = {"entity": entity, "user_id": row["user_id"], "window": window, "run_id": run_id,
                 "request_id": row.get("generated_from_request_id") or row.get("request_id"), "created_at": _time(row)}  # fmt: skip
+        if row["status"] == FORGOTTEN:  # a tombstone is not an item: only what it removed is a change
+            changes.extend(dict(base, item_id=str(old), change=FORGOTTEN, superseded_by=str(row[id_column]), content=None)
+                           for old in row["supersedes"])  # fmt: skip
+            continue
         changes.append(dict(base, item_id=str(row[id_column]), change="added", superseded_by=None, content=row["content"]))
         for old in row["supersedes"]:
             changes.append(dict(base, item_id=str(old), change="superseded", superseded_by=str(row[id_column]), content=None))

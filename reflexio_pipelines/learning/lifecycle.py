@@ -2,7 +2,10 @@
 
 - a row is *replaced* by a newer row whose `supersedes` names it (dedup, conflict resolution);
 - a row's *status* (current / pending / archived) is the status it was written with, overridden by the latest
-  lifecycle event about it (upgrade promotes pending rows and archives current ones; downgrade swaps back).
+  lifecycle event about it (upgrade promotes pending rows and archives current ones; downgrade swaps back);
+- a profile the user asked to forget is superseded by a *tombstone* row with status `forgotten` (learn.py): the
+  tombstone is in no lifecycle status, so neither it nor what it supersedes is ever live, served, upgraded or
+  downgraded again.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 LIFECYCLE_STATUSES = ("current", "pending", "archived")
+#: Status of a tombstone row (and the change-log entry of what it removed): forgotten at the user's request.
+FORGOTTEN = "forgotten"
 
 
 def superseded_by(rows: Iterable[dict[str, Any]], id_column: str) -> dict[Any, Any]:

@@ -1,8 +1,9 @@
 """One JSON-returning LLM call with retries, shared by the LLM judges (dedup, aggregation).
 
 Transient failures (timeouts, 429, 5xx, unparseable or schema-violating replies) are retried with exponential
-backoff and jitter; anything else ends at once. Cost is counted on every attempt. The API key is scrubbed from
-every message that could reach a log.
+backoff and full jitter (a 429's Retry-After is honoured when longer); anything else ends at once. Cost is counted
+on every attempt. Logs carry only a `FailureSummary` (error class and kind), never provider text or replies; the
+scrubbed exception text is kept on the outcome for the caller.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from typing import Generic, TypeVar
 
 from reflexio_pipelines.learning.jsonparse import parse_llm_json
 from reflexio_pipelines.learning.llm_extract import (
-    backoff_delay,
+    FailureSummary,
     complete_chat,
     is_transient,
     reply_text,
     response_usage,
+    retry_delay,
     scrub_secret,
+    summarize_failure,
 )
 
 log = logging.getLogger(__name__)
@@ -30,13 +33,15 @@ T = TypeVar("T")
 
 @dataclass
 class CallOutcome(Generic[T]):
-    """The validated value (None when every attempt failed), the cost, and the scrubbed last error."""
+    """The validated value (None when every attempt failed), the cost, the scrubbed last error text and its
+    storable summary (None when the call succeeded)."""
 
     value: T | None
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str = ""
+    failure: FailureSummary | None = None
 
 
 @dataclass
@@ -61,9 +66,10 @@ class LLMEndpoint:
         outcome: CallOutcome[T] = CallOutcome(None)
         rng = random.Random()
         attempts = max(0, self.max_retries) + 1
+        last: BaseException | None = None
         for attempt in range(attempts):
-            if attempt:
-                self.sleep(backoff_delay(attempt - 1, self.backoff_base_s, rng))
+            if last is not None:
+                self.sleep(retry_delay(last, attempt - 1, self.backoff_base_s, rng))
             outcome.calls += 1
             try:
                 response = complete_chat(self.model, messages, api_base=self.api_base, api_key=self.api_key,
@@ -72,11 +78,13 @@ class LLMEndpoint:
                 outcome.prompt_tokens += prompt_tokens
                 outcome.completion_tokens += completion_tokens
                 outcome.value = validate(parse_llm_json(reply_text(response), expected_keys=expected_keys))
-                outcome.error = ""
+                outcome.error, outcome.failure = "", None
                 return outcome
             except Exception as exc:  # classified below: only transient failures are retried
+                last = exc
                 outcome.error = scrub_secret(f"{type(exc).__name__}: {exc}", self.api_key)[:500]
-                log.warning("%s attempt %d/%d (%s) failed: %s", what, attempt + 1, attempts, self.model, outcome.error)
+                outcome.failure = summarize_failure(exc)
+                log.warning("%s attempt %d/%d (%s) failed: %s", what, attempt + 1, attempts, self.model, outcome.failure)
                 if not is_transient(exc):
                     break
         return outcome

@@ -6,7 +6,10 @@ It only *groups*; what a group means (which NEW item survives, what it supersede
 Differences from the original on purpose: one prompt for profiles and playbooks (`item_kind` names which), every item
 line carries its UTC time so "the newer statement wins" is decidable, temperature 0, transient failures and
 unusable replies are retried with backoff (shared with the extractor), and a judge that still gets nothing usable
-returns no groups — every NEW item is kept and nothing is superseded — while reporting the calls and tokens spent.
+returns no groups — every NEW item is kept and nothing is superseded — while reporting the calls and tokens spent
+and setting `last_failure`. The learning pipeline treats that as a failed user batch (learn.py: nothing of that
+user is written, the window is recorded in `extraction_failures` and retried), so the fallback never reaches the
+lake from a pipeline run.
 The API key never reaches logs, results or exception text.
 """
 
@@ -22,7 +25,7 @@ from typing import Any
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
 from reflexio_pipelines.learning.llm_call import LLMEndpoint
-from reflexio_pipelines.learning.llm_extract import scrub_secret
+from reflexio_pipelines.learning.llm_extract import FailureSummary, scrub_secret
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
 
 log = logging.getLogger(__name__)
@@ -147,6 +150,7 @@ class LiteLLMDedupJudge:
         self.item_kind = item_kind.strip()
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.last_error = ""  # the scrubbed reason the last judge() fell back to "no groups" ("" if it did not)
+        self.last_failure: FailureSummary | None = None  # its storable summary (see llm_extract.FailureSummary)
 
     def __repr__(self) -> str:  # the key is deliberately absent
         return (
@@ -170,7 +174,7 @@ class LiteLLMDedupJudge:
     def judge(self, new: list[Candidate], existing: list[Candidate]) -> tuple[list[DuplicateGroup], int, int, int]:
         """(groups, calls, prompt_tokens, completion_tokens). Never raises for model or transport failures: after
         the retries it returns no groups (keep every NEW item, supersede nothing) with the cost spent so far."""
-        self.last_error = ""
+        self.last_error, self.last_failure = "", None
         if not new:
             return [], 0, 0, 0
 
@@ -183,7 +187,7 @@ class LiteLLMDedupJudge:
 
         outcome = self.endpoint.call_json(self.messages(new, existing), DEDUP_KEYS, validate, "dedup judge")
         if outcome.value is None:
-            self.last_error = outcome.error
+            self.last_error, self.last_failure = outcome.error, outcome.failure
             log.warning("dedup judge gave up after %d call(s) to %s; keeping all %d new item(s), superseding nothing",
                         outcome.calls, self.model, len(new))  # fmt: skip
             return [], outcome.calls, outcome.prompt_tokens, outcome.completion_tokens

@@ -5,12 +5,19 @@ produced them in an `extractor` field (absent or unknown = the group's first ext
 
 Optional cheap gate (`gate_model`): before extracting, one short call on a small model answers true/false for the
 window (prompt `extraction_gate`). `false` skips the extraction call (the window still counts as processed); a gate
-error or an unclear answer extracts anyway; windows with expert answers skip the gate (they are explicit signal).
+error or an unclear answer extracts anyway; windows with expert answers or a forget request (the builtin's wording
+heuristic) skip the gate (they are explicit signal, and a lost forget request would keep a fact the user revoked).
+
+Forget requests (prompt 1.2.0, the deletion directive channel): the reply's `forget` list names facts the user
+asked the agent to forget (`{"target": "Lives in Paris", "evidence": ["T4"]}`); they come back as
+`ForgetDirective`s and are matched against the user's stored profiles in learn.py, never stored as facts.
 
 Differences from the original on purpose: temperature defaults to 0 (reproducible), transient failures (timeouts,
-429, 5xx, connection errors, unparseable replies) are retried with exponential backoff and jitter instead of a
-single attempt, a window that still fails raises `ExtractionFailed` instead of silently yielding nothing, and the
-API key is never placed in logs, results or exception text.
+429 — honouring Retry-After —, 5xx, connection errors, unparseable or schema-violating replies) are retried with
+exponential backoff and full jitter instead of a single attempt, a window that still fails raises
+`ExtractionFailed` instead of silently yielding nothing, and the API key is never placed in logs, results or
+exception text. Failures are described by `FailureSummary`: the error class and a fixed description, never the
+provider's message or the model's reply (either may echo prompt content).
 """
 
 from __future__ import annotations
@@ -24,23 +31,38 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from reflexio_pipelines.learning.builtin import has_forget_request
 from reflexio_pipelines.learning.config import DEFAULT_GROUP, ExtractorDefinition, ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import (
     EXTRACTION_KEYS,
     LLMOutputError,
+    clean_text,
     dedupe_by_content,
     parse_llm_json,
     validate_extraction,
 )
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
-from reflexio_pipelines.learning.transcript import indent_continuation, render_expert_pairs, render_window
-from reflexio_pipelines.learning.types import ExtractedPlaybook, ExtractedProfile, ExtractionResult, Window
+from reflexio_pipelines.learning.transcript import (
+    indent_continuation,
+    render_expert_pairs,
+    render_window,
+    turn_ids_for_labels,
+)
+from reflexio_pipelines.learning.types import (
+    ExtractedPlaybook,
+    ExtractedProfile,
+    ExtractionResult,
+    ForgetDirective,
+    Window,
+)
 
 log = logging.getLogger(__name__)
 
 EXTRACTOR_NAME = "litellm"
 PROMPT_ID = "extraction"
-PROMPT_VERSION = "1.1.0"
+PROMPT_VERSION = "1.2.0"
+#: Top-level keys of an extraction reply (any one present makes it a reply in the contract).
+REPLY_KEYS = (*EXTRACTION_KEYS, "forget")
 GATE_PROMPT_ID = "extraction_gate"
 GATE_PROMPT_VERSION = "1.0.0"
 NOT_GIVEN = "(not given)"
@@ -50,11 +72,54 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 MAX_BACKOFF_S = 30.0
 
 
-class ExtractionFailed(RuntimeError):
-    """A window could not be extracted after all retries. Carries the cost spent so the caller can record it."""
+class SchemaViolation(LLMOutputError):
+    """The reply is JSON but not the contract: a list of the wrong type, or items none of which is valid. Retried
+    like unparseable output, so garbage is never stored as an (empty or broken) extraction."""
 
-    def __init__(self, message: str, *, attempts: int, llm_calls: int, prompt_tokens: int, completion_tokens: int):
+
+@dataclass(frozen=True)
+class FailureSummary:
+    """Why a call failed, safe to store and log: the exception class and a fixed description of its kind (HTTP
+    status where there is one). Never the provider's message or the model's reply: either can echo the prompt."""
+
+    error_class: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.error_class}: {self.message}"
+
+
+def summarize_failure(exc: BaseException) -> FailureSummary:
+    """The `FailureSummary` of a failed call."""
+    name = type(exc).__name__
+    status = _status_code(exc)
+    if isinstance(exc, SchemaViolation):
+        message = "the reply is JSON but violates the extraction schema"
+    elif isinstance(exc, LLMOutputError):
+        message = "the reply holds no usable JSON object"
+    elif isinstance(exc, TimeoutError) or "timeout" in name.lower():
+        message = "the call timed out"
+    elif status == 429:
+        message = "rate limited (HTTP 429)"
+    elif status is not None and status >= 500:
+        message = f"server error (HTTP {status})"
+    elif status is not None:
+        message = f"request refused (HTTP {status})"
+    elif isinstance(exc, ConnectionError) or "connection" in name.lower():
+        message = "the connection failed"
+    else:
+        message = "unexpected error"
+    return FailureSummary(name, message)
+
+
+class ExtractionFailed(RuntimeError):
+    """A window could not be extracted after all retries. Carries the cost spent so the caller can record it, and
+    a `FailureSummary` of the last error (the message holds no provider text, see `FailureSummary`)."""
+
+    def __init__(self, message: str, *, attempts: int, llm_calls: int, prompt_tokens: int, completion_tokens: int,
+                 summary: FailureSummary | None = None):  # fmt: skip
         super().__init__(message)
+        self.summary = summary or FailureSummary(type(self).__name__, "extraction failed")
         self.attempts = attempts
         self.llm_calls = llm_calls
         self.prompt_tokens = prompt_tokens
@@ -139,9 +204,34 @@ def scrub_secret(text: str, secret: str) -> str:
 
 
 def backoff_delay(attempt: int, base_s: float, rng: random.Random) -> float:
-    """Exponential delay with full jitter on top, so parallel workers do not retry in lockstep."""
+    """Exponential delay with full jitter on top, so parallel workers do not retry in lockstep: for retry number
+    `attempt` (0-based) a delay in [base·2^attempt, 2·base·2^attempt], the exponential part capped at MAX_BACKOFF_S."""
     base = min(MAX_BACKOFF_S, base_s * (2**attempt))
     return base + rng.uniform(0, base)
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """Seconds a rate-limited provider asked us to wait (its `Retry-After` header, in seconds), None if not given.
+
+    LiteLLM keeps the provider's headers on the exception (`headers`, `litellm_response_headers`) or on its httpx
+    response; an HTTP-date value is ignored (the exponential backoff applies)."""
+    sources = (getattr(exc, "headers", None), getattr(exc, "litellm_response_headers", None),
+               getattr(getattr(exc, "response", None), "headers", None))  # fmt: skip
+    for headers in sources:
+        if not headers or not hasattr(headers, "get"):
+            continue
+        value = headers.get("retry-after") or headers.get("Retry-After")
+        try:
+            return max(0.0, float(value))
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def retry_delay(exc: BaseException, attempt: int, base_s: float, rng: random.Random) -> float:
+    """How long to wait before retry number `attempt` (0-based) after `exc`: the jittered exponential backoff, or
+    the provider's Retry-After when that is longer (both capped at MAX_BACKOFF_S)."""
+    return min(MAX_BACKOFF_S, max(backoff_delay(attempt, base_s, rng), retry_after_s(exc) or 0.0))
 
 
 def complete_chat(
@@ -247,9 +337,6 @@ class LiteLLMExtractor:
     def _scrub(self, text: str) -> str:
         return scrub_secret(text, self._api_key)
 
-    def _backoff(self, attempt: int) -> float:
-        return backoff_delay(attempt, self.backoff_base_s, self._rng)
-
     def _complete(self, messages: list[dict[str, str]], *, model: str = "", json_mode: bool = True) -> Any:
         return complete_chat(
             model or self.model,
@@ -263,7 +350,7 @@ class LiteLLMExtractor:
 
     def _gate(self, window: Window, group: ExtractorGroup, result: GatedExtractionResult) -> bool:
         """Ask the gate model whether to extract; records its cost on `result`. Errors and unclear answers say yes."""
-        if not self.gate_model or any(t.expert_content.strip() for t in window.turns):
+        if not self.gate_model or any(t.expert_content.strip() for t in window.turns) or has_forget_request(window):
             return True
         result.gate_calls += 1
         try:
@@ -290,42 +377,43 @@ class LiteLLMExtractor:
             return _with_gate_cost(result)
         messages = self.messages(window, group)
         calls = prompt_tokens = completion_tokens = 0
-        last_error = ""
+        failure: BaseException | None = None
         attempts = self.max_retries + 1
         for attempt in range(attempts):
-            if attempt:
-                self._sleep(self._backoff(attempt - 1))
+            if failure is not None:
+                self._sleep(retry_delay(failure, attempt - 1, self.backoff_base_s, self._rng))
             calls += 1
             try:
                 response = self._complete(messages)
                 used = response_usage(response)
                 prompt_tokens += used[0]
                 completion_tokens += used[1]
-                obj = parse_llm_json(reply_text(response), expected_keys=EXTRACTION_KEYS)
+                obj = parse_llm_json(reply_text(response), expected_keys=REPLY_KEYS)
+                profiles, playbooks, problems = named_items(obj, window, group)
+                forget = forget_directives(obj, window, problems) if group.resolve("profile", None)[0] else []
+                check_schema(obj, group, kept=len(profiles) + len(playbooks) + len(forget))
             except Exception as exc:  # classified below; anything not transient ends the window at once
-                last_error = self._scrub(f"{type(exc).__name__}: {exc}")[:500]
-                log.warning(
-                    "extraction attempt %d/%d failed for window %s: %s",
-                    attempt + 1,
-                    attempts,
-                    window.window_id,
-                    last_error,
-                )
+                failure = exc
+                # the summary, not the exception text: provider messages and replies can echo prompt content
+                log.warning("extraction attempt %d/%d failed for window %s: %s", attempt + 1, attempts,
+                            window.window_id, summarize_failure(exc))  # fmt: skip
                 if not is_transient(exc):
                     break
                 continue
-            result.profiles, result.playbooks, problems = named_items(obj, window, group)
+            result.profiles, result.playbooks, result.forget = profiles, playbooks, forget
             if problems:
-                log.info("window %s: %d item problem(s): %s", window.window_id, len(problems), "; ".join(problems))
+                log.info("window %s: %d item problem(s) (items dropped or coerced)", window.window_id, len(problems))
             result.llm_calls, result.prompt_tokens, result.completion_tokens = calls, prompt_tokens, completion_tokens
             return _with_gate_cost(result)
+        summary = summarize_failure(failure) if failure is not None else FailureSummary("ExtractionFailed", "no attempt")
         # raised without chaining: the provider's exception (and its request context) could carry the key
         raise ExtractionFailed(
-            f"extraction failed for window {window.window_id} after {calls} call(s) to {self.model}: {last_error}",
+            f"extraction failed for window {window.window_id} after {calls} call(s) to {self.model}: {summary}",
             attempts=calls,
             llm_calls=calls + result.gate_calls,
             prompt_tokens=prompt_tokens + result.gate_prompt_tokens,
             completion_tokens=completion_tokens + result.gate_completion_tokens,
+            summary=summary,
         ) from None
 
 
@@ -370,3 +458,45 @@ def named_items(
             found[key] += [tag(parsed, requested) for parsed in [*profiles, *playbooks]]
     return dedupe_by_content(found["profiles"]), dedupe_by_content(found["playbooks"]), problems
 
+
+
+def forget_directives(obj: dict[str, Any], window: Window, problems: list[str]) -> list[ForgetDirective]:
+    """The reply's `forget` list as directives (a bare string is a target; evidence labels map to turn ids, none
+    cited = the whole window). Bad entries are dropped and reported in `problems`."""
+    raw = obj.get("forget")
+    if raw is None:
+        return []
+    entries = [raw] if isinstance(raw, (dict, str)) else raw
+    if not isinstance(entries, list):
+        problems.append(f"forget: expected a list, got {type(raw).__name__}; ignored")
+        return []
+    directives: list[ForgetDirective] = []
+    for i, entry in enumerate(entries):
+        item = {"target": entry} if isinstance(entry, str) else entry
+        target = item.get("target") if isinstance(item, dict) else None
+        text = clean_text(target) if isinstance(target, str) else ""
+        if not text:
+            problems.append(f"forget[{i}]: target missing or not text; dropped")
+            continue
+        evidence = item.get("evidence")
+        labels = [evidence] if isinstance(evidence, (str, int)) else evidence
+        cited = turn_ids_for_labels(window, labels) if isinstance(labels, list) else []
+        directives.append(ForgetDirective(text, cited or [t.turn_id for t in window.turns]))
+    return directives
+
+
+def check_schema(obj: dict[str, Any], group: ExtractorGroup, kept: int) -> None:
+    """Raise `SchemaViolation` when the reply is not the contract as a whole: a top-level list of the wrong type,
+    or items of kinds the group extracts of which not one was valid (`kept` counts what survived). One bad item
+    among good ones is only dropped (see `named_items`)."""
+    offered = 0
+    for key, kind in (("profiles", "profile"), ("playbooks", "playbook"), ("forget", "profile")):
+        value = obj.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, (list, dict)) and not (key == "forget" and isinstance(value, str)):
+            raise SchemaViolation(f"{key} is a {type(value).__name__}, not a list")
+        if group.resolve(kind, None)[0] is not None:
+            offered += len(value) if isinstance(value, list) else 1
+    if offered and not kept:
+        raise SchemaViolation(f"none of the {offered} item(s) in the reply is valid")

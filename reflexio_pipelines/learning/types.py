@@ -122,11 +122,22 @@ class ExtractedPlaybook:
 
 
 @dataclass
+class ForgetDirective:
+    """A user's request to forget something about them ("forget that I live in Paris"): `target` describes the
+    fact, phrased like a profile where possible ("Lives in Paris"); `source_turn_ids` are the turns asking for it.
+    Which stored profiles it removes is decided against the user's profiles in learn.py, not by the extractor."""
+
+    target: str
+    source_turn_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
 class ExtractionResult:
     """What one extractor call over one window produced, with cost accounting for metadata."""
 
     profiles: list[ExtractedProfile] = field(default_factory=list)
     playbooks: list[ExtractedPlaybook] = field(default_factory=list)
+    forget: list[ForgetDirective] = field(default_factory=list)
     extractor: str = ""
     model: str = ""
     prompt_version: str = ""

@@ -9,7 +9,9 @@ start of a chunk is read together with the agent answer it corrects and the requ
 So a batch of n new turns costs ceil(n / size) extraction calls instead of one per publish, no turn is ever
 skipped (the original only looked at the last `size` turns when the stride was crossed, §2.3), and the bookmark
 advances past every processed window, whether or not anything was extracted. Items resting only on lookback
-turns are not re-learned (see learn.py).
+turns are not re-learned (see learn.py). A window that fails (after the LLM retries) is not processed: nothing of
+the user's batch is written, the bookmark stays before it, and later partitions of that user wait until a re-run
+of the partition learns it (learn.py, learning/failures.py).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ class ExtractorResource(dg.ConfigurableResource):
     api_key: str = ""
     timeout_s: float = 120.0
     max_retries: int = 2
+    backoff_base_s: float = 1.0
     gate_model: str = ""
     extraction_config: str = ""
 
@@ -38,6 +39,7 @@ class ExtractorResource(dg.ConfigurableResource):
                 api_key=self.api_key,
                 timeout_s=self.timeout_s,
                 max_retries=self.max_retries,
+                backoff_base_s=self.backoff_base_s,
                 gate_model=self.gate_model,
             )
         )
@@ -59,5 +61,6 @@ class ExtractorResource(dg.ConfigurableResource):
             api_key=self.api_key,
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
+            backoff_base_s=self.backoff_base_s,
             item_kind=kinds[entity],
         )

@@ -48,12 +48,39 @@ def user_playbook_view(row: dict[str, Any]) -> dict[str, Any]:
         "trigger": row["trigger"],
         "rationale": row["rationale"],
         "blocking_issue": blocking,
+        "structured_data": _structured(row, blocking),
         "status": _lifecycle(row["status"]),
         "source": row["source"] or None,
         "source_interaction_ids": row["source_interaction_ids"] or [],
         "kind": row["kind"],
         "provenance": _provenance(row),
     }
+
+
+def _structured(row: dict[str, Any], blocking: dict | None) -> dict[str, Any]:
+    # Newer clients read trigger / rationale / blocking_issue from `structured_data`; the snapshot API top-level.
+    return {"trigger": row["trigger"], "rationale": row["rationale"], "blocking_issue": blocking}
+
+
+def patch_view(payload: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """A served view with edited table columns applied (an edit made after the index version was built)."""
+    out = dict(payload)
+    for name, value in fields.items():
+        if name == "custom_features":
+            out[name] = json.loads(value or "{}") or None
+        elif name in ("trigger", "rationale") and "structured_data" in out:
+            out[name] = value
+            out["structured_data"] = dict(out["structured_data"], **{name: value})
+        elif name in ("blocking_issue_kind", "blocking_issue_details"):
+            continue
+        elif name in out:
+            out[name] = value
+    if "blocking_issue_kind" in fields:
+        blocking = {"kind": fields["blocking_issue_kind"], "details": fields.get("blocking_issue_details") or ""}
+        out["blocking_issue"] = blocking
+        if "structured_data" in out:
+            out["structured_data"] = dict(out["structured_data"], blocking_issue=blocking)
+    return out
 
 
 def _provenance(row: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +144,7 @@ def agent_playbook_view(row: dict[str, Any], playbook_status: str) -> dict[str, 
         "trigger": row["trigger"],
         "rationale": row["rationale"],
         "blocking_issue": blocking,
+        "structured_data": _structured(row, blocking),
         "playbook_status": playbook_status,
         "playbook_metadata": "",
         "status": _lifecycle(row["status"]),

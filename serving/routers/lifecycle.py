@@ -135,3 +135,35 @@ def get_operation_status(request: Request, service_name: str = Query("profile_ge
     if status is None:
         return {"success": True, "operation_status": None, "msg": "no operation has run"}
     return {"success": True, "operation_status": status, "msg": ""}
+
+
+class ManualGenerationRequest(RerunProfileGenerationRequest):
+    """POST /api/manual_profile_generation and /api/manual_playbook_generation (extra fields are accepted and
+    ignored: the run covers every published window not yet learned from, for every user)."""
+
+
+def _generate_now(state: ServiceState, table: str) -> tuple[int, list[str]]:
+    """Learn from every pending window now (real Dagster runs), serve the new index; (items written, windows)."""
+    from reflexio_pipelines.partitions import GRANULARITY
+    from reflexio_pipelines.pending import pending_windows
+
+    keys = [p.partition_key for p in pending_windows(state.lake, GRANULARITY)]
+    result = state.launcher(keys)
+    state.index.refresh()
+    run_ids = set(getattr(result, "run_ids", []))
+    written = sum(1 for r in state.lake.read_table(table).to_pylist() if r["run_id"] in run_ids)
+    return written, keys
+
+
+@router.post("/api/manual_profile_generation")
+async def manual_profile_generation(body: ManualGenerationRequest, request: Request):
+    """Learn from what was published so far, now, instead of waiting for the sensor (synchronous)."""
+    written, keys = await run_in_threadpool(_generate_now, service(request), "user_profiles")
+    return {"success": True, "msg": f"learned from {len(keys)} pending window(s)", "profiles_generated": written}
+
+
+@router.post("/api/manual_playbook_generation")
+async def manual_playbook_generation(body: ManualGenerationRequest, request: Request):
+    """As manual_profile_generation; reports the user playbooks written."""
+    written, keys = await run_in_threadpool(_generate_now, service(request), "user_playbooks")
+    return {"success": True, "msg": f"learned from {len(keys)} pending window(s)", "playbooks_generated": written}

@@ -1,7 +1,71 @@
-"""Per-user data export and erasure (filled in by the privacy work)."""
+"""Per-user data export and erasure: `POST /api/export_user_data`, `DELETE /api/erase_user_data`.
+
+The lake logic lives in `reflexio_pipelines/privacy`; this router validates, runs it off the event loop and brings
+what the service holds in memory in line: buffered retrievals are flushed first (so they are erased with the rest),
+the index, control and curation overlays are reloaded right after, so a search in the next request no longer finds
+the user. An unknown user is not an error: export answers 200 with every table empty, erasure 200 with zero counts.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import logging
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+
+from reflexio_pipelines.lake.interactions import turn_rows
+from reflexio_pipelines.privacy.erasure import erase_user
+from reflexio_pipelines.privacy.export import as_json, as_parquet_zip, export_user
+from reflexio_pipelines.runs import exclusive
+from serving.deps import service
+from serving.models import EraseUserDataRequest, ExportUserDataRequest
+from serving.state import ServiceState
 
 router = APIRouter()
+log = logging.getLogger(__name__)
+
+
+@router.post("/api/export_user_data")
+async def export_user_data(body: ExportUserDataRequest, request: Request):
+    """Every row the lake holds about the user, per table: JSON `{table: [rows]}` or a zip of `<table>.parquet`."""
+    state: ServiceState = service(request)
+    tables = await run_in_threadpool(export_user, state.lake, body.user_id)
+    if body.format == "json":
+        return JSONResponse({"success": True, "user_id": body.user_id, "tables": as_json(tables)})
+    return Response(await run_in_threadpool(as_parquet_zip, tables), media_type="application/zip",
+                    headers={"Content-Disposition": 'attachment; filename="user_data.zip"'})  # fmt: skip
+
+
+@router.delete("/api/erase_user_data")
+async def erase_user_data(body: EraseUserDataRequest, request: Request):
+    """Remove the user from the landing files, every table and its history, and the index; answers when done."""
+    state: ServiceState = service(request)
+
+    def erase():
+        state.retrievals.flush()  # what this process served of the user is erased with the rest
+        keys = {r["idempotency_key"] for r in turn_rows(state.lake, [("user_id", "=", body.user_id)])
+                if r["idempotency_key"]}  # fmt: skip
+        with exclusive():  # no in-process run reads the lake before and writes after the erasure
+            result = erase_user(state.lake, body.user_id, state.embedder,
+                                on_table=lambda name, rows: log.info("erasure: %s: %d rows", name, rows))  # fmt: skip
+        state.writer.forget(keys)
+        clear = getattr(state.embedder, "clear_query_cache", None)  # cached query texts can quote the user
+        if clear is not None:
+            clear()
+        state.index.refresh()
+        state.control.refresh()
+        state.curation.refresh()
+        return result
+
+    try:
+        result = await run_in_threadpool(erase)
+    except Exception as exc:  # e.g. a lock held past its timeout or a full disk: the marker lets a retry finish it
+        log.exception("erasure failed")
+        return JSONResponse(status_code=503, content={"success": False,
+                                                      "message": f"erasure interrupted ({type(exc).__name__}); "
+                                                                 "retry the same request to complete it"})  # fmt: skip
+    message = (f"erased {result.total} rows; index version {result.index_version} is being served"
+               if result.total else "nothing of this user was left to erase")  # fmt: skip
+    return {"success": True, "message": message, "erased": result.erased, "redacted": result.redacted,
+            "files_purged": result.files_purged, "index_version": result.index_version}  # fmt: skip

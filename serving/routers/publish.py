@@ -102,7 +102,8 @@ async def _close_the_loop(state: ServiceState, ingested_at_us: int, request_id: 
     window = window_of_key(key, GRANULARITY)
     profiles = state.lake.read_table("user_profiles", window).to_pylist()
     playbooks = state.lake.read_table("user_playbooks", window).to_pylist()
-    response.profiles_added = sum(1 for r in profiles if r["generated_from_request_id"] == request_id)
+    response.profiles_added = sum(1 for r in profiles if r["generated_from_request_id"] == request_id
+                                  and r["status"] != "forgotten")  # a forget tombstone adds nothing
     response.playbooks_added = sum(1 for r in playbooks if r["request_id"] == request_id)
     response.message = "stored, learned and indexed"
 

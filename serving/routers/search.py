@@ -1,79 +1,190 @@
-"""POST /api/search: unified hybrid search over the precomputed index (no LLM, no pipeline in the path)."""
+"""Search over the precomputed index (no LLM, no pipeline in the path): unified and per entity type.
+
+Defaults fix the original's retrieval bugs: current items only; agent playbooks approved or pending (a rejected
+one is never served unless asked for); the similarity threshold applies to the vector leg; search_mode is
+honoured everywhere; one entity type failing yields partial results and a message instead of a failed response.
+Curated deletions and edits made since the index version was built apply at once (serving/curation.py).
+"""
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from fastapi import APIRouter, Request
 
 from reflexio_pipelines.search.index import LoadedIndex, SearchFilters
 from serving.deps import service
-from serving.models import UnifiedSearchRequest, UnifiedSearchResponse
+from serving.models import (
+    SearchAgentPlaybooksRequest,
+    SearchProfilesRequest,
+    SearchUserPlaybooksRequest,
+    UnifiedSearchRequest,
+    UnifiedSearchResponse,
+)
 from serving.state import ServiceState
 
 router = APIRouter()
 log = logging.getLogger(__name__)
 
+SERVED_PLAYBOOK_STATUSES = ("approved", "pending")
+NO_INDEX = "no index published yet: publish turns and run the pipeline"
+# The three entity searches of a unified request run side by side: tantivy and numpy release the GIL.
+_POOL = ThreadPoolExecutor(max_workers=3, thread_name_prefix="search")
+
+
+@dataclass(frozen=True)
+class EntityQuery:
+    """One entity type's search: what to match, how, and which rows are admissible."""
+
+    entity: str
+    query: str
+    top_k: int
+    threshold: float
+    filters: SearchFilters
+    playbook_statuses: tuple[str, ...] = SERVED_PLAYBOOK_STATUSES  # agent playbooks only
+
+
+class QueryPlan:
+    """What one request resolved once, shared by its entity searches: the index version and the query vector."""
+
+    def __init__(self, state: ServiceState, index: LoadedIndex, query: str, mode: str, reformulate: bool = False) -> None:
+        self.state, self.index, self.notes = state, index, []
+        if reformulate:
+            self.notes.append("enable_reformulation ignored: the read path runs no LLM, queries are used as given")
+        self.mode, self.vector = mode, None
+        if mode != "fts" and query.strip():
+            self.vector = state.query_vector(query, index.embedder_model_id)
+            if self.vector is None:
+                self.notes.append("vector search unavailable (index built with another embedding model); used fts")
+                self.mode = "fts"
+
+    def run(self, q: EntityQuery) -> list[dict[str, Any]]:
+        """Hits of one entity type as served payloads (overlays applied)."""
+        state, index = self.state, self.index
+        exclude = state.curation.excluded(q.entity)
+        filters = q.filters
+        if q.entity == "agent_playbook":
+            # Approval decisions made since this index version was built apply now, in both directions.
+            exclude = exclude | overlay_exclusions(index, state.control.snapshot(), q.playbook_statuses)
+            filters = replace(filters, playbook_statuses=None)
+        hits = index.search(q.entity, q.query, self.vector, top_k=q.top_k, threshold=q.threshold,
+                            mode=self.mode, filters=filters,
+                            exclude_ids=exclude)  # fmt: skip
+        payloads = [state.curation.patched(q.entity, h.doc_id, h.payload) for h in hits]
+        if q.entity == "agent_playbook":
+            payloads = [dict(p, playbook_status=state.control.status(h.doc_id, p["playbook_status"]))
+                        for p, h in zip(payloads, hits)]  # fmt: skip
+        return payloads
+
+    def run_many(self, queries: list[tuple[str, EntityQuery]]) -> dict[str, list[dict[str, Any]]]:
+        """Run entity searches in parallel; a failing one is left out and noted (partial results)."""
+        futures = {field: _POOL.submit(self.run, q) for field, q in queries}
+        out: dict[str, list[dict[str, Any]]] = {}
+        for (field, q), future in zip(queries, futures.values()):
+            try:
+                out[field] = future.result(timeout=30)
+            except Exception:
+                log.exception("search of %s failed", q.entity)
+                self.notes.append(f"{q.entity} search failed; partial results")
+        return out
+
 
 @router.post("/api/search", response_model=UnifiedSearchResponse)
 def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearchResponse:
-    """Profiles (only with a user_id), user playbooks and agent playbooks matching the query.
-
-    Defaults fix the original's retrieval bugs: current items only; agent playbooks approved or pending (a
-    rejected one is never served); the similarity threshold applies to the vector leg; search_mode is honoured.
-    One entity type failing yields partial results and a message instead of a failed response.
-    """
+    """Profiles (only with a user_id), user playbooks and agent playbooks matching the query."""
     state: ServiceState = service(request)
     index = state.index.index  # one version for the whole request, even if a swap happens meanwhile
     if index is None:
-        return UnifiedSearchResponse(success=True, msg="no index published yet: publish turns and run the pipeline")
-    mode = body.search_mode
-    vector = None
-    notes: list[str] = []
-    if mode != "fts":
-        vector = state.query_vector(body.query, index.embedder_model_id)
-        if vector is None:
-            notes.append("vector search unavailable (index built with another embedding model); used fts")
-            mode = "fts"
-    base = SearchFilters(user_id=body.user_id, agent_version=body.agent_version, playbook_name=body.playbook_name)
-    response = UnifiedSearchResponse(success=True, index_version=index.version)
-    entities = [("user_playbook", "user_playbooks"), ("agent_playbook", "agent_playbooks")]
+        return UnifiedSearchResponse(success=True, msg=NO_INDEX)
+    plan = QueryPlan(state, index, body.query, body.search_mode, body.enable_reformulation)
+    common = dict(query=body.query, top_k=body.top_k, threshold=body.threshold)
+    queries = [
+        ("user_playbooks", EntityQuery("user_playbook", filters=SearchFilters(
+            user_id=body.user_id, agent_version=body.agent_version, playbook_name=body.playbook_name), **common)),
+        ("agent_playbooks", EntityQuery("agent_playbook", filters=SearchFilters(
+            agent_version=body.agent_version, playbook_name=body.playbook_name), **common)),
+    ]  # fmt: skip
     if body.user_id:
-        entities.insert(0, ("profile", "profiles"))
-    for entity, field in entities:
-        try:
-            payloads = _search(state, index, entity, body, vector, mode, base)
-        except Exception:
-            log.exception("search of %s failed", entity)
-            notes.append(f"{entity} search failed; partial results")
-            continue
-        setattr(response, field, payloads)
-        state.retrievals.served(entity, payloads)
-    response.msg = "; ".join(notes)
-    return response
-
-
-def _search(state: ServiceState, index: LoadedIndex, entity: str, body: UnifiedSearchRequest, vector, mode: str,
-            filters: SearchFilters):  # fmt: skip
-    exclude: frozenset[str] = frozenset()
-    if entity == "profile":
         # Profiles carry no agent version or playbook name: only the user filter applies.
-        filters = SearchFilters(user_id=filters.user_id)
-    if entity == "agent_playbook":
-        # Approval decisions made since this index version was built apply now, in both directions.
-        overlay = state.control.snapshot()
-        exclude = overlay_exclusions(index, overlay, SERVED_PLAYBOOK_STATUSES)
-        filters = SearchFilters(agent_version=filters.agent_version, playbook_name=filters.playbook_name,
-                                playbook_statuses=None)  # fmt: skip
-    hits = index.search(entity, body.query, vector, top_k=body.top_k, threshold=body.threshold, mode=mode,
-                        filters=filters, exclude_ids=exclude)  # fmt: skip
-    if entity == "agent_playbook":
-        return [dict(h.payload, playbook_status=state.control.status(h.doc_id, h.payload["playbook_status"])) for h in hits]
-    return [hit.payload for hit in hits]
+        queries.insert(0, ("profiles", EntityQuery("profile", filters=SearchFilters(user_id=body.user_id), **common)))
+    results = plan.run_many(queries)
+    for entity_field, payloads in results.items():
+        state.retrievals.served(_ENTITY_OF[entity_field], payloads)
+    return UnifiedSearchResponse(success=True, index_version=index.version, msg="; ".join(plan.notes), **results)
 
 
-SERVED_PLAYBOOK_STATUSES = ("approved", "pending")
+_ENTITY_OF = {"profiles": "profile", "user_playbooks": "user_playbook", "agent_playbooks": "agent_playbook"}
+
+
+@router.post("/api/search_profiles")
+def search_profiles(body: SearchProfilesRequest, request: Request) -> dict:
+    """One user's profiles (current unless the lifecycle says otherwise), with the original's extra filters."""
+    post = _profile_post_filters(body)
+    hits = _single(request, "user_profiles", body, EntityQuery(
+        "profile", query=body.query or "", top_k=body.top_k * 10 if post else body.top_k, threshold=body.threshold,
+        filters=SearchFilters(user_id=body.user_id, start_time=body.start_unix,
+                                                     end_time=body.end_unix)))  # fmt: skip
+    if post and hits["success"]:
+        hits["user_profiles"] = [p for p in hits["user_profiles"] if all(f(p) for f in post)][: body.top_k]
+    return hits
+
+
+@router.post("/api/search_user_playbooks")
+def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) -> dict:
+    """User playbooks (all users unless `user_id`), current unless `status_filter` asks for others."""
+    return _single(request, "user_playbooks", body, EntityQuery(
+        "user_playbook", query=body.query or "", top_k=body.top_k, threshold=body.threshold,
+        filters=SearchFilters(user_id=body.user_id, agent_version=body.agent_version, playbook_name=body.playbook_name,
+                              statuses=statuses_of(body.status_filter), start_time=body.start_unix,
+                              end_time=body.end_unix)))  # fmt: skip
+
+
+@router.post("/api/search_agent_playbooks")
+def search_agent_playbooks(body: SearchAgentPlaybooksRequest, request: Request) -> dict:
+    """Agent playbooks; approved and pending unless `playbook_status_filter` names others (e.g. rejected)."""
+    wanted = body.playbook_status_filter
+    approval = SERVED_PLAYBOOK_STATUSES if wanted is None else tuple([wanted] if isinstance(wanted, str) else wanted)
+    return _single(request, "agent_playbooks", body, EntityQuery(
+        "agent_playbook", query=body.query or "", top_k=body.top_k, threshold=body.threshold,
+        filters=SearchFilters(agent_version=body.agent_version, playbook_name=body.playbook_name,
+                              statuses=statuses_of(body.status_filter), start_time=body.start_unix,
+                              end_time=body.end_unix), playbook_statuses=approval))  # fmt: skip
+
+
+def _single(request: Request, field: str, body: SearchProfilesRequest | SearchUserPlaybooksRequest
+            | SearchAgentPlaybooksRequest, q: EntityQuery) -> dict:  # fmt: skip
+    state: ServiceState = service(request)
+    index = state.index.index
+    if index is None:
+        return {"success": True, field: [], "msg": NO_INDEX}
+    plan = QueryPlan(state, index, body.query or "", body.search_mode, body.enable_reformulation)
+    results = plan.run_many([(field, q)])
+    return {"success": field in results, field: results.get(field, []), "msg": "; ".join(plan.notes)}
+
+
+def statuses_of(status_filter: list[str | None] | None) -> tuple[str, ...]:
+    """The original's status filter (None = current) as index lifecycle statuses; default current only."""
+    if not status_filter:
+        return ("current",)
+    return tuple(dict.fromkeys("current" if s is None else s for s in status_filter))
+
+
+def _profile_post_filters(body: SearchProfilesRequest) -> list:
+    """The original's profile filters the index does not hold, applied to a widened candidate list."""
+    checks = []
+    if body.source:
+        checks.append(lambda p: (p.get("source") or "").lower() == body.source.lower())
+    if body.custom_feature:
+        checks.append(lambda p: body.custom_feature in str(p.get("custom_features") or {}))
+    if body.extractor_name:
+        checks.append(lambda p: body.extractor_name in (p.get("extractor_names") or []))
+    if body.generated_from_request_id:
+        checks.append(lambda p: p.get("generated_from_request_id") == body.generated_from_request_id)
+    return checks
 
 
 def overlay_exclusions(index: LoadedIndex, overlay: dict[str, str], allowed: tuple[str, ...]) -> frozenset[str]:
@@ -84,7 +195,7 @@ def overlay_exclusions(index: LoadedIndex, overlay: dict[str, str], allowed: tup
     return frozenset(excluded)
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=8)
 def _stored_outside(index: LoadedIndex, allowed: tuple[str, ...]) -> frozenset[str]:
     values = index.field_values("agent_playbook", "playbook_status")
     return frozenset(doc_id for doc_id, status in values.items() if status not in allowed)

@@ -76,13 +76,28 @@
     }
   }
 
+  // In keyed mode the dashboard needs the organisation's API key: open /dashboard#key=<key>. The fragment never
+  // reaches the server or its logs; the key is kept for this tab only.
+  const fragmentKey = new URLSearchParams(window.location.hash.slice(1)).get('key');
+  if (fragmentKey) {
+    sessionStorage.setItem('reflexio-api-key', fragmentKey);
+    history.replaceState(null, '', window.location.pathname + window.location.search);
+  }
+
+  function headersFor(body) {
+    const headers = body === undefined ? {} : { 'Content-Type': 'application/json' };
+    const key = sessionStorage.getItem('reflexio-api-key');
+    if (key) headers.Authorization = `Bearer ${key}`;
+    return headers;
+  }
+
   async function api(method, path, body) {
     let response;
     try {
       response = await fetch(path, {
         method,
         cache: 'no-store',
-        headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+        headers: headersFor(body),
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (err) {
@@ -94,6 +109,9 @@
       data = text ? JSON.parse(text) : null;
     } catch (_) {
       data = null;
+    }
+    if (response.status === 401) {
+      throw new ApiError('this service requires an API key: open /dashboard#key=<your key>', 401);
     }
     if (!response.ok || !data || data.success === false) {
       let detail = data && (data.msg || data.message);

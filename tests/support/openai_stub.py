@@ -7,15 +7,24 @@ extraction JSON contract, citing the `T{n}` labels as evidence. Deduplication pr
 deterministic rule close to the offline judge (see `dedup_reply`). Session-evaluation prompts are answered by the
 heuristic judge's rules over the transcript parsed back (`session_evaluation_reply`), shadow-comparison prompts by a
 content-word rule that ignores which answer is A (`shadow_comparison_reply`). The reply is wrapped in a ```json
-fence and carries a trailing comma, so every call exercises the client's repair path. Faults for tests: garbage
-replies or HTTP errors for the first N calls. Every request body and Authorization header is recorded on
-`app.state.requests`.
+fence and carries a trailing comma, so every call exercises the client's repair path. Forget requests in the
+transcript ("forget that I live in Paris") are answered in the extraction prompt's `forget` list (the deletion
+directive channel), found by the builtin's forget heuristic like everything else the stub extracts.
+
+Faults for tests: garbage replies or HTTP errors for the first N calls, and `FaultPlan`: a seeded, deterministic
+fraction of calls that time out (the stub sleeps past the client's timeout), answer 429 with Retry-After, answer
+500, reply malformed JSON or reply JSON that violates the extraction schema. Whether a call is faulted depends on
+the seed, the request body and how often that body was seen before — not on call order — so a request meets the
+same sequence of faults in every run, and a retry of the same request draws again. Every request body and Authorization
+header is recorded on `app.state.requests`, every injected fault on `app.state.faults`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +53,31 @@ _ITEM_KIND_RE = re.compile(r"^Item kind: (.*)$", re.M)
 PLAYBOOK_JACCARD = 0.8
 
 
+FAULT_KINDS = ("timeout", "rate_limit", "server_error", "malformed_json", "schema_violation")
+#: A reply that is valid JSON with the right keys but not the extraction contract (wrong types everywhere).
+SCHEMA_VIOLATING_REPLY = {"profiles": "Lives somewhere", "playbooks": [{"rule": "be nice", "evidence": 3}], "forget": 7}
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Which calls fail, and how. `rate` is the fraction of calls faulted; the kind is drawn uniformly from `kinds`.
+
+    `timeout_sleep_s` must exceed the client's timeout; `retry_after_s` is sent as the 429's Retry-After header.
+    """
+
+    rate: float = 0.3
+    seed: int = 0
+    kinds: tuple[str, ...] = FAULT_KINDS
+    timeout_sleep_s: float = 1.5
+    retry_after_s: float = 0.05
+
+    def draw(self, body: dict[str, Any], occurrence: int) -> str | None:
+        """The fault for the `occurrence`-th (1-based) call with this exact body, or None for a clean answer."""
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        rng = random.Random(f"{self.seed}:{digest}:{occurrence}")
+        return rng.choice(self.kinds) if rng.random() < self.rate else None
+
+
 @dataclass
 class StubBehaviour:
     """How the stub answers. Counters are per app (calls are counted from 1)."""
@@ -55,6 +89,7 @@ class StubBehaviour:
     trailing_comma: bool = True  # leave a trailing comma before the final brace
     responder: Callable[[dict[str, Any]], str] | None = None  # replaces the fake-LLM reply (gets the request body)
     delay_s: float = 0.0  # wait before answering (to exercise client timeouts)
+    faults: FaultPlan | None = None  # seeded random faults (see FaultPlan)
 
 
 def _parse_tool_prefixes(text: str) -> tuple[tuple[ToolCall, ...], str]:
@@ -152,6 +187,7 @@ def extraction_json(result: ExtractionResult) -> dict[str, Any]:
             }
             for p in result.playbooks
         ],
+        "forget": [{"target": f.target, "evidence": f.source_turn_ids} for f in result.forget],
     }
 
 
@@ -346,11 +382,14 @@ def _tokens(text: str) -> int:
 
 def make_openai_stub(behaviour: StubBehaviour | None = None) -> FastAPI:
     """The stub app. `app.state.requests` holds `{"body", "authorization"}` per chat call; `app.state.calls` the
-    number of chat calls so far; `app.state.behaviour` may be replaced between calls."""
+    number of chat calls so far; `app.state.faults` `(call, kind)` per injected fault; `app.state.behaviour` may be
+    replaced between calls."""
     app = FastAPI()
     app.state.behaviour = behaviour or StubBehaviour()
     app.state.requests = []
     app.state.calls = 0
+    app.state.faults = []
+    seen: dict[str, int] = {}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -365,13 +404,33 @@ def make_openai_stub(behaviour: StubBehaviour | None = None) -> FastAPI:
         current: StubBehaviour = app.state.behaviour
         if current.delay_s:
             await asyncio.sleep(current.delay_s)
+        fault = None
+        if current.faults is not None:
+            key = json.dumps(body, sort_keys=True)
+            seen[key] = seen.get(key, 0) + 1
+            fault = current.faults.draw(body, seen[key])
+            if fault is not None:
+                app.state.faults.append((call, fault))
+        if fault == "timeout":
+            await asyncio.sleep(current.faults.timeout_sleep_s)  # the client has given up by now
+        elif fault == "rate_limit":
+            return JSONResponse(
+                {"error": {"message": "stub rate limit", "type": "rate_limit_error", "code": "rate_limit_exceeded"}},
+                status_code=429,
+                headers={"Retry-After": f"{current.faults.retry_after_s:g}"},
+            )
+        elif fault == "server_error":
+            return JSONResponse({"error": {"message": "stub overloaded", "type": "server_error", "code": None}},
+                                status_code=500)  # fmt: skip
         if call <= current.error_first:
             return JSONResponse(
                 {"error": {"message": f"stub failure {call}", "type": "server_error", "code": None}},
                 status_code=current.error_status,
             )
-        if call <= current.garbage_first:
+        if call <= current.garbage_first or fault == "malformed_json":
             content = GARBAGE_REPLY
+        elif fault == "schema_violation":
+            content = json.dumps(SCHEMA_VIOLATING_REPLY)
         elif current.responder is not None:
             content = current.responder(body)
         else:

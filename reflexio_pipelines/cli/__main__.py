@@ -1,0 +1,5 @@
+"""`python -m reflexio_pipelines.cli`."""
+
+from reflexio_pipelines.cli import main
+
+main()

@@ -1,0 +1,117 @@
+"""Drop-in replacements for mem0's platform clients that also publish every `add()` to Reflexio.
+
+    from reflexio_pipelines.integrations.mem0 import MemoryClient   # instead of: from mem0 import MemoryClient
+
+    memory = MemoryClient(api_key=...)                               # + reflexio=ReflexioClient(...) (optional)
+    memory.add(messages, user_id="alice", agent_id="support-bot")   # mem0 as before, and Reflexio learns from it
+
+They are subclasses of `mem0.MemoryClient` / `mem0.AsyncMemoryClient`: every method, argument, return value and
+exception is mem0's own. `add()` additionally publishes the conversation (system messages left out) after mem0
+accepted it: `user_id` → the Reflexio user, `agent_id` → agent version, `run_id` → session (without one, a user's
+adds form one session until a 10-minute pause); they are read from the keyword arguments or from `filters` /
+`options.filters`, as mem0 accepts them. Without a user id nothing is published. A Reflexio failure is logged as a
+warning and never changes the result of the mem0 call.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+try:
+    from mem0 import AsyncMemoryClient as _Mem0AsyncMemoryClient
+    from mem0 import MemoryClient as _Mem0MemoryClient
+except ImportError as exc:  # the base package works without the extra; only this module needs mem0ai
+    raise ImportError(
+        "reflexio_pipelines.integrations.mem0 needs mem0ai: pip install 'reflexio-lake[mem0]'"
+    ) from exc
+
+import httpx
+
+from reflexio_pipelines.integrations.common import (
+    ConversationSessions,
+    apublish_quietly,
+    interactions_from_messages,
+    publish_quietly,
+)
+from reflexio_pipelines.sdk import AsyncReflexioClient, ReflexioClient
+
+__all__ = ["AsyncMemoryClient", "MemoryClient"]
+
+SOURCE = "mem0"
+
+
+def _as_message_list(messages: Any) -> list[Mapping[str, Any]]:
+    """mem0's accepted forms (a string, one message dict, a list of them) as a list of message dicts."""
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    if isinstance(messages, Mapping):
+        return [messages]
+    return [m for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
+
+
+def _publish_options(options: Any, kwargs: Mapping[str, Any],
+                     sessions: ConversationSessions) -> tuple[str | None, dict[str, Any]]:  # fmt: skip
+    """(user id, publish keyword arguments) from an `add()` call's `options` and keyword arguments; without a
+    `run_id` the user's current conversation is the session."""
+    merged = {**(options.model_dump(exclude_unset=True) if options is not None else {}), **kwargs}
+    filters = merged.get("filters") or {}
+
+    def entity(key: str) -> str | None:
+        value = merged.get(key) or filters.get(key)
+        return str(value) if value else None
+
+    user_id = entity("user_id")
+    session_id = entity("run_id") or (sessions.session_for(user_id) if user_id else None)
+    return user_id, {"agent_version": entity("agent_id") or "", "session_id": session_id, "source": SOURCE}
+
+
+class MemoryClient(_Mem0MemoryClient):
+    """mem0's `MemoryClient`, whose `add()` also publishes the conversation to Reflexio.
+
+    Arguments are mem0's, plus `reflexio`: the Reflexio client to publish with (default `ReflexioClient()`, i.e.
+    $REFLEXIO_API_URL / $REFLEXIO_API_KEY).
+    """
+
+    def __init__(self, api_key: str | None = None, host: str | None = None, client: httpx.Client | None = None,
+                 *, reflexio: ReflexioClient | None = None) -> None:  # fmt: skip
+        super().__init__(api_key=api_key, host=host, client=client)
+        self.reflexio = reflexio if reflexio is not None else ReflexioClient()
+        self.reflexio_sessions = ConversationSessions()
+
+    @functools.wraps(_Mem0MemoryClient.add)
+    def add(self, messages: Any, options: Any = None, **kwargs: Any) -> dict[str, Any]:
+        result = super().add(messages, options, **kwargs)
+        user_id, publish_kwargs = _publish_options(options, kwargs, self.reflexio_sessions)
+        publish_quietly(self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)),
+                        **publish_kwargs)  # fmt: skip
+        return result
+
+
+class AsyncMemoryClient(_Mem0AsyncMemoryClient):
+    """mem0's `AsyncMemoryClient`, whose `add()` also publishes the conversation to Reflexio.
+
+    Arguments are mem0's, plus `reflexio`: an `AsyncReflexioClient` (default `AsyncReflexioClient()`). Leaving
+    `async with` closes mem0's connection pool and the Reflexio client this object created (not one passed in).
+    """
+
+    def __init__(self, api_key: str | None = None, host: str | None = None, client: httpx.AsyncClient | None = None,
+                 *, reflexio: AsyncReflexioClient | None = None) -> None:  # fmt: skip
+        super().__init__(api_key=api_key, host=host, client=client)
+        self._owns_reflexio = reflexio is None
+        self.reflexio = reflexio if reflexio is not None else AsyncReflexioClient()
+        self.reflexio_sessions = ConversationSessions()
+
+    @functools.wraps(_Mem0AsyncMemoryClient.add)
+    async def add(self, messages: Any, options: Any = None, **kwargs: Any) -> dict[str, Any]:
+        result = await super().add(messages, options, **kwargs)
+        user_id, publish_kwargs = _publish_options(options, kwargs, self.reflexio_sessions)
+        await apublish_quietly(self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)),
+                               **publish_kwargs)  # fmt: skip
+        return result
+
+    async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        await super().__aexit__(exc_type, exc_val, exc_tb)
+        if self._owns_reflexio:
+            await self.reflexio.aclose()

@@ -1,0 +1,306 @@
+"""Erase one user from the lake: landing files, every Delta table (and its history), operation state, the index.
+
+Order matters for crash safety. A marker is written first (`state/erasure_requests/<salted hash>.json`, holding the
+raw id only while the erasure is in progress). Tables that merely *reference* the user's ids (retrievals, shadow
+comparisons, change logs, agent playbooks) are erased before the tables those ids are collected from (user
+playbooks, profiles, turns), and the landing files last, so a retry after a crash at any point still finds every
+remaining row. Each table is rewritten partition by partition without the user's rows (the commit's predicate names
+only the `window` partition column, never the user), then its history is purged (`Lake.purge_history`): removed
+data files are vacuumed and old commit files, whose column statistics can hold the user's id or text, are deleted
+after a checkpoint. Finally a new index version is published without the user and every older version deleted;
+the marker keeps only a salted hash and the counts. Running it again is harmless: it finds nothing and says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from reflexio_pipelines.assets.search_index import index_documents
+from reflexio_pipelines.files import atomic_write_bytes, fsync_path
+from reflexio_pipelines.lake.io import Lake, atomic_write_parquet
+from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.learning.embedding import Embedder
+from reflexio_pipelines.operations import SERVICES, read_status, write_status
+from reflexio_pipelines.privacy.scope import (
+    Matches,
+    Scope,
+    agent_playbook_of,
+    check_rules,
+    landing_rows,
+    matches,
+    scope_of,
+    without_user,
+)
+from reflexio_pipelines.search.index import current_version, list_versions, prune_versions, publish_index
+
+#: Tables erased last, in this order: the ones the user's ids are collected from (agent playbook ids and their
+#: sole support; profile, playbook and turn ids). Every other table only references those ids and goes first.
+ANCHOR_TABLES = ("agent_playbooks", "change_log", "playbook_embeddings", "curation_log", "user_profiles",
+                 "user_playbooks", "turns")  # fmt: skip
+
+#: Locks the writers of unpartitioned tables hold while they commit (partitioned tables: `window-<window>`).
+#: Erasure takes them while it rewrites a table, so no run commits between its read and its rewrite.
+WRITER_LOCKS = {
+    "lifecycle_events": "lifecycle-events",
+    "playbook_embeddings": "aggregation",
+    "agent_playbooks": "aggregation",
+    "aggregation_change_log": "aggregation",
+    "control_log": "control-log",
+    "curation_log": "curation-log",
+    "retrievals": "retrievals",
+    "session_evaluations": "evaluations",
+    "shadow_comparisons": "evaluations",
+    "impact_metrics": "evaluations",
+    "impact_before_after": "evaluations",
+}
+
+LANDING = "landing"
+#: A run that read the user's rows before a pass can write them back after it; each further pass starts only if
+#: the lake still names the user, and erasure gives up (to be retried) after this many.
+PASSES = 3
+
+
+class ErasureIncomplete(RuntimeError):
+    """The user's rows kept reappearing (pipeline runs racing the erasure); retrying after they finish completes it."""
+
+
+MARKER_DIR = ("state", "erasure_requests")
+
+
+@dataclass
+class ErasureResult:
+    """What one erasure call removed: rows per table (plus `landing`), rows kept without the user (`redacted`),
+    data files physically deleted from table histories, and the index version now served."""
+
+    erased: dict[str, int] = field(default_factory=dict)
+    redacted: dict[str, int] = field(default_factory=dict)
+    files_purged: int = 0
+    index_version: str | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(self.erased.values())
+
+
+def erase_order(tables: dict[str, pa.Schema] = TABLES) -> list[str]:
+    """Every table, referencing tables first and the id sources (`ANCHOR_TABLES`) last."""
+    return [t for t in tables if t not in ANCHOR_TABLES] + [t for t in ANCHOR_TABLES if t in tables]
+
+
+def erase_user(lake: Lake, user_id: str, embedder: Embedder,
+               on_table: Callable[[str, int], None] | None = None) -> ErasureResult:  # fmt: skip
+    """Remove every byte of `user_id`'s data from the lake and the index (see the module docstring).
+
+    `on_table(name, rows)` is called after each table is done (progress logging). Raises MissingErasureRule before
+    touching anything if a table has no erasure rule. Safe to call again after a crash or on an erased user.
+    """
+    check_rules()
+    result = ErasureResult()
+    with lake.lock("erasure"):
+        marker = ErasureMarker(lake, user_id)
+        marker.begin()
+        for attempt in range(PASSES):
+            scope = scope_of(lake, user_id)
+            if attempt and not scope.held:
+                break
+            _erase_pass(lake, scope, marker, result, on_table)
+        else:
+            if scope_of(lake, user_id).held:
+                raise ErasureIncomplete(f"pipeline runs kept writing the user's rows back during {PASSES} passes")
+        _erase_operation_status(lake, user_id)
+        result.redacted = {name: n for name, n in result.redacted.items() if n}
+        changed = any(marker.erased_now().values()) or bool(result.redacted)  # an interrupted attempt included
+        if changed or _index_mentions(lake, user_id):
+            result.index_version = _republish_index(lake, embedder)
+        else:  # nothing of the user anywhere (an unknown or already erased user): no need to re-embed everything
+            result.index_version = current_version(lake.index_root)
+        result.erased = marker.complete()
+    return result
+
+
+def _erase_pass(lake: Lake, scope: Scope, marker: "ErasureMarker", result: ErasureResult,
+                on_table: Callable[[str, int], None] | None) -> None:  # fmt: skip
+    """One pass over every table (in `erase_order`) and the landing files."""
+    for name in erase_order():
+        erased, redacted, purged = _erase_table(lake, name, scope)
+        result.files_purged += purged
+        result.redacted[name] = result.redacted.get(name, 0) + redacted
+        marker.progress(name, erased)
+        if on_table is not None:
+            on_table(name, erased)
+    marker.progress(LANDING, _erase_landing(lake, scope.user_id))
+
+
+def _erase_table(lake: Lake, name: str, scope: Scope) -> tuple[int, int, int]:
+    """Rewrite the partitions of `name` that hold the user's rows without them, then purge the table's history.
+    Returns (rows deleted, shared rows kept without the user, data files purged)."""
+    partitioned = "window" in TABLES[name].names
+    with ExitStack() as stack:
+        if name in WRITER_LOCKS:
+            stack.enter_context(lake.lock(WRITER_LOCKS[name]))
+        table = lake.read_table(name)
+        found = matches(table, scope)
+        hit = table.filter(found.any)
+        windows = sorted(set(hit.column("window").to_pylist())) if partitioned else None
+        for window in windows or []:
+            stack.enter_context(lake.lock(f"window-{window}"))
+        if hit.num_rows:
+            table = lake.read_table(name)  # again, under the window locks: what no run can change until we commit
+            found = matches(table, scope)
+            keep, deleted, redacted = _without_user(table, found, scope, windows)
+            lake.replace_windows(name, windows, keep)
+        else:
+            deleted = redacted = 0
+        # Always: earlier versions of a table can hold the user's rows even when the current one holds none.
+        purged = lake.purge_history(name)
+    return deleted, redacted, purged
+
+
+def _without_user(table: pa.Table, found: Matches, scope: Scope,
+                  windows: list[str] | None) -> tuple[pa.Table, int, int]:  # fmt: skip
+    """The rows of the rewritten partitions that stay: direct rows go, shared rows of agent playbooks only this
+    user supported go, other shared rows stay with the user removed from their member lists."""
+    if windows is not None:
+        in_windows = pc.is_in(table.column("window").combine_chunks(), value_set=pa.array(windows, pa.string()))
+        found = Matches(found.direct.filter(in_windows), found.shared.filter(in_windows))
+        table = table.filter(in_windows)
+    rows = table.to_pylist()
+    direct, shared = found.direct.to_pylist(), found.shared.to_pylist()
+    keep, deleted, redacted = [], 0, 0
+    for row, is_direct, is_shared in zip(rows, direct, shared):
+        if is_direct or (is_shared and agent_playbook_of(row) in scope.sole_agent_playbook_ids):
+            deleted += 1
+        elif is_shared:
+            keep.append(without_user(row, scope))
+            redacted += 1
+        else:
+            keep.append(row)
+    return pa.Table.from_pylist(keep, schema=table.schema), deleted, redacted
+
+
+def _erase_landing(lake: Lake, user_id: str) -> int:
+    """Rewrite every landing file that holds the user's turns without them (same name: temporary file, fsync,
+    rename, directory fsync), or delete it if nothing else is in it. Returns the rows removed.
+
+    The name is kept so the window's consumed-file list still matches and the landing sensor sees nothing new (the
+    `turns` table was already rewritten to exactly what re-compacting these files gives). A deleted file is also
+    dropped from that list. The landing writer rebuilds its idempotency index from these files at start-up, so the
+    user's keys are gone from it after the next restart."""
+    removed = 0
+    for hit in landing_rows(lake, user_id):
+        with lake.lock(f"window-{hit.window}"):
+            table = pq.read_table(hit.path)
+            rest = table.filter(pc.invert(pc.equal(table.column("user_id"), user_id)))
+            removed += table.num_rows - rest.num_rows
+            if rest.num_rows:
+                atomic_write_parquet(rest, hit.path)
+            else:
+                hit.path.unlink()
+                fsync_path(hit.path.parent)
+                name, consumed = lake.relative(hit.path), lake.read_consumed(hit.window)
+                if name in consumed:
+                    lake.write_consumed(hit.window, [f for f in consumed if f != name])
+    return removed
+
+
+def _erase_operation_status(lake: Lake, user_id: str) -> None:
+    """Rerun progress files name the users they processed and the rerun's parameters: drop the user from them."""
+    for service in SERVICES.values():
+        status = read_status(lake, service)
+        if status is None:
+            continue
+        fields = {key: [u for u in status[key] if u != user_id] for key in ("processed_user_ids", "failed_user_ids")
+                  if user_id in (status.get(key) or [])}  # fmt: skip
+        if status.get("current_user_id") == user_id:
+            fields["current_user_id"] = None
+        params = status.get("request_params") or {}
+        if params.get("user_id") == user_id:
+            fields["request_params"] = dict(params, user_id=None)
+        if fields:
+            write_status(lake, service, **fields)
+
+
+def _index_mentions(lake: Lake, user_id: str) -> bool:
+    """Whether any index version on disk holds a document of the user."""
+    for version in list_versions(lake.index_root):
+        owners = pq.read_table(lake.index_root / version / "docs.parquet", columns=["user_id"]).column("user_id")
+        if pc.any(pc.equal(owners, user_id)).as_py():
+            return True
+    return False
+
+
+def _republish_index(lake: Lake, embedder: Embedder) -> str:
+    """Publish a version built from the erased tables and delete every other version (and abandoned builds).
+
+    A serving process still holding an old version keeps reading it from its open files until its watcher swaps
+    to CURRENT (every 0.5 s); the bytes are gone from the directory at once."""
+    docs, _ = index_documents(lake)
+    version = publish_index(lake.index_root, docs, embedder)
+    prune_versions(lake.index_root, keep=1, stale_tmp_seconds=0)
+    return version
+
+
+class ErasureMarker:
+    """`state/erasure_requests/<sha256(salt + user id)>.json`: the raw id while an erasure is in progress (so an
+    interrupted one can be found and finished), then only the salted hash, times and the rows erased in total."""
+
+    def __init__(self, lake: Lake, user_id: str) -> None:
+        self._user_id = user_id
+        self.path = lake.root.joinpath(*MARKER_DIR) / f"{user_hash(lake, user_id)}.json"
+
+    def read(self) -> dict | None:
+        return json.loads(self.path.read_text()) if self.path.exists() else None
+
+    def begin(self) -> None:
+        """Start a request, or resume the interrupted one (keeping its counts)."""
+        previous = self.read() or {"erased": {}}
+        if previous.get("status") == "in_progress":
+            return
+        self._write({"status": "in_progress", "user_id": self._user_id, "started_at": int(time.time()),
+                     "erased": previous["erased"], "erased_before": dict(previous["erased"])})  # fmt: skip
+
+    def progress(self, name: str, rows: int) -> None:
+        state = self.read()
+        state["erased"][name] = state["erased"].get(name, 0) + rows
+        self._write(state)
+
+    def erased_now(self) -> dict[str, int]:
+        """Rows per table erased by this request so far (an interrupted attempt and its retry count as one)."""
+        state = self.read()
+        return {name: n - state["erased_before"].get(name, 0) for name, n in state["erased"].items()}
+
+    def complete(self) -> dict[str, int]:
+        """Drop the raw id; returns `erased_now()`."""
+        erased = self.erased_now()
+        state = self.read()
+        del state["user_id"], state["erased_before"]
+        state.update(status="completed", completed_at=int(time.time()))
+        self._write(state)
+        return erased
+
+    def _write(self, state: dict) -> None:
+        atomic_write_bytes(self.path, json.dumps(state, sort_keys=True).encode())
+
+
+def user_hash(lake: Lake, user_id: str) -> str:
+    """sha256 of the lake's secret salt and the user id: names an erasure without naming the user."""
+    return hashlib.sha256(_salt(lake) + user_id.encode()).hexdigest()
+
+
+def _salt(lake: Lake) -> bytes:
+    """The lake's random salt, created by the first erasure (callers hold the `erasure` lock)."""
+    path: Path = lake.root.joinpath(*MARKER_DIR) / "salt"
+    if not path.exists():
+        atomic_write_bytes(path, secrets.token_hex(32).encode())
+    return path.read_bytes()

@@ -1,0 +1,299 @@
+"""Every REST call the SDK makes, described once: path, body, headers, retry safety and how to read the answer.
+
+The sync and async clients differ only in how they send a `Call` (see `client.py`, `aclient.py`); their public
+methods are these builders bound by `sync_method` / `async_method`, so a request is never built in two places.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from reflexio_pipelines.sdk.context import render_context
+from reflexio_pipelines.sdk.errors import OperationFailedError, ReflexioError, error_from_response
+from reflexio_pipelines.sdk.models import (
+    AgentPlaybook,
+    AggregationResult,
+    EraseResult,
+    ExportFormat,
+    Health,
+    Interaction,
+    InteractionData,
+    OperationStatus,
+    PlaybookStatus,
+    Profile,
+    PublishResult,
+    SearchMode,
+    SearchResult,
+    StatusUpdateResult,
+    UserPlaybook,
+    WhoAmI,
+)
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+P = ParamSpec("P")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request, ready to send (and to send again on a retry, unchanged — idempotency key included)."""
+
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    json: Any = None
+    params: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    #: Repeating it cannot apply it twice (reads, PUT/DELETE, publishes carrying an Idempotency-Key).
+    idempotent: bool = True
+    #: Seconds; None = the client's default timeout.
+    timeout: float | None = None
+
+    def request_kwargs(self) -> dict[str, Any]:
+        """Arguments for `httpx.Client.request` / `httpx.AsyncClient.request`."""
+        kwargs: dict[str, Any] = {"method": self.method, "url": self.path, "headers": self.headers}
+        if self.json is not None:
+            kwargs["json"] = self.json
+        if self.params:
+            kwargs["params"] = self.params
+        if self.timeout is not None:
+            kwargs["timeout"] = self.timeout
+        return kwargs
+
+
+def settle(call: Call[T], response: httpx.Response) -> T:
+    """The call's result from the service's answer, or the ReflexioError it amounts to."""
+    if response.status_code >= 400:
+        raise error_from_response(response)
+    if "json" in response.headers.get("content-type", ""):
+        body = response.json()
+        if isinstance(body, dict) and body.get("success") is False:
+            message = body.get("message") or body.get("msg") or f"{call.method} {call.path} did not succeed"
+            raise OperationFailedError(message, status_code=response.status_code, body=body, url=str(response.url))
+    try:
+        return call.parse(response)
+    except ValueError as exc:  # not JSON, or not the expected shape (pydantic's ValidationError is a ValueError)
+        raise ReflexioError(f"unexpected answer from {response.url} (HTTP {response.status_code}): {exc}",
+                            status_code=response.status_code, body=response.text[:500], url=str(response.url)) from exc
+
+
+def _model(model: type[M]) -> Callable[[httpx.Response], M]:
+    return lambda response: model.model_validate(response.json())
+
+
+def _items(key: str, model: type[M]) -> Callable[[httpx.Response], list[M]]:
+    return lambda response: [model.model_validate(item) for item in response.json().get(key) or []]
+
+
+def _drop_none(**fields: Any) -> dict[str, Any]:
+    """A request body without the fields left unset, so the service's defaults apply."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def _turn(turn: InteractionData | dict[str, Any]) -> dict[str, Any]:
+    return turn.model_dump(exclude_none=True) if isinstance(turn, BaseModel) else dict(turn)
+
+
+def _operation_status(response: httpx.Response) -> OperationStatus | None:
+    status = response.json().get("operation_status")
+    return OperationStatus.model_validate(status) if status else None
+
+
+def _export(response: httpx.Response) -> dict[str, Any] | bytes:
+    return response.json() if "json" in response.headers.get("content-type", "") else response.content
+
+
+class RequestBuilder:
+    """Builds the `Call` for each SDK method. `run_timeout` bounds calls that wait for a pipeline run."""
+
+    def __init__(self, run_timeout: float) -> None:
+        self.run_timeout = run_timeout
+
+    def publish(
+        self,
+        user_id: str,
+        interactions: Sequence[InteractionData | dict[str, Any]],
+        *,
+        agent_version: str = "",
+        session_id: str | None = None,
+        source: str = "",
+        wait: bool = False,
+        idempotency_key: str | None = None,
+    ) -> Call[PublishResult]:
+        """Publish conversation turns of `user_id`; answered once they are durable.
+
+        `interactions` are dicts (`{"role", "content", ...}`) or `InteractionData`. With `wait=True` the call
+        returns only after the pipeline learned from the turns and the index serving the result is live. Every
+        publish carries an `Idempotency-Key` (generated unless given), so a retry after a lost answer lands once.
+        """
+        body = _drop_none(user_id=user_id, interaction_data_list=[_turn(t) for t in interactions],
+                          agent_version=agent_version, session_id=session_id, source=source)  # fmt: skip
+        return Call(
+            "POST",
+            "/api/publish_interaction",
+            _model(PublishResult),
+            json=body,
+            params={"wait_for_response": "true"} if wait else None,
+            headers={"Idempotency-Key": idempotency_key or uuid.uuid4().hex},
+            timeout=self.run_timeout if wait else None,
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_version: str | None = None,
+        playbook_name: str | None = None,
+        top_k: int = 5,
+        threshold: float = 0.3,
+        search_mode: SearchMode = "hybrid",
+    ) -> Call[SearchResult]:
+        """Hybrid search over profiles (only with `user_id`), user playbooks and agent playbooks."""
+        body = _drop_none(query=query, user_id=user_id, agent_version=agent_version, playbook_name=playbook_name,
+                          top_k=top_k, threshold=threshold, search_mode=search_mode)  # fmt: skip
+        return Call("POST", "/api/search", _model(SearchResult), json=body)
+
+    def context(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_version: str | None = None,
+        top_k: int = 5,
+        max_chars: int = 4000,
+    ) -> Call[str]:
+        """A prompt block for a system prompt: what was learned that is relevant to `query` (see `render_context`);
+        "" when nothing is. Searches with the service's default threshold and mode."""
+        search = self.search(query, user_id=user_id, agent_version=agent_version, top_k=top_k)
+        return Call(search.method, search.path, lambda r: render_context(search.parse(r), max_chars), json=search.json)
+
+    def get_profiles(
+        self,
+        user_id: str,
+        *,
+        top_k: int | None = None,
+        start_time: int | None = None,
+        end_time: int | None = None,
+        status_filter: list[str | None] | None = None,
+    ) -> Call[list[Profile]]:
+        """The user's profiles, newest first (current ones unless `status_filter` says e.g. `["archived"]`)."""
+        body = _drop_none(user_id=user_id, top_k=top_k, start_time=start_time, end_time=end_time,
+                          status_filter=status_filter)  # fmt: skip
+        return Call("POST", "/api/get_profiles", _items("user_profiles", Profile), json=body)
+
+    def get_user_playbooks(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_version: str | None = None,
+        playbook_name: str | None = None,
+        limit: int | None = None,
+        status_filter: list[str | None] | None = None,
+    ) -> Call[list[UserPlaybook]]:
+        """User playbooks, optionally of one user / agent version / playbook name."""
+        body = _drop_none(user_id=user_id, agent_version=agent_version, playbook_name=playbook_name, limit=limit,
+                          status_filter=status_filter)  # fmt: skip
+        return Call("POST", "/api/get_user_playbooks", _items("user_playbooks", UserPlaybook), json=body)
+
+    def get_agent_playbooks(
+        self,
+        *,
+        agent_version: str | None = None,
+        playbook_name: str | None = None,
+        playbook_status: PlaybookStatus | None = None,
+        limit: int | None = None,
+        status_filter: list[str | None] | None = None,
+    ) -> Call[list[AgentPlaybook]]:
+        """Agent playbooks with their approval status (`playbook_status` filters on it)."""
+        body = _drop_none(agent_version=agent_version, playbook_name=playbook_name, limit=limit,
+                          playbook_status_filter=playbook_status, status_filter=status_filter)  # fmt: skip
+        return Call("POST", "/api/get_agent_playbooks", _items("agent_playbooks", AgentPlaybook), json=body)
+
+    def get_interactions(
+        self,
+        user_id: str,
+        *,
+        top_k: int | None = None,
+        start_time: int | None = None,
+        end_time: int | None = None,
+    ) -> Call[list[Interaction]]:
+        """The user's stored turns, newest first."""
+        body = _drop_none(user_id=user_id, top_k=top_k, start_time=start_time, end_time=end_time)
+        return Call("POST", "/api/get_interactions", _items("interactions", Interaction), json=body)
+
+    def set_agent_playbook_status(self, agent_playbook_id: int, status: PlaybookStatus) -> Call[StatusUpdateResult]:
+        """Approve, reject or reset to pending; applies to search at once."""
+        body = {"agent_playbook_id": agent_playbook_id, "playbook_status": status}
+        return Call("PUT", "/api/update_agent_playbook_status", _model(StatusUpdateResult), json=body)
+
+    def approve_agent_playbook(self, agent_playbook_id: int) -> Call[StatusUpdateResult]:
+        """Approve an agent playbook."""
+        return self.set_agent_playbook_status(agent_playbook_id, "approved")
+
+    def reject_agent_playbook(self, agent_playbook_id: int) -> Call[StatusUpdateResult]:
+        """Reject an agent playbook: it is no longer served, and later aggregation runs keep it rejected."""
+        return self.set_agent_playbook_status(agent_playbook_id, "rejected")
+
+    def run_aggregation(
+        self, agent_version: str | None = None, playbook_name: str | None = None
+    ) -> Call[AggregationResult]:
+        """Cluster user playbooks into agent playbooks now (a Dagster run); returns when the new index is served.
+
+        Not repeated after a timeout (the run may be going on); repeated when the service refused it (503, 429).
+        """
+        body = _drop_none(agent_version=agent_version, playbook_name=playbook_name)
+        return Call("POST", "/api/run_playbook_aggregation", _model(AggregationResult), json=body,
+                    idempotent=False, timeout=self.run_timeout)  # fmt: skip
+
+    def get_operation_status(self, service_name: str = "profile_generation") -> Call[OperationStatus | None]:
+        """Progress of the last `profile_generation` or `playbook_generation` operation; None if none ran."""
+        return Call("GET", "/api/get_operation_status", _operation_status, params={"service_name": service_name})
+
+    def export(self, user_id: str, format: ExportFormat = "json") -> Call[dict[str, Any] | bytes]:
+        """Everything stored about `user_id`: a JSON document (dict), or with `format="parquet"` the bytes of a zip
+        of Parquet files."""
+        body = {"user_id": user_id, "format": format}
+        return Call("POST", "/api/export_user_data", _export, json=body, timeout=self.run_timeout)
+
+    def erase(self, user_id: str) -> Call[EraseResult]:
+        """Erase everything stored about `user_id` (turns, profiles, playbooks) from the lake and the index."""
+        return Call("DELETE", "/api/erase_user_data", _model(EraseResult), json={"user_id": user_id},
+                    timeout=self.run_timeout)  # fmt: skip
+
+    def health(self) -> Call[Health]:
+        """Liveness and the index version being served."""
+        return Call("GET", "/health", _model(Health))
+
+    def whoami(self) -> Call[WhoAmI]:
+        """Who the service takes the caller for (organisation), from the API key."""
+        return Call("GET", "/api/whoami", _model(WhoAmI))
+
+
+def sync_method(build: Callable[Concatenate[RequestBuilder, P], Call[T]]) -> Callable[Concatenate[Any, P], T]:
+    """A client method that builds the call with `build` and sends it with the client's `_execute`."""
+
+    @functools.wraps(build)
+    def method(self: Any, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._execute(build(self._builder, *args, **kwargs))
+
+    return method
+
+
+def async_method(
+    build: Callable[Concatenate[RequestBuilder, P], Call[T]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+    """The async twin of `sync_method`."""
+
+    @functools.wraps(build)
+    async def method(self: Any, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._execute(build(self._builder, *args, **kwargs))
+
+    return method

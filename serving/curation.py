@@ -1,0 +1,63 @@
+"""Manual curation applied to retrieval at once: deletions leave search in the same request cycle and edited
+items are served with their new text, until the next index version (built right after, see serving/reindex.py)
+contains them. The durable record is the lake's curation log (reflexio_pipelines/lake/curation.py); other
+replicas pick changes up when its version changes (checked by the index watcher)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from reflexio_pipelines.lake.curation import CurationOp, deleted_ids, read_ops, record
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.search.documents import patch_view
+
+
+class CurationOverlay:
+    """Per entity: ids deleted and the latest edited fields, mirrored from the curation log."""
+
+    def __init__(self, lake: Lake) -> None:
+        self._lake = lake
+        self._lock = threading.Lock()
+        self._ops: list[dict[str, Any]] = []
+        self._deleted: dict[str, frozenset[str]] = {}
+        self._patches: dict[str, dict[str, dict[str, Any]]] = {}
+        self._version: int | None = None
+
+    def refresh(self) -> None:
+        """Reload from the log if it changed since the last load."""
+        version = self._lake.table_version("curation_log")
+        if version == self._version:
+            return
+        ops = read_ops(self._lake)
+        with self._lock:
+            self._set(ops)
+            self._version = version
+
+    def record(self, ops: list[CurationOp], actor: str = "api") -> None:
+        """Write ops durably, then apply them to retrieval."""
+        written = record(self._lake, ops, actor)
+        fresh = [dict(r, fields=op.fields) for r, op in zip(written, ops, strict=True)]
+        with self._lock:
+            self._set(self._ops + fresh)
+
+    def _set(self, ops: list[dict[str, Any]]) -> None:
+        self._ops = ops
+        by_entity: dict[str, list[dict[str, Any]]] = {}
+        for op in ops:
+            by_entity.setdefault(op["entity"], []).append(op)
+        self._deleted = {entity: deleted_ids(entity_ops) for entity, entity_ops in by_entity.items()}
+        patches: dict[str, dict[str, dict[str, Any]]] = {}
+        for op in ops:
+            if op["action"] == "update":
+                patches.setdefault(op["entity"], {}).setdefault(op["item_id"], {}).update(op["fields"])
+        self._patches = patches
+
+    def excluded(self, entity: str) -> frozenset[str]:
+        """Ids of `entity` that must not be served."""
+        return self._deleted.get(entity, frozenset())
+
+    def patched(self, entity: str, doc_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """`payload` with any edit of the item applied (edits already in the index re-apply identically)."""
+        fields = self._patches.get(entity, {}).get(doc_id)
+        return patch_view(payload, fields) if fields else payload

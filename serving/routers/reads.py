@@ -1,0 +1,161 @@
+"""The original's reads: profiles, user playbooks, interactions, requests grouped by session, the profile change
+log and statistics. Served from the lake (curation applied), so they reflect a change the moment it is acked."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+
+from reflexio_pipelines.lake.interactions import interaction_view, request_view, turn_rows
+from reflexio_pipelines.lake.records import live_rows
+from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
+from reflexio_pipelines.search.documents import profile_view, user_playbook_view
+from reflexio_pipelines.search.turns import rank_turns
+from serving.deps import service
+from serving.models import (
+    GetInteractionsRequest,
+    GetProfilesRequest,
+    GetRequestsRequest,
+    GetUserPlaybooksRequest,
+    SearchInteractionsRequest,
+    Status,
+)
+from serving.routers.search import statuses_of
+
+router = APIRouter()
+
+DAY = 86_400
+
+
+def _profiles(request: Request, user_id: str | None, statuses: tuple[str, ...], start: int | None = None,
+              end: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Unexpired profiles in `statuses`, newest first, as views."""
+    filters = [("user_id", "=", user_id)] if user_id else None
+    now = int(time.time())
+    rows = [r for r in live_rows(service(request).lake, "profile", filters=filters, statuses=statuses)
+            if (r["expiration_timestamp"] is None or r["expiration_timestamp"] >= now)
+            and (start is None or (r["last_modified_timestamp"] or 0) >= start)
+            and (end is None or (r["last_modified_timestamp"] or 0) <= end)]  # fmt: skip
+    rows.sort(key=lambda r: (-(r["last_modified_timestamp"] or 0), r["profile_id"]))
+    return [profile_view(r) for r in rows]
+
+
+@router.post("/api/get_profiles")
+def get_profiles(body: GetProfilesRequest, request: Request) -> dict:
+    """One user's profiles (current unless `status_filter` says otherwise), newest first."""
+    rows = _profiles(request, body.user_id, statuses_of(body.status_filter), body.start_unix, body.end_unix)
+    return {"success": True, "user_profiles": rows[: body.top_k], "msg": ""}
+
+
+@router.get("/api/get_all_profiles")
+def get_all_profiles(request: Request, limit: int = Query(100, ge=1, le=10_000),
+                     status_filter: Status | None = Query(None)) -> dict:  # fmt: skip
+    """Every user's profiles in one status (default current), newest first."""
+    rows = _profiles(request, None, (status_filter or "current",))
+    return {"success": True, "user_profiles": rows[:limit], "msg": ""}
+
+
+@router.get("/api/get_profile_statistics")
+def get_profile_statistics(request: Request) -> dict:
+    """Counts per lifecycle status, and current profiles expiring within a week."""
+    rows = live_rows(service(request).lake, "profile", statuses=LIFECYCLE_STATUSES)
+    now = int(time.time())
+    live = [r for r in rows if r["expiration_timestamp"] is None or r["expiration_timestamp"] >= now]
+    count = {s: sum(1 for r in live if r["status"] == s) for s in LIFECYCLE_STATUSES}
+    soon = sum(1 for r in live if r["status"] == "current" and r["expiration_timestamp"] is not None
+               and r["expiration_timestamp"] < now + 7 * DAY)  # fmt: skip
+    return {"success": True, "current_count": count["current"], "pending_count": count["pending"],
+            "archived_count": count["archived"], "expiring_soon_count": soon, "msg": ""}  # fmt: skip
+
+
+@router.post("/api/get_user_playbooks")
+def get_user_playbooks(body: GetUserPlaybooksRequest, request: Request) -> dict:
+    """User playbooks, newest first; every lifecycle status unless `status_filter` narrows it (as the original)."""
+    statuses = statuses_of(body.status_filter) if body.status_filter else LIFECYCLE_STATUSES
+    filters = [(column, "=", value) for column, value in
+               (("user_id", body.user_id), ("agent_version", body.agent_version), ("playbook_name", body.playbook_name))
+               if value is not None]  # fmt: skip
+    rows = live_rows(service(request).lake, "user_playbook", filters=filters or None, statuses=statuses)
+    rows.sort(key=lambda r: (-(r["created_at"] or 0), r["user_playbook_id"]))
+    return {"success": True, "user_playbooks": [user_playbook_view(r) for r in rows[: body.limit]], "msg": ""}
+
+
+def _turn_filters(user_id: str | None, start: int | None, end: int | None) -> list[tuple]:
+    filters = [("user_id", "=", user_id)] if user_id else []
+    if start is not None:
+        filters.append(("created_at", ">=", start))
+    if end is not None:
+        filters.append(("created_at", "<=", end))
+    return filters
+
+
+@router.post("/api/get_interactions")
+def get_interactions(body: GetInteractionsRequest, request: Request) -> dict:
+    """One user's turns, newest first (published ones are readable before any pipeline run)."""
+    rows = turn_rows(service(request).lake, _turn_filters(body.user_id, body.start_unix, body.end_unix))
+    return {"success": True, "interactions": [interaction_view(r) for r in rows[: body.top_k]], "msg": ""}
+
+
+@router.get("/api/get_all_interactions")
+def get_all_interactions(request: Request, limit: int = Query(100, ge=1, le=10_000)) -> dict:
+    """Every user's turns, newest first."""
+    rows = turn_rows(service(request).lake)
+    return {"success": True, "interactions": [interaction_view(r) for r in rows[:limit]], "msg": ""}
+
+
+@router.post("/api/search_interactions")
+def search_interactions(body: SearchInteractionsRequest, request: Request) -> dict:
+    """One user's turns ranked by BM25 against `query` (newest first without one). Turns are not in the
+    precomputed index, so every mode ranks by BM25 over the user's turns; the message says so."""
+    filters = _turn_filters(body.user_id, body.start_unix, body.end_unix)
+    if body.request_id:
+        filters.append(("request_id", "=", body.request_id))
+    rows = turn_rows(service(request).lake, filters)
+    limit = body.top_k or body.most_recent_k or 10
+    ranked = rank_turns(rows, body.query or "", limit)
+    msg = "interactions are ranked by BM25 only" if body.query and body.search_mode != "fts" else ""
+    return {"success": True, "interactions": [interaction_view(r) for r in ranked], "msg": msg}
+
+
+@router.post("/api/get_requests")
+def get_requests(body: GetRequestsRequest, request: Request) -> dict:
+    """Publish calls grouped by session (newest request first), with their turns; paged by top_k / offset."""
+    filters = _turn_filters(body.user_id, body.start_unix, body.end_unix)
+    for column, value in (("request_id", body.request_id), ("session_id", body.session_id)):
+        if value is not None:
+            filters.append((column, "=", value))
+    by_request: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in turn_rows(service(request).lake, filters):
+        by_request[row["request_id"]].append(row)
+    ordered = sorted(by_request.values(), key=lambda rows: (-max(r["ingested_at_us"] for r in rows), rows[0]["request_id"]))
+    page = ordered[body.offset : body.offset + body.top_k]
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    for rows in page:
+        rows.sort(key=lambda r: r["turn_index"])
+        entry = {"request": request_view(rows), "interactions": [dict(interaction_view(r)) for r in rows]}
+        sessions.setdefault(rows[0]["session_id"] or "", []).append(entry)
+    return {"success": True, "sessions": [{"session_id": s, "requests": reqs} for s, reqs in sessions.items()],
+            "has_more": body.offset + len(page) < len(ordered), "msg": ""}  # fmt: skip
+
+
+@router.get("/api/profile_change_log")
+def profile_change_log(request: Request) -> dict:
+    """The original's ProfileChangeLog: one entry per (run, user, request) that added or superseded profiles,
+    newest first, last 100."""
+    lake = service(request).lake
+    profiles = {r["profile_id"]: r for r in lake.read_table("user_profiles").to_pylist()}
+    entries: dict[tuple, dict[str, Any]] = {}
+    for row in lake.read_table("change_log", filters=[("entity", "=", "profile")]).to_pylist():
+        key = (row["run_id"], row["user_id"], row["request_id"])
+        entry = entries.setdefault(key, {"id": ":".join(str(k) for k in key), "user_id": row["user_id"],
+                                         "request_id": row["request_id"] or "", "created_at": row["created_at"] or 0,
+                                         "added_profiles": [], "removed_profiles": [], "mentioned_profiles": []})  # fmt: skip
+        stored = profiles.get(row["item_id"])
+        view = profile_view(stored) if stored else {"profile_id": row["item_id"], "content": row["content"]}
+        entry["added_profiles" if row["change"] == "added" else "removed_profiles"].append(view)
+        entry["created_at"] = max(entry["created_at"], row["created_at"] or 0)
+    logs = sorted(entries.values(), key=lambda e: (-e["created_at"], e["id"]))
+    return {"success": True, "profile_change_logs": logs[:100]}

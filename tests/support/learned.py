@@ -1,0 +1,82 @@
+"""The services the SDK, CLI and original-client tests share (registered as fixtures in tests/conftest.py).
+
+`learned_service` (module scope): a service whose lake has learned one correction from three users (one agent
+playbook) and one user's stated facts. `keyed_service`: the service in keyed mode with two organisations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from reflexio_pipelines.demo.run import sample_conversations
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.sdk import ReflexioClient
+from reflexio_pipelines.settings import Settings
+from serving.app import create_app
+from serving.tenancy import KeyStore
+from tests.support.servers import serve_app
+
+AGENT = "ops-1"
+QUERY = "which region to deploy to"
+REGION = [  # three users, one lesson, three wordings (-> one agent playbook)
+    ("ann", "Please deploy the payments service.", "Deploying the payments service to us-east-1.",
+     "No — we never deploy to us-east-1, always use us-west-2."),
+    ("bob", "Deploy the billing service to production.", "Deploying the billing service to us-east-1 now.",
+     "No, never deploy to us-east-1; use us-west-2 instead."),
+    ("cat", "Can you deploy the search service?", "Sure, deploying the search service in us-east-1.",
+     "Wrong region: never us-east-1, always deploy to us-west-2."),
+]  # fmt: skip
+
+
+def correction_turns(request: str, answer: str, correction: str) -> list[dict]:
+    return [{"role": "user", "content": request}, {"role": "assistant", "content": answer},
+            {"role": "user", "content": correction}]  # fmt: skip
+
+
+@dataclass
+class LearnedService:
+    url: str
+    lake: Lake
+    agent_playbook_id: int
+    facts_user: str
+
+
+@pytest.fixture(scope="module")
+def learned_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LearnedService]:
+    """The real service with a learned lake. Every publish waits for its Dagster run, so each window is learned
+    even if the publishes straddle an hour boundary."""
+    root = tmp_path_factory.mktemp("learned")
+    home = root / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    lake = Lake.at(root / "lake")
+    facts = next(c for c in sample_conversations() if c["id"] == "bob-personal-facts")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DAGSTER_HOME", str(home))
+        with serve_app(create_app(Settings(lake=str(lake.root)))) as url, ReflexioClient(url) as client:
+            for user, *turns in REGION:
+                assert client.publish(user, correction_turns(*turns), agent_version=AGENT, wait=True).playbooks_added
+            client.publish("frank", facts["interactions"], agent_version=AGENT, wait=True)
+            client.run_aggregation(agent_version=AGENT)
+            (playbook,) = client.get_agent_playbooks(agent_version=AGENT)
+            yield LearnedService(url, lake, playbook.agent_playbook_id, "frank")
+
+
+def landed_rows(lake: Lake, user_id: str) -> list[dict]:
+    files = lake.landing_files([p for _, _, p in lake.landing_hours()])
+    return [r for f in files for r in pq.read_table(f).to_pylist() if r["user_id"] == user_id]
+
+
+@pytest.fixture
+def keyed_service(tmp_path: Path, instance) -> Iterator[tuple[str, str, str]]:
+    """The real service in keyed mode: (url, key of acme, key of globex whose searches are limited to 2 a minute)."""
+    store = KeyStore(tmp_path / "keys.json")
+    acme, globex = store.create("acme"), store.create("globex", {"search": 2})
+    settings = Settings(lake=str(tmp_path / "lake"), api_keys_file=str(tmp_path / "keys.json"), org_learn_interval_s=0)
+    with serve_app(create_app(settings)) as url:
+        yield url, acme, globex

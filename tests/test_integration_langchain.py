@@ -1,0 +1,122 @@
+"""The LangChain integration (reflexio_pipelines.integrations.langchain) with langchain-core's fake models and the
+real Reflexio service on 127.0.0.1: the callback handler publishes finished turns, the retriever returns what the
+pipeline learned from them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+from langchain_core.language_models import FakeListLLM
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from reflexio_pipelines.integrations.langchain import ReflexioCallbackHandler, ReflexioRetriever
+from reflexio_pipelines.lake.duck import connect
+from reflexio_pipelines.runs import launch
+from reflexio_pipelines.sdk import ReflexioClient
+from serving.app import create_app
+from tests.support.processes import free_port
+from tests.support.servers import serve_app
+
+pytestmark = pytest.mark.e2e
+
+TOOL_ERROR = "403 Forbidden: token lacks the issues:write scope for repo infra"
+
+
+@pytest.fixture
+def reflexio(settings, instance):
+    app = create_app(settings)
+    with serve_app(app) as url:
+        yield app, ReflexioClient(base_url=url)
+
+
+def landed(settings, user_id: str) -> list[tuple]:
+    return connect(settings.lake).sql(
+        "select role, content, tools_used, agent_version, session_id, source from landing_turns where user_id = ? "
+        "order by ingested_at_us, turn_index", params=[user_id]
+    ).fetchall()
+
+
+def test_handler_publishes_turns_and_retriever_returns_what_was_learned(reflexio, settings, instance):
+    service, client = reflexio
+    handler = ReflexioCallbackHandler(client, agent_version="lc-agent")
+    model = GenericFakeChatModel(messages=iter([
+        "Sure. I'll deploy the payments service to production in us-east-1 now.",
+        "Understood. Deploying the payments service to us-west-2 instead.",
+        AIMessage("", tool_calls=[{"name": "create_issue", "args": {"repo": "infra"}, "id": "call-1"}]),
+        "I tried to open the ticket but the tracker rejected the request.",
+    ]))  # fmt: skip
+    config = {"callbacks": [handler], "metadata": {"user_id": "dana-lc", "thread_id": "thread-1"}}
+    history = [SystemMessage("You are a deployment assistant.")]
+    for text in ("Please deploy the payments service to production.",
+                 "No — we never deploy to us-east-1, always use us-west-2."):  # fmt: skip
+        history.append(HumanMessage(text))
+        history.append(model.invoke(history, config=config))
+    # a tool loop: the tool-call request is not the end of the turn; the final answer is
+    history.append(HumanMessage("Open a ticket in the infra repo about the flaky backup job."))
+    history.append(model.invoke(history, config=config))
+    history.append(ToolMessage(TOOL_ERROR, tool_call_id="call-1", status="error"))
+    model.invoke(history, config=config)
+
+    rows = landed(settings, "dana-lc")
+    assert [(r[0], r[1]) for r in rows] == [
+        ("user", "Please deploy the payments service to production."),
+        ("assistant", "Sure. I'll deploy the payments service to production in us-east-1 now."),
+        ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+        ("assistant", "Understood. Deploying the payments service to us-west-2 instead."),
+        ("user", "Open a ticket in the infra repo about the flaky backup job."),
+        ("assistant", "I tried to open the ticket but the tracker rejected the request."),
+    ]
+    assert {(r[3], r[4], r[5]) for r in rows} == {("lc-agent", "thread-1", "langchain")}
+    assert json.loads(rows[5][2]) == [
+        {"tool_name": "create_issue", "tool_data": {"input": {"repo": "infra"}, "error": TOOL_ERROR}}
+    ]
+    assert not handler._runs  # nothing left pending
+
+    launch(settings=settings, instance=instance)
+    service.state.svc.index.refresh()
+    retriever = ReflexioRetriever(client=client, user_id="dana-lc", agent_version="lc-agent")
+    docs = retriever.invoke("Deploy the payments service to production")
+    rules = [d for d in docs if d.metadata["entity_type"] == "user_playbook"]
+    assert rules and "us-west-2" in rules[0].page_content, docs
+    top = rules[0]
+    assert top.id == f"user_playbook:{top.metadata['id']}" and int(top.metadata["id"])
+    assert top.metadata["user_id"] == "dana-lc" and top.metadata["agent_version"] == "lc-agent"
+    assert top.metadata["rank"] == 0 and top.metadata["trigger"]
+
+
+def test_plain_llm_prompt_is_the_user_turn(reflexio, settings):
+    _, client = reflexio
+    handler = ReflexioCallbackHandler(client, user_id="erin-lc", agent_version="lc-agent", session_id="s-9")
+    llm = FakeListLLM(responses=["Reports are scheduled for 08:00 CET."])
+    assert llm.invoke("My timezone is CET, so schedule reports for 8am my time.",
+                      config={"callbacks": [handler]}) == "Reports are scheduled for 08:00 CET."  # fmt: skip
+    assert [(r[0], r[1], r[4]) for r in landed(settings, "erin-lc")] == [
+        ("user", "My timezone is CET, so schedule reports for 8am my time.", "s-9"),
+        ("assistant", "Reports are scheduled for 08:00 CET.", "s-9"),
+    ]
+
+
+def test_reflexio_failure_never_breaks_the_chain(caplog):
+    down = ReflexioClient(base_url=f"http://127.0.0.1:{free_port()}", max_retries=0)  # nothing listens there
+    model = GenericFakeChatModel(messages=iter(["Hello!"]))
+    with caplog.at_level(logging.WARNING, logger="reflexio_pipelines.integrations"):
+        reply = model.invoke([HumanMessage("Hi")], config={"callbacks": [ReflexioCallbackHandler(down, user_id="u")]})
+    assert reply.content == "Hello!"
+    assert "Reflexio publish failed" in caplog.text
+
+
+def test_the_base_package_works_without_langchain():
+    code = (
+        "import sys; sys.modules['langchain_core'] = None\n"
+        "import reflexio_pipelines.integrations, reflexio_pipelines.integrations.wiring\n"
+        "try:\n    import reflexio_pipelines.integrations.langchain\n"
+        "except ImportError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'reflexio-lake[langchain]'" in done.stdout

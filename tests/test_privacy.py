@@ -1,0 +1,383 @@
+"""Per-user export and erasure over a lake with every table populated: real Dagster runs (learning, a rerun and an
+upgrade, aggregation, evaluation), the service's retrieval log and approvals, landing files not yet materialised.
+
+After an erasure through the real HTTP API, every file under the lake (landing, tables and their Delta logs,
+state, index versions) is scanned: raw bytes, decoded Parquet (rows and footer statistics) and every term of every
+tantivy index; no trace of the user's id or of their distinctive words may remain.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import zipfile
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pyarrow.parquet as pq
+import pytest
+from fastapi.testclient import TestClient
+
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+from reflexio_pipelines.pending import pending_windows
+from reflexio_pipelines.privacy import erasure
+from reflexio_pipelines.privacy.scope import AGGREGATE_TABLES, MissingErasureRule, check_rules
+from reflexio_pipelines.runs import launch, run_aggregation, run_evaluation, run_operation
+from reflexio_pipelines.settings import Settings
+from serving.app import create_app
+from tests.conftest import land
+from tests.support.servers import serve_app
+
+T0 = datetime(2026, 11, 3, 10, 0, tzinfo=timezone.utc)
+ZED = "zed-erasable-7f3"
+#: Words only ZED ever wrote (casefolded, as the index stores them), and ZED's id itself.
+ZED_WORDS = ("quixotica", "zanzibarville", "wobbleton")
+NEEDLES = (ZED.lower(), *ZED_WORDS)
+
+
+def _conversation(user: str, n: int, turns: list[tuple[str, str]], at: datetime, shadow: str | None = None) -> dict:
+    created = int(at.timestamp())
+    interactions = [{"role": role, "content": text, "created_at": created + i} for i, (role, text) in enumerate(turns)]
+    if shadow:
+        interactions[1]["shadow_content"] = shadow
+    return {"id": f"{user}-{n}", "user_id": user, "session_id": f"{user}-s{n}", "agent_version": "ops-1",
+            "source": "test", "interactions": interactions}  # fmt: skip
+
+
+def _region(user: str, service: str) -> list[tuple[str, str]]:
+    return [("user", f"Please deploy the {service} service."),
+            ("assistant", f"Deploying the {service} service to us-east-1."),
+            ("user", "No — we never deploy to us-east-1, always use us-west-2.")]  # fmt: skip
+
+
+def _commits(text: str) -> list[tuple[str, str]]:
+    return [("user", "Write the commit message for this fix."), ("assistant", "Commit: arreglado el error de login."),
+            ("user", text)]  # fmt: skip
+
+
+CONVERSATIONS = [
+    _conversation(ZED, 1, [("user", "My cat is called Quixotica and I live in Zanzibarville."),
+                           ("assistant", "Noted, thanks for telling me."), ("user", "Thanks, perfect!")], T0),
+    _conversation(ZED, 2, _region(ZED, "payments"), T0, shadow="Deploying to us-west-2 as always."),
+    _conversation(ZED, 3, _commits("No, always write commit messages in English."), T0),
+    _conversation("ann", 1, _region("ann", "billing"), T0),
+    _conversation("bob", 1, _region("bob", "search"), T0),
+    _conversation("bob", 2, [("user", "My timezone is CET, so schedule reports for 8am my time."),
+                             ("assistant", "Got it: reports at 08:00 CET."), ("user", "Thanks!")], T0),
+    _conversation("dan", 1, _commits("No — commit messages must always be in English."), T0),
+]
+
+
+def _settings(lake: Lake, tmp: Path) -> Settings:
+    config = tmp / "extraction.json"
+    config.write_text(json.dumps({"agent_success_configs": [{"evaluation_name": "ops_success", "sampling_rate": 1.0}]}))
+    return Settings(lake=str(lake.root), extraction_config=str(config))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    """A lake with every table populated, built once; each test works on its own copy."""
+    tmp = tmp_path_factory.mktemp("privacy-world")
+    lake = Lake.at(tmp / "lake")
+    settings = _settings(lake, tmp)
+    with pytest.MonkeyPatch.context() as mp:
+        home = tmp / "dagster_home"
+        home.mkdir()
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        mp.setenv("DAGSTER_HOME", str(home))
+        with dg.DagsterInstance.ephemeral() as instance:
+            land(lake, CONVERSATIONS, at=T0)  # one group commit: landing files mixing several users
+            launch([key_of_moment(T0, GRANULARITY)], settings=settings, instance=instance)
+            run_operation("rerun_job", {"entity": "profile", "operation_id": "op-rerun", "user_id": ZED},
+                          settings=settings, instance=instance)  # fmt: skip
+            run_operation("lifecycle_job", {"entity": "profile", "op": "upgrade", "operation_id": "op-up",
+                                            "user_id": ZED}, settings=settings, instance=instance)  # fmt: skip
+            run_aggregation({"agent_version": "ops-1"}, settings=settings, instance=instance)
+            run_evaluation(now=int((T0 + timedelta(hours=1)).timestamp()), settings=settings, instance=instance)
+            with TestClient(create_app(settings)) as client:
+                for playbook in client.post("/api/get_agent_playbooks", json={}).json()["agent_playbooks"]:
+                    client.put("/api/update_agent_playbook_status",
+                               json={"agent_playbook_id": playbook["agent_playbook_id"], "playbook_status": "approved"})
+                client.post("/api/search", json={"query": "deploy region", "user_id": ZED, "threshold": 0.0})
+                client.post("/api/search", json={"query": "commit message language", "threshold": 0.0})
+                # A publish the pipeline has not materialised yet: it lives only in a landing file.
+                body = {"user_id": ZED, "interaction_data_list": [{"role": "user", "content": "Wobbleton is my dog."}]}
+                assert client.post("/api/publish_interaction", json=body).json()["success"]
+    return tmp
+
+
+@pytest.fixture
+def env(world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A private copy of the world: (lake, settings)."""
+    shutil.copytree(world, tmp_path / "w")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "w" / "dagster_home"))
+    lake = Lake.at(tmp_path / "w" / "lake")
+    return lake, _settings(lake, tmp_path / "w")
+
+
+def test_world_populates_every_table(world: Path):
+    lake = Lake.at(world / "lake")
+    empty = [name for name in TABLES if not lake.read_table(name).num_rows]
+    # Written by features this world does not exercise (curation, failed extractions, retrieval before sessions).
+    assert set(empty) <= {"curation_log", "extraction_failures", "impact_before_after"}, empty
+    rules = {r["playbook_name"]: r for r in lake.read_table("agent_playbooks").to_pylist()}
+    assert any(ZED in r["member_user_ids"] and len(r["member_user_ids"]) >= 2 for r in rules.values())
+
+
+def test_every_table_has_an_erasure_rule():
+    check_rules()  # raises for a table with no identifying column that is not a declared aggregate
+    assert set(AGGREGATE_TABLES) <= set(TABLES)
+    with pytest.raises(MissingErasureRule, match="mystery"):
+        check_rules({**TABLES, "mystery": TABLES["impact_metrics"]})
+
+
+def test_export_json_and_parquet_hold_every_table_and_only_the_user(env):
+    lake, settings = env
+    with TestClient(create_app(settings)) as client:
+        reply = client.post("/api/export_user_data", json={"user_id": ZED})
+        assert reply.status_code == 200
+        tables = reply.json()["tables"]
+        archive = client.post("/api/export_user_data", json={"user_id": ZED, "format": "parquet"})
+        unknown = client.post("/api/export_user_data", json={"user_id": "nobody-here"}).json()["tables"]
+    assert set(tables) == set(TABLES)
+    for name in ("turns", "user_profiles", "user_playbooks", "change_log", "extraction_bookmarks", "lifecycle_events",
+                 "playbook_embeddings", "agent_playbooks", "aggregation_change_log", "control_log",
+                 "session_evaluations", "shadow_comparisons", "retrievals"):  # fmt: skip
+        assert tables[name], f"{name} exported nothing"
+    for name, rows in tables.items():
+        for row in rows:
+            if "user_id" in row and name != "lifecycle_events":
+                assert row["user_id"] == ZED, name
+            if "member_user_ids" in row:
+                assert row["member_user_ids"] == [ZED]  # other contributors are not disclosed
+    assert {r["content"] for r in tables["turns"]} >= {"Wobbleton is my dog.",
+                                                      "My cat is called Quixotica and I live in Zanzibarville."}
+    landed_only = [r for r in tables["turns"] if r["content"] == "Wobbleton is my dog."]
+    assert landed_only[0]["landing_file"].startswith("landing/turns/")
+    profile = next(r for r in tables["user_profiles"] if "Quixotica" in r["content"])
+    assert profile["source_turn_ids"] and profile["run_id"] and profile["extractor"]  # provenance travels along
+    assert {r["status"] for r in tables["user_profiles"]} >= {"current", "pending"}  # history too, rerun included
+    assert unknown == {name: [] for name in TABLES}
+
+    assert archive.status_code == 200 and archive.headers["content-type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(archive.content)) as z:
+        assert sorted(z.namelist()) == sorted(f"{name}.parquet" for name in TABLES)
+        for name in TABLES:
+            table = pq.read_table(io.BytesIO(z.read(f"{name}.parquet")))
+            assert table.schema.names == TABLES[name].names and table.num_rows == len(tables[name])
+
+
+def test_bad_requests_are_422_naming_the_field(env):
+    lake, settings = env
+    with TestClient(create_app(settings)) as client:
+        for method, path, body, field in [
+            ("POST", "/api/export_user_data", {}, "user_id"),
+            ("POST", "/api/export_user_data", {"user_id": "  "}, "user_id"),
+            ("POST", "/api/export_user_data", {"user_id": ZED, "format": "xml"}, "format"),
+            ("DELETE", "/api/erase_user_data", {}, "user_id"),
+            ("DELETE", "/api/erase_user_data", {"user_id": 7}, "user_id"),
+        ]:  # fmt: skip
+            reply = client.request(method, path, json=body)
+            assert reply.status_code == 422 and field in reply.json()["message"], (path, body, reply.text)
+    assert lake.read_table("turns", filters=[("user_id", "=", ZED)]).num_rows  # nothing was touched
+
+
+def leftovers(root: Path, needles: tuple[str, ...]) -> tuple[int, int, list[tuple[str, str]]]:
+    """Scan every file under `root` for the needles: raw bytes (both cases), every decoded Parquet value and footer
+    statistic, and every term of every tantivy field. Returns (files, bytes, hits as (path, needle))."""
+    import tantivy
+
+    files = scanned = 0
+    hits: set[tuple[str, str]] = set()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        files, scanned = files + 1, scanned + len(data)
+        texts = [data.lower()]
+        if data[:4] == b"PAR1":
+            parquet = pq.ParquetFile(path)
+            texts.append(json.dumps(parquet.read().to_pylist(), default=str).lower().encode())
+            texts.append(str([parquet.metadata.row_group(i).to_dict() for i in range(parquet.num_row_groups)])
+                         .lower().encode())  # fmt: skip
+        hits |= {(str(path.relative_to(root)), n) for n in needles for t in texts if n.encode() in t}
+    for meta in root.rglob("meta.json"):  # tantivy indexes: terms live in an FST, not as plain bytes
+        index = tantivy.Index.open(str(meta.parent))
+        searcher = index.searcher()
+        for field in ("text", "doc_id", "user_id", "agent_version", "playbook_name", "status", "playbook_status"):
+            for term, _count in searcher.terms_with_prefix(field, ""):
+                hits |= {(str(meta.parent.relative_to(root)), n) for n in needles if n in str(term).lower()}
+    return files, scanned, sorted(hits)
+
+
+def _erase(base_url: str, user_id: str) -> httpx.Response:
+    return httpx.request("DELETE", f"{base_url}/api/erase_user_data", json={"user_id": user_id}, timeout=300)
+
+
+def test_erasure_over_http_leaves_no_trace_keeps_others_and_is_idempotent(env, capsys):
+    lake, settings = env
+    files, _, before = leftovers(lake.root, NEEDLES)
+    assert {n for _, n in before} == set(NEEDLES), "the scan must find the user before erasure"
+    shared_before = {r["agent_playbook_id"]: r for r in lake.read_table("agent_playbooks").to_pylist()}
+    others_before = {name: lake.read_table(name, filters=[("user_id", "in", ["ann", "bob", "dan"])]).num_rows
+                     for name in TABLES if "user_id" in TABLES[name].names}  # fmt: skip
+
+    app = create_app(settings)
+    with serve_app(app) as base_url:
+        unknown = _erase(base_url, "nobody-here").json()  # not an error, and nothing to rebuild
+        assert unknown["success"] and set(unknown["erased"].values()) == {0}
+        assert unknown["index_version"] == lake.index_root.joinpath("CURRENT").read_text().strip()
+        reply = _erase(base_url, ZED)
+        assert reply.status_code == 200, reply.text
+        body = reply.json()
+        assert body["success"] and body["erased"]["turns"] > 0 and body["erased"]["landing"] > 0
+        assert body["erased"]["user_profiles"] > 0 and body["erased"]["shadow_comparisons"] > 0
+        assert httpx.get(f"{base_url}/health").json()["index_version"] == body["index_version"]  # already swapped
+        # Searching right after the call: the service already swapped to the new version.
+        for query in ("Quixotica cat", "Zanzibarville", "deploy region"):
+            hits = httpx.post(f"{base_url}/api/search", json={"query": query, "user_id": ZED, "threshold": 0.0}).json()
+            assert hits["profiles"] == [] and hits["user_playbooks"] == [], query
+        others = httpx.post(f"{base_url}/api/search", json={"query": "which region to deploy to", "user_id": "ann",
+                                                             "threshold": 0.0}).json()  # fmt: skip
+        assert any("us-west-2" in p["content"] for p in others["user_playbooks"])
+        bob = httpx.post(f"{base_url}/api/search",
+                         json={"query": "timezone", "user_id": "bob", "threshold": 0.0}).json()  # fmt: skip
+        assert any("CET" in p["content"] for p in bob["profiles"])
+        agents = httpx.post(f"{base_url}/api/search", json={"query": "commit messages English deploy region",
+                                                             "threshold": 0.0, "top_k": 10}).json()  # fmt: skip
+        agents = agents["agent_playbooks"]
+        assert agents and all(ZED not in json.dumps(a) for a in agents)
+
+        again = _erase(base_url, ZED).json()
+        assert again["success"] and set(again["erased"].values()) == {0}, again
+
+    files, scanned, hits = leftovers(lake.root, NEEDLES)
+    with capsys.disabled():
+        print(f"\nerasure scan: {files} files, {scanned} bytes under the lake, {len(hits)} hits")
+    assert hits == []
+    assert {name: lake.read_table(name, filters=[("user_id", "in", ["ann", "bob", "dan"])]).num_rows
+            for name in others_before} == others_before  # fmt: skip
+    after = {r["agent_playbook_id"]: r for r in lake.read_table("agent_playbooks").to_pylist()}
+    assert set(after) == set(shared_before)  # every shared rule is supported by someone else: kept
+    for row in after.values():
+        assert ZED not in row["member_user_ids"] and row["member_user_ids"]
+        assert len(row["member_ids"]) == len(row["member_user_ids"])
+    marker = erasure.ErasureMarker(lake, ZED).read()
+    assert marker["status"] == "completed" and "user_id" not in marker and marker["erased"]["turns"] > 0
+    current = (lake.index_root / "CURRENT").read_text().strip()
+    assert [v.name for v in lake.index_root.iterdir() if v.is_dir()] == [current]  # no older version survives
+
+
+def test_agent_playbook_supported_only_by_the_erased_user_goes(env):
+    lake, settings = env
+    (commit_rule,) = [r for r in lake.read_table("agent_playbooks").to_pylist() if "English" in r["content"]]
+    assert sorted(commit_rule["member_user_ids"]) == ["dan", ZED]
+    with TestClient(create_app(settings)) as client:
+        for user in (ZED, "dan"):
+            assert client.request("DELETE", "/api/erase_user_data", json={"user_id": user}).json()["success"]
+        rules = client.post("/api/get_agent_playbooks", json={"status_filter": None}).json()["agent_playbooks"]
+    commit_rules = [r for r in lake.read_table("agent_playbooks").to_pylist() if "English" in r["content"]]
+    assert commit_rules == [] and all("English" not in r["content"] for r in rules)
+    left = {r["item_id"] for r in lake.read_table("control_log").to_pylist()}
+    assert left == {str(r["agent_playbook_id"]) for r in lake.read_table("agent_playbooks").to_pylist()}
+    assert not [r for r in lake.read_table("aggregation_change_log").to_pylist() if "English" in (r["after"] or "")]
+
+
+def test_crash_midway_then_retry_completes(env):
+    lake, settings = env
+    from reflexio_pipelines.learning.embedding import make_embedder
+
+    crashed_after: list[tuple[str, int]] = []
+
+    def crash_after_first_erased_table(name: str, rows: int) -> None:
+        if rows:
+            crashed_after.append((name, rows))
+            raise RuntimeError(f"simulated crash after {name}")
+
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        erasure.erase_user(lake, ZED, make_embedder(settings.embedder.model), on_table=crash_after_first_erased_table)
+    ((table, rows),) = crashed_after
+    (marker,) = (lake.root / "state" / "erasure_requests").glob("*.json")
+    state = json.loads(marker.read_text())
+    assert state["status"] == "in_progress" and state["user_id"] == ZED and state["erased"][table] == rows
+    assert lake.read_table("turns", filters=[("user_id", "=", ZED)]).num_rows  # the rest is still there
+
+    with TestClient(create_app(settings)) as client:  # the retry, as a client would send it
+        body = client.request("DELETE", "/api/erase_user_data", json={"user_id": ZED}).json()
+    assert body["success"] and body["erased"]["turns"] > 0
+    assert body["erased"][table] == rows  # counts of the interrupted attempt and the retry add up
+    assert json.loads(marker.read_text())["status"] == "completed" and ZED not in marker.read_text()
+    assert leftovers(lake.root, NEEDLES)[2] == []
+
+
+def test_rows_a_racing_run_writes_back_are_caught_by_another_pass(env):
+    lake, settings = env
+    from reflexio_pipelines.learning.embedding import make_embedder
+
+    embedder = make_embedder(settings.embedder.model)
+    stale = lake.read_table("turns", filters=[("user_id", "=", ZED)])  # what a run read before the erasure
+
+    def run_commits_stale_rows(name: str, rows: int, limit: list[int]) -> None:
+        if name == "turns" and limit[0] > 0:
+            limit[0] -= 1
+            lake.append("turns", stale)
+
+    once = [1]
+    result = erasure.erase_user(lake, ZED, embedder, on_table=lambda n, r: run_commits_stale_rows(n, r, once))
+    assert result.erased["turns"] == 2 * stale.num_rows  # erased, written back once, erased again
+    assert leftovers(lake.root, NEEDLES)[2] == []
+
+    land(lake, [CONVERSATIONS[0]], at=T0)  # the user publishes again; a run keeps writing stale rows back
+    forever = [erasure.PASSES + 1]
+    with pytest.raises(erasure.ErasureIncomplete):
+        erasure.erase_user(lake, ZED, embedder, on_table=lambda n, r: run_commits_stale_rows(n, r, forever))
+    assert erasure.ErasureMarker(lake, ZED).read()["status"] == "in_progress"  # a retry finishes it
+    retried = erasure.erase_user(lake, ZED, embedder)  # passes 2 and 3 erased the rows once each, the retry once
+    assert retried.erased["turns"] == 3 * stale.num_rows and retried.erased["landing"] == 3
+    assert leftovers(lake.root, NEEDLES)[2] == []
+
+
+def test_erased_landing_files_keep_the_pipeline_consistent(env):
+    """Rewritten landing files are no new work for the sensor, re-materialising the window gives the same turns,
+    and the landing writer's idempotency index, rebuilt from them at start-up, still knows the other users' keys."""
+    lake, settings = env
+    keys = {r["user_id"]: r["idempotency_key"] for r in lake.read_table("turns").to_pylist()}
+    with TestClient(create_app(settings)) as client:
+        assert client.request("DELETE", "/api/erase_user_data", json={"user_id": ZED}).json()["success"]
+
+    assert key_of_moment(T0, GRANULARITY) not in {p.partition_key for p in pending_windows(lake, GRANULARITY)}
+    turns = sorted(lake.read_table("turns").column("turn_id").to_pylist())
+    with dg.DagsterInstance.ephemeral() as instance:
+        launch([key_of_moment(T0, GRANULARITY)], settings=settings, instance=instance)
+    assert sorted(lake.read_table("turns").column("turn_id").to_pylist()) == turns
+    assert ZED not in set(lake.read_table("turns").column("user_id").to_pylist())
+
+    def publish(client: TestClient, user: str) -> str:
+        body = {"user_id": user, "idempotency_key": keys[user],
+                "interaction_data_list": [{"role": "user", "content": "a retried publish"}]}  # fmt: skip
+        return client.post("/api/publish_interaction", json=body).json()["message"]
+
+    with TestClient(create_app(settings)) as client:  # a restarted service
+        assert publish(client, "ann").startswith("duplicate")  # ann's publish is still on disk: a retry lands once
+        assert publish(client, ZED) == "stored"  # nothing of the erased publish is remembered
+
+
+def test_erased_idempotency_keys_no_longer_deduplicate(env):
+    """After erasure a retry carrying one of the user's old idempotency keys is stored again (the running service
+    forgot the key along with the rows), instead of being answered as a duplicate of data that no longer exists."""
+    lake, settings = env
+    from reflexio_pipelines.lake.interactions import turn_rows
+
+    keys = {r["idempotency_key"] for r in turn_rows(lake, [("user_id", "=", ZED)]) if r["idempotency_key"]}
+    assert keys
+    key = sorted(keys)[0]
+    publish = {"user_id": ZED, "interaction_data_list": [{"role": "user", "content": "hello again"}]}
+    with serve_app(create_app(settings)) as base_url:
+        before = httpx.post(f"{base_url}/api/publish_interaction", json=publish, headers={"Idempotency-Key": key}).json()
+        assert before["message"].startswith("duplicate")
+        assert _erase(base_url, ZED).json()["success"]
+        after = httpx.post(f"{base_url}/api/publish_interaction", json=publish, headers={"Idempotency-Key": key}).json()
+        assert after["success"] and after["message"] == "stored"

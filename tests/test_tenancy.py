@@ -1,0 +1,135 @@
+"""Organisations: Bearer API keys (hashed at rest), physically separate lakes, no cross-organisation reads,
+per-key rate limits. Over real uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from types import SimpleNamespace
+
+from reflexio_pipelines.demo.run import publish_payload
+from reflexio_pipelines.settings import Settings
+from serving.app import create_app
+from serving.tenancy import KeyStore
+from tests.support.servers import serve_app
+
+
+@pytest.fixture
+def keyed(tmp_path, instance):
+    """A keyed service with two organisations (acme, and globex with a 3-per-minute search limit)."""
+    keys_file = tmp_path / "keys.json"
+    store = KeyStore(keys_file)
+    acme, globex = store.create("acme"), store.create("globex", {"search": 3})
+    lake = tmp_path / "lake"
+    # The app's own auto-learn loop is off: tests drive one pass of it deterministically.
+    settings = Settings(lake=str(lake), api_keys_file=str(keys_file), org_learn_interval_s=0)
+    app = create_app(settings)
+    with serve_app(app) as url:
+        yield SimpleNamespace(url=url, keys_file=keys_file, acme=acme, globex=globex, lake=lake, app=app)
+
+
+def _auth(key: str) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_keys_are_stored_hashed_and_required(keyed):
+    url, keys_file, acme = keyed.url, keyed.keys_file, keyed.acme
+    stored = keys_file.read_text()
+    assert acme not in stored and acme.split(".", 1)[1] not in stored  # only the SHA-256 is at rest
+    for path, body in (("/api/search", {"query": "x"}), ("/api/get_profiles", {"user_id": "u"}),
+                       ("/api/publish_interaction", {"user_id": "u", "interaction_data_list": [{"content": "hi"}]})):
+        for headers in ({}, _auth("rflx-nope.nope"), {"Authorization": acme}):  # no key, unknown key, not Bearer
+            reply = httpx.post(url + path, json=body, headers=headers)
+            assert reply.status_code == 401 and "Bearer" in reply.json()["message"]
+    assert httpx.get(url + "/health").status_code == 200  # liveness stays open and names no organisation
+    assert "index_version" not in httpx.get(url + "/health").json()
+    who = httpx.get(url + "/api/whoami", headers=_auth(acme)).json()
+    assert who["org_id"] == "acme"
+
+
+def test_an_organisation_never_sees_another_organisations_data(keyed, samples):
+    url, acme, globex, lake = keyed.url, keyed.acme, keyed.globex, keyed.lake
+    for i, conversation in enumerate(samples):
+        wait = "?wait_for_response=true" if i == len(samples) - 1 else ""
+        reply = httpx.post(f"{url}/api/publish_interaction{wait}", json=publish_payload(conversation),
+                           headers=_auth(acme), timeout=300)  # fmt: skip
+        assert reply.status_code == 200, reply.text
+    query = {"query": "deploy region us-west-2", "user_id": "alice", "threshold": 0.0}
+    mine = httpx.post(url + "/api/search", json=query, headers=_auth(acme)).json()
+    assert any("us-west-2" in p["content"] for p in mine["user_playbooks"])
+
+    theirs = httpx.post(url + "/api/search", json=query, headers=_auth(globex)).json()
+    assert theirs["user_playbooks"] == [] and theirs["profiles"] == [] and theirs["agent_playbooks"] == []
+    reads = [("/api/get_profiles", {"user_id": "bob"}, "user_profiles"),
+             ("/api/get_interactions", {"user_id": "alice"}, "interactions"),
+             ("/api/get_user_playbooks", {"user_id": "alice"}, "user_playbooks"),
+             ("/api/get_requests", {"user_id": "alice"}, "sessions")]  # fmt: skip
+    for path, body, field in reads:
+        assert httpx.post(url + path, json=body, headers=_auth(acme)).json()[field], path
+        assert httpx.post(url + path, json=body, headers=_auth(globex)).json()[field] == [], path
+    playbook = next(p for p in mine["user_playbooks"] if "us-west-2" in p["content"])
+    update = {"user_playbook_id": playbook["user_playbook_id"], "content": "hijacked"}
+    assert httpx.put(url + "/api/update_user_playbook", json=update, headers=_auth(globex)).status_code == 404
+    request_id = httpx.post(url + "/api/get_interactions", json={"user_id": "alice"},
+                            headers=_auth(acme)).json()["interactions"][0]["request_id"]  # fmt: skip
+    gone = httpx.request("DELETE", url + "/api/delete_request", json={"request_id": request_id}, headers=_auth(globex))
+    assert gone.status_code == 404
+    assert httpx.post(url + "/api/get_requests", json={"request_id": request_id}, headers=_auth(acme)).json()["sessions"]
+
+    # Physically separate: acme's words exist only under acme's directory.
+    assert (lake / "orgs" / "acme" / "tables").is_dir()
+    leaked = [p for p in (lake / "orgs").rglob("*") if p.is_file() and "acme" not in p.relative_to(lake / "orgs").parts[0]
+              and b"us-west-2" in p.read_bytes()]  # fmt: skip
+    assert leaked == []
+
+
+def test_keyed_mode_learns_each_organisations_pending_windows(keyed, samples):
+    url, acme, globex, lake = keyed.url, keyed.acme, keyed.globex, keyed.lake
+    body = {"user_id": "zed", "interaction_data_list": [{"role": "user", "content": "I live in Oslo."},
+                                                        {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+    assert httpx.post(url + "/api/publish_interaction", json=body, headers=_auth(globex)).status_code == 200
+    app_learner = keyed.app.state.learner
+    assert app_learner.run_once() == {"globex": 1}
+    profiles = httpx.post(url + "/api/get_profiles", json={"user_id": "zed"}, headers=_auth(globex)).json()
+    assert [p["content"] for p in profiles["user_profiles"]] == ["Lives in Oslo"]
+    assert app_learner.run_once() == {}  # nothing pending any more
+    assert httpx.post(url + "/api/get_profiles", json={"user_id": "zed"}, headers=_auth(acme)).json()["user_profiles"] == []
+
+
+def test_rate_limit_per_key_answers_429_with_retry_after(keyed):
+    url, acme, globex = keyed.url, keyed.acme, keyed.globex
+    codes = [httpx.post(url + "/api/search", json={"query": "x"}, headers=_auth(globex)).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    limited = httpx.post(url + "/api/search", json={"query": "x"}, headers=_auth(globex))
+    assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
+    assert "rate limit" in limited.json()["message"]
+    # Another key is not affected.
+    assert httpx.post(url + "/api/search", json={"query": "x"}, headers=_auth(acme)).status_code == 200
+
+
+def test_key_cli_creates_lists_and_revokes(keyed):
+    url, keys_file = keyed.url, keyed.keys_file
+    env = {"REFLEXIO_API_KEYS_FILE": str(keys_file), "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # fmt: skip
+    created = subprocess.run([sys.executable, "-m", "serving", "keys", "create", "--org", "initech",
+                              "--limit", "publish=100"], env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    key = created.stdout.strip()
+    assert key.startswith("rflx-") and key not in keys_file.read_text()
+    assert httpx.get(url + "/api/whoami", headers=_auth(key)).json()["org_id"] == "initech"
+    listed = subprocess.run([sys.executable, "-m", "serving", "keys", "list"], env=env, capture_output=True,
+                            text=True, check=True).stdout  # fmt: skip
+    key_id = key[len("rflx-"):].split(".")[0]
+    assert f"{key_id}\tinitech\tactive" in listed and key not in listed
+    subprocess.run([sys.executable, "-m", "serving", "keys", "revoke", key_id], env=env, check=True)
+    time.sleep(1.1)  # the service re-reads the keys file at most once a second
+    assert httpx.get(url + "/api/whoami", headers=_auth(key)).status_code == 401
+    bad = subprocess.run([sys.executable, "-m", "serving", "keys", "create", "--org", "Bad Org!"], env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode != 0 and "org id" in bad.stderr
+    assert json.loads(keys_file.read_text())["keys"][-1]["org_id"] == "initech"
