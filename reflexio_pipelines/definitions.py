@@ -66,6 +66,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
         schedules=[aggregation_schedule, evaluation_schedule],
         sensors=[landing_sensor],
         resources=build_resources(settings),
+        # Steps of one run are small and sequential; a process per step (the multiprocess default under the
+        # daemon) costs seconds each on a 2-core box. A Kubernetes deployment may override this (deployment.md).
+        executor=dg.in_process_executor,
     )
 
 

@@ -24,6 +24,7 @@ from serving.routers import (
     search,
 )
 from serving.autolearn import AutoLearner
+from serving.bodylimit import BodySizeLimit
 from serving.ratelimit import RateLimiter, route_class
 from serving.state import Launcher
 from serving.tenancy import DEFAULT_ORG, Tenants
@@ -71,13 +72,7 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
 
     @app.middleware("http")
     async def guard(request: Request, call_next):
-        """Body size, then (keyed mode, /api/ paths) the caller's key and its rate limit, before any handler."""
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return JSONResponse(
-                status_code=413,
-                content={"success": False, "message": f"request body larger than {MAX_BODY_BYTES} bytes"},
-            )
+        """(Keyed mode, /api/ paths) the caller's key and its rate limit, before any handler."""
         request.state.org_id = DEFAULT_ORG
         if tenants.keyed and request.url.path.startswith("/api/"):
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -93,6 +88,8 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
                                                  f"reached; retry in {wait:.1f} s"})  # fmt: skip
             request.state.org_id = key.org_id
         return await call_next(request)
+
+    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)  # outermost: runs before the guard
 
     @app.exception_handler(lifecycle.OperationFailed)
     async def operation_failed(request: Request, exc: lifecycle.OperationFailed) -> JSONResponse:

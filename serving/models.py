@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+import typing
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
 # C0 control characters except tab, newline and carriage return: stripped from stored text so that nothing
 # invisible reaches prompts, indexes or analysts' terminals.
@@ -14,6 +15,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 MAX_TEXT = 100_000
 MAX_ID = 256
+MAX_INT64 = 2**63 - 1  # ids and times end up in Arrow int64 filters: larger numbers are a 422, not an overflow
 
 
 def strip_control(value: str) -> str:
@@ -21,13 +23,24 @@ def strip_control(value: str) -> str:
     return _CONTROL.sub("", value)
 
 
+def _takes_bool(annotation: Any) -> bool:
+    if annotation is bool or annotation is Any:
+        return True
+    return any(_takes_bool(arg) for arg in typing.get_args(annotation))
+
+
 class _Clean(BaseModel):
     """Base: strips control characters from every string field."""
 
     @field_validator("*", mode="before")
     @classmethod
-    def _strip(cls, value: Any) -> Any:
-        return strip_control(value) if isinstance(value, str) else value
+    def _strip(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, str):
+            return strip_control(value)
+        if isinstance(value, bool) and not _takes_bool(cls.model_fields[info.field_name].annotation):
+            # Pydantic's lax mode would read true/false as 1/0 (e.g. a start_time); the schema says number.
+            raise ValueError("a boolean is not allowed here")
+        return value
 
 
 class ToolUsed(_Clean):
@@ -136,8 +149,8 @@ class RerunProfileGenerationRequest(_Clean):
 
     model_config = ConfigDict(extra="ignore")
     user_id: str | None = Field(None, max_length=MAX_ID)
-    start_time: int | None = Field(None, ge=0)
-    end_time: int | None = Field(None, ge=0)
+    start_time: int | None = Field(None, ge=0, le=MAX_INT64)
+    end_time: int | None = Field(None, ge=0, le=MAX_INT64)
     source: str | None = Field(None, max_length=MAX_ID)
     extractor_names: list[str] | None = None
 
@@ -147,8 +160,8 @@ class RerunPlaybookGenerationRequest(_Clean):
 
     model_config = ConfigDict(extra="ignore")
     agent_version: str = Field("agent-v0", max_length=MAX_ID)
-    start_time: int | None = Field(None, ge=0)
-    end_time: int | None = Field(None, ge=0)
+    start_time: int | None = Field(None, ge=0, le=MAX_INT64)
+    end_time: int | None = Field(None, ge=0, le=MAX_INT64)
     playbook_name: str | None = Field(None, max_length=MAX_ID)
     source: str | None = Field(None, max_length=MAX_ID)
 
@@ -183,7 +196,7 @@ class UpdateAgentPlaybookStatusRequest(_Clean):
     """PUT /api/update_agent_playbook_status."""
 
     model_config = ConfigDict(extra="ignore")
-    agent_playbook_id: int = Field(gt=0)
+    agent_playbook_id: int = Field(gt=0, le=MAX_INT64)
     playbook_status: Literal["pending", "approved", "rejected"]
 
 
@@ -217,6 +230,9 @@ class EvaluationResultsRequest(_Clean):
 # The rest of the original's surface: per-entity search, reads, manual adds, edits, deletes, config.
 # Times are accepted as unix seconds or ISO-8601 (the original client sends datetimes) and used as unix seconds.
 
+#: ISO-8601 or unix seconds (the schema says so, so clients and fuzzers know numbers are accepted).
+Timestamp = Annotated[datetime, WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"},
+                                                         {"type": "number"}]})]  # fmt: skip
 Status = Literal["current", "pending", "archived", "archive_in_progress"]
 PlaybookStatus = Literal["pending", "approved", "rejected"]
 SearchModeName = Literal["vector", "fts", "hybrid"]
@@ -224,8 +240,8 @@ SearchModeName = Literal["vector", "fts", "hybrid"]
 
 class _TimeRange(_Clean):
     model_config = ConfigDict(extra="ignore")
-    start_time: datetime | None = None
-    end_time: datetime | None = None
+    start_time: Timestamp | None = None
+    end_time: Timestamp | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> "_TimeRange":
@@ -311,7 +327,7 @@ class GetRequestsRequest(_TimeRange):
     request_id: str | None = Field(None, max_length=MAX_ID)
     session_id: str | None = Field(None, max_length=MAX_ID)
     top_k: int = Field(30, ge=1, le=10_000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_INT64)
 
 
 class GetProfilesRequest(_TimeRange):
@@ -429,13 +445,13 @@ class AddUserProfileRequest(_Clean):
 class UpdateUserPlaybookRequest(_PlaybookFields):
     """PUT /api/update_user_playbook."""
 
-    user_playbook_id: int = Field(gt=0)
+    user_playbook_id: int = Field(gt=0, le=MAX_INT64)
 
 
 class UpdateAgentPlaybookRequest(_PlaybookFields):
     """PUT /api/update_agent_playbook."""
 
-    agent_playbook_id: int = Field(gt=0)
+    agent_playbook_id: int = Field(gt=0, le=MAX_INT64)
     playbook_status: PlaybookStatus | None = None
 
 
@@ -465,7 +481,7 @@ class DeleteProfileRequest(_Clean):
 class DeleteInteractionRequest(_Clean):
     model_config = ConfigDict(extra="ignore")
     user_id: UserId
-    interaction_id: int = Field(gt=0)
+    interaction_id: int = Field(gt=0, le=MAX_INT64)
 
 
 class DeleteRequestRequest(_Clean):
@@ -480,12 +496,12 @@ class DeleteSessionRequest(_Clean):
 
 class DeleteAgentPlaybookRequest(_Clean):
     model_config = ConfigDict(extra="ignore")
-    agent_playbook_id: int = Field(gt=0)
+    agent_playbook_id: int = Field(gt=0, le=MAX_INT64)
 
 
 class DeleteUserPlaybookRequest(_Clean):
     model_config = ConfigDict(extra="ignore")
-    user_playbook_id: int = Field(gt=0)
+    user_playbook_id: int = Field(gt=0, le=MAX_INT64)
 
 
 class DeleteRequestsByIdsRequest(_Clean):
@@ -500,12 +516,12 @@ class DeleteProfilesByIdsRequest(_Clean):
 
 class DeleteAgentPlaybooksByIdsRequest(_Clean):
     model_config = ConfigDict(extra="ignore")
-    agent_playbook_ids: list[int] = Field(min_length=1, max_length=10_000)
+    agent_playbook_ids: list[Annotated[int, Field(gt=0, le=MAX_INT64)]] = Field(min_length=1, max_length=10_000)
 
 
 class DeleteUserPlaybooksByIdsRequest(_Clean):
     model_config = ConfigDict(extra="ignore")
-    user_playbook_ids: list[int] = Field(min_length=1, max_length=10_000)
+    user_playbook_ids: list[Annotated[int, Field(gt=0, le=MAX_INT64)]] = Field(min_length=1, max_length=10_000)
 
 
 class ExportUserDataRequest(_Clean):

@@ -26,7 +26,8 @@ router = APIRouter()
 log = logging.getLogger(__name__)
 
 
-@router.post("/api/export_user_data")
+@router.post("/api/export_user_data", responses={200: {"description": "JSON, or a zip of Parquet files",
+                                                       "content": {"application/json": {}, "application/zip": {}}}})
 async def export_user_data(body: ExportUserDataRequest, request: Request):
     """Every row the lake holds about the user, per table: JSON `{table: [rows]}` or a zip of `<table>.parquet`."""
     state: ServiceState = service(request)
