@@ -8,13 +8,17 @@ The pipeline builds a version directory with `publish_index`; the serving proces
     <index_root>/<version>/docs.parquet       every doc field (payload as a JSON string), row-aligned per type
     <index_root>/<version>/bm25/<type>/       one tantivy index per entity type (stores only the row number)
     <index_root>/<version>/vectors/<type>.npy float32 (rows, dim), L2-normalised, row-aligned with the docs
+    <index_root>/<version>/ann/<type>.faiss   HNSW graph (see `ann`), only for types with >= hnsw_min_rows rows
 
-Unlike the original system, the similarity threshold applies to the vector leg, the vector leg is a true nearest
-neighbour search over every row that passes the filters, and documents and queries share one text normalisation.
+Unlike the original system, the similarity threshold applies to the vector leg, the vector leg is a nearest
+neighbour search over every row that passes the filters (exact below `HNSW_MIN_ROWS` rows per type or when the
+filters admit few rows, an HNSW graph walk restricted to the admitted rows above), and documents and queries share
+one text normalisation.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -34,6 +38,15 @@ import numpy as np
 
 from reflexio_pipelines.files import atomic_write_bytes, fsync_path, fsync_tree, sha256_file
 from reflexio_pipelines.learning.embedding import Embedder, EmbeddingError, embed_one, l2_normalize
+from reflexio_pipelines.search.ann import (
+    ANN_KIND,
+    HNSW_MIN_ROWS,
+    FlatVectors,
+    HnswParams,
+    HnswVectors,
+    build_hnsw,
+    write_hnsw,
+)
 
 ENTITY_TYPES: tuple[str, ...] = ("profile", "user_playbook", "agent_playbook")
 SearchMode = Literal["hybrid", "vector", "fts"]
@@ -48,6 +61,9 @@ _NEVER = np.iinfo(np.int64).max  # expires_at of docs that never expire
 _EMBED_CHUNK = 512  # texts per embedder.embed call while building (the embedder batches further itself)
 _MAX_QUERY_TERMS = 256  # bounds the BM25 query for pathological inputs (a 5,000-char paste)
 _CANDIDATES_PER_RESULT = 5  # each leg contributes top_k * 5 candidates to the fusion
+# When at most this many rows are inadmissible, the BM25 leg fetches that many extra hits and drops them itself
+# instead of pushing the filters into tantivy, where every clause costs a posting-list walk per query.
+_POSTFILTER_MAX_ROWS = 256
 _VERSION_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{6}$")
 _STRING_FILTER_FIELDS = ("user_id", "agent_version", "playbook_name", "status", "playbook_status")
 
@@ -162,12 +178,20 @@ def query_terms(query: str) -> list[str]:
 
     Only word tokens survive, so no user text ever reaches a query parser (no syntax errors, no injection).
     """
+    return list(_analyse_query(query)[0])
+
+
+@functools.lru_cache(maxsize=1024)
+def _analyse_query(query: str) -> tuple[tuple[str, ...], bool]:
+    """(distinct BM25 terms, is the query blank) of a query. Cached: a unified search analyses one query once
+    per entity type, and normalising a long query character by character costs tens of microseconds."""
+    text = normalize_text(query)
     terms: dict[str, None] = {}
-    for token in _analyzer().analyze(normalize_text(query)):
+    for token in _analyzer().analyze(text):
         terms.setdefault(token, None)
         if len(terms) >= _MAX_QUERY_TERMS:
             break
-    return list(terms)
+    return tuple(terms), not text
 
 
 def embed_search_query(embedder: Embedder, query: str) -> np.ndarray | None:
@@ -303,13 +327,36 @@ def _write_docs_parquet(path: Path, by_type: dict[str, list[SearchDoc]]) -> None
     pq.write_table(pa.table(columns, schema=schema), path)
 
 
+def _write_ann(out_dir: Path, entity_type: str, vectors: np.ndarray, params: HnswParams) -> dict[str, Any]:
+    """Build and store one entity type's HNSW graph; return its manifest entry."""
+    started = time.perf_counter()
+    (out_dir / "ann").mkdir(exist_ok=True)
+    relative = f"ann/{entity_type}.faiss"
+    write_hnsw(build_hnsw(vectors, params), out_dir / relative)
+    return {
+        "kind": ANN_KIND,
+        "path": relative,
+        "sha256": sha256_file(out_dir / relative),
+        "rows": int(len(vectors)),
+        "params": params.to_manifest(),
+        "build_seconds": round(time.perf_counter() - started, 3),
+    }
+
+
 def build_index(
-    docs: Sequence[SearchDoc], embedder: Embedder, out_dir: Path, *, version: str | None = None
+    docs: Sequence[SearchDoc],
+    embedder: Embedder,
+    out_dir: Path,
+    *,
+    version: str | None = None,
+    hnsw_min_rows: int = HNSW_MIN_ROWS,
+    hnsw_params: HnswParams = HnswParams(),
 ) -> dict[str, Any]:
     """Build a self-contained index version in `out_dir` (which must not exist or be empty); return its manifest.
 
-    Texts are normalised with `normalize_text`, embedded with `embedder` and indexed for BM25. Refuses unknown
-    entity types, duplicate ids, non-JSON payloads and embedders whose vectors do not match their stated dim.
+    Texts are normalised with `normalize_text`, embedded with `embedder` and indexed for BM25. Entity types with at
+    least `hnsw_min_rows` rows also get an HNSW graph (`hnsw_params`) for their vector leg. Refuses unknown entity
+    types, duplicate ids, non-JSON payloads and embedders whose vectors do not match their stated dim.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -322,6 +369,7 @@ def build_index(
 
     started = time.perf_counter()
     vector_digests: dict[str, str] = {}
+    ann: dict[str, dict[str, Any]] = {}
     (out_dir / "vectors").mkdir()
     dim = int(embedder.dim)
     for entity_type in ENTITY_TYPES:
@@ -331,6 +379,8 @@ def build_index(
         vector_path = out_dir / "vectors" / f"{entity_type}.npy"
         np.save(vector_path, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
         vector_digests[entity_type] = sha256_file(vector_path)
+        if group and len(group) >= hnsw_min_rows:
+            ann[entity_type] = _write_ann(out_dir, entity_type, vectors, hnsw_params)
         _write_bm25(out_dir / "bm25" / entity_type, group, norm_texts)
     _write_docs_parquet(out_dir / "docs.parquet", by_type)
 
@@ -343,6 +393,8 @@ def build_index(
         "embedder": {"model_id": model_id, "dim": dim},
         "counts": {t: len(by_type[t]) for t in ENTITY_TYPES},
         "vector_sha256": vector_digests,
+        "ann_min_rows": int(hnsw_min_rows),
+        "ann": ann,  # entity type -> HNSW file, digest, parameters; types absent here are searched exactly
         "docs_sha256": sha256_file(out_dir / "docs.parquet"),
         "text_normalization": TEXT_NORMALIZATION,
         "bm25_tokenizer": BM25_TOKENIZER,
@@ -361,18 +413,26 @@ def new_version_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(3)
 
 
-def stage_index(index_root: Path, docs: Sequence[SearchDoc], embedder: Embedder) -> str:
+def stage_index(
+    index_root: Path,
+    docs: Sequence[SearchDoc],
+    embedder: Embedder,
+    *,
+    hnsw_min_rows: int = HNSW_MIN_ROWS,
+    hnsw_params: HnswParams = HnswParams(),
+) -> str:
     """Build a new version under `index_root` and make it durable, without serving it yet.
 
     Readers never see a half-built version: it is built in a hidden temp dir and renamed into place. The pipeline
-    stages, checks, then activates; `publish_index` does both at once. Returns the new version name.
+    stages, checks, then activates; `publish_index` does both at once. Returns the new version name. The HNSW
+    options are `build_index`'s.
     """
     index_root = Path(index_root)
     index_root.mkdir(parents=True, exist_ok=True)
     version = new_version_id()
     tmp = index_root / f".tmp-{uuid.uuid4().hex}"
     try:
-        build_index(docs, embedder, tmp, version=version)
+        build_index(docs, embedder, tmp, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params)
         fsync_tree(tmp)
         os.rename(tmp, index_root / version)
         fsync_path(index_root)
@@ -390,10 +450,18 @@ def activate_version(index_root: Path, version: str) -> None:
     atomic_write_bytes(index_root / CURRENT_FILE, (version + "\n").encode())
 
 
-def publish_index(index_root: Path, docs: Sequence[SearchDoc], embedder: Embedder) -> str:
+def publish_index(
+    index_root: Path,
+    docs: Sequence[SearchDoc],
+    embedder: Embedder,
+    *,
+    hnsw_min_rows: int = HNSW_MIN_ROWS,
+    hnsw_params: HnswParams = HnswParams(),
+) -> str:
     """Stage a new version and point CURRENT at it. Publishes to one root should be serialised (one
-    index-building run at a time): the last to finish sets CURRENT. Returns the new version name."""
-    version = stage_index(index_root, docs, embedder)
+    index-building run at a time): the last to finish sets CURRENT. Returns the new version name. The HNSW
+    options are `build_index`'s."""
+    version = stage_index(index_root, docs, embedder, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params)
     activate_version(index_root, version)
     return version
 
@@ -448,6 +516,7 @@ class _Column:
 
     codes: np.ndarray
     vocab: dict[str, int]
+    has_null: bool
 
     @classmethod
     def encode(cls, values: Sequence[str | None]) -> _Column:
@@ -455,15 +524,21 @@ class _Column:
         codes = np.fromiter(
             (-1 if v is None else vocab.setdefault(v, len(vocab)) for v in values), dtype=np.int32, count=len(values)
         )
-        return cls(codes, vocab)
+        return cls(codes, vocab, bool((codes < 0).any()))
 
     def equals(self, value: str) -> np.ndarray:
         code = self.vocab.get(value)
         return np.zeros(len(self.codes), dtype=bool) if code is None else self.codes == code
 
     def isin(self, values: Iterable[str]) -> np.ndarray:
-        codes = [self.vocab[v] for v in values if v in self.vocab]
-        return np.isin(self.codes, np.asarray(codes, dtype=np.int32))
+        # A lookup table indexed by code + 1 (slot 0 = null, never admitted): one gather instead of np.isin's sort.
+        admitted = np.zeros(len(self.vocab) + 1, dtype=bool)
+        admitted[[self.vocab[v] + 1 for v in values if v in self.vocab]] = True
+        return admitted[self.codes + 1]
+
+    def admits_all(self, values: Iterable[str]) -> bool:
+        """True when every row's value is one of `values`: the filter would select everything, so skip it."""
+        return not self.has_null and set(self.vocab) <= set(values)
 
 
 @dataclass
@@ -479,13 +554,26 @@ class _Table:
     strings: dict[str, _Column]
     created_at: np.ndarray
     expires_at: np.ndarray
-    vectors: np.ndarray
+    vectors: np.ndarray  # in RAM (a read-only view of `flat`): queries read rows at random, slow from an mmap
+    flat: FlatVectors  # exact scans of filtered subsets
+    ann: HnswVectors | None  # the HNSW graph for large types (then `flat` is its storage)
     bm25_schema: Any
     searcher: Any
 
     @property
     def size(self) -> int:
         return len(self.doc_ids)
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """The rows a query may return, and which filter clauses actually exclude something."""
+
+    mask: np.ndarray  # bool per row
+    admitted: int  # mask.sum()
+    clauses: frozenset[str]  # names of the filters that exclude at least one row (the others are skipped)
+    excluded_ids: int  # rows of this table named in exclude_ids
+    now: int  # the instant expiry was judged at, shared by the mask and the BM25 pushdown
 
 
 def _resolve_version_dir(index_root: Path, version: str | None) -> Path:
@@ -533,11 +621,14 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
     vector_path = version_dir / "vectors" / f"{entity_type}.npy"
     if verify and sha256_file(vector_path) != manifest["vector_sha256"][entity_type]:
         raise IndexCorrupt(f"{vector_path} does not match the sha256 in the manifest")
-    # mmap keeps start-up fast and lets several serving processes share one copy in the page cache;
-    # numpy cannot mmap an empty array, which an empty entity type has.
-    vectors = np.load(vector_path, mmap_mode="r" if n else None, allow_pickle=False)
-    if vectors.shape != (n, dim) or vectors.dtype != np.float32:
-        raise IndexCorrupt(f"{vector_path} has shape {vectors.shape} {vectors.dtype}, expected ({n}, {dim}) float32")
+    # The header check reads no data; an empty array cannot be mmapped.
+    stored = np.load(vector_path, mmap_mode="r" if n else None, allow_pickle=False)
+    if stored.shape != (n, dim) or stored.dtype != np.float32:
+        raise IndexCorrupt(f"{vector_path} has shape {stored.shape} {stored.dtype}, expected ({n}, {dim}) float32")
+    del stored
+    ann = _load_ann(version_dir, entity_type, n, dim, verify, manifest)
+    # Large types search their graph's storage (one copy of the vectors in RAM); small ones read the file.
+    flat = ann.flat if ann is not None else FlatVectors.from_array(np.load(vector_path, allow_pickle=False))
     searcher = _open_searcher(version_dir / "bm25" / entity_type)
     if searcher.num_docs != n:
         raise IndexCorrupt(f"bm25/{entity_type} holds {searcher.num_docs} docs, expected {n}")
@@ -554,21 +645,44 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
         strings={name: _Column.encode(columns[name]) for name in _STRING_FILTER_FIELDS},
         created_at=np.asarray(columns["created_at"], dtype=np.int64),
         expires_at=np.asarray([_NEVER if e is None else e for e in columns["expires_at"]], dtype=np.int64),
-        vectors=vectors,
+        vectors=flat.vectors,
+        flat=flat,
+        ann=ann,
         bm25_schema=_bm25_schema(),
         searcher=searcher,
     )
 
 
-def _top_rows(rows: np.ndarray, keys: np.ndarray, id_rank: np.ndarray, limit: int) -> np.ndarray:
-    """The `limit` rows with the highest keys, ties broken by doc_id ascending; deterministic."""
+def _load_ann(version_dir: Path, entity_type: str, n: int, dim: int, verify: bool,
+              manifest: dict[str, Any]) -> HnswVectors | None:  # fmt: skip
+    """The entity type's HNSW graph if the manifest lists one (checked against its digest with `verify`)."""
+    entry = manifest.get("ann", {}).get(entity_type)
+    if entry is None:
+        return None
+    path = version_dir / entry["path"]
+    if entry.get("kind") != ANN_KIND:
+        raise IndexCorrupt(f"{path}: unknown ANN kind {entry.get('kind')!r}, expected {ANN_KIND!r}")
+    try:
+        digest_ok = not verify or sha256_file(path) == entry["sha256"]
+    except OSError as exc:
+        raise IndexCorrupt(f"{path} cannot be read: {exc}") from None
+    if not digest_ok:
+        raise IndexCorrupt(f"{path} does not match the sha256 in the manifest")
+    try:
+        return HnswVectors.read(path, n, dim, HnswParams.from_manifest(entry["params"]))
+    except (OSError, RuntimeError, ValueError) as exc:  # faiss reports unreadable files as RuntimeError
+        raise IndexCorrupt(f"{path} cannot be loaded: {exc}") from None
+
+
+def _top_rows(rows: np.ndarray, keys: np.ndarray, id_rank: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The `limit` rows with the highest keys and their keys, ties broken by doc_id ascending; deterministic."""
     if len(rows) > limit:
         # Partition first so only candidates at or above the limit-th key are sorted; >= keeps boundary ties.
         kth = np.partition(keys, len(keys) - limit)[len(keys) - limit]
         keep = keys >= kth
         rows, keys = rows[keep], keys[keep]
-    order = np.lexsort((id_rank[rows], -keys))
-    return rows[order[:limit]]
+    order = np.lexsort((id_rank[rows], -keys))[:limit]
+    return rows[order], keys[order]
 
 
 class LoadedIndex:
@@ -626,6 +740,12 @@ class LoadedIndex:
         rows = np.unique(np.linspace(0, table.size - 1, num=min(n, table.size)).astype(int))
         return [(table.doc_ids[r], table.texts[r]) for r in rows]
 
+    def vector(self, entity_type: str, doc_id: str) -> np.ndarray | None:
+        """The stored (unit) vector of one doc, or None if this version does not hold it."""
+        table = self._table(entity_type)
+        row = table.row_of.get(doc_id)
+        return None if row is None else np.array(table.vectors[row])
+
     def payload(self, entity_type: str, doc_id: str) -> dict | None:
         """The stored payload of one doc (a fresh dict), or None if this version does not hold it."""
         table = self._table(entity_type)
@@ -640,29 +760,41 @@ class LoadedIndex:
 
     # -- filters
 
-    def _mask(self, table: _Table, filters: SearchFilters, exclude_ids: frozenset[str]) -> np.ndarray:
+    def _select(self, table: _Table, filters: SearchFilters, exclude_ids: frozenset[str]) -> _Selection:
+        """The admissible rows. Clauses that cannot exclude any row of this table are skipped here and in the BM25
+        pushdown: at 333k rows each costs a pass over the column, and each tantivy clause a posting-list walk."""
         mask = np.ones(table.size, dtype=bool)
+        clauses: set[str] = set()
+        now = int(time.time()) if filters.now is None else int(filters.now)
+
+        def narrow(name: str, admitted: np.ndarray) -> None:
+            np.logical_and(mask, admitted, out=mask)
+            clauses.add(name)
+
         for name in ("user_id", "agent_version", "playbook_name"):
             value = getattr(filters, name)
             if value is not None:
-                mask &= table.strings[name].equals(value)
-        mask &= table.strings["status"].isin(filters.statuses)
+                narrow(name, table.strings[name].equals(value))
+        if not table.strings["status"].admits_all(filters.statuses):
+            narrow("status", table.strings["status"].isin(filters.statuses))
         if table.entity_type == "agent_playbook" and filters.playbook_statuses is not None:
-            mask &= table.strings["playbook_status"].isin(filters.playbook_statuses)
-        if filters.start_time is not None:
-            mask &= table.created_at >= filters.start_time
-        if filters.end_time is not None:
-            mask &= table.created_at <= filters.end_time
-        now = int(time.time()) if filters.now is None else int(filters.now)
-        mask &= table.expires_at > now
-        for doc_id in exclude_ids:
-            row = table.row_of.get(doc_id)
-            if row is not None:
-                mask[row] = False
-        return mask
+            column = table.strings["playbook_status"]
+            if not column.admits_all(filters.playbook_statuses):
+                narrow("playbook_status", column.isin(filters.playbook_statuses))
+        if table.size:
+            if filters.start_time is not None and filters.start_time > table.created_at.min():
+                narrow("created_at", table.created_at >= filters.start_time)
+            if filters.end_time is not None and filters.end_time < table.created_at.max():
+                narrow("created_at", table.created_at <= filters.end_time)
+            if table.expires_at.min() <= now:
+                narrow("expires_at", table.expires_at > now)
+        excluded = [row for row in map(table.row_of.get, exclude_ids) if row is not None]
+        mask[excluded] = False
+        return _Selection(mask, int(np.count_nonzero(mask)), frozenset(clauses), len(excluded), now)
 
-    def _filter_queries(self, table: _Table, filters: SearchFilters, exclude_ids: frozenset[str]) -> list[Any]:
-        """The same filters as `_mask`, as tantivy clauses, so the BM25 leg's top hits are all admissible."""
+    def _filter_queries(self, table: _Table, filters: SearchFilters, selection: _Selection) -> list[Any]:
+        """The active clauses of `selection` (all but exclude_ids) as tantivy clauses, so the BM25 leg's top hits
+        are admissible."""
         import tantivy
 
         schema, Q, Occur = table.bm25_schema, tantivy.Query, tantivy.Occur
@@ -672,56 +804,74 @@ class LoadedIndex:
             # Constant 0 score: filters must select, not add to the BM25 score.
             clauses.append((Occur.Must, Q.const_score_query(query, 0.0)))
 
+        def any_of(field: str, values: Iterable[str]) -> Any:
+            # A disjunction of term queries: tantivy's term_set_query scans the term dictionary (~0.4 ms).
+            return Q.boolean_query([(Occur.Should, Q.term_query(schema, field, v)) for v in values])
+
         for name in ("user_id", "agent_version", "playbook_name"):
-            value = getattr(filters, name)
-            if value is not None:
-                must(Q.term_query(schema, name, value))
-        must(Q.term_set_query(schema, "status", list(filters.statuses)))
-        if table.entity_type == "agent_playbook" and filters.playbook_statuses is not None:
-            must(Q.term_set_query(schema, "playbook_status", list(filters.playbook_statuses)))
-        if filters.start_time is not None or filters.end_time is not None:
+            if name in selection.clauses:
+                must(Q.term_query(schema, name, getattr(filters, name)))
+        if "status" in selection.clauses:
+            must(any_of("status", filters.statuses))
+        if "playbook_status" in selection.clauses:
+            must(any_of("playbook_status", filters.playbook_statuses or ()))
+        if "created_at" in selection.clauses:
             must(Q.range_query(schema, "created_at", tantivy.FieldType.Integer,
                                lower_bound=filters.start_time, upper_bound=filters.end_time))  # fmt: skip
-        now = int(time.time()) if filters.now is None else int(filters.now)
-        must(Q.range_query(schema, "expires_at", tantivy.FieldType.Integer, lower_bound=now, include_lower=False))
-        if exclude_ids:
-            clauses.append((Occur.MustNot, Q.term_set_query(schema, "doc_id", sorted(exclude_ids))))
+        if "expires_at" in selection.clauses:
+            must(Q.range_query(schema, "expires_at", tantivy.FieldType.Integer, lower_bound=selection.now,
+                               include_lower=False))  # fmt: skip
         return clauses
 
     # -- legs
 
-    def _vector_leg(self, table: _Table, mask: np.ndarray, query_vector: np.ndarray, threshold: float,
-                    limit: int) -> tuple[list[int], np.ndarray]:  # fmt: skip
-        """Exact nearest neighbours over every admissible row: (ranked rows, similarity of every row or empty)."""
-        rows = np.flatnonzero(mask)
-        if len(rows) == 0:
-            return [], np.empty(0, dtype=np.float32)
-        # Gathering a small subset is cheaper than a full matrix-vector product; for most rows it is the reverse.
-        if len(rows) * 4 < table.size:
-            sims = np.asarray(table.vectors[rows] @ query_vector, dtype=np.float32)
-        else:
-            sims = np.asarray(table.vectors @ query_vector, dtype=np.float32)[rows]
-        keep = sims >= threshold
-        top = _top_rows(rows[keep], sims[keep], table.id_rank, limit)
-        return [int(r) for r in top], sims
+    def _vector_leg(self, table: _Table, selection: _Selection, query_vector: np.ndarray, threshold: float,
+                    limit: int) -> dict[int, float]:  # fmt: skip
+        """Nearest admissible rows at or above `threshold`: row -> cosine, best first (ties by doc_id).
 
-    def _bm25_leg(self, table: _Table, mask: np.ndarray, terms: list[str], filters: SearchFilters,
+        Exact unless the type has an HNSW graph and the filters admit many rows; then the graph walk is confined
+        to the admitted rows by a faiss ID selector (see `HnswVectors.search`)."""
+        mask = selection.mask
+        if table.ann is not None:
+            rows, sims = table.ann.search(query_vector, limit, None if selection.admitted == table.size else mask)
+        elif selection.admitted * 4 >= table.size:
+            # Most rows admitted: one matrix-vector product over all rows beats skipping the others.
+            rows = np.flatnonzero(mask)
+            sims = (table.vectors @ query_vector)[rows]
+        else:
+            rows, sims = table.flat.scan(query_vector, limit, mask, selection.admitted)
+        keep = sims >= threshold
+        top, top_sims = _top_rows(rows[keep], sims[keep], table.id_rank, limit)
+        return dict(zip(top.tolist(), top_sims.tolist()))
+
+    def _bm25_leg(self, table: _Table, selection: _Selection, terms: tuple[str, ...], filters: SearchFilters,
                   exclude_ids: frozenset[str], limit: int) -> list[int]:  # fmt: skip
-        """Rows ranked by BM25 over the OR of the query terms, filters pushed down into tantivy."""
-        if not terms or table.size == 0:
+        """Rows ranked by BM25 over the OR of the query terms, restricted to the admissible rows."""
+        if not terms:
             return []
         import tantivy
 
         Q, Occur = tantivy.Query, tantivy.Occur
         text_query = Q.boolean_query([(Occur.Should, Q.term_query(table.bm25_schema, "text", t)) for t in terms])
-        query = Q.boolean_query([(Occur.Must, text_query), *self._filter_queries(table, filters, exclude_ids)])
-        hits = table.searcher.search(query, limit, count=False).hits
+        rejected = table.size - selection.admitted
+        if rejected <= _POSTFILTER_MAX_ROWS:
+            # Few rejected rows: fetch that many extra hits and drop them below; exact, and no filter clauses.
+            clauses, fetch = [], limit + rejected
+        else:
+            clauses = self._filter_queries(table, filters, selection)
+            fetch = limit + selection.excluded_ids
+            if selection.excluded_ids > _POSTFILTER_MAX_ROWS:
+                clauses.append((Occur.MustNot, Q.term_set_query(table.bm25_schema, "doc_id", sorted(exclude_ids))))
+                fetch = limit
+        query = Q.boolean_query([(Occur.Must, text_query), *clauses]) if clauses else text_query
+        hits = table.searcher.search(query, fetch, count=False).hits
         if not hits:
             return []
         rows = np.asarray(table.searcher.fast_field_values("row", [address for _, address in hits]), dtype=np.int64)
         scores = np.asarray([score for score, _ in hits], dtype=np.float64)
-        admissible = mask[rows]  # the pushdown already filtered; this keeps both legs provably consistent
-        return [int(r) for r in _top_rows(rows[admissible], scores[admissible], table.id_rank, limit)]
+        admissible = selection.mask[rows]  # post-filters what was not pushed down; keeps both legs consistent
+        top, _ = _top_rows(rows[admissible], scores[admissible], table.id_rank, limit)
+        return top.tolist()
 
     # -- public
 
@@ -753,20 +903,20 @@ class LoadedIndex:
         q = self._prepare_query_vector(query_vector)
         if top_k <= 0 or table.size == 0:
             return []
-        mask = self._mask(table, filters, exclude_ids)
-        if not mask.any():
+        selection = self._select(table, filters, exclude_ids)
+        if selection.admitted == 0:
             return []
-        terms = query_terms(query)
-        blank = not normalize_text(query)
+        terms, blank = _analyse_query(query)
         use_vector = q is not None and mode in ("hybrid", "vector")
         use_bm25 = mode == "fts" or (mode == "hybrid" and not blank) or not use_vector
         if not use_vector and blank:
-            return self._most_recent(table, mask, top_k)
+            return self._most_recent(table, selection.mask, top_k)
 
         limit = top_k * _CANDIDATES_PER_RESULT
-        vector_rows, sims = self._vector_leg(table, mask, q, threshold, limit) if use_vector else ([], None)
-        bm25_rows = self._bm25_leg(table, mask, terms, filters, exclude_ids, limit) if use_bm25 else []
-        return self._fuse(table, bm25_rows, vector_rows, sims, mask, top_k, rrf_k, bm25_weight, vector_weight)
+        vector_hits = self._vector_leg(table, selection, q, threshold, limit) if use_vector else {}
+        bm25_rows = self._bm25_leg(table, selection, terms, filters, exclude_ids, limit) if use_bm25 else []
+        return self._fuse(table, bm25_rows, vector_hits, q if use_vector else None, top_k, rrf_k, bm25_weight,
+                          vector_weight)  # fmt: skip
 
     def _prepare_query_vector(self, query_vector: np.ndarray | None) -> np.ndarray | None:
         if query_vector is None:
@@ -786,33 +936,30 @@ class LoadedIndex:
 
     def _most_recent(self, table: _Table, mask: np.ndarray, top_k: int) -> list[SearchHit]:
         rows = np.flatnonzero(mask)
-        top = _top_rows(rows, table.created_at[rows].astype(np.float64), table.id_rank, top_k)
+        top, _ = _top_rows(rows, table.created_at[rows].astype(np.float64), table.id_rank, top_k)
         return [self._hit(table, int(r), 0.0, None, None, None) for r in top]
 
-    def _fuse(self, table: _Table, bm25_rows: list[int], vector_rows: list[int], sims: np.ndarray | None,
-              mask: np.ndarray, top_k: int, rrf_k: int, bm25_weight: float,
-              vector_weight: float) -> list[SearchHit]:  # fmt: skip
+    def _fuse(self, table: _Table, bm25_rows: list[int], vector_hits: dict[int, float], q: np.ndarray | None,
+              top_k: int, rrf_k: int, bm25_weight: float, vector_weight: float) -> list[SearchHit]:  # fmt: skip
         bm25_rank = {row: i + 1 for i, row in enumerate(bm25_rows)}
-        vector_rank = {row: i + 1 for i, row in enumerate(vector_rows)}
+        vector_rank = {row: i + 1 for i, row in enumerate(vector_hits)}
         scores: dict[int, float] = {}
         for row, rank in bm25_rank.items():
             scores[row] = scores.get(row, 0.0) + bm25_weight / (rrf_k + rank)
         for row, rank in vector_rank.items():
             scores[row] = scores.get(row, 0.0) + vector_weight / (rrf_k + rank)
         ranked = sorted(scores, key=lambda row: (-scores[row], table.doc_ids[row]))[:top_k]
-        similarity = self._similarity_lookup(mask, sims)
+        similarity: dict[int, float | None] = dict.fromkeys(ranked)
+        if q is not None:
+            # Only the returned rows need a cosine: the vector leg's, plus a few dot products for BM25-only hits.
+            missing = [row for row in ranked if row not in vector_hits]
+            similarity.update({row: vector_hits[row] for row in ranked if row in vector_hits})
+            if missing:
+                similarity.update(zip(missing, (table.vectors[missing] @ q).tolist()))
         return [
-            self._hit(table, row, scores[row], bm25_rank.get(row), vector_rank.get(row), similarity(row))
+            self._hit(table, row, scores[row], bm25_rank.get(row), vector_rank.get(row), similarity[row])
             for row in ranked
         ]
-
-    @staticmethod
-    def _similarity_lookup(mask: np.ndarray, sims: np.ndarray | None) -> Any:
-        if sims is None or len(sims) == 0:
-            return lambda row: None
-        # `sims` is aligned with the admissible rows (mask order); map a row to its position there.
-        position = np.cumsum(mask) - 1
-        return lambda row: float(sims[position[row]])
 
     @staticmethod
     def _hit(table: _Table, row: int, score: float, bm25_rank: int | None, vector_rank: int | None,

@@ -1,0 +1,47 @@
+"""The blocking index check's self-retrieval: a doc must be found by its own text. Unreadable texts that embed
+alike lose ties by id and must not block every later index version (a fuzzed manual add once did); a doc whose
+vector belongs to another doc is not excused as a tie."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reflexio_pipelines.checks import _tied_out, self_retrieval_problems
+from reflexio_pipelines.learning.embedding import make_embedder
+from reflexio_pipelines.search.index import LoadedIndex, SearchDoc, SearchFilters, build_index, embed_search_query
+
+READABLE = ["Never deploy to us-east-1; always use us-west-2.", "Answer with SQL examples.",
+            "Schedule reports for 08:00 CET.", "Escalate after the second failed attempt."]  # fmt: skip
+
+
+def _docs(texts: list[str]) -> list[SearchDoc]:
+    return [SearchDoc("agent_playbook", f"ap-{i:02d}", t, {"content": t}, playbook_status="pending")
+            for i, t in enumerate(texts)]  # fmt: skip
+
+
+def test_unreadable_texts_that_tie_do_not_fail_the_check(tmp_path):
+    embedder = make_embedder("local")
+    # Unassigned code points and symbols: no BM25 terms, and (nearly) the same embedding each.
+    unreadable = [chr(0x5F028 + i) for i in range(12)]
+    build_index(_docs(READABLE + unreadable), embedder, tmp_path / "20261130T000000000000Z-aaaaaa")
+    index = LoadedIndex.load(tmp_path, "20261130T000000000000Z-aaaaaa")
+    assert self_retrieval_problems(index, embedder) == []
+
+
+def test_a_misaligned_vector_is_not_taken_for_a_tie(tmp_path):
+    embedder = make_embedder("local")
+    texts = READABLE + [f"Always check the {w} before deploying." for w in ("logs", "queue", "cache", "quota",
+                                                                            "backups", "alerts", "tokens", "DNS")]
+    version = "20261130T000000000000Z-bbbbbb"
+    build_index(_docs(texts), embedder, tmp_path / version)
+    vectors_path = tmp_path / version / "vectors" / "agent_playbook.npy"
+    np.save(vectors_path, np.load(vectors_path)[::-1].copy())  # every row now holds another doc's vector
+    index = LoadedIndex.load(tmp_path, version, verify=False)
+    text = READABLE[0]
+    query = embed_search_query(embedder, text)
+    everything = SearchFilters(playbook_statuses=None)
+    assert not _tied_out(index, "agent_playbook", "ap-00", text, query, 1, everything)
+    # The same doc with its own vector back is a true nearest neighbour, which the tie rule accepts.
+    np.save(vectors_path, np.load(vectors_path)[::-1].copy())
+    index = LoadedIndex.load(tmp_path, version, verify=False)
+    assert _tied_out(index, "agent_playbook", "ap-00", text, query, 1, everything)
