@@ -34,9 +34,7 @@ def profile_view(row: dict[str, Any]) -> dict[str, Any]:
 
 def user_playbook_view(row: dict[str, Any]) -> dict[str, Any]:
     """The original's UserPlaybookView plus our provenance block."""
-    blocking = None
-    if row["blocking_issue_kind"]:
-        blocking = {"kind": row["blocking_issue_kind"], "details": row["blocking_issue_details"] or ""}
+    blocking = _blocking(row)
     return {
         "user_playbook_id": row["user_playbook_id"],
         "user_id": row["user_id"],
@@ -55,6 +53,12 @@ def user_playbook_view(row: dict[str, Any]) -> dict[str, Any]:
         "kind": row["kind"],
         "provenance": _provenance(row),
     }
+
+
+def _blocking(row: dict[str, Any]) -> dict[str, str] | None:
+    if not row["blocking_issue_kind"]:
+        return None
+    return {"kind": row["blocking_issue_kind"], "details": row["blocking_issue_details"] or ""}
 
 
 def _structured(row: dict[str, Any], blocking: dict | None) -> dict[str, Any]:
@@ -132,9 +136,7 @@ def user_playbook_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
 
 def agent_playbook_view(row: dict[str, Any], playbook_status: str) -> dict[str, Any]:
     """The original's AgentPlaybookView plus the member user playbooks (→ their source turns)."""
-    blocking = None
-    if row["blocking_issue_kind"]:
-        blocking = {"kind": row["blocking_issue_kind"], "details": row["blocking_issue_details"] or ""}
+    blocking = _blocking(row)
     return {
         "agent_playbook_id": row["agent_playbook_id"],
         "playbook_name": row["playbook_name"],
