@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import dagster as dg
 from pydantic import SecretStr
@@ -31,10 +30,10 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     from reflexio_pipelines.lake.io import Lake
     from reflexio_pipelines.learning.config import resolve_extraction_config
 
-    stored = Lake.at(settings.lake).extraction_config_path
+    lake = Lake.at(settings.lake)
 
     return {
-        "lake": LakeResource(root=str(Path(settings.lake).expanduser().resolve())),
+        "lake": LakeResource(root=str(lake.root)),
         "extractor": ExtractorResource(
             model=settings.llm.model,
             api_base=settings.llm.api_base,
@@ -43,9 +42,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             max_retries=settings.llm.max_retries,
             backoff_base_s=settings.llm.backoff_base_s,
             gate_model=settings.llm.gate_model,
-            extraction_config=resolve_extraction_config(
-                str(stored) if stored.exists() else settings.extraction_config
-            ).to_json(),
+            extraction_config=resolve_extraction_config(lake.extraction_config(settings.extraction_config)).to_json(),
         ),
         "embedder": EmbedderResource(
             model=settings.embedder.model,

@@ -12,7 +12,7 @@ from typing import Any
 import dagster as dg
 import pyarrow as pa
 
-from reflexio_pipelines.files import atomic_write_bytes
+from reflexio_pipelines.storage import write_bytes
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import ENTITY_TABLES, live_rows, turns_from_table
 from reflexio_pipelines.lake.schemas import TABLES
@@ -63,7 +63,7 @@ def write_status(lake: Lake, service_name: str, **fields: Any) -> dict:
     info.update(fields, service_name=service_name)
     total, done = info.get("total_users") or 0, info.get("processed_users") or 0
     info["progress_percentage"] = round(100.0 * done / total, 1) if total else (100.0 if info.get("status") == "completed" else 0.0)
-    atomic_write_bytes(path, json.dumps(info, sort_keys=True).encode())
+    write_bytes(path, json.dumps(info, sort_keys=True).encode())
     return info
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from pathlib import Path
-
 from reflexio_pipelines.search.index import LoadedIndex, current_version
+from reflexio_pipelines.storage import LakePath
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +18,7 @@ class IndexHolder:
     request never mixes two versions, and an old version stays alive until its last reader lets go of it.
     """
 
-    def __init__(self, index_root: Path, poll_interval_s: float = 0.5) -> None:
+    def __init__(self, index_root: LakePath, poll_interval_s: float = 0.5) -> None:
         self._root = index_root
         self._poll = poll_interval_s
         self._lock = threading.Lock()

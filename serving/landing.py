@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from reflexio_pipelines.lake.io import Lake, atomic_write_parquet, landing_hour_dir
+from reflexio_pipelines.lake.io import Lake, landing_hour_dir
 from reflexio_pipelines.lake.schemas import LANDING_TURNS
+from reflexio_pipelines.storage import read_parquet, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class LandingWriter:
         ]
         table = pa.Table.from_pylist(rows, schema=LANDING_TURNS)
         path = landing_hour_dir(self._lake.landing_turns, now) / f"{ingested_us}-{uuid.uuid4().hex[:12]}.parquet"
-        atomic_write_parquet(table, path)
+        write_parquet(table, path)
         self.files_written += 1
         self.rows_written += len(rows)
         return self._lake.relative(path)
@@ -172,7 +172,7 @@ class LandingWriter:
         seen: dict[str, Receipt] = {}
         hour_dirs = [path for _, _, path in self._lake.landing_hours()]
         for path in self._lake.landing_files(hour_dirs):
-            table = pq.read_table(path, columns=["idempotency_key", "request_id", "ingested_at_us"])
+            table = read_parquet(path, columns=["idempotency_key", "request_id", "ingested_at_us"])
             for key, request_id, ingested in zip(*(table.column(i).to_pylist() for i in range(3))):
                 if key and key not in seen:
                     seen[key] = Receipt(request_id, self._lake.relative(path), ingested)

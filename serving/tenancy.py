@@ -22,6 +22,7 @@ from pathlib import Path
 
 from reflexio_pipelines.files import atomic_write_bytes
 from reflexio_pipelines.settings import Settings
+from reflexio_pipelines.storage import LakePath, lake_path
 from serving.state import Launcher, ServiceState
 
 DEFAULT_ORG = "default"
@@ -149,13 +150,14 @@ class Tenants:
     def keyed(self) -> bool:
         return self.keys is not None
 
-    def lake_of(self, org_id: str) -> Path:
+    def lake_of(self, org_id: str) -> LakePath:
         """Where an organisation's data lives."""
+        root = lake_path(self.settings.lake)
         if not self.keyed:
-            return Path(self.settings.lake)
+            return root
         if not ORG_ID.match(org_id):
             raise ValueError(f"invalid org id {org_id!r}")
-        return Path(self.settings.lake) / "orgs" / org_id
+        return root / "orgs" / org_id
 
     def state(self, org_id: str = DEFAULT_ORG) -> ServiceState:
         with self._lock:

@@ -4,9 +4,6 @@ They are two assets so that the blocking check `search_index_is_servable` sits b
 a version that fails the check is built but never pointed at, and serving keeps answering from the previous one.
 """
 
-
-from pathlib import Path
-
 import dagster as dg
 
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
@@ -17,6 +14,7 @@ from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
 from reflexio_pipelines.search.index import SearchDoc, activate_version, prune_versions, stage_index
+from reflexio_pipelines.storage import LakePath
 
 SEARCH_INDEX = dg.AssetKey("search_index")
 
@@ -67,24 +65,24 @@ def serving_index(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.M
     return dg.MaterializeResult(metadata={"version": version, "pruned_versions": len(removed)})
 
 
-def latest_build(instance: dg.DagsterInstance, index_root: Path) -> dict:
+def latest_build(instance: dg.DagsterInstance, index_root: LakePath) -> dict:
     """Metadata of the latest `search_index` materialisation for this lake's index root. One Dagster instance can
     record builds for several lakes (one per organisation), so the newest build overall may be another lake's."""
     records = instance.fetch_materializations(SEARCH_INDEX, limit=50).records
     for record in records:
         metadata = record.asset_materialization.metadata if record.asset_materialization else {}
         root = metadata.get("index_root")
-        if root is None or Path(str(root.value)) == Path(index_root):  # builds before index_root was recorded
+        if root is None or str(root.value) == str(index_root):  # builds before index_root was recorded
             return {k: v.value for k, v in metadata.items()}
     raise dg.Failure(f"search_index has never been materialised for {index_root}")
 
 
-def staged_version(instance: dg.DagsterInstance, index_root: Path) -> str:
+def staged_version(instance: dg.DagsterInstance, index_root: LakePath) -> str:
     """The version the latest `search_index` materialisation for `index_root` built."""
     return str(latest_build(instance, index_root)["version"])
 
 
-def expected_counts(instance: dg.DagsterInstance, index_root: Path) -> dict[str, int]:
+def expected_counts(instance: dg.DagsterInstance, index_root: LakePath) -> dict[str, int]:
     """Per entity type, how many documents the latest build for `index_root` was given."""
     metadata = latest_build(instance, index_root)
     return {k.removeprefix("expected_"): int(v) for k, v in metadata.items() if k.startswith("expected_")}

@@ -3,9 +3,8 @@ do next when it is not."""
 
 from __future__ import annotations
 
-import tempfile
+import uuid
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -14,6 +13,7 @@ from rich.text import Text
 from reflexio_pipelines.cli.app import Globals, JsonFlag, app, output
 from reflexio_pipelines.cli.output import explain
 from reflexio_pipelines.sdk import ReflexioClient, ReflexioError
+from reflexio_pipelines.storage import LakePath, lake_path, write_bytes
 
 
 @dataclass
@@ -38,18 +38,18 @@ def _settings() -> tuple[Check, Any]:
     return Check("settings", True, True, detail), settings
 
 
-def _lake(root: Path) -> Check:
+def _lake(root: LakePath) -> Check:
+    probe = root / f".doctor-{uuid.uuid4().hex}"
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
-            pass
-    except OSError as exc:
+        write_bytes(probe, b"")
+        probe.unlink()
+    except Exception as exc:  # OSError locally; an object store also fails on credentials or the endpoint
         return Check("lake", False, True, f"{root} is not writable: {exc}",
                      "make it writable, or point REFLEXIO_LAKE (or `serve --lake`) at another directory")  # fmt: skip
     return Check("lake", True, True, f"{root} is writable")
 
 
-def _index(root: Path) -> tuple[Check, Any]:
+def _index(root: LakePath) -> tuple[Check, Any]:
     from reflexio_pipelines.lake.io import Lake
     from reflexio_pipelines.search.index import ENTITY_TYPES, LoadedIndex, current_version
 
@@ -107,7 +107,7 @@ def run_checks(g: Globals) -> list[Check]:
     settings_check, settings = _settings()
     checks.append(settings_check)
     if settings is not None:
-        root = Path(settings.lake).expanduser().resolve()
+        root = lake_path(settings.lake)
         checks.append(_lake(root))
         index_check, index = _index(root)
         checks.append(index_check)

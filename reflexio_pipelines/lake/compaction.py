@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from reflexio_pipelines.lake.schemas import LANDING_TURNS, TURNS
+from reflexio_pipelines.storage import LakePath, read_parquet
 
 
-def compact_landing(files: list[Path], relative_names: list[str], window: str) -> pa.Table:
+def compact_landing(files: list[LakePath], relative_names: list[str], window: str) -> pa.Table:
     """Read landing files into one table for `window`: each turn once, ordered by (created_at, turn_id).
 
     A turn can appear twice only if a client retried without an idempotency key after a lost ack; the first
@@ -19,7 +17,7 @@ def compact_landing(files: list[Path], relative_names: list[str], window: str) -
     """
     parts = []
     for path, name in zip(files, relative_names):
-        table = pq.read_table(path, schema=LANDING_TURNS)
+        table = read_parquet(path, schema=LANDING_TURNS)
         table = table.append_column("landing_file", pa.array([name] * table.num_rows, pa.string()))
         parts.append(table)
     if not parts:

@@ -5,7 +5,7 @@
     con.sql("select user_id, count(*) from turns group by 1").show()
 
 DuckDB's own delta extension needs a download, so Delta tables are exposed through pyarrow datasets, which works
-offline and pushes filters down to the files.
+offline and pushes filters down to the files; on object storage the landing files are read the same way.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import ENTITY_TABLES, live_rows
 from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.storage import delta_options, delta_uri, is_remote
 
 
 def connect(lake_root: str | Path = "lake") -> duckdb.DuckDBPyConnection:
@@ -31,11 +33,17 @@ def connect(lake_root: str | Path = "lake") -> duckdb.DuckDBPyConnection:
     for name, schema in TABLES.items():
         path = lake.table_path(name)
         if (path / "_delta_log").exists():
-            con.register(name, DeltaTable(str(path)).to_pyarrow_dataset())
+            con.register(name, DeltaTable(delta_uri(path), storage_options=delta_options(path)).to_pyarrow_dataset())
         else:
             con.register(name, schema.empty_table())
     for entity, (name, _, _) in ENTITY_TABLES.items():
         con.register(f"current_{name}", pa.Table.from_pylist(live_rows(lake, entity), schema=TABLES[name]))
+    if is_remote(lake.root):
+        # DuckDB's httpfs extension is a download away; pyarrow reads the objects through the lake's filesystem.
+        if lake.landing_turns.exists():
+            root = lake.landing_turns
+            con.register("landing_turns", ds.dataset(root.path, filesystem=root.fs, format="parquet", partitioning="hive"))
+        return con
     landing = list(lake.landing_turns.glob("date=*/hour=*/[!.]*.parquet"))
     if landing:
         files = ", ".join(f"'{p}'" for p in sorted(landing))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pyarrow.parquet as pq
+from reflexio_pipelines.storage import LakePath, read_parquet
 
 from reflexio_pipelines.lake.curation import deleted_ids, read_ops
 from reflexio_pipelines.lake.io import Lake
@@ -21,7 +21,7 @@ def turn_rows(lake: Lake, filters: list[tuple] | None = None) -> list[dict[str, 
     seen = set(compacted.column("turn_id").to_pylist())
     rows = compacted.to_pylist()
     for path in _unconsumed_landing_files(lake):
-        fresh = pq.read_table(path, schema=LANDING_TURNS, filters=_arrow_filters(filters))
+        fresh = read_parquet(path, schema=LANDING_TURNS, filters=_arrow_filters(filters))
         rows.extend(r for r in fresh.to_pylist() if r["turn_id"] not in seen)
     gone = deleted_ids(read_ops(lake, "interaction"))
     rows = [r for r in rows if r["turn_id"] not in gone]
@@ -29,14 +29,14 @@ def turn_rows(lake: Lake, filters: list[tuple] | None = None) -> list[dict[str, 
     return rows
 
 
-def _unconsumed_landing_files(lake: Lake) -> list[str]:
+def _unconsumed_landing_files(lake: Lake) -> list[LakePath]:
     consumed_dir = lake.root / "state" / "consumed"
     consumed: set[str] = set()
     if consumed_dir.exists():
         for path in consumed_dir.glob("*.json"):
             consumed.update(json.loads(path.read_text())["files"])
     files = lake.landing_files([hour_dir for _, _, hour_dir in lake.landing_hours()])
-    return [str(f) for f in files if lake.relative(f) not in consumed]
+    return [f for f in files if lake.relative(f) not in consumed]
 
 
 def _arrow_filters(filters: list[tuple] | None) -> list[tuple] | None:

@@ -11,8 +11,6 @@ Layout (see lake/README.md):
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,25 +18,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from filelock import FileLock
 
-from reflexio_pipelines.files import TMP_PREFIX, atomic_write_bytes, fsync_path
+from reflexio_pipelines.files import TMP_PREFIX
 from reflexio_pipelines.lake.schemas import OPERATION_TABLES, TABLES
-
-def atomic_write_parquet(table: pa.Table, path: Path) -> None:
-    """Write a Parquet file under a temporary name, fsync it, then rename it into place and fsync the dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}.parquet"
-    with open(tmp, "wb") as fh:
-        pq.write_table(table, fh, compression="zstd")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_path(path.parent)
+from reflexio_pipelines.storage import (
+    LakePath,
+    delta_options,
+    delta_uri,
+    lake_path,
+    local_state_dir,
+    sync_dir,
+    write_bytes,
+)
 
 
-def landing_hour_dir(landing_root: Path, moment: datetime) -> Path:
+def landing_hour_dir(landing_root: LakePath, moment: datetime) -> LakePath:
     """The landing directory for the UTC hour containing `moment`."""
     moment = moment.astimezone(timezone.utc)
     return landing_root / f"date={moment:%Y-%m-%d}" / f"hour={moment:%H}"
@@ -46,39 +41,46 @@ def landing_hour_dir(landing_root: Path, moment: datetime) -> Path:
 
 @dataclass(frozen=True)
 class Lake:
-    """A lake rooted at a local directory. All paths the pipeline and the service use come from here."""
+    """A lake rooted at a local directory or an object-store prefix (`s3://bucket/prefix`; see `storage`). All paths
+    the pipeline and the service use come from here."""
 
-    root: Path
+    root: LakePath
 
     @classmethod
-    def at(cls, root: str | Path) -> "Lake":
+    def at(cls, root: str | LakePath) -> "Lake":
         """A lake at `root` (created on first write)."""
-        return cls(Path(root).expanduser().resolve())
+        return cls(lake_path(root) if isinstance(root, (str, Path)) else root)
 
     @property
-    def landing_turns(self) -> Path:
+    def landing_turns(self) -> LakePath:
         return self.root / "landing" / "turns"
 
     @property
-    def index_root(self) -> Path:
+    def index_root(self) -> LakePath:
         return self.root / "indexes" / "search"
 
-    def table_path(self, name: str) -> Path:
+    def table_path(self, name: str) -> LakePath:
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}")
         return self.root / "tables" / name
 
     @property
-    def extraction_config_path(self) -> Path:
+    def extraction_config_path(self) -> LakePath:
         """Where `set_config` stores the organisation's extraction config (overrides the settings' file)."""
         return self.root / "state" / "extraction_config.json"
 
-    def consumed_path(self, window: str) -> Path:
+    def extraction_config(self, fallback: str | None) -> str | None:
+        """The extraction config spec in force: the one stored through `set_config` (as inline JSON), else
+        `fallback` (the settings' file, inline JSON or None; see `resolve_extraction_config`)."""
+        stored = self.extraction_config_path
+        return stored.read_text() if stored.exists() else fallback
+
+    def consumed_path(self, window: str) -> LakePath:
         return self.root / "state" / "consumed" / f"{window}.json"
 
     # -- landing -----------------------------------------------------------------------------------------
 
-    def landing_hours(self) -> list[tuple[str, str, Path]]:
+    def landing_hours(self) -> list[tuple[str, str, LakePath]]:
         """Every landing hour directory as (date, hour, path), oldest first."""
         out = []
         if not self.landing_turns.exists():
@@ -88,9 +90,9 @@ class Lake:
                 out.append((date_dir.name[5:], hour_dir.name[5:], hour_dir))
         return out
 
-    def landing_files(self, hour_dirs: list[Path]) -> list[Path]:
+    def landing_files(self, hour_dirs: list[LakePath]) -> list[LakePath]:
         """Committed landing files in the given hour directories (temporary files are never listed)."""
-        files: list[Path] = []
+        files: list[LakePath] = []
         for hour_dir in hour_dirs:
             files.extend(p for p in sorted(hour_dir.glob("*.parquet")) if not p.name.startswith(TMP_PREFIX))
         return files
@@ -103,9 +105,9 @@ class Lake:
         return json.loads(path.read_text())["files"]
 
     def write_consumed(self, window: str, files: list[str]) -> None:
-        atomic_write_bytes(self.consumed_path(window), json.dumps({"files": sorted(files)}).encode())
+        write_bytes(self.consumed_path(window), json.dumps({"files": sorted(files)}).encode())
 
-    def relative(self, path: Path) -> str:
+    def relative(self, path: LakePath) -> str:
         return str(path.relative_to(self.root))
 
     # -- tables ------------------------------------------------------------------------------------------
@@ -119,7 +121,7 @@ class Lake:
         path = self.table_path(name)
         if not (path / "_delta_log").exists():
             return schema.empty_table()
-        dt = DeltaTable(str(path))
+        dt = DeltaTable(delta_uri(path), storage_options=delta_options(path))
         filters = [*(filters or []), *([("window", "=", window)] if window is not None else [])] or None
         table = dt.to_pyarrow_table(filters=filters)
         return table.select(schema.names).cast(schema)
@@ -178,10 +180,11 @@ class Lake:
         log_dir = self.table_path(name) / "_delta_log"
         if not log_dir.exists():
             return 0
-        table = DeltaTable(str(self.table_path(name)))
+        path = self.table_path(name)
+        table = DeltaTable(delta_uri(path), storage_options=delta_options(path))
         removed = table.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
         removed += table.vacuum(retention_hours=1, dry_run=False, enforce_retention_duration=False, full=True)
-        table = DeltaTable(str(self.table_path(name)))
+        table = DeltaTable(delta_uri(path), storage_options=delta_options(path))
         table.create_checkpoint()
         version = table.version()
         for path in log_dir.iterdir():
@@ -189,7 +192,7 @@ class Lake:
             stem = path.name.split(".", 1)[0]
             if (stem.isdigit() and int(stem) < version) or path.name.startswith("_commit_"):
                 path.unlink()
-        fsync_path(log_dir)
+        sync_dir(log_dir)
         return len(removed)
 
     def append(self, name: str, table: pa.Table) -> int:
@@ -203,19 +206,23 @@ class Lake:
         table = table.select(schema.names).cast(schema)
         path = self.table_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
+        uri, options = delta_uri(path), delta_options(path)
         partition_by = ["window"] if "window" in schema.names else None
         if not (path / "_delta_log").exists() or predicate is None:
-            write_deltalake(str(path), table, partition_by=partition_by, mode="append")
+            write_deltalake(uri, table, partition_by=partition_by, mode="append", storage_options=options)
         else:
-            write_deltalake(str(path), table, mode="overwrite", predicate=predicate)
-        return DeltaTable(str(path)).version()
+            write_deltalake(uri, table, mode="overwrite", predicate=predicate, storage_options=options)
+        return DeltaTable(uri, storage_options=options).version()
 
     # -- locks -------------------------------------------------------------------------------------------
 
     @contextmanager
     def lock(self, name: str, timeout_s: float = 600) -> Iterator[None]:
-        """An exclusive cross-process lock, so two runs racing on one partition commit one after the other."""
-        lock_dir = self.root / "_locks"
+        """An exclusive cross-process lock, so two runs racing on one partition commit one after the other.
+
+        It is a local file lock (under the cache directory for a remote lake), so it serialises the writers of one
+        host; a lake on object storage takes its writes from one Dagster deployment (see docs/deployment.md)."""
+        lock_dir = local_state_dir(self.root, "locks")
         lock_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(str(lock_dir / f"{name}.lock"), timeout=timeout_s):
             yield

@@ -20,15 +20,12 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from reflexio_pipelines.assets.search_index import index_documents
-from reflexio_pipelines.files import atomic_write_bytes, fsync_path
-from reflexio_pipelines.lake.io import Lake, atomic_write_parquet
+from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.operations import SERVICES, read_status, write_status
@@ -43,6 +40,7 @@ from reflexio_pipelines.privacy.scope import (
     without_user,
 )
 from reflexio_pipelines.search.index import current_version, list_versions, prune_versions, publish_index
+from reflexio_pipelines.storage import read_parquet, sync_dir, write_bytes, write_parquet
 
 #: Tables erased last, in this order: the ones the user's ids are collected from (agent playbook ids and their
 #: sole support; profile, playbook and turn ids). Every other table only references those ids and goes first.
@@ -200,14 +198,14 @@ def _erase_landing(lake: Lake, user_id: str) -> int:
     removed = 0
     for hit in landing_rows(lake, user_id):
         with lake.lock(f"window-{hit.window}"):
-            table = pq.read_table(hit.path)
+            table = read_parquet(hit.path)
             rest = table.filter(pc.invert(pc.equal(table.column("user_id"), user_id)))
             removed += table.num_rows - rest.num_rows
             if rest.num_rows:
-                atomic_write_parquet(rest, hit.path)
+                write_parquet(rest, hit.path)
             else:
                 hit.path.unlink()
-                fsync_path(hit.path.parent)
+                sync_dir(hit.path.parent)
                 name, consumed = lake.relative(hit.path), lake.read_consumed(hit.window)
                 if name in consumed:
                     lake.write_consumed(hit.window, [f for f in consumed if f != name])
@@ -234,7 +232,7 @@ def _erase_operation_status(lake: Lake, user_id: str) -> None:
 def _index_mentions(lake: Lake, user_id: str) -> bool:
     """Whether any index version on disk holds a document of the user."""
     for version in list_versions(lake.index_root):
-        owners = pq.read_table(lake.index_root / version / "docs.parquet", columns=["user_id"]).column("user_id")
+        owners = read_parquet(lake.index_root / version / "docs.parquet", columns=["user_id"]).column("user_id")
         if pc.any(pc.equal(owners, user_id)).as_py():
             return True
     return False
@@ -290,7 +288,7 @@ class ErasureMarker:
         return erased
 
     def _write(self, state: dict) -> None:
-        atomic_write_bytes(self.path, json.dumps(state, sort_keys=True).encode())
+        write_bytes(self.path, json.dumps(state, sort_keys=True).encode())
 
 
 def user_hash(lake: Lake, user_id: str) -> str:
@@ -300,7 +298,7 @@ def user_hash(lake: Lake, user_id: str) -> str:
 
 def _salt(lake: Lake) -> bytes:
     """The lake's random salt, created by the first erasure (callers hold the `erasure` lock)."""
-    path: Path = lake.root.joinpath(*MARKER_DIR) / "salt"
+    path = lake.root.joinpath(*MARKER_DIR) / "salt"
     if not path.exists():
-        atomic_write_bytes(path, secrets.token_hex(32).encode())
+        write_bytes(path, secrets.token_hex(32).encode())
     return path.read_bytes()

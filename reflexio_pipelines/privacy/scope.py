@@ -16,15 +16,14 @@ soon as it carries one of the identifying columns below; a table with none of th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.partitions import GRANULARITY, key_of_landing_hour, window_of_key
+from reflexio_pipelines.storage import LakePath, read_parquet
 
 #: Tables without per-user rows, and why nothing in them identifies a user.
 AGGREGATE_TABLES = {
@@ -96,7 +95,7 @@ class Matches:
 class LandingHit:
     """A committed landing file holding some of the user's turns, the window it belongs to and those rows."""
 
-    path: Path
+    path: LakePath
     window: str
     rows: pa.Table
 
@@ -107,9 +106,9 @@ def landing_rows(lake: Lake, user_id: str) -> list[LandingHit]:
     for date, hour, hour_dir in lake.landing_hours():
         window = window_of_key(key_of_landing_hour(date, hour, GRANULARITY), GRANULARITY)
         for path in lake.landing_files([hour_dir]):
-            users = pq.read_table(path, columns=["user_id"]).column("user_id")
+            users = read_parquet(path, columns=["user_id"]).column("user_id")
             if pc.any(pc.equal(users, user_id)).as_py():
-                table = pq.read_table(path)
+                table = read_parquet(path)
                 out.append(LandingHit(path, window, table.filter(pc.equal(table.column("user_id"), user_id))))
     return out
 

@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 import threading
 import time
 import unicodedata
@@ -36,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from reflexio_pipelines.files import atomic_write_bytes, fsync_path, fsync_tree, sha256_file
+from reflexio_pipelines.files import TMP_PREFIX, fsync_path, fsync_tree, sha256_file
 from reflexio_pipelines.learning.embedding import Embedder, EmbeddingError, embed_one, l2_normalize
 from reflexio_pipelines.search.ann import (
     ANN_KIND,
@@ -46,6 +47,16 @@ from reflexio_pipelines.search.ann import (
     HnswVectors,
     build_hnsw,
     write_hnsw,
+)
+from reflexio_pipelines.storage import (
+    LakePath,
+    download_tree,
+    is_remote,
+    lake_path,
+    local_state_dir,
+    remove_tree,
+    upload_tree,
+    write_bytes,
 )
 
 ENTITY_TYPES: tuple[str, ...] = ("profile", "user_playbook", "agent_playbook")
@@ -413,8 +424,12 @@ def new_version_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ") + "-" + secrets.token_hex(3)
 
 
+def _as_root(index_root: LakePath | str) -> LakePath:
+    return lake_path(index_root) if isinstance(index_root, str) else index_root
+
+
 def stage_index(
-    index_root: Path,
+    index_root: LakePath,
     docs: Sequence[SearchDoc],
     embedder: Embedder,
     *,
@@ -423,13 +438,20 @@ def stage_index(
 ) -> str:
     """Build a new version under `index_root` and make it durable, without serving it yet.
 
-    Readers never see a half-built version: it is built in a hidden temp dir and renamed into place. The pipeline
-    stages, checks, then activates; `publish_index` does both at once. Returns the new version name. The HNSW
-    options are `build_index`'s.
+    Readers never see a half-built version: it is built in a hidden temp dir and renamed into place (on object
+    storage: built locally and uploaded, manifest last, and a version without a manifest is not listed). The
+    pipeline stages, checks, then activates; `publish_index` does both at once. Returns the new version name. The
+    HNSW options are `build_index`'s.
     """
-    index_root = Path(index_root)
-    index_root.mkdir(parents=True, exist_ok=True)
+    index_root = _as_root(index_root)
     version = new_version_id()
+    if is_remote(index_root):
+        with tempfile.TemporaryDirectory(prefix="reflexio-index-") as tmp:
+            local = Path(tmp) / version
+            build_index(docs, embedder, local, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params)
+            upload_tree(local, index_root / version, last="manifest.json")
+        return version
+    index_root.mkdir(parents=True, exist_ok=True)
     tmp = index_root / f".tmp-{uuid.uuid4().hex}"
     try:
         build_index(docs, embedder, tmp, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params)
@@ -442,16 +464,16 @@ def stage_index(
     return version
 
 
-def activate_version(index_root: Path, version: str) -> None:
+def activate_version(index_root: LakePath, version: str) -> None:
     """Atomically point CURRENT at an existing, complete version (serving swaps to it on its next poll)."""
-    index_root = Path(index_root)
+    index_root = _as_root(index_root)
     if not _VERSION_RE.match(version) or not (index_root / version / "manifest.json").is_file():
         raise IndexCorrupt(f"cannot activate {version!r}: no complete version of that name under {index_root}")
-    atomic_write_bytes(index_root / CURRENT_FILE, (version + "\n").encode())
+    write_bytes(index_root / CURRENT_FILE, (version + "\n").encode())
 
 
 def publish_index(
-    index_root: Path,
+    index_root: LakePath,
     docs: Sequence[SearchDoc],
     embedder: Embedder,
     *,
@@ -466,10 +488,10 @@ def publish_index(
     return version
 
 
-def current_version(index_root: Path) -> str | None:
+def current_version(index_root: LakePath) -> str | None:
     """The version CURRENT points at, or None when nothing was published yet."""
     try:
-        name = (Path(index_root) / CURRENT_FILE).read_text().strip()
+        name = (_as_root(index_root) / CURRENT_FILE).read_text().strip()
     except FileNotFoundError:
         return None
     if not _VERSION_RE.match(name):
@@ -477,33 +499,71 @@ def current_version(index_root: Path) -> str | None:
     return name
 
 
-def list_versions(index_root: Path) -> list[str]:
+def list_versions(index_root: LakePath) -> list[str]:
     """All complete version directories under `index_root`, oldest first."""
-    root = Path(index_root)
+    root = _as_root(index_root)
+    names = _version_dirs(root)
+    if is_remote(root):  # an upload is complete once its manifest (uploaded last) is there
+        names = [n for n in names if (root / n / "manifest.json").exists()]
+    return names
+
+
+def _version_dirs(root: LakePath) -> list[str]:
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if p.is_dir() and _VERSION_RE.match(p.name))
 
 
-def prune_versions(index_root: Path, keep: int = 5, *, stale_tmp_seconds: float = 3600.0) -> list[str]:
+def prune_versions(index_root: LakePath, keep: int = 5, *, stale_tmp_seconds: float = 3600.0) -> list[str]:
     """Delete all but the newest `keep` versions, never the current one; also remove temp build directories
     abandoned for longer than `stale_tmp_seconds`. Returns the deleted version names.
 
     A serving process that still has an old version open keeps working on Linux (open files and mmaps survive
     unlinking), but it should reload before its version is pruned.
     """
-    root = Path(index_root)
+    root = _as_root(index_root)
     keep = max(1, keep)
     current = current_version(root)
     versions = list_versions(root)
     doomed = [v for v in versions[: max(0, len(versions) - keep)] if v != current]
     for name in doomed:
-        shutil.rmtree(root / name, ignore_errors=True)
+        remove_tree(root / name)
     cutoff = time.time() - stale_tmp_seconds
-    for tmp in root.glob(".tmp-*"):
-        if tmp.is_dir() and tmp.stat().st_mtime < cutoff:
-            shutil.rmtree(tmp, ignore_errors=True)
+    if is_remote(root):
+        # Uploads that never got their manifest; a version's name is its build time.
+        for name in sorted(set(_version_dirs(root)) - set(versions)):
+            if _version_time(name) < cutoff:
+                remove_tree(root / name)
+    else:
+        for tmp in root.glob(".tmp-*"):
+            if tmp.is_dir() and tmp.stat().st_mtime < cutoff:
+                shutil.rmtree(tmp, ignore_errors=True)
     return doomed
+
+
+def _version_time(name: str) -> float:
+    return datetime.strptime(name.split("-", 1)[0], "%Y%m%dT%H%M%S%fZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+def _local_copy(root: LakePath, name: str) -> Path:
+    """A local directory holding version `name` of the index at `root`: the version itself for a local index, a
+    copy in the cache directory (downloaded once) for a remote one. Cached versions the remote no longer has are
+    deleted, so an erased user's documents leave the cache with the next load."""
+    if not is_remote(root):
+        return root / name
+    cache = local_state_dir(root, "indexes")
+    cache.mkdir(parents=True, exist_ok=True)
+    live = set(list_versions(root))
+    abandoned = time.time() - 3600  # a download in progress elsewhere on this host is younger than that
+    for stale in cache.iterdir():
+        if stale.name.startswith(TMP_PREFIX) and stale.stat().st_mtime > abandoned:
+            continue
+        if stale.name != name and stale.name not in live:
+            shutil.rmtree(stale, ignore_errors=True)
+    local = cache / name
+    if not local.exists() and name in live:
+        download_tree(root / name, local)
+    return local
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -576,16 +636,16 @@ class _Selection:
     now: int  # the instant expiry was judged at, shared by the mask and the BM25 pushdown
 
 
-def _resolve_version_dir(index_root: Path, version: str | None) -> Path:
-    root = Path(index_root)
+def _resolve_version_dir(index_root: LakePath, version: str | None) -> Path:
+    root = _as_root(index_root)
     name = version or current_version(root)
     if name is None:
         raise SearchIndexError(f"no index published under {root} (no {CURRENT_FILE} file)")
     if not _VERSION_RE.match(name):
         raise SearchIndexError(f"invalid index version name {name!r}")
-    path = root / name
+    path = _local_copy(root, name)
     if not (path / "manifest.json").is_file():
-        raise IndexCorrupt(f"index version {path} is missing or has no manifest.json")
+        raise IndexCorrupt(f"index version {root / name} is missing or has no manifest.json")
     return path
 
 
@@ -697,7 +757,7 @@ class LoadedIndex:
         self._tables = tables
 
     @classmethod
-    def load(cls, index_root: Path, version: str | None = None, *, verify: bool = True) -> LoadedIndex:
+    def load(cls, index_root: LakePath, version: str | None = None, *, verify: bool = True) -> LoadedIndex:
         """Open `version` under `index_root` (None = the one CURRENT points at). With `verify`, vector files
         are checked against the manifest's sha256."""
         version_dir = _resolve_version_dir(index_root, version)

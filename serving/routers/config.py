@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 
-from reflexio_pipelines.files import atomic_write_bytes
+from reflexio_pipelines.storage import write_bytes
 from reflexio_pipelines.learning.config import ConfigError, parse_extraction_config, resolve_extraction_config
 from serving.deps import service
 
@@ -39,8 +39,7 @@ def whoami(request: Request) -> dict:
 def get_config(request: Request) -> dict:
     """The effective extraction config plus the models in use. API keys are never returned."""
     state = service(request)
-    stored = state.lake.extraction_config_path
-    config = resolve_extraction_config(str(stored) if stored.exists() else state.settings.extraction_config)
+    config = resolve_extraction_config(state.lake.extraction_config(state.settings.extraction_config))
     llm = state.settings.llm
     return {
         **config.model_dump(mode="json", exclude_none=True),
@@ -60,6 +59,6 @@ def set_config(request: Request, body: dict[str, Any] = Body(...)):
         config = parse_extraction_config({k: v for k, v in body.items() if k not in DEPLOYMENT_FIELDS}, "set_config body")
     except ConfigError as exc:
         return JSONResponse(status_code=422, content={"success": False, "msg": str(exc)})
-    atomic_write_bytes(state.lake.extraction_config_path, config.to_json().encode())
+    write_bytes(state.lake.extraction_config_path, config.to_json().encode())
     note = f"; ignored deployment fields {ignored} (set them in the environment or config file)" if ignored else ""
     return {"success": True, "msg": f"config saved; the next pipeline run uses it{note}"}

@@ -1,0 +1,164 @@
+"""Where lake bytes live: a local directory, or an object store (`s3://bucket/prefix`).
+
+A lake root is a `pathlib.Path` for a local lake and a `upath.UPath` (fsspec; `s3fs` for S3) for an object store,
+so code that only joins, lists, reads and writes paths is the same for both. What differs is kept here:
+
+- durability: a local write goes to a temp file, is fsynced and renamed into place; an object PUT is already
+  atomic (readers see the old object or the whole new one) and durable when it returns, so it is written once;
+- Delta tables: delta-rs gets the URI plus storage options; it commits with S3 conditional writes (`If-None-Match`),
+  so two writers can never both create the same table version, on one host or several;
+- local working copies: tantivy and faiss need local files, so index versions are built in a local temp directory
+  and uploaded, and readers download a version once into the cache directory (`REFLEXIO_CACHE_DIR`).
+
+Credentials and the endpoint come from the standard AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+`AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`) or the instance's role; they are never logged or written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Union
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from upath import UPath
+
+from reflexio_pipelines.files import TMP_PREFIX, atomic_write_bytes as _atomic_write_local, fsync_path
+
+#: A lake location: a local path, or a remote one (any UPath that is not a local `Path`).
+LakePath = Union[Path, UPath]
+
+DEFAULT_CACHE_DIR = "~/.cache/reflexio-lake"
+
+
+def lake_path(location: str | os.PathLike[str]) -> LakePath:
+    """The lake location `location` names: `s3://…` (any fsspec URL) or a local directory (made absolute)."""
+    text = os.fspath(location)
+    if "://" in text and not text.startswith("file://"):
+        # Listings must be fresh: the service and the pipeline add landing files and table versions all the time.
+        return UPath(text.rstrip("/"), use_listings_cache=False)
+    return Path(text.removeprefix("file://")).expanduser().resolve()
+
+
+def is_remote(path: LakePath) -> bool:
+    """True for an object-store location (no fsync, no rename, no local locks)."""
+    return not isinstance(path, Path)
+
+
+def cache_dir() -> Path:
+    """The local directory for working copies of remote data (index versions) and for write locks."""
+    return Path(os.environ.get("REFLEXIO_CACHE_DIR") or DEFAULT_CACHE_DIR).expanduser().resolve()
+
+
+def local_state_dir(root: LakePath, kind: str) -> Path:
+    """A local directory for `kind` (e.g. "locks", "indexes") belonging to the lake at `root`: inside a local lake,
+    under the cache directory (one per lake URI) for a remote one."""
+    if not is_remote(root):
+        return root / f"_{kind}"
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    return cache_dir() / kind / digest
+
+
+def write_bytes(path: LakePath, data: bytes) -> None:
+    """Write `data` so readers see the old content or all of the new, never a torn file; durable on return."""
+    if is_remote(path):
+        path.write_bytes(data)
+    else:
+        _atomic_write_local(path, data)
+
+
+def write_parquet(table: pa.Table, path: LakePath) -> None:
+    """Write a zstd Parquet file atomically and durably (see `write_bytes`)."""
+    if is_remote(path):
+        sink = io.BytesIO()
+        pq.write_table(table, sink, compression="zstd")
+        path.write_bytes(sink.getvalue())
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}.parquet"
+    with open(tmp, "wb") as fh:
+        pq.write_table(table, fh, compression="zstd")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_path(path.parent)
+
+
+def read_parquet(path: LakePath | str, **kwargs: Any) -> pa.Table:
+    """Read a Parquet file from either kind of location (`kwargs` as for `pyarrow.parquet.read_table`)."""
+    if isinstance(path, str):
+        path = lake_path(path)
+    if is_remote(path):
+        with path.open("rb") as fh:
+            return pq.read_table(io.BytesIO(fh.read()), **kwargs)
+    return pq.read_table(path, **kwargs)
+
+
+def remove_tree(path: LakePath) -> None:
+    """Delete a directory (or every object under a prefix) and everything in it; missing is fine."""
+    if is_remote(path):
+        if path.exists():
+            path.fs.rm(path.path, recursive=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sync_dir(path: LakePath) -> None:
+    """Make new entries of a local directory durable (object stores need nothing)."""
+    if not is_remote(path) and path.exists():
+        fsync_path(path)
+
+
+def upload_tree(local: Path, remote: UPath, *, last: str | None = None) -> None:
+    """Copy every file under `local` to the prefix `remote`; the file named `last` (relative) is uploaded after all
+    the others, so its presence marks the copy complete."""
+    files = sorted(p for p in local.rglob("*") if p.is_file())
+    files.sort(key=lambda p: str(p.relative_to(local)) == last)
+    for path in files:
+        remote.fs.put_file(str(path), (remote / str(path.relative_to(local))).path)  # streamed, multipart if large
+
+
+def download_tree(remote: UPath, local: Path) -> None:
+    """Copy every object under the prefix `remote` into the local directory `local` unless it is there already,
+    atomically: a reader sees the whole copy or none (two processes racing to download it both succeed)."""
+    tmp = local.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}"
+    tmp.mkdir(parents=True)
+    try:
+        prefix = remote.path.rstrip("/") + "/"
+        for key in remote.fs.find(remote.path):
+            target = tmp / key[len(prefix):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            remote.fs.get_file(key, str(target))
+        os.rename(tmp, local)
+    except OSError:
+        if not local.exists():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def delta_uri(path: LakePath) -> str:
+    """The table location as delta-rs takes it."""
+    return str(path)
+
+
+def delta_options(path: LakePath) -> dict[str, str] | None:
+    """delta-rs storage options for a table at `path` (None for a local table).
+
+    delta-rs reads credentials and the region from the environment itself; what it does not infer is that a plain
+    `http://` endpoint (a private S3-compatible server) is allowed.
+    """
+    if not is_remote(path):
+        return None
+    options: dict[str, str] = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    return options
