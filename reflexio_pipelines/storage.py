@@ -89,10 +89,8 @@ def write_parquet(table: pa.Table, path: LakePath) -> None:
     fsync_path(path.parent)
 
 
-def read_parquet(path: LakePath | str, **kwargs: Any) -> pa.Table:
+def read_parquet(path: LakePath, **kwargs: Any) -> pa.Table:
     """Read a Parquet file from either kind of location (`kwargs` as for `pyarrow.parquet.read_table`)."""
-    if isinstance(path, str):
-        path = lake_path(path)
     if is_remote(path):
         with path.open("rb") as fh:
             return pq.read_table(io.BytesIO(fh.read()), **kwargs)

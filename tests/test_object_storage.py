@@ -38,6 +38,7 @@ from reflexio_pipelines.demo.run import publish_payload
 from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.partitions import GRANULARITY, key_of_landing_hour, key_of_moment
+from reflexio_pipelines.pending import pending_windows
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
@@ -165,7 +166,9 @@ def test_whole_loop_on_s3_ingest_materialise_index_serve_erase(s3, instance, loc
         # Materialise the publishes' window(s) (ingest time: the current UTC hour, or two across an hour boundary).
         windows = sorted({key_of_landing_hour(*LANDING.match(k).groups(), GRANULARITY) for k in keys})
         assert set(windows) <= {key_of_moment(before, GRANULARITY), key_of_moment(after, GRANULARITY)}
+        assert [w.partition_key for w in pending_windows(lake, GRANULARITY)] == windows  # what the sensor sees
         result = launch(windows, settings=settings, instance=instance)
+        assert pending_windows(lake, GRANULARITY) == []
         for table in ("turns", "user_profiles", "user_playbooks"):
             objects = s3.list_keys(BUCKET, f"{PREFIX}/tables/{table}/")
             assert any("/_delta_log/" in k and k.endswith(".json") for k in objects), (table, objects)
@@ -268,3 +271,24 @@ def test_writers_on_different_hosts_never_lose_a_commit(s3, local):
     rows = Lake.at(f"{URI}-race").read_table("control_log").to_pylist()
     assert sorted(r["item_id"] for r in rows) == sorted(f"w{w}-{n}" for w in range(writers) for n in range(commits))
     assert Lake.at(f"{URI}-race").table_version("control_log") == writers * commits - 1  # one version per commit
+
+
+def test_doctor_reports_whether_the_bucket_is_writable(s3, local):
+    from reflexio_pipelines.cli.doctor import _lake
+    from reflexio_pipelines.storage import lake_path
+
+    ok = _lake(lake_path(URI))
+    assert ok.ok, ok
+    assert not [k for k in s3.list_keys(BUCKET) if ".doctor-" in k], "the probe object is removed again"
+    missing = _lake(lake_path("s3://no-such-bucket-here/lake"))
+    assert not missing.ok and "no-such-bucket-here" in missing.detail
+
+
+def test_each_organisation_gets_a_prefix_of_the_bucket(tmp_path):
+    from serving.tenancy import Tenants
+
+    keys = tmp_path / "keys.json"
+    keys.write_text('{"keys": []}')
+    tenants = Tenants(Settings(lake=URI, api_keys_file=str(keys)))
+    assert str(tenants.lake_of("acme")) == f"{URI}/orgs/acme"
+    assert str(Lake.at(str(tenants.lake_of("acme"))).index_root) == f"{URI}/orgs/acme/indexes/search"
