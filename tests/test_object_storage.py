@@ -292,3 +292,21 @@ def test_each_organisation_gets_a_prefix_of_the_bucket(tmp_path):
     tenants = Tenants(Settings(lake=URI, api_keys_file=str(keys)))
     assert str(tenants.lake_of("acme")) == f"{URI}/orgs/acme"
     assert str(Lake.at(str(tenants.lake_of("acme"))).index_root) == f"{URI}/orgs/acme/indexes/search"
+
+
+def test_a_publish_the_bucket_did_not_store_is_not_acknowledged(s3, local):
+    """While the bucket cannot take the landing object the publish gets a 503 (retry), never a false ack; once the
+    bucket is there the same publish lands, once."""
+    bucket = "reflexio-late-bucket"
+    body = {"user_id": "ann", "interaction_data_list": [{"role": "user", "content": "I prefer metric units."}]}
+    headers = {"Idempotency-Key": "late-bucket-1"}
+    with serve_app(create_app(Settings(lake=f"s3://{bucket}/lake"))) as api:
+        refused = httpx.post(f"{api}/api/publish_interaction", json=body, headers=headers, timeout=30)
+        assert refused.status_code == 503 and refused.json()["success"] is False, refused.text
+        s3.make_bucket(bucket)
+        for _ in range(2):  # the retry, then a duplicate retry
+            stored = httpx.post(f"{api}/api/publish_interaction", json=body, headers=headers, timeout=30)
+            assert stored.status_code == 200 and stored.json()["success"], stored.text
+    keys = s3.list_keys(bucket, "lake/landing/")
+    rows = [r for k in keys for r in pq.read_table(io.BytesIO(s3.read(bucket, k))).to_pylist()]
+    assert [r["content"] for r in rows] == ["I prefer metric units."]
