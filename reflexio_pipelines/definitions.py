@@ -33,7 +33,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     lake = Lake.at(settings.lake)
 
     return {
-        "lake": LakeResource(root=str(lake.root)),
+        "lake": LakeResource(root=str(lake.root), metadata_previews=settings.metadata_previews),
         "extractor": ExtractorResource(
             model=settings.llm.model,
             api_base=settings.llm.api_base,

@@ -63,6 +63,9 @@ class Settings(BaseModel):
     api_keys_file: str | None = None
     #: Keyed mode only: seconds between the service's passes over every organisation's pending windows (0 = off).
     org_learn_interval_s: float = Field(60.0, ge=0)
+    #: Asset metadata in the Dagster UI may show rows of user data (previews). False in production: then Dagster's
+    #: run storage, which erasure does not reach, holds counts only.
+    metadata_previews: bool = True
 
 
 class SettingsError(ValueError):
@@ -87,6 +90,7 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_LANDING_MAX_BATCH_ROWS": ("landing_max_batch_rows",),
     "REFLEXIO_API_KEYS_FILE": ("api_keys_file",),
     "REFLEXIO_ORG_LEARN_INTERVAL": ("org_learn_interval_s",),
+    "REFLEXIO_METADATA_PREVIEWS": ("metadata_previews",),
 }
 
 

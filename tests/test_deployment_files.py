@@ -95,6 +95,7 @@ def test_every_instance_variable_is_set_for_every_app_service_and_no_secret_is_l
         env = SERVICES[name]["environment"]
         assert wanted <= set(env), (name, wanted - set(env))
         assert env["DAGSTER_HOME"] == _dockerfile_env()["DAGSTER_HOME"]
+        assert env["REFLEXIO_METADATA_PREVIEWS"] == "false", name  # no user data in the Postgres run storage
     env = SERVICES["reflexio"]["environment"]
     postgres = SERVICES["postgres"]["environment"]
     assert (env["DAGSTER_PG_HOST"], env["DAGSTER_PG_USERNAME"], env["DAGSTER_PG_DB"]) == (

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 import dagster as dg
 import pyarrow as pa
+import pytest
 
 from reflexio_pipelines.assets.learning import user_learning
 from reflexio_pipelines.assets.turns import turns
@@ -17,6 +19,7 @@ from reflexio_pipelines.runs import launch
 from reflexio_pipelines.learning.embedding import make_embedder
 from reflexio_pipelines.search.index import LoadedIndex, SearchFilters, current_version, embed_search_query
 from reflexio_pipelines.sensors import landing_sensor
+from reflexio_pipelines.settings import Settings
 from tests.conftest import land
 
 PROVENANCE_OF_RUN = {"run_id"}
@@ -118,3 +121,22 @@ def test_sensor_requests_a_run_per_new_file_set(lake: Lake, settings, instance, 
     land(lake, samples[1:2])
     second = landing_sensor(dg.build_sensor_context(instance=instance, resources=resources)).run_requests
     assert len(second) == 1 and second[0].run_key != first[0].run_key
+
+
+@pytest.mark.parametrize("previews", [True, False])
+def test_metadata_previews_off_keep_user_data_out_of_dagster_storage(lake: Lake, instance, samples, previews):
+    """Erasure cannot reach Dagster's run storage, so with `metadata_previews` off no materialisation metadata may
+    quote a user's id or words; with it on (the default, for the data team's UI) the previews do."""
+    land(lake, samples)
+    launch(settings=Settings(lake=str(lake.root), metadata_previews=previews), instance=instance)
+    keys = instance.get_asset_keys()
+    assert {dg.AssetKey("turns"), dg.AssetKey("user_profiles"), dg.AssetKey("search_index")} <= set(keys)
+    records = [r for key in keys for r in instance.fetch_materializations(key, limit=100).records]
+    text = "\n".join(repr(r.asset_materialization.metadata) for r in records)
+    users = {c["user_id"] for c in samples}
+    words = {turn["content"][:24] for c in samples for turn in c["interactions"]} | {"us-west-2"}
+    quoted = {u for u in users if re.search(rf"\b{re.escape(u)}\b", text)} | {w for w in words if w in text}
+    if previews:
+        assert quoted & users and "us-west-2" in quoted
+    else:
+        assert quoted == set(), quoted

@@ -118,7 +118,8 @@ def agent_playbook_aggregation(
     metadata = {k: int(v) for k, v in stats.items()}
     yield dg.MaterializeResult(asset_key="agent_playbooks", metadata={
         "dagster/row_count": table.num_rows, "delta_version": version, **metadata,
-        "preview": preview(table, ["agent_playbook_id", "agent_version", "playbook_status", "status", "content"])})  # fmt: skip
+        "preview": preview(table, ["agent_playbook_id", "agent_version", "playbook_status", "status", "content"],
+                           enabled=lake.metadata_previews)})  # fmt: skip
     yield dg.MaterializeResult(asset_key="aggregation_change_log", metadata={"changes_this_run": len(changes)})
 
 

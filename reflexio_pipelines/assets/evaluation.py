@@ -94,7 +94,8 @@ def session_evaluation(context: dg.AssetExecutionContext, config: EvaluationConf
     yield dg.MaterializeResult(asset_key="session_evaluations", metadata={
         "evaluated_now": len(results), "success_rate_now": rate, "judge": type(judge).__name__,
         **{k: int(v) for k, v in stats.items()},
-        "preview": preview(table, ["session_id", "agent_version", "is_success", "failure_type", "judge"])})  # fmt: skip
+        "preview": preview(table, ["session_id", "agent_version", "is_success", "failure_type", "judge"],
+                           enabled=lake.metadata_previews)})  # fmt: skip
     yield dg.MaterializeResult(asset_key="shadow_comparisons", metadata={"compared_now": len(pairs)})
 
 
@@ -167,7 +168,9 @@ def impact(lake: LakeResource):
     table = pa.Table.from_pylist(rows, schema=TABLES["impact_metrics"])
     yield dg.MaterializeResult(asset_key="impact_metrics", metadata={
         "dagster/row_count": len(rows), "delta_version": version, **metadata,
-        "preview": preview(table, ["agent_version", "day", "sessions_evaluated", "success_rate", "shadow_win_rate"])})  # fmt: skip
+        # Aggregates per agent version and day hold no user data: shown whatever metadata_previews says.
+        "preview": preview(table, ["agent_version", "day", "sessions_evaluated", "success_rate", "shadow_win_rate"],
+                           enabled=True)})  # fmt: skip
     yield dg.MaterializeResult(asset_key="impact_before_after", metadata={
         f"success_rate_after_minus_before[{r['agent_version']}]": round(r["success_rate_after"] - r["success_rate_before"], 4)
         for r in before_after if r["success_rate_after"] is not None and r["success_rate_before"] is not None})  # fmt: skip

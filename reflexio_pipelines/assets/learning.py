@@ -39,6 +39,11 @@ _OUTPUTS = {
 }  # fmt: skip
 
 
+def _failed_batch(failure, previews: bool) -> str:
+    # A failure without an extraction window is one user's batch; its user id is user data (see metadata_previews).
+    return f"{failure.user_id}:{failure.stage}" if previews else failure.stage
+
+
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(name, deps=["turns"], group_name="learning", kinds={"deltalake"}, description=description)
@@ -105,7 +110,8 @@ def user_learning(
         "forget_requests": stats.forget_requests,
         "profiles_forgotten": stats.forgotten,
         "failed_windows": len(failed),
-        "failed_window_ids": ", ".join(sorted(f.extraction_window_id or f"{f.user_id}:{f.stage}" for f in failed)),
+        "failed_window_ids": ", ".join(sorted(f.extraction_window_id or _failed_batch(f, lake.metadata_previews)
+                                              for f in failed)),
         "blocked_users": sum(1 for f in output.failures if f.stage == "blocked"),
         "extractor": ", ".join(sorted(stats.extractors)) or "none",
     }
@@ -116,7 +122,7 @@ def user_learning(
                 "window": window,
                 "dagster/row_count": table.num_rows,
                 "delta_version": versions[name],
-                "preview": preview(table, _OUTPUTS[name][1]),
+                "preview": preview(table, _OUTPUTS[name][1], enabled=lake.metadata_previews),
                 **cost,
             },
         )

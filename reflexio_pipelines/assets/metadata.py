@@ -6,8 +6,11 @@ import dagster as dg
 import pyarrow as pa
 
 
-def preview(table: pa.Table, columns: list[str], rows: int = 5, width: int = 80) -> dg.MetadataValue:
-    """A markdown table of the first rows, long cells shortened, for the asset's metadata panel."""
+def preview(table: pa.Table, columns: list[str], *, enabled: bool, rows: int = 5, width: int = 80) -> dg.MetadataValue:
+    """A markdown table of the first rows, long cells shortened, for the asset's metadata panel; a placeholder when
+    previews of user data are off (`LakeResource.metadata_previews`)."""
+    if not enabled:
+        return dg.MetadataValue.md("_(previews off: metadata_previews is false)_")
     if table.num_rows == 0:
         return dg.MetadataValue.md("_(no rows)_")
     head = table.select(columns).slice(0, rows).to_pylist()

@@ -33,6 +33,6 @@ def turns(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.Materiali
             "users": users_in(table),
             "landing_files": len(files),
             "delta_version": version,
-            "preview": preview(table, ["turn_id", "user_id", "role", "content"]),
+            "preview": preview(table, ["turn_id", "user_id", "role", "content"], enabled=lake.metadata_previews),
         }
     )
