@@ -140,6 +140,13 @@ def download_tree(remote: UPath, local: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def open_delta(path: LakePath) -> Any:
+    """The Delta table at `path` (a `deltalake.DeltaTable`), wherever it lives."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(delta_uri(path), storage_options=delta_options(path))
+
+
 def delta_uri(path: LakePath) -> str:
     """The table location as delta-rs takes it."""
     return str(path)

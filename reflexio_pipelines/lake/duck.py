@@ -19,21 +19,19 @@ import pyarrow.dataset as ds
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import ENTITY_TABLES, live_rows
 from reflexio_pipelines.lake.schemas import TABLES
-from reflexio_pipelines.storage import delta_options, delta_uri, is_remote
+from reflexio_pipelines.storage import is_remote, open_delta
 
 
 def connect(lake_root: str | Path = "lake") -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with a view per lake table (`turns`, `user_profiles`, `user_playbooks`,
     `change_log`, `extraction_bookmarks`, `lifecycle_events`, `landing_turns`) plus `current_user_profiles` and
     `current_user_playbooks`: what is served now (supersession and lifecycle events applied)."""
-    from deltalake import DeltaTable
-
     lake = Lake.at(lake_root)
     con = duckdb.connect()
     for name, schema in TABLES.items():
         path = lake.table_path(name)
         if (path / "_delta_log").exists():
-            con.register(name, DeltaTable(delta_uri(path), storage_options=delta_options(path)).to_pyarrow_dataset())
+            con.register(name, open_delta(path).to_pyarrow_dataset())
         else:
             con.register(name, schema.empty_table())
     for entity, (name, _, _) in ENTITY_TABLES.items():

@@ -28,6 +28,7 @@ from reflexio_pipelines.storage import (
     delta_uri,
     lake_path,
     local_state_dir,
+    open_delta,
     sync_dir,
     write_bytes,
 )
@@ -115,13 +116,11 @@ class Lake:
     def read_table(self, name: str, window: str | None = None, filters: list[tuple] | None = None) -> pa.Table:
         """A Delta table as Arrow, optionally one window and/or DNF `filters` (e.g. `[("user_id", "in", ids)]`);
         an empty table with the schema if it doesn't exist yet."""
-        from deltalake import DeltaTable
-
         schema = TABLES[name]
         path = self.table_path(name)
         if not (path / "_delta_log").exists():
             return schema.empty_table()
-        dt = DeltaTable(delta_uri(path), storage_options=delta_options(path))
+        dt = open_delta(path)
         filters = [*(filters or []), *([("window", "=", window)] if window is not None else [])] or None
         table = dt.to_pyarrow_table(filters=filters)
         return table.select(schema.names).cast(schema)
@@ -175,16 +174,14 @@ class Lake:
         statistics (column min/max values) describe rows that no longer exist. Time travel is gone afterwards; a
         writer committing to this table at the same moment may have to retry (callers hold its writer lock).
         """
-        from deltalake import DeltaTable
-
-        log_dir = self.table_path(name) / "_delta_log"
+        table_dir = self.table_path(name)
+        log_dir = table_dir / "_delta_log"
         if not log_dir.exists():
             return 0
-        path = self.table_path(name)
-        table = DeltaTable(delta_uri(path), storage_options=delta_options(path))
+        table = open_delta(table_dir)
         removed = table.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
         removed += table.vacuum(retention_hours=1, dry_run=False, enforce_retention_duration=False, full=True)
-        table = DeltaTable(delta_uri(path), storage_options=delta_options(path))
+        table = open_delta(table_dir)
         table.create_checkpoint()
         version = table.version()
         for path in log_dir.iterdir():
@@ -200,7 +197,7 @@ class Lake:
         return self._overwrite(name, table, None)
 
     def _overwrite(self, name: str, table: pa.Table, predicate: str | None) -> int:
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import write_deltalake
 
         schema = TABLES[name]
         table = table.select(schema.names).cast(schema)
@@ -212,7 +209,7 @@ class Lake:
             write_deltalake(uri, table, partition_by=partition_by, mode="append", storage_options=options)
         else:
             write_deltalake(uri, table, mode="overwrite", predicate=predicate, storage_options=options)
-        return DeltaTable(uri, storage_options=options).version()
+        return open_delta(path).version()
 
     # -- locks -------------------------------------------------------------------------------------------
 
