@@ -382,13 +382,16 @@ def _tokens(text: str) -> int:
 
 def make_openai_stub(behaviour: StubBehaviour | None = None) -> FastAPI:
     """The stub app. `app.state.requests` holds `{"body", "authorization"}` per chat call; `app.state.calls` the
-    number of chat calls so far; `app.state.faults` `(call, kind)` per injected fault; `app.state.behaviour` may be
+    number of chat calls so far; `app.state.in_flight` / `app.state.max_in_flight` the calls being answered now and
+    the most at once; `app.state.faults` `(call, kind)` per injected fault; `app.state.behaviour` may be
     replaced between calls."""
     app = FastAPI()
     app.state.behaviour = behaviour or StubBehaviour()
     app.state.requests = []
     app.state.calls = 0
     app.state.faults = []
+    app.state.in_flight = 0  # chat calls being answered right now
+    app.state.max_in_flight = 0  # the most ever answered at once (what a client's concurrency reaches)
     seen: dict[str, int] = {}
 
     @app.get("/v1/models")
@@ -397,6 +400,14 @@ def make_openai_stub(behaviour: StubBehaviour | None = None) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> JSONResponse:
+        app.state.in_flight += 1  # one event loop: no lock needed
+        app.state.max_in_flight = max(app.state.max_in_flight, app.state.in_flight)
+        try:
+            return await answer(request)
+        finally:
+            app.state.in_flight -= 1
+
+    async def answer(request: Request) -> JSONResponse:
         body: dict[str, Any] = await request.json()
         app.state.requests.append({"body": body, "authorization": request.headers.get("authorization")})
         app.state.calls += 1
