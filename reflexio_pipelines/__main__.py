@@ -14,6 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     mat = sub.add_parser("materialize", help="materialise every pending window, then rebuild and publish the index")
     mat.add_argument("--lake", help="lake root (default: $REFLEXIO_LAKE or ./lake)")
     mat.add_argument("--partition", action="append", help="a partition key to (re)materialise; repeatable")
+    mat.add_argument("--flush", choices=["all", "due"], default="all",
+                     help="all (default): extract every new turn now; due: as the sensor does, hold back an incomplete "
+                          "window of a session that is still active (extraction_quiet_period_seconds)")  # fmt: skip
     demo = sub.add_parser("demo", help="run the end-to-end demo (see README)")
     demo.add_argument("--lake", help="lake root (default: $REFLEXIO_LAKE or ./lake)")
     demo.add_argument("--once", action="store_true", help="exit after printing the result (default when CI=true)")
@@ -26,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "materialize":
         from reflexio_pipelines.runs import launch
 
-        result = launch(args.partition)
+        result = launch(args.partition, flush=args.flush)
         print(f"materialised {len(result.partition_keys)} window(s): {', '.join(result.partition_keys) or '-'}")
         print(f"runs: {', '.join(result.run_ids) or '-'}")
         print(f"index version: {result.index_version or '-'}")

@@ -41,7 +41,11 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             timeout_s=settings.llm.timeout_s,
             max_retries=settings.llm.max_retries,
             backoff_base_s=settings.llm.backoff_base_s,
+            temperature=settings.llm.temperature,
             gate_model=settings.llm.gate_model,
+            llm_concurrency=settings.llm.concurrency,
+            rpm=settings.llm.rpm,
+            tpm=settings.llm.tpm,
             extraction_config=resolve_extraction_config(lake.extraction_config(settings.extraction_config)).to_json(),
         ),
         "embedder": EmbedderResource(

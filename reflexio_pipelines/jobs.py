@@ -10,6 +10,12 @@ EVALUATION_ASSETS = dg.AssetSelection.assets(
     "session_evaluations", "shadow_comparisons", "impact_metrics", "impact_before_after"
 )
 
+def learning_run_config(flush: str = "all", flush_users: list[str] | tuple[str, ...] = ()) -> dict:
+    """Run config of the learning step (assets/learning.py `LearningRunConfig`) for a `learn_job`/`extract_job` run:
+    `flush="due"` holds back incomplete windows of active sessions, except `flush_users`' turns."""
+    return {"ops": {"user_learning": {"config": {"flush": flush, "flush_users": sorted(set(flush_users))}}}}
+
+
 #: turns → learning for one window, then rebuild and publish the index (what the sensor launches).
 learn_job = dg.define_asset_job(
     "learn_job",

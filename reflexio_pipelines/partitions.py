@@ -29,6 +29,11 @@ def window_start(key: str, granularity: Granularity) -> datetime:
     return datetime.strptime(key, _KEY_FORMAT[granularity]).replace(tzinfo=timezone.utc)
 
 
+def window_end(key: str, granularity: Granularity) -> datetime:
+    """The UTC end (exclusive) of the window named by a Dagster partition key."""
+    return window_start(key, granularity) + (timedelta(hours=1) if granularity == "hourly" else timedelta(days=1))
+
+
 def window_of_key(key: str, granularity: Granularity) -> str:
     """The `window` column value (e.g. 2026-11-30T04) for a partition key (e.g. 2026-11-30-04:00)."""
     return window_start(key, granularity).strftime(_WINDOW_FORMAT[granularity])

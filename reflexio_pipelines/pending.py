@@ -1,14 +1,22 @@
-"""Which windows need a run: landing files that no `turns` run has consumed yet, or user batches a run could not
-learn (unresolved `extraction_failures` rows, e.g. the LLM kept failing)."""
+"""Which windows need a run: landing files that no `turns` run has consumed yet, user batches a run could not
+learn (unresolved `extraction_failures` rows, e.g. the LLM kept failing), or turns a run held back that are now due
+(their session went quiet, or their window closed; `extraction_bookmarks.due_at_us`)."""
 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.partitions import Granularity, key_of_landing_hour, key_of_window, window_of_key
+from reflexio_pipelines.partitions import (
+    Granularity,
+    key_of_landing_hour,
+    key_of_window,
+    window_end,
+    window_of_key,
+)
 
 #: A window whose batches failed in this many runs is no longer retried automatically (re-materialise it by hand
 #: once the cause is fixed): a provider that is down for good must not be called every sensor tick forever.
@@ -21,15 +29,17 @@ class PendingWindow:
     window: str
     files: tuple[str, ...]
     retry_of: tuple[str, ...] = ()  # the unresolved failure ids a retry run is for
+    due: tuple[str, ...] = ()  # markers of held-back turns now due (their due times; no user ids)
 
     @property
     def digest(self) -> str:
         """Identifies this exact set of landing files and failures (a sensor run key: each is requested once)."""
-        return hashlib.sha256("\n".join(self.files + self.retry_of).encode()).hexdigest()[:16]
+        return hashlib.sha256("\n".join(self.files + self.retry_of + self.due).encode()).hexdigest()[:16]
 
 
-def pending_windows(lake: Lake, granularity: Granularity) -> list[PendingWindow]:
-    """Windows whose committed landing files differ from what their last `turns` run consumed, oldest first."""
+def pending_windows(lake: Lake, granularity: Granularity, now_us: int | None = None) -> list[PendingWindow]:
+    """Windows whose committed landing files differ from what their last `turns` run consumed, with failed batches
+    to retry, or with held-back turns due by `now_us` (default: now), oldest first."""
     by_key: dict[str, list] = defaultdict(list)
     for date, hour, path in lake.landing_hours():
         by_key[key_of_landing_hour(date, hour, granularity)].append(path)
@@ -44,7 +54,25 @@ def pending_windows(lake: Lake, granularity: Granularity) -> list[PendingWindow]
         key = key_of_window(window, granularity)
         if key not in waiting:
             pending.append(PendingWindow(key, window, tuple(lake.read_consumed(window)), failure_ids))
+            waiting.add(key)
+    for window, due in windows_due(lake, granularity, now_us).items():
+        key = key_of_window(window, granularity)
+        if key not in waiting:
+            pending.append(PendingWindow(key, window, tuple(lake.read_consumed(window)), due=due))
     return sorted(pending, key=lambda p: p.partition_key)
+
+
+def windows_due(lake: Lake, granularity: Granularity, now_us: int | None = None) -> dict[str, tuple[str, ...]]:
+    """Windows with held-back turns whose session has gone quiet or whose window has closed by `now_us` -> the due
+    times, as markers (a window is requested again only when what is due changes)."""
+    now_us = now_us if now_us is not None else time.time_ns() // 1000
+    held = lake.read_table("extraction_bookmarks", filters=[("held_turns", ">", 0)])
+    due: dict[str, set[str]] = defaultdict(set)
+    for window, due_at in zip(held.column("window").to_pylist(), held.column("due_at_us").to_pylist()):
+        closed = window_end(key_of_window(window, granularity), granularity).timestamp() * 1_000_000 <= now_us
+        if closed or (due_at is not None and due_at <= now_us):
+            due[window].add(f"due:{due_at}")
+    return {w: tuple(sorted(markers)) for w, markers in due.items()}
 
 
 def windows_to_retry(lake: Lake) -> dict[str, tuple[str, ...]]:

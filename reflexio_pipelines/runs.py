@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import dagster as dg
 
+from reflexio_pipelines.jobs import learning_run_config
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows
@@ -24,17 +26,25 @@ from reflexio_pipelines.settings import Settings, load_settings
 DEFAULT_DAGSTER_HOME = ".dagster_home"
 _DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
-# One in-process launch at a time: concurrent wait_for_response publishes queue here instead of racing.
-_launch_lock = threading.Lock()
+# One in-process launch at a time per lake: concurrent wait_for_response publishes of one organisation queue here
+# instead of racing, while another organisation's runs (its own lake) go on in parallel.
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
 
 # Step-by-step DEBUG events belong in the Dagster UI's run view, not on the caller's console.
 _RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
+def _lake_lock(lake_root: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(str(lake_root), threading.Lock())
+
+
 @contextmanager
-def exclusive() -> Iterator[None]:
-    """Hold off every in-process run of this process (erasure: no run may read the lake before and write after)."""
-    with _launch_lock:
+def exclusive(lake_root: str) -> Iterator[None]:
+    """Hold off every in-process run of this process on the lake at `lake_root` (erasure: no run may read the lake
+    before and write after)."""
+    with _lake_lock(lake_root):
         yield
 
 
@@ -71,12 +81,15 @@ def launch(
     settings: Settings | None = None,
     instance: dg.DagsterInstance | None = None,
     rebuild_index: bool = True,
+    flush: Literal["all", "due"] = "all",
+    flush_users: list[str] | tuple[str, ...] = (),
 ) -> LaunchResult:
     """Materialise the given windows (default: every pending one), then rebuild and publish the index.
 
     Each window is one `extract_job` run; the index is rebuilt once at the end by `index_job` (also when nothing
-    was pending but no index has been published yet). Raises `dg.DagsterError` subclasses on failure after
-    recording the failed run.
+    was pending but no index has been published yet). `flush="all"` extracts every new turn (a deliberate run);
+    `"due"` holds back incomplete windows of active sessions as the sensor's runs do, except `flush_users`' turns
+    (`wait_for_response`). Raises `dg.DagsterError` subclasses on failure after recording the failed run.
     """
     from reflexio_pipelines.definitions import build_definitions
     from reflexio_pipelines.search.index import current_version
@@ -84,13 +97,13 @@ def launch(
     settings = settings or load_settings()
     defs = build_definitions(settings)
     lake = Lake.at(settings.lake)
-    with _launch_lock:
+    with _lake_lock(str(lake.root)):
         instance = instance or default_instance()
         keys = partition_keys if partition_keys is not None else [p.partition_key for p in pending_windows(lake, GRANULARITY)]
         result = LaunchResult(partition_keys=list(keys))
         for key in keys:
             run = defs.resolve_job_def("extract_job").execute_in_process(
-                partition_key=key, instance=instance, run_config=_RUN_CONFIG
+                partition_key=key, instance=instance, run_config={**_RUN_CONFIG, **learning_run_config(flush, flush_users)}
             )
             result.run_ids.append(run.run_id)
         if rebuild_index and (keys or current_version(lake.index_root) is None):
@@ -114,9 +127,10 @@ def run_operation(
     index so serving reflects the change. Returns the op's result (counts)."""
     from reflexio_pipelines.definitions import build_definitions
 
-    defs = build_definitions(settings or load_settings())
+    settings = settings or load_settings()
+    defs = build_definitions(settings)
     op_name = _OPERATION_OPS[job_name]
-    with _launch_lock:
+    with _lake_lock(str(Lake.at(settings.lake).root)):
         instance = instance or default_instance()
         run = defs.resolve_job_def(job_name).execute_in_process(
             run_config={"ops": {op_name: {"config": config}}, **_RUN_CONFIG}, instance=instance
@@ -136,8 +150,9 @@ def run_aggregation(
     Returns the run id, its status and the agent_playbooks materialisation's counts."""
     from reflexio_pipelines.definitions import build_definitions
 
-    defs = build_definitions(settings or load_settings())
-    with _launch_lock:
+    settings = settings or load_settings()
+    defs = build_definitions(settings)
+    with _lake_lock(str(Lake.at(settings.lake).root)):
         instance = instance or default_instance()
         run = defs.resolve_job_def("aggregation_job").execute_in_process(
             run_config={"ops": {"agent_playbook_aggregation": {"config": config}}, **_RUN_CONFIG}, instance=instance
@@ -158,8 +173,9 @@ def run_evaluation(
     impact metrics. Returns the run id and the session_evaluations counts."""
     from reflexio_pipelines.definitions import build_definitions
 
-    defs = build_definitions(settings or load_settings())
-    with _launch_lock:
+    settings = settings or load_settings()
+    defs = build_definitions(settings)
+    with _lake_lock(str(Lake.at(settings.lake).root)):
         instance = instance or default_instance()
         run = defs.resolve_job_def("evaluation_job").execute_in_process(
             run_config={"ops": {"session_evaluation": {"config": {"now": now}}}, **_RUN_CONFIG}, instance=instance
@@ -175,8 +191,9 @@ def rebuild_index(*, settings: Settings | None = None, instance: dg.DagsterInsta
     Returns the run id."""
     from reflexio_pipelines.definitions import build_definitions
 
-    defs = build_definitions(settings or load_settings())
-    with _launch_lock:
+    settings = settings or load_settings()
+    defs = build_definitions(settings)
+    with _lake_lock(str(Lake.at(settings.lake).root)):
         return _rebuild_index(defs, instance or default_instance())
 
 

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 
 class LLMSettings(BaseModel):
-    """Which model extracts. An empty model means the built-in deterministic extractor."""
+    """Which model extracts, judges and consolidates, and how it is called: one endpoint for every LLM stage
+    (learning/llm_call.py). An empty model means the built-in deterministic extractor and offline judges."""
 
     model_config = ConfigDict(extra="forbid")
     model: str = ""
@@ -30,9 +31,16 @@ class LLMSettings(BaseModel):
     max_retries: int = 2
     #: First retry waits between base and 2x base seconds, doubling per retry (a 429's Retry-After wins if longer).
     backoff_base_s: float = Field(1.0, ge=0)
-    temperature: float = 0.0
+    #: Sent only where the model accepts it (reasoning models such as gpt-5 and o3 take none: it is dropped).
+    temperature: float = Field(0.0, ge=0, le=2)
     #: A small model asked "anything worth extracting?" before each window's extraction; empty = no gate.
     gate_model: str = ""
+    #: Most LLM calls in flight at once in this process, per (model, api_base); also the learning step's workers.
+    concurrency: int = Field(32, ge=1)
+    #: The provider's requests per minute shared by every call of the process (0 = unlimited).
+    rpm: int = Field(0, ge=0)
+    #: The provider's tokens per minute (prompt tokens, estimated before each call; 0 = unlimited).
+    tpm: int = Field(0, ge=0)
 
 
 class EmbedderSettings(BaseModel):
@@ -83,6 +91,10 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_LLM_MAX_RETRIES": ("llm", "max_retries"),
     "REFLEXIO_LLM_BACKOFF_BASE": ("llm", "backoff_base_s"),
     "REFLEXIO_LLM_GATE_MODEL": ("llm", "gate_model"),
+    "REFLEXIO_LLM_TEMPERATURE": ("llm", "temperature"),
+    "REFLEXIO_LLM_CONCURRENCY": ("llm", "concurrency"),
+    "REFLEXIO_LLM_RPM": ("llm", "rpm"),
+    "REFLEXIO_LLM_TPM": ("llm", "tpm"),
     "REFLEXIO_EMBEDDING_MODEL": ("embedder", "model"),
     "REFLEXIO_EMBEDDING_API_BASE": ("embedder", "api_base"),
     "REFLEXIO_EMBEDDING_API_KEY": ("embedder", "api_key"),

@@ -4,13 +4,16 @@ Dagster's `landing_sensor` watches the one lake its code location is configured 
 their own lakes (`<lake>/orgs/<org>`), so in keyed mode the service runs this loop instead: every interval, for
 each organisation directory, it launches the same Dagster jobs for the pending windows (real runs, recorded in
 `$DAGSTER_HOME` and shown in the UI). Pending windows are recomputed from the landing files each time, so a
-restart loses nothing.
+restart loses nothing. Organisations learn in parallel (one pass in flight per organisation, in a small thread pool):
+a large pass of one organisation never holds back another's. Runs hold back incomplete windows of active sessions,
+as the sensor's do (`flush="due"`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows
@@ -22,11 +25,13 @@ log = logging.getLogger(__name__)
 class AutoLearner:
     """A daemon thread; `run_once()` is the loop body (tests call it directly)."""
 
-    def __init__(self, tenants: Tenants, interval_s: float) -> None:
+    def __init__(self, tenants: Tenants, interval_s: float, max_parallel: int = 4) -> None:
         self._tenants = tenants
         self._interval = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="autolearn-org")
+        self._running: dict[str, Future] = {}  # org -> its pass in flight (one per organisation)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="autolearn", daemon=True)
@@ -36,25 +41,45 @@ class AutoLearner:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def run_once(self) -> dict[str, int]:
-        """Learn every organisation's pending windows; returns org -> windows launched."""
+    def run_once(self, wait: bool = True) -> dict[str, int]:
+        """Start a pass for every organisation with pending windows and no pass in flight; returns org -> windows
+        launched. With `wait`, returns once those passes are done (a failed pass is logged, its windows stay
+        pending)."""
         root = self._tenants.lake_of("default").parent  # <lake>/orgs
         launched: dict[str, int] = {}
+        started: list[Future] = []
         for org_dir in sorted(root.iterdir()) if root.is_dir() else []:
-            if not (org_dir.is_dir() and ORG_ID.match(org_dir.name)):
+            org = org_dir.name
+            if not (org_dir.is_dir() and ORG_ID.match(org)) or not self._running.get(org, _DONE).done():
                 continue
-            state = self._tenants.state(org_dir.name)
+            state = self._tenants.state(org)
             keys = [p.partition_key for p in pending_windows(state.lake, GRANULARITY)]
             if keys:
-                state.launcher(keys)
-                state.index.refresh()
-                launched[org_dir.name] = len(keys)
+                self._running[org] = self._pool.submit(self._learn, org, keys)
+                started.append(self._running[org])
+                launched[org] = len(keys)
+        if wait:
+            for future in started:
+                future.exception()
         return launched
+
+    def _learn(self, org: str, keys: list[str]) -> None:
+        state = self._tenants.state(org)
+        try:
+            state.launcher(keys, flush="due")
+            state.index.refresh()
+        except Exception:  # the windows stay pending; the next tick retries
+            log.exception("auto-learn pass failed for an organisation")
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self.run_once()
+                self.run_once(wait=False)
             except Exception:  # the windows stay pending; the next tick retries
                 log.exception("auto-learn tick failed")
+
+
+_DONE: Future = Future()
+_DONE.set_result(None)

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
+from reflexio_pipelines.lake.llm_calls import DailyUsage
+
 # C0 control characters except tab, newline and carriage return: stripped from stored text so that nothing
 # invisible reaches prompts, indexes or analysts' terminals.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -224,6 +226,14 @@ class EvaluationResultsRequest(_Clean):
     model_config = ConfigDict(extra="ignore")
     limit: int = Field(100, ge=1, le=10_000)
     agent_version: str | None = Field(None, max_length=MAX_ID)
+
+
+class LLMUsageResponse(BaseModel):
+    """GET /api/llm_usage: the LLM call ledger summed per UTC day (see `reflexio_pipelines.lake.llm_calls`)."""
+
+    success: bool = True
+    days: list[DailyUsage] = Field(description="oldest first; a day appears when it had LLM calls or turns")
+    msg: str = ""
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ from serving.retrievals import RetrievalLog
 
 log = logging.getLogger(__name__)
 
-Launcher = Callable[[list[str]], object]
+#: Runs the learning loop for partition keys: `launcher(keys, flush="all"|"due", flush_users=[...])` (runs.launch).
+Launcher = Callable[..., object]
 Operator = Callable[[str, dict], dict]
 
 
@@ -100,10 +101,10 @@ class ServiceState:
 
 
 def _default_launcher(settings: Settings) -> Launcher:
-    def launch(partition_keys: list[str]) -> object:
+    def launch(partition_keys: list[str], flush: str = "all", flush_users: list[str] | tuple[str, ...] = ()) -> object:
         from reflexio_pipelines.runs import launch as run_pipeline
 
-        return run_pipeline(partition_keys, settings=settings)
+        return run_pipeline(partition_keys, settings=settings, flush=flush, flush_users=flush_users)
 
     return launch
 

@@ -5,7 +5,8 @@ The lake is seeded with impact metrics for two agent versions ("v1-before": low 
 checks the charts' series and points, the summary cards, the approval queue (two pending rows; Reject sends the PUT,
 the row leaves the queue and the API then lists it as rejected), that a failed decision is shown in the page, that
 nothing is requested from any other origin and that the console stays clean. A full-page screenshot is saved to
-tests/artifacts/dashboard.png.
+tests/artifacts/dashboard.png. The LLM usage section is checked against a lake holding real `write_llm_calls` rows
+(tests/test_llm_calls.py:seed_usage) and turns.
 
 Needs Debian's Chromium at /usr/bin/chromium (`.ci/run` installs it) and the `playwright` Python package (the dev
 extra); Playwright's own browser download is never used.
@@ -27,6 +28,7 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.settings import Settings
 from tests.support.servers import serve_app
+from tests.test_llm_calls import recent_days, seed_usage
 
 pytestmark = pytest.mark.e2e
 
@@ -50,6 +52,7 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 TIMEOUT_MS = 15_000
 
 BEFORE, AFTER = "v1-before", "v2-after"
+NO_COST_TEXT = "n/a: model not in LiteLLM's cost map"
 BEFORE_DAYS = list(range(13, 4, -1))  # 9 days, 13..5 days ago
 AFTER_DAYS = list(range(8, 0, -1))  # 8 days, 8..1 days ago (overlapping the rollout)
 
@@ -291,6 +294,67 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
     print(f"\ndashboard screenshot: {screenshot} ({time.monotonic() - started:.1f} s)")
 
 
+def test_dashboard_llm_usage_in_chromium(tmp_path: Path) -> None:
+    """Per day, newest first: turns, calls and tokens per 1,000 turns, cost per 1,000 turns (or n/a for models
+    LiteLLM has no price for), failed attempts; the period selector narrows the days asked for."""
+    if not CHROMIUM.exists():
+        pytest.fail(INSTALL_HINT, pytrace=False)
+    from playwright.sync_api import expect, sync_playwright
+
+    lake = Lake.at(tmp_path / "lake")
+    d1, d2, d3 = recent_days()
+    seed_usage(lake, d1, d2, d3)
+    with serve_app(_build_app(lake)) as base_url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            console_errors: list[str] = []
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: console_errors.append(f"uncaught: {e}"))
+            page.goto(f"{base_url}/dashboard")
+            page.wait_for_selector('body[data-ready="true"]')
+            expect(page.get_by_role("heading", name="LLM usage per 1,000 turns")).to_be_visible()
+            section = page.locator('[data-testid="llm-usage"]')
+            rows = section.locator("[data-usage-day]")
+            expect(rows).to_have_count(3)
+            assert rows.evaluate_all("els => els.map(e => e.dataset.usageDay)") == [d.isoformat() for d in (d3, d2, d1)]
+
+            def cell(day, field: str):
+                return section.locator(f'[data-usage-day="{day.isoformat()}"] [data-field="{field}"]')
+
+            # d1: 7 calls, 3,200 + 480 tokens and $0.0008 over 400 turns; 2 attempts failed; 1 call unpriced.
+            expect(cell(d1, "turns")).to_have_text("400")
+            expect(cell(d1, "calls_per_1k_turns")).to_have_attribute("data-value", "17.5")
+            expect(cell(d1, "calls_per_1k_turns")).to_contain_text("17.5")
+            expect(cell(d1, "calls_per_1k_turns")).to_contain_text("7 calls")
+            expect(cell(d1, "tokens_per_1k_turns")).to_contain_text("9,200")
+            expect(cell(d1, "tokens_per_1k_turns")).to_contain_text("3,200 + 480")
+            cost = cell(d1, "cost_usd_per_1k_turns")
+            assert float(cost.get_attribute("data-value")) == pytest.approx(0.002)
+            expect(cost).to_contain_text("$0.0020")
+            expect(cost).to_contain_text("$0.00080 total")
+            expect(cost).to_contain_text(f"+ 1 call {NO_COST_TEXT}")
+            expect(cell(d1, "failed_calls")).to_have_attribute("data-value", "2")
+            # d2: only calls of a model without a price: the cost is n/a, not $0.
+            expect(cell(d2, "cost_usd_per_1k_turns")).to_have_text(NO_COST_TEXT)
+            expect(cell(d2, "calls_per_1k_turns")).to_have_attribute("data-value", "10")
+            # d3: calls but no turns: totals only, no per-1k figure.
+            expect(cell(d3, "calls_per_1k_turns")).to_contain_text("—")
+            assert cell(d3, "calls_per_1k_turns").get_attribute("data-value") is None
+            expect(cell(d3, "cost_usd_per_1k_turns")).to_contain_text("$0.00020 total")
+
+            with page.expect_response(lambda r: "/api/llm_usage" in r.url) as narrowed:
+                page.select_option('[data-testid="period"]', "7")
+            assert narrowed.value.url.endswith("/api/llm_usage?days=7") and narrowed.value.status == 200
+            expect(rows).to_have_count(3)
+            assert not console_errors, console_errors
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            section.screenshot(path=str(ARTIFACTS / "dashboard-llm-usage.png"))
+        finally:
+            browser.close()
+
+
 def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
     """A fresh lake: every panel shows its empty state, nothing errors."""
     if not CHROMIUM.exists():
@@ -313,6 +377,7 @@ def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
                 expect(page.locator(f'[data-chart="{chart}"] [data-point], [data-chart="{chart}"] [data-bar]')).to_have_count(0)
             expect(page.locator('[data-testid="approval-queue"]')).to_contain_text("Nothing waiting for review")
             expect(page.locator('[data-testid="queue-count"]')).to_have_text("0")
+            expect(page.locator('[data-testid="llm-usage"]')).to_contain_text("No LLM calls recorded yet")
             expect(page.locator('[data-testid="errors"] [data-testid="error"]')).to_have_count(0)
             assert not console_errors, console_errors
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -334,6 +399,7 @@ def test_dashboard_with_an_api_key_in_chromium(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
     key = KeyStore(keys).create("acme")
     _seed(Lake.at(tmp_path / "lake" / "orgs" / "acme"))
+    seed_usage(Lake.at(tmp_path / "lake" / "orgs" / "acme"), *recent_days())
     app = create_app(Settings(lake=str(tmp_path / "lake"), api_keys_file=str(keys), org_learn_interval_s=0))
     with serve_app(app) as base_url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
@@ -349,6 +415,7 @@ def test_dashboard_with_an_api_key_in_chromium(tmp_path: Path) -> None:
             page.reload()  # a fresh load that starts from the stored key
             page.wait_for_selector('body[data-ready="true"]')
             expect(page.locator('[data-testid="queue-count"]')).to_have_text("2")  # 101 and 102 are pending
+            expect(page.locator("[data-usage-day]")).to_have_count(3)  # the organisation's own ledger
             api_calls = [(url, auth) for url, auth in seen[len(seen) // 2:] if "/api/" in url]
             assert api_calls and all(auth == f"Bearer {key}" for _, auth in api_calls)
             assert all(key not in url for url, _ in seen if url.startswith("http") and "#" not in url)

@@ -183,8 +183,8 @@ def test_persistent_failure_raises_without_leaking_the_key(stub, caplog) -> None
 def test_provider_text_never_reaches_the_error(stub, caplog) -> None:
     app, base_url = stub
     app.state.behaviour = StubBehaviour(error_first=10**6, error_status=400)
-    ex = extractor(base_url, max_retries=0)
-    ex._api_key = "stub failure"  # a "key" that the stub's error message happens to contain
+    # a "key" that the stub's error message happens to contain
+    ex = LiteLLMExtractor(model="openai/stub", api_base=f"{base_url}/v1", api_key="stub failure", max_retries=0)
     with pytest.raises(ExtractionFailed) as info:
         ex.extract(DEPLOY_WINDOW)
     # the failure is summarised (class and kind): a provider's message could echo the key or the prompt

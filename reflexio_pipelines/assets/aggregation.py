@@ -14,6 +14,7 @@ import pyarrow as pa
 from reflexio_pipelines.assets.metadata import preview
 from reflexio_pipelines.lake.control import decisions
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.aggregate import (
@@ -102,13 +103,16 @@ def agent_playbook_aggregation(
     # Groups with members now, and groups that had agent playbooks before (their members may all be gone).
     groups = set(members) | {(r["agent_version"], r["playbook_name"]) for r in in_scope}
     rows_out, changes, stats = [], [], defaultdict(int)
-    for agent_version, playbook_name in sorted(groups):
-        prior = [r for r in in_scope if (r["agent_version"], r["playbook_name"]) == (agent_version, playbook_name)]
-        rows, group_changes = _aggregate_group(members.get((agent_version, playbook_name), []), prior, status_of,
-                                               params, extractor, config.auto_approve, agent_version, playbook_name,
-                                               run_id, now, stats)  # fmt: skip
-        rows_out.extend(rows)
-        changes.extend(group_changes)
+    # Consolidation calls land in `llm_calls` (cross-user: no user_id), also when a group fails: they were paid for.
+    with ledger_written(store, run_id=run_id, asset=context.op_def.name, window=None) as ledger:
+        for agent_version, playbook_name in sorted(groups):
+            prior = [r for r in in_scope if (r["agent_version"], r["playbook_name"]) == (agent_version, playbook_name)]
+            rows, group_changes = _aggregate_group(members.get((agent_version, playbook_name), []), prior, status_of,
+                                                   params, extractor, config.auto_approve, agent_version,
+                                                   playbook_name, run_id, now, stats)  # fmt: skip
+            rows_out.extend(rows)
+            changes.extend(group_changes)
+    stats["llm_calls_recorded"] = len(ledger.calls())
     with store.lock("aggregation"):
         version = store.replace_where("agent_playbooks", _scope_predicate(config),
                                       pa.Table.from_pylist(rows_out, schema=TABLES["agent_playbooks"]))  # fmt: skip
@@ -203,9 +207,8 @@ def _aggregate_group(group, prior_rows, status_of, params, extractor, auto_appro
 def _consolidator(extractor: ExtractorResource, vectors: dict, agent_version: str) -> Consolidator:
     if not extractor.model:
         return RepresentativeConsolidator(vectors)
-    return LiteLLMConsolidator(extractor.model, api_base=extractor.api_base, api_key=extractor.api_key,
-                               timeout_s=extractor.timeout_s, max_retries=extractor.max_retries,
-                               agent_version=agent_version)  # fmt: skip
+    # the one endpoint: every LLM setting, the shared throttle
+    return LiteLLMConsolidator(endpoint=extractor.endpoint(), agent_version=agent_version)
 
 
 def _rule_of(row: dict) -> Rule:

@@ -15,9 +15,11 @@ import pyarrow as pa
 
 from reflexio_pipelines.assets.metadata import preview
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.records import live_turns
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.judge import HeuristicJudge, Judge, session_verdict_from_pairs
+from reflexio_pipelines.learning.llm_ledger import about_user
 from reflexio_pipelines.learning.llm_judge import JudgeFailed, LiteLLMJudge
 from reflexio_pipelines.learning.sessions import (
     corrections_in,
@@ -43,8 +45,7 @@ def _day(ts: int) -> str:
 def _judge(extractor: ExtractorResource) -> Judge:
     if not extractor.model:
         return HeuristicJudge()
-    return LiteLLMJudge(extractor.model, api_base=extractor.api_base, api_key=extractor.api_key,
-                        timeout_s=extractor.timeout_s, max_retries=extractor.max_retries)  # fmt: skip
+    return LiteLLMJudge(endpoint=extractor.endpoint())  # the one endpoint: every LLM setting, the shared throttle
 
 
 @dg.multi_asset(
@@ -67,19 +68,23 @@ def session_evaluation(context: dg.AssetExecutionContext, config: EvaluationConf
                 if is_closed(s, now, settings.session_quiet_period_seconds)]  # fmt: skip
     results, pairs, stats = [], [], defaultdict(int)
     stats["sessions_closed"] = len(sessions)
-    for evaluator in settings.agent_success_configs:
-        for session in sessions:
-            result_id = stable_uuid(evaluator.evaluation_name, session.session_id)
-            if result_id in done or not is_sampled(session.session_id, evaluator.evaluation_name, evaluator.sampling_rate):
-                stats["already_evaluated" if result_id in done else "not_sampled"] += 1
-                continue
-            try:
-                row, shadow_rows = _evaluate(judge, session, evaluator, result_id, now, stats)
-            except JudgeFailed:  # nothing written: the session is judged again by the next run
-                stats["judge_failed"] += 1
-                continue
-            results.append(row)
-            pairs.extend(shadow_rows)
+    # Every judge call lands in `llm_calls`, also when judging fails half-way: those calls were paid for.
+    with ledger_written(store, run_id=context.run.run_id, asset=context.op_def.name, window=None) as ledger:
+        for evaluator in settings.agent_success_configs:
+            for session in sessions:
+                result_id = stable_uuid(evaluator.evaluation_name, session.session_id)
+                if result_id in done or not is_sampled(session.session_id, evaluator.evaluation_name, evaluator.sampling_rate):
+                    stats["already_evaluated" if result_id in done else "not_sampled"] += 1
+                    continue
+                try:
+                    with about_user(session.user_id):  # a session's judge calls go when its user is erased
+                        row, shadow_rows = _evaluate(judge, session, evaluator, result_id, now, stats)
+                except JudgeFailed:  # nothing written: the session is judged again by the next run
+                    stats["judge_failed"] += 1
+                    continue
+                results.append(row)
+                pairs.extend(shadow_rows)
+    stats["llm_calls_recorded"] = len(ledger.calls())
     with store.lock("evaluations"):
         fresh_done = set(store.read_table("session_evaluations").column("result_id").to_pylist())
         results = [r for r in results if r["result_id"] not in fresh_done]  # a racing run already wrote them

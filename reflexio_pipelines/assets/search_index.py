@@ -8,6 +8,7 @@ import dagster as dg
 
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
 from reflexio_pipelines.lake.control import decisions
+from reflexio_pipelines.lake.embedding_cache import EmbeddingCache
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.curation import live_agent_playbooks
 from reflexio_pipelines.lake.records import live_rows
@@ -28,9 +29,10 @@ SEARCH_INDEX = dg.AssetKey("search_index")
 )
 def search_index(lake: LakeResource, embedder: EmbedderResource) -> dg.MaterializeResult:
     store = lake.get()
+    cache = EmbeddingCache(store)  # opened before the documents are read (see EmbeddingCache)
     docs, counts = index_documents(store)
     model = embedder.get()
-    version = stage_index(store.index_root, docs, model)
+    version = stage_index(store.index_root, docs, model, cache=cache)
     return dg.MaterializeResult(
         metadata={
             "version": version,
@@ -38,6 +40,7 @@ def search_index(lake: LakeResource, embedder: EmbedderResource) -> dg.Materiali
             "embedder": model.model_id,
             "dagster/row_count": len(docs),
             **{f"expected_{entity}": n for entity, n in counts.items()},
+            **cache.stats.metadata(),  # texts embedded vs served from the lake's embedding cache
         }
     )
 

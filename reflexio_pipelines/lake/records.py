@@ -42,21 +42,33 @@ def turns_from_table(table: pa.Table) -> list[Turn]:
     ]
 
 
-def user_states(lake: Lake, user_ids: set[str], window: str) -> dict[str, UserState]:
+def user_states(
+    lake: Lake, user_ids: set[str], window: str, bookmarks: list[dict] | None = None
+) -> dict[str, UserState]:
     """Each user's processed turns and current learned items from the windows before `window`.
 
-    Windows sort lexically in time order (`2026-11-30T04` < `2026-11-30T05`), so "before" is a string compare.
+    With `bookmarks` (this window's `extraction_bookmarks` rows, left by earlier runs of it) the state is the one
+    an incremental run continues from: the current items include what earlier runs of this window learned, and
+    each user's `processed` / `bookmarks` say which of this window's turns are done (learn.py treats them as
+    context, not as new). Windows sort lexically in time order (`2026-11-30T04` < `2026-11-30T05`), so "before" is
+    a string compare.
     """
     if not user_ids:
         return {}
-    before = [("user_id", "in", sorted(user_ids)), ("window", "<", window)]
+    users = ("user_id", "in", sorted(user_ids))
+    before = [users, ("window", "<", window)]
+    items = [users, ("window", "<=" if bookmarks is not None else "<", window)]
     states = {user_id: UserState() for user_id in user_ids}
     for turn in live_turns(lake, filters=before):
         states[turn.user_id].history.append(turn)
-    for row in live_rows(lake, "profile", filters=before):
+    for row in live_rows(lake, "profile", filters=items):
         states[row["user_id"]].profiles.append(row)
-    for row in live_rows(lake, "user_playbook", filters=before):
+    for row in live_rows(lake, "user_playbook", filters=items):
         states[row["user_id"]].playbooks.append(row)
+    for row in bookmarks or []:
+        if row["user_id"] in states:
+            states[row["user_id"]].processed[row["extractor"]] = frozenset(row["processed_turn_ids"] or ())
+            states[row["user_id"]].bookmarks[row["extractor"]] = row
     return states
 
 

@@ -113,6 +113,10 @@ EXTRACTION_BOOKMARKS = pa.schema(
         pa.field("new_turns", pa.int64()),
         pa.field("extraction_windows", pa.int64()),
         pa.field("items_extracted", pa.int64()),
+        # every turn of the window extracted so far (a later run of the window extracts only the others)
+        pa.field("processed_turn_ids", pa.list_(pa.string())),
+        pa.field("held_turns", pa.int64()),  # new turns held back for a full window or a quiet session
+        pa.field("due_at_us", pa.int64()),  # when the held-back turns go through at the latest (their session quiet)
         pa.field("run_id", pa.string()),
         pa.field("window", pa.string(), nullable=False),
     ]
@@ -324,6 +328,46 @@ IMPACT_BEFORE_AFTER = pa.schema(
     ]
 )
 
+#: The LLM call ledger: one row per provider attempt (retries included), appended by the run that paid for it (a
+#: re-run's calls really happened, so nothing is ever replaced). No prompt or reply text: stage, model, tokens,
+#: latency, outcome and cost only. `user_id` is set where the call was about one user (erasure removes those rows)
+#: and null for cross-user calls such as consolidation.
+LLM_CALLS = pa.schema(
+    [
+        pa.field("call_id", pa.string(), nullable=False),  # deterministic from run, asset and the record itself
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("asset", pa.string(), nullable=False),  # the asset / op that made the call
+        pa.field("stage", pa.string(), nullable=False),  # extraction | gate | dedup | session_judge | shadow_judge …
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("user_id", pa.string()),
+        pa.field("outcome", pa.string(), nullable=False),  # ok | timeout | rate_limited | ... (llm_ledger.OUTCOMES)
+        pa.field("error_class", pa.string()),
+        pa.field("attempt", pa.int64(), nullable=False),  # 1-based within the logical call
+        pa.field("prompt_tokens", pa.int64(), nullable=False),
+        pa.field("completion_tokens", pa.int64(), nullable=False),
+        pa.field("latency_ms", pa.int64(), nullable=False),
+        pa.field("cost_usd", pa.float64()),  # LiteLLM's bundled cost map; null = model not in it
+        pa.field("started_at_us", pa.int64(), nullable=False),
+        # the partition's window for windowed assets, else the window of started_at_us
+        pa.field("window", pa.string(), nullable=False),
+    ]
+)
+
+#: Vectors of index documents by (embedder model, sha256 of the normalised text), so an index build embeds only texts
+#: it has not seen (`lake.embedding_cache`). Partitioned by `bucket`; `owner_user_ids` are the users whose words the
+#: text holds, and erasure deletes every row that lists the erased user.
+EMBEDDING_CACHE = pa.schema(
+    [
+        pa.field("model_id", pa.string(), nullable=False),
+        pa.field("dim", pa.int32(), nullable=False),
+        pa.field("text_sha256", pa.string(), nullable=False),  # hex sha256 of the normalised text that was embedded
+        pa.field("vector", pa.list_(pa.float32()), nullable=False),  # exactly the row the index version stores
+        pa.field("owner_user_ids", pa.list_(pa.string())),
+        pa.field("created_at", pa.int64()),  # unix seconds
+        pa.field("bucket", pa.int32(), nullable=False),  # partition: first byte of text_sha256 modulo 64
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "turns": TURNS,
     "user_profiles": USER_PROFILES,
@@ -342,6 +386,8 @@ TABLES: dict[str, pa.Schema] = {
     "impact_metrics": IMPACT_METRICS,
     "retrievals": RETRIEVALS,
     "impact_before_after": IMPACT_BEFORE_AFTER,
+    "llm_calls": LLM_CALLS,
+    "embedding_cache": EMBEDDING_CACHE,
 }
 
 #: Tables whose rows a rerun operation writes (replaced per operation, never by a regular window run).

@@ -212,6 +212,11 @@ class AgentSuccessConfig(BaseModel):
     sampling_rate: float = Field(0.05, ge=0.0, le=1.0)
 
 
+#: Seconds of quiet before an LLM extractor's sensor runs extract an incomplete window (the issue's "about 30 s": a
+#: session pausing longer than this is a new session; shorter pauses keep filling the same window).
+DEFAULT_LLM_QUIET_PERIOD_S = 30.0
+
+
 class ExtractionConfig(BaseModel):
     """The whole extraction configuration. Build it with `parse_extraction_config` / `load_extraction_config`
     (they raise `ConfigError`); direct construction raises pydantic's ValidationError."""
@@ -231,6 +236,9 @@ class ExtractionConfig(BaseModel):
     )
     agent_success_configs: list[AgentSuccessConfig] = Field(default_factory=lambda: [AgentSuccessConfig()])
     session_quiet_period_seconds: int = Field(600, gt=0)  # a session is closed after this long without a turn
+    #: How long a user's stream must be quiet before the sensor's runs extract an incomplete window (fewer than
+    #: batch_size new turns); also where a new chunk starts (learning/windows.py). None = the default below.
+    extraction_quiet_period_seconds: float | None = Field(None, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -279,6 +287,14 @@ class ExtractionConfig(BaseModel):
         if problems:
             raise _problem(problems)
         return self
+
+    def quiet_period(self, llm: bool) -> float:
+        """The extraction quiet period in seconds: as configured, else DEFAULT_LLM_QUIET_PERIOD_S for an LLM
+        extractor (an incomplete window costs a call like a full one) and 0 for the built-in rules (a window costs
+        nothing, so holding turns back would only delay learning)."""
+        if self.extraction_quiet_period_seconds is not None:
+            return self.extraction_quiet_period_seconds
+        return DEFAULT_LLM_QUIET_PERIOD_S if llm else 0.0
 
     def to_json(self) -> str:
         """Canonical JSON (reloads to an equal config); what the Dagster resource carries."""

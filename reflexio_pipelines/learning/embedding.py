@@ -390,3 +390,31 @@ def embed_one(embedder: Embedder, text: str) -> np.ndarray:
     if callable(embed_query):
         return np.asarray(embed_query(text), dtype=np.float32)
     return embedder.embed([text])[0]
+
+
+class MemoEmbedder:
+    """An embedder that remembers every text it embedded (for one run): `prime()` embeds all texts a step will need
+    in one batched call, so many small per-user calls afterwards cost nothing. Safe to share between threads (a
+    race computes a text twice, with the same result)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self._vectors: dict[str, np.ndarray] = {}
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def prime(self, texts: list[str]) -> None:
+        """Embed, in one call, the texts not seen yet."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            self._vectors.update(zip(missing, np.asarray(self.inner.embed(missing), dtype=np.float32)))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors for `texts` (row i for texts[i]), embedding only those not seen before."""
+        self.prime(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vectors[t] for t in texts])

@@ -7,6 +7,7 @@ from typing import Protocol, runtime_checkable
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
 from reflexio_pipelines.learning.config import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
+from reflexio_pipelines.learning.llm_call import LLMEndpoint
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
 from reflexio_pipelines.learning.types import ExtractionResult, Window
 from reflexio_pipelines.settings import LLMSettings
@@ -34,17 +35,8 @@ class Extractor(Protocol):
 
 
 def make_extractor(llm_settings: LLMSettings) -> BuiltinExtractor | LiteLLMExtractor:
-    """The builtin rule-based extractor when no model is configured, else a LiteLLM extractor for that model."""
-    model = llm_settings.model.strip()
-    if not model:
+    """The builtin rule-based extractor when no model is configured, else a LiteLLM extractor on the endpoint of
+    these settings (every setting reaches every call; the gate model shares them)."""
+    if not llm_settings.model.strip():
         return BuiltinExtractor()
-    return LiteLLMExtractor(
-        model=model,
-        api_base=llm_settings.api_base,
-        api_key=llm_settings.api_key.get_secret_value(),
-        timeout_s=llm_settings.timeout_s,
-        max_retries=llm_settings.max_retries,
-        backoff_base_s=llm_settings.backoff_base_s,
-        temperature=llm_settings.temperature,
-        gate_model=llm_settings.gate_model,
-    )
+    return LiteLLMExtractor(endpoint=LLMEndpoint.from_settings(llm_settings), gate_model=llm_settings.gate_model)

@@ -24,11 +24,13 @@ the caller to record; re-running the partition learns the user's batch once, fro
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -38,10 +40,11 @@ from reflexio_pipelines.learning.config import (
     ExtractorGroup,
 )
 from reflexio_pipelines.learning.dedup import Candidate, DedupJudge, Resolution, deduplicate, profile_slot
-from reflexio_pipelines.learning.embedding import Embedder
+from reflexio_pipelines.learning.embedding import Embedder, MemoEmbedder
 from reflexio_pipelines.learning.extract import Extractor
 from reflexio_pipelines.learning.forget import match_profiles
 from reflexio_pipelines.learning.lifecycle import FORGOTTEN
+from reflexio_pipelines.learning.llm_ledger import about_user
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, FailureSummary, GatedExtractionResult
 from reflexio_pipelines.learning.types import (
     NEVER_EXPIRES_TIMESTAMP,
@@ -53,7 +56,7 @@ from reflexio_pipelines.learning.types import (
     stable_int_id,
     stable_uuid,
 )
-from reflexio_pipelines.learning.windows import group_by_user, plan_windows, turn_sort_key
+from reflexio_pipelines.learning.windows import FLUSH_ALL, Pace, group_by_user, plan_windows, ready_turns, turn_sort_key
 
 #: Builds the dedup judge for one entity ("profile" or "user_playbook"), given the vectors already computed.
 JudgeFactory = Callable[[str, dict[str, np.ndarray]], DedupJudge]
@@ -75,7 +78,17 @@ class LearnStats:
     gate_skipped: int = 0  # windows the gate rejected: processed (bookmark advanced), no extraction call
     forget_requests: int = 0  # forget directives read from new turns
     forgotten: int = 0  # profiles they removed (matched by the heuristic in learning/forget.py)
+    turns_extracted: int = 0  # new turns that went through this run (per extractor group)
+    turns_held: int = 0  # new turns held back for a full window or a quiet session (per extractor group)
     extractors: set[str] = field(default_factory=set)
+
+    def add(self, other: LearnStats) -> None:
+        """Add another batch's counts (users excepted: the caller counts those)."""
+        for name in ("windows", "llm_calls", "prompt_tokens", "completion_tokens", "dedup_calls", "superseded",
+                     "duplicates_dropped", "gate_calls", "gate_skipped", "forget_requests", "forgotten", "turns_extracted",
+                     "turns_held"):  # fmt: skip
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.extractors |= other.extractors
 
 
 #: Content of a tombstone row: the forgotten fact is deliberately not repeated in it.
@@ -129,11 +142,15 @@ class LearnOutput:
 
 @dataclass
 class UserState:
-    """What the pipeline knows about one user before this partition."""
+    """What the pipeline knows about one user before this run: processed turns, current items (of earlier
+    partitions, and of earlier runs of this one), and per extractor group the bookmark an earlier run of this
+    partition left (`bookmarks`, the table row) with the turns of this partition it processed (`processed`)."""
 
     history: list[Turn] = field(default_factory=list)
     profiles: list[dict[str, Any]] = field(default_factory=list)  # current profile rows
     playbooks: list[dict[str, Any]] = field(default_factory=list)  # current user playbook rows
+    processed: dict[str, frozenset[str]] = field(default_factory=dict)
+    bookmarks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def content_key(text: str) -> str:
@@ -162,6 +179,8 @@ def learn(
     status: str = "current",
     on_failure: Literal["raise", "record"] = "raise",
     blocked: dict[str, str] | None = None,
+    pace: Pace = FLUSH_ALL,
+    concurrency: int = 1,
 ) -> LearnOutput:
     """Learn from one partition's `turns`; `states` holds each user's history and current items; `config` says
     which extractors run (one extraction call per window and extractor group) and how windows are cut.
@@ -169,59 +188,115 @@ def learn(
     `status="pending"` is a rerun: rows are written as pending (not served) until an upgrade promotes them.
     `on_failure="record"` turns a failed user batch into a `Failure` in the output (nothing of that user is
     written) instead of raising. `blocked` maps users that must wait (an earlier window of theirs is unresolved)
-    to the reason; they are not extracted and come back as `blocked` failures.
+    to the reason; they are not extracted and come back as `blocked` failures. Turns a user's state lists as
+    already processed by an earlier run of this partition (`UserState.processed`) are context, not new; `pace`
+    says which of the new turns go through now (learning/windows.py `ready_turns`; default: all of them).
+
+    Users are independent, so up to `concurrency` of them are extracted (and judged) at once, in threads: the LLM
+    calls wait on the network, and the endpoint's throttle bounds what is in flight. Embeddings for every user's
+    deduplication are computed in one batched call between the two phases. The output is the same for any
+    `concurrency`: rows are assembled in user order.
     """
-    stats = LearnStats()
-    out = LearnOutput([], [], [], [], stats)
-    groups = config.groups()
     blocked = blocked or {}
-    for user_id, user_turns in group_by_user(turns).items():
-        stats.users += 1
-        if user_id in blocked:
-            out.failures.append(Failure(user_id, "*", "blocked", FailureSummary("Blocked", blocked[user_id]),
-                                        first_turn_id=user_turns[0].turn_id, last_turn_id=user_turns[-1].turn_id))  # fmt: skip
-            continue
-        try:
-            _learn_user(user_id, user_turns, states.get(user_id, UserState()), groups, extractor, embedder,
-                        judge_factory, out, window=window, run_id=run_id, status=status)  # fmt: skip
-        except _UserFailed as failed:
+    groups = config.groups()
+    by_user = group_by_user(turns)
+    memo = MemoEmbedder(embedder)
+    out = LearnOutput([], [], [], [], LearnStats(users=len(by_user)))
+    todo = {u: t for u, t in by_user.items() if u not in blocked}
+    for user_id in (u for u in by_user if u in blocked):
+        user_turns = by_user[user_id]
+        out.failures.append(Failure(user_id, "*", "blocked", FailureSummary("Blocked", blocked[user_id]),
+                                    first_turn_id=user_turns[0].turn_id, last_turn_id=user_turns[-1].turn_id))  # fmt: skip
+
+    def extract_one(user_id: str) -> _Extracted:
+        return _extract_user(user_id, todo[user_id], states.get(user_id, UserState()), groups, extractor, pace,
+                             window=window, run_id=run_id)  # fmt: skip
+
+    extracted = _run_per_user(extract_one, list(todo), concurrency)
+    memo.prime(_texts_to_embed(extracted.values(), states))
+
+    def resolve_one(user_id: str) -> _Extracted:
+        return _resolve_user(extracted[user_id], states.get(user_id, UserState()), memo, judge_factory,
+                             window=window, run_id=run_id, status=status)  # fmt: skip
+
+    resolved = _run_per_user(resolve_one, [u for u, e in extracted.items() if e.failure is None], concurrency)
+    for user_id in todo:  # user order: the output does not depend on which thread finished first
+        user = resolved.get(user_id, extracted[user_id])
+        out.stats.add(user.stats)
+        if user.failure is not None:
             if on_failure == "raise":
-                raise failed.__cause__ or failed from None
-            out.failures.append(failed.failure)
+                raise user.failure.__cause__ or user.failure from None
+            out.failures.append(user.failure.failure)
             continue
+        out.profiles.extend(user.rows["profiles"])
+        out.playbooks.extend(user.rows["playbooks"])
+        out.change_log.extend(user.rows["change_log"])
+        out.bookmarks.extend(user.rows["bookmarks"])
         out.learned_users.add(user_id)
     return out
 
 
-def _learn_user(
+T = TypeVar("T")
+
+
+def _run_per_user(work: Callable[[str], T], user_ids: list[str], concurrency: int) -> dict[str, T]:
+    """`work(user_id)` for every user, up to `concurrency` at once; each thread gets a copy of the caller's context
+    (the LLM call ledger) with the user set as the subject of its calls."""
+
+    def one(user_id: str) -> T:
+        with about_user(user_id):
+            return work(user_id)
+
+    if concurrency <= 1 or len(user_ids) <= 1:
+        return {u: one(u) for u in user_ids}
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(user_ids)), thread_name_prefix="learn") as pool:
+        futures = {u: pool.submit(contextvars.copy_context().run, one, u) for u in user_ids}
+        return {u: f.result() for u, f in futures.items()}
+
+
+@dataclass
+class _Extracted:
+    """One user's batch between the phases: what the extractor found, then (after `_resolve_user`) the rows."""
+
+    user_id: str
+    user_turns: list[Turn]
+    stats: LearnStats
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    playbooks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    requests: list[tuple[ForgetDirective, Turn, Window, ExtractionResult, ExtractorGroup]] = field(default_factory=list)
+    #: per group: the turns extracted now, those held back, the windows, when the held-back turns fall due (µs)
+    planned: list[tuple[ExtractorGroup, list[Turn], list[Turn], list[Window], int | None]] = field(default_factory=list)
+    failure: _UserFailed | None = None
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _extract_user(
     user_id: str,
     user_turns: list[Turn],
     state: UserState,
     groups: list[ExtractorGroup],
     extractor: Extractor,
-    embedder: Embedder,
-    judge_factory: JudgeFactory,
-    out: LearnOutput,
+    pace: Pace,
     *,
     window: str,
     run_id: str,
-    status: str,
-) -> None:
-    """One user's batch: extract every window, apply forget requests, deduplicate, then append the rows to `out`
-    (only once everything succeeded: a `_UserFailed` leaves `out` untouched apart from the cost in `out.stats`)."""
-    stats = out.stats
-    profiles: dict[str, dict[str, Any]] = {}
-    playbooks: dict[int, dict[str, Any]] = {}
-    requests: list[tuple[ForgetDirective, Turn, Window, ExtractionResult, ExtractorGroup]] = []
-    planned: list[tuple[ExtractorGroup, list[Turn], list[Window]]] = []
+) -> _Extracted:
+    """Phase 1 of a user's batch: extract every window of the turns that go through now (per extractor group)."""
+    found = _Extracted(user_id, user_turns, LearnStats())
+    stats = found.stats
     for group in groups:
-        new_turns = [t for t in user_turns if group.accepts(t)]
-        if not new_turns:
+        done = state.processed.get(group.name, frozenset())
+        accepted = [t for t in user_turns if group.accepts(t)]
+        ready, held = ready_turns([t for t in accepted if t.turn_id not in done], group.batch_size, pace)
+        if not ready and not held:
             continue  # nothing new for this group's sources: its bookmark stays where it was
-        history = [t for t in state.history if group.accepts(t)]
-        windows = plan_windows(history, new_turns, group.batch_size, group.batch_interval)
-        planned.append((group, new_turns, windows))
-        fresh = {t.turn_id for t in new_turns}
+        history = [t for t in state.history if group.accepts(t)] + [t for t in accepted if t.turn_id in done]
+        windows = plan_windows(history, ready, group.batch_size, group.batch_interval, pace.quiet_us)
+        stats.turns_extracted += len(ready)
+        stats.turns_held += len(held)
+        due = held[-1].ingested_at_us + pace.quiet_us if held else None
+        found.planned.append((group, ready, held, windows, due))
+        fresh = {t.turn_id for t in ready}
         for win in windows:
             try:
                 result = extractor.extract(win, group)
@@ -232,22 +307,55 @@ def _learn_user(
                 stats.completion_tokens += exc.completion_tokens
                 failure = Failure(user_id, group.name, "extract", exc.summary, exc.attempts, win.window_id,
                                   win.turns[0].turn_id, win.turns[-1].turn_id)  # fmt: skip
-                raise _UserFailed(failure) from exc
+                found.failure = _UserFailed(failure)
+                found.failure.__cause__ = exc
+                return found
             _count(stats, result)
             by_id = {t.turn_id: t for t in win.turns}
             # Context turns were learned from when they were new: an item resting only on them is a repeat.
             for row in _profile_rows(win, result, group, by_id, window, run_id):
                 if fresh & set(row["source_turn_ids"]):
-                    _merge(profiles, row["profile_id"], row)
+                    _merge(found.profiles, row["profile_id"], row)
             for row in _playbook_rows(win, result, group, by_id, window, run_id):
                 if fresh & set(row["source_turn_ids"]):
-                    _merge(playbooks, row["user_playbook_id"], row)
+                    _merge(found.playbooks, row["user_playbook_id"], row)
             for directive in result.forget:  # a request seen only as context was handled when it was new
                 asked = [by_id[i] for i in directive.source_turn_ids if i in by_id and i in fresh]
                 if asked:
-                    requests.append((directive, max(asked, key=turn_sort_key), win, result, group))
+                    found.requests.append((directive, max(asked, key=turn_sort_key), win, result, group))
+    return found
+
+
+def _texts_to_embed(batches: Iterable[_Extracted], states: dict[str, UserState]) -> list[str]:
+    """Every text the resolve phase will embed (new and current items, forget targets), for one batched call."""
+    texts: list[str] = []
+    for found in batches:
+        if found.failure is not None or not (found.profiles or found.playbooks or found.requests):
+            continue
+        state = states.get(found.user_id, UserState())
+        texts += [d.target for d, *_ in found.requests]
+        texts += [r["content"] for r in [*found.profiles.values(), *state.profiles]]
+        texts += [_playbook_text(r) for r in [*found.playbooks.values(), *state.playbooks]]
+    return texts
+
+
+def _resolve_user(
+    found: _Extracted,
+    state: UserState,
+    embedder: Embedder,
+    judge_factory: JudgeFactory,
+    *,
+    window: str,
+    run_id: str,
+    status: str,
+) -> _Extracted:
+    """Phase 2 of a user's batch: apply forget requests, deduplicate against the user's current items, and build
+    the rows (set on `found.rows` only once everything succeeded; a failure leaves only its cost in `found.stats`)."""
+    stats, user_id, user_turns = found.stats, found.user_id, found.user_turns
+    profiles, playbooks = dict(found.profiles), dict(found.playbooks)
     order = {t.turn_id: turn_sort_key(t) for t in [*state.history, *user_turns]}
-    tombstones, existing_profiles = _forget(requests, profiles, state.profiles, order, embedder, stats, window, run_id)
+    tombstones, existing_profiles = _forget(found.requests, profiles, state.profiles, order, embedder, stats,
+                                            window, run_id)  # fmt: skip
     try:
         kept_profiles = _dedup(
             "profile", list(profiles.values()), existing_profiles, embedder, judge_factory, stats,
@@ -264,16 +372,23 @@ def _learn_user(
     except DedupFailed as exc:
         failure = Failure(user_id, "*", "dedup", exc.summary, exc.calls, None, user_turns[0].turn_id,
                           user_turns[-1].turn_id)  # fmt: skip
-        raise _UserFailed(failure) from exc
+        found.failure = _UserFailed(failure)
+        found.failure.__cause__ = exc
+        return found
     kept_profiles = [dict(r, status=status) for r in kept_profiles]
     kept_playbooks = [dict(r, status=status) for r in kept_playbooks]
-    out.profiles.extend(kept_profiles + tombstones)
-    out.playbooks.extend(kept_playbooks)
-    out.change_log.extend(_changes("profile", kept_profiles + tombstones, "profile_id", window, run_id))
-    out.change_log.extend(_changes("user_playbook", kept_playbooks, "user_playbook_id", window, run_id))
-    for group, new_turns, windows in planned:
-        items = _items_of(group, kept_profiles, kept_playbooks)
-        out.bookmarks.append(_bookmark(user_id, group.name, new_turns, windows, items, window, run_id))
+    found.rows = {
+        "profiles": kept_profiles + tombstones,
+        "playbooks": kept_playbooks,
+        "change_log": _changes("profile", kept_profiles + tombstones, "profile_id", window, run_id)
+        + _changes("user_playbook", kept_playbooks, "user_playbook_id", window, run_id),
+        "bookmarks": [
+            _bookmark(state.bookmarks.get(group.name), user_id, group.name, ready, held, due, windows,
+                      _items_of(group, kept_profiles, kept_playbooks), window, run_id)  # fmt: skip
+            for group, ready, held, windows, due in found.planned
+        ],
+    }
+    return found
 
 
 def _forget(
@@ -436,17 +551,32 @@ def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: st
 
 
 def _bookmark(
-    user_id: str, group_name: str, new_turns: list[Turn], windows: list[Window], items: int, window: str, run_id: str
+    previous: dict[str, Any] | None,
+    user_id: str,
+    group_name: str,
+    ready: list[Turn],
+    held: list[Turn],
+    due_at_us: int | None,
+    windows: list[Window],
+    items: int,
+    window: str,
+    run_id: str,
 ) -> dict:
+    """The group's bookmark after this run, carrying on from the one an earlier run of this partition left: counts
+    are the partition's totals, `processed_turn_ids` every turn of the partition extracted so far."""
+    previous = previous or {}
     last = windows[-1].turns[-1] if windows else None
     return {
         "user_id": user_id,
         "extractor": group_name,
-        "last_turn_id": last.turn_id if last else None,
-        "last_created_at": last.created_at if last else None,
-        "new_turns": len(new_turns),
-        "extraction_windows": len(windows),
-        "items_extracted": items,
+        "last_turn_id": last.turn_id if last else previous.get("last_turn_id"),
+        "last_created_at": last.created_at if last else previous.get("last_created_at"),
+        "new_turns": (previous.get("new_turns") or 0) + len(ready),
+        "extraction_windows": (previous.get("extraction_windows") or 0) + len(windows),
+        "items_extracted": (previous.get("items_extracted") or 0) + items,
+        "processed_turn_ids": sorted({*(previous.get("processed_turn_ids") or []), *(t.turn_id for t in ready)}),
+        "held_turns": len(held),
+        "due_at_us": due_at_us,
         "run_id": run_id,
         "window": window,
     }

@@ -6,7 +6,7 @@ from typing import Any
 
 from reflexio_pipelines.learning.aggregate import Member, Rule
 from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
-from reflexio_pipelines.learning.llm_call import LLMEndpoint
+from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from
 from reflexio_pipelines.learning.prompts import load_prompt
 
 PROMPT_ID = "aggregation"
@@ -55,12 +55,15 @@ def parse_rule(obj: dict[str, Any]) -> Rule | None:
 
 class LiteLLMConsolidator:
     """A `Consolidator` backed by any LiteLLM chat model. A cluster whose call keeps failing yields no rule this
-    run (it is not recorded as covered, so the next run tries again) — never a half-made playbook."""
+    run (it is not recorded as covered, so the next run tries again) — never a half-made playbook. Runs on the
+    shared `endpoint`, or on one built from a model and its settings (`settings`: further LLMEndpoint fields)."""
 
-    def __init__(self, model: str, api_base: str = "", api_key: str = "", timeout_s: float = 120,
-                 max_retries: int = 2, agent_version: str = "", **endpoint: Any) -> None:  # fmt: skip
-        self.endpoint = LLMEndpoint(model, api_base, api_key, timeout_s, max_retries, **endpoint)
-        self.model = model
+    def __init__(self, model: str = "", api_base: str = "", api_key: str = "", timeout_s: float = 120,
+                 max_retries: int = 2, agent_version: str = "", *, endpoint: LLMEndpoint | None = None,
+                 **settings: Any) -> None:  # fmt: skip
+        self.endpoint = endpoint_from(endpoint, model, api_base=api_base, api_key=api_key, timeout_s=timeout_s,
+                                      max_retries=max_retries, **settings)  # fmt: skip
+        self.model = self.endpoint.model
         self.agent_version = agent_version
         self.prompt = load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.prompt_version = self.prompt.ref
@@ -68,8 +71,8 @@ class LiteLLMConsolidator:
     def consolidate(self, members: list[Member], approved: list[Rule]) -> tuple[Rule | None, int, int, int]:
         messages = self.prompt.render_messages(agent_version=self.agent_version or "(unspecified)",
                                                members=render_members(members), approved_rules=render_rules(approved))  # fmt: skip
-        outcome = self.endpoint.call_json(messages, ("playbook",), parse_rule, "aggregation")
-        if outcome.error:
+        outcome = self.endpoint.call_json(messages, ("playbook",), parse_rule, "aggregation", stage="consolidation")
+        if not outcome.ok:
             raise ConsolidationFailed(outcome.error, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens)
         return outcome.value, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
 

@@ -1,40 +1,245 @@
-"""One JSON-returning LLM call with retries, shared by the LLM judges (dedup, aggregation).
+"""The one LLM endpoint: every chat call of every stage (extraction, gate, dedup judge, session and shadow judges,
+consolidation) goes through `LLMEndpoint.call` / `call_json`.
 
-Transient failures (timeouts, 429, 5xx, unparseable or schema-violating replies) are retried with exponential
-backoff and full jitter (a 429's Retry-After is honoured when longer); anything else ends at once. Cost is counted
-on every attempt. Logs carry only a `FailureSummary` (error class and kind), never provider text or replies; the
-scrubbed exception text is kept on the outcome for the caller.
+One call is: the process-wide throttle of the provider (llm_throttle.py: calls in flight, requests/min, tokens/min,
+a 429's Retry-After pausing every caller), one LiteLLM request with every setting applied, the reply parsed and
+validated by the caller's function, one `LLMCall` in the cost ledger (llm_ledger.py) per attempt, and tenacity
+retrying transient failures (timeouts, connection errors, 408/409/425/429, 5xx, unparseable or schema-violating
+replies) with exponential backoff and full jitter, a 429's Retry-After honoured when longer. Anything else ends at
+once. Cost is counted on every attempt.
+
+Parameters a model does not accept are dropped, never failing every call: LiteLLM's `drop_params=True`. Verified
+against LiteLLM 1.110 and the local stub: for the gpt-5 family and the o-series, which take only temperature 1, a
+temperature of 0 or 0.7 is removed from the request (without `drop_params` LiteLLM raises UnsupportedParamsError
+before sending anything); for models that take it, it is sent as configured (tests/test_llm_endpoint.py).
+
+Logs carry only a `FailureSummary` (error class and kind), never provider text or replies; the scrubbed exception
+text is kept on the outcome for the caller.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import random
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reflexio_pipelines.learning.jsonparse import parse_llm_json
-from reflexio_pipelines.learning.llm_extract import (
-    FailureSummary,
-    complete_chat,
-    is_transient,
-    reply_text,
-    response_usage,
-    retry_delay,
-    scrub_secret,
-    summarize_failure,
-)
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random_exponential
+from tenacity.wait import wait_base
+
+from reflexio_pipelines.learning.jsonparse import LLMOutputError, parse_llm_json
+from reflexio_pipelines.learning.llm_ledger import LLMCall, current_user, record
+from reflexio_pipelines.learning.llm_throttle import Throttle, ThrottleLimits, Waiter, estimate_tokens, throttle_for
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
+
+    from reflexio_pipelines.settings import LLMSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: The callers of the endpoint, as the ledger names them.
+STAGES = ("extraction", "gate", "dedup", "session_judge", "shadow_judge", "consolidation")
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+MAX_BACKOFF_S = 30.0
+NO_JSON_MESSAGE = "the reply holds no usable JSON object"
+
+
+# --- failures ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FailureSummary:
+    """Why a call failed, safe to store and log: the exception class and a fixed description of its kind (HTTP
+    status where there is one). Never the provider's message or the model's reply: either can echo the prompt."""
+
+    error_class: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.error_class}: {self.message}"
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for attr in ("status_code", "status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int):
+            return value
+    response = getattr(exc, "response", None)
+    value = getattr(response, "status_code", None)
+    return value if isinstance(value, int) else None
+
+
+def failure_outcome(exc: BaseException) -> str:
+    """The ledger outcome (one of llm_ledger.OUTCOMES other than `ok`) of a failed attempt."""
+    name = type(exc).__name__.lower()
+    status = _status_code(exc)
+    if isinstance(exc, LLMOutputError):
+        return "bad_output"
+    if isinstance(exc, TimeoutError) or "timeout" in name:  # LiteLLM's Timeout carries 408: the name decides
+        return "timeout"
+    if status == 429:
+        return "rate_limited"
+    if status is not None:
+        return "server_error" if status >= 500 else "refused"
+    if isinstance(exc, ConnectionError) or "connection" in name:
+        return "connection"
+    return "error"
+
+
+def summarize_failure(exc: BaseException) -> FailureSummary:
+    """The `FailureSummary` of a failed call. An `LLMOutputError` subclass may name its own fixed description in a
+    `summary_message` class attribute (e.g. the extractor's SchemaViolation)."""
+    status = _status_code(exc)
+    messages = {
+        "bad_output": getattr(exc, "summary_message", NO_JSON_MESSAGE),
+        "timeout": "the call timed out",
+        "rate_limited": "rate limited (HTTP 429)",
+        "server_error": f"server error (HTTP {status})",
+        "refused": f"request refused (HTTP {status})",
+        "connection": "the connection failed",
+        "error": "unexpected error",
+    }
+    return FailureSummary(type(exc).__name__, messages[failure_outcome(exc)])
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures worth retrying: bad model output, timeouts, connection errors, 408/409/425/429, 5xx.
+
+    Authentication, permission and request-shape errors (other 4xx) fail at once: retrying cannot fix them.
+    """
+    if isinstance(exc, (LLMOutputError, TimeoutError, ConnectionError)):
+        return True
+    status = _status_code(exc)
+    if status is not None:
+        return status in RETRYABLE_STATUS or status >= 500
+    # LiteLLM maps transport problems to these class names (no status code attached)
+    return type(exc).__name__ in {"Timeout", "APIConnectionError", "APITimeoutError", "ServiceUnavailableError"}
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """Seconds a rate-limited provider asked us to wait (its `Retry-After` header, in seconds), None if not given.
+
+    LiteLLM keeps the provider's headers on the exception (`headers`, `litellm_response_headers`) or on its httpx
+    response; an HTTP-date value is ignored (the exponential backoff applies)."""
+    sources = (getattr(exc, "headers", None), getattr(exc, "litellm_response_headers", None),
+               getattr(getattr(exc, "response", None), "headers", None))  # fmt: skip
+    for headers in sources:
+        if not headers or not hasattr(headers, "get"):
+            continue
+        value = headers.get("retry-after") or headers.get("Retry-After")
+        try:
+            return max(0.0, float(value))
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+class wait_backoff_or_retry_after(wait_base):  # noqa: N801 - named like tenacity's own wait strategies
+    """Tenacity wait: exponential backoff with full jitter on top, or the provider's Retry-After when longer.
+
+    Retry k (0-based) waits a delay in [base·2^k, 2·base·2^k] (tenacity's `wait_exponential` plus
+    `wait_random_exponential`: parallel workers do not retry in lockstep), the whole capped at MAX_BACKOFF_S."""
+
+    def __init__(self, base_s: float) -> None:
+        self._backoff = wait_exponential(multiplier=base_s, max=MAX_BACKOFF_S) + wait_random_exponential(
+            multiplier=base_s, max=MAX_BACKOFF_S
+        )
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        failure = retry_state.outcome.exception() if retry_state.outcome else None
+        asked = (retry_after_s(failure) or 0.0) if failure is not None else 0.0
+        return min(MAX_BACKOFF_S, max(self._backoff(retry_state), asked))
+
+
+def scrub_secret(text: str, secret: str) -> str:
+    """`text` with every occurrence of `secret` replaced by `***` (unchanged when there is no secret)."""
+    return text.replace(secret, "***") if secret else text
+
+
+# --- one request --------------------------------------------------------------------------------------------------
+
+
+def response_usage(response: Any) -> tuple[int, int]:
+    """(prompt_tokens, completion_tokens) from a chat response's usage block; (0, 0) when absent."""
+    usage = getattr(response, "usage", None)
+    if usage is None and isinstance(response, dict):
+        usage = response.get("usage")
+    if usage is None:
+        return 0, 0
+    get = usage.get if isinstance(usage, dict) else lambda key: getattr(usage, key, None)
+    return int(get("prompt_tokens") or 0), int(get("completion_tokens") or 0)
+
+
+def reply_text(response: Any) -> str:
+    """The first choice's message text, or "" when the response has none."""
+    try:
+        return response.choices[0].message.content or ""
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return ""
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
+    import litellm  # lazy: importing litellm takes seconds
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def complete_chat(
+    model: str,
+    messages: Sequence[dict[str, str]],
+    *,
+    api_base: str = "",
+    api_key: str = "",
+    timeout_s: float = 120,
+    temperature: float = 0.0,
+    json_mode: bool = True,
+) -> Any:
+    """One LiteLLM chat call (JSON mode unless `json_mode` is False), with LiteLLM's and the SDKs' own retries off
+    (retries are the endpoint's). Parameters the model does not accept (temperature on reasoning models, JSON mode
+    on providers without it) are dropped by LiteLLM (`drop_params`), so they cannot fail the call."""
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": list(messages),
+        "timeout": timeout_s,
+        "temperature": temperature,
+        "drop_params": True,
+        "num_retries": 0,  # retries are ours (the provider SDKs would retry silently, uncounted)
+        "max_retries": 0,
+    }
+    if json_mode:
+        kwargs["response_format"] = {"type": "json_object"}
+    if api_base:
+        kwargs["api_base"] = api_base
+    if api_key:
+        kwargs["api_key"] = api_key
+    return _litellm().completion(**kwargs)
+
+
+def cost_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD for these token counts from LiteLLM's bundled cost map (offline), None when the model is not in it."""
+    try:
+        prompt_cost, completion_cost = _litellm().cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+    except Exception:  # LiteLLM raises for unmapped models (a local stub, a fine-tune, a self-hosted model)
+        return None
+    return float(prompt_cost) + float(completion_cost)
+
+
+# --- the endpoint -------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class CallOutcome(Generic[T]):
-    """The validated value (None when every attempt failed), the cost, the scrubbed last error text and its
-    storable summary (None when the call succeeded)."""
+    """The validated value, the cost, the scrubbed last error text and its storable summary. `failure` is None
+    exactly when the call succeeded (`ok`); a successful value may itself be None (e.g. a consolidator's null)."""
 
     value: T | None
     calls: int = 0
@@ -43,10 +248,16 @@ class CallOutcome(Generic[T]):
     error: str = ""
     failure: FailureSummary | None = None
 
+    @property
+    def ok(self) -> bool:
+        """True when an attempt returned a validated value."""
+        return self.failure is None and self.calls > 0
+
 
 @dataclass
 class LLMEndpoint:
-    """Where and how to call: model, endpoint, key (never shown), retry policy."""
+    """Where and how to call: model, endpoint, key (never shown), timeout, retry policy, temperature and the
+    provider limits of the shared throttle. Build it from settings with `from_settings`."""
 
     model: str
     api_base: str = ""
@@ -56,35 +267,122 @@ class LLMEndpoint:
     temperature: float = 0.0
     backoff_base_s: float = 1.0
     sleep: Callable[[float], None] = time.sleep
+    concurrency: int = 32
+    rpm: int = 0
+    tpm: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.model.strip():
+            raise ValueError("an LLM endpoint needs a model name (an empty model means the offline built-ins)")
+        self.model = self.model.strip()
+        ThrottleLimits(self.concurrency, self.rpm, self.tpm)  # invalid limits fail here, not at the first call
+
+    @classmethod
+    def from_settings(cls, settings: LLMSettings, *, sleep: Callable[[float], None] = time.sleep) -> LLMEndpoint:
+        """The endpoint for `settings` (every field of LLMSettings except gate_model, which names a second
+        endpoint: `with_model(settings.gate_model)`)."""
+        return cls(
+            model=settings.model,
+            api_base=settings.api_base,
+            api_key=settings.api_key.get_secret_value(),
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+            temperature=settings.temperature,
+            backoff_base_s=settings.backoff_base_s,
+            sleep=sleep,
+            concurrency=settings.concurrency,
+            rpm=settings.rpm,
+            tpm=settings.tpm,
+        )
+
+    def with_model(self, model: str) -> LLMEndpoint:
+        """The same endpoint settings for another model (e.g. the gate's); it gets that model's own throttle."""
+        return dataclasses.replace(self, model=model)
 
     def __repr__(self) -> str:  # the key is deliberately absent
         return f"LLMEndpoint(model={self.model!r}, api_base={self.api_base!r})"
 
-    def call_json(self, messages: list[dict[str, str]], expected_keys: tuple[str, ...],
-                  validate: Callable[[dict], T], what: str) -> CallOutcome[T]:  # fmt: skip
-        """Call until `validate(parsed_json)` returns without raising, or the retries are spent."""
+    @property
+    def limits(self) -> ThrottleLimits:
+        """The provider limits this endpoint applies to its throttle."""
+        return ThrottleLimits(self.concurrency, self.rpm, self.tpm)
+
+    @property
+    def throttle(self) -> Throttle:
+        """The process-wide throttle of this model and api_base (shared with every other endpoint on them)."""
+        return throttle_for(self.model, self.api_base, self.limits)
+
+    def call_json(self, messages: Sequence[dict[str, str]], expected_keys: tuple[str, ...],
+                  validate: Callable[[dict], T], what: str, *, stage: str) -> CallOutcome[T]:  # fmt: skip
+        """A JSON-mode call: retried until `validate(parsed_json)` returns without raising (raise LLMOutputError
+        for a reply worth retrying), or the retries are spent."""
+        return self.call(messages, lambda text: validate(parse_llm_json(text, expected_keys=expected_keys)),
+                         what=what, stage=stage)  # fmt: skip
+
+    def call(self, messages: Sequence[dict[str, str]], parse: Callable[[str], T], *, what: str, stage: str,
+             json_mode: bool = True, max_retries: int | None = None) -> CallOutcome[T]:  # fmt: skip
+        """Call until `parse(reply_text)` returns without raising, or the retries (`max_retries`, default the
+        endpoint's) are spent. Never raises for model or transport failures: they are on the outcome."""
+        if stage not in STAGES:
+            raise ValueError(f"unknown LLM stage {stage!r}; one of {', '.join(STAGES)}")
         outcome: CallOutcome[T] = CallOutcome(None)
-        rng = random.Random()
-        attempts = max(0, self.max_retries) + 1
-        last: BaseException | None = None
-        for attempt in range(attempts):
-            if last is not None:
-                self.sleep(retry_delay(last, attempt - 1, self.backoff_base_s, rng))
-            outcome.calls += 1
+        attempts = max(0, self.max_retries if max_retries is None else max_retries) + 1
+        waiter = Waiter(self.sleep)
+        retrying = Retrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait_backoff_or_retry_after(self.backoff_base_s),
+            retry=retry_if_exception(is_transient),
+            sleep=waiter.sleep,  # the waiter remembers the backoff, so the throttle's pause is not waited twice
+            reraise=True,
+        )
+        try:
+            outcome.value = retrying(self._attempt, messages, parse, outcome, waiter, stage, json_mode, what, attempts)
+        except Exception as exc:  # every attempt failed, or one failed for good: the outcome says why
+            outcome.error = scrub_secret(f"{type(exc).__name__}: {exc}", self.api_key)[:500]
+            outcome.failure = summarize_failure(exc)
+        return outcome
+
+    def _attempt(self, messages: Sequence[dict[str, str]], parse: Callable[[str], T], outcome: CallOutcome[T],
+                 waiter: Waiter, stage: str, json_mode: bool, what: str, attempts: int) -> T:  # fmt: skip
+        outcome.calls += 1
+        throttle = self.throttle
+        prompt_tokens = completion_tokens = 0
+        with throttle.slot(estimate_tokens(messages), waiter):
+            started_us, started = time.time_ns() // 1_000, time.perf_counter()
             try:
                 response = complete_chat(self.model, messages, api_base=self.api_base, api_key=self.api_key,
-                                         timeout_s=self.timeout_s, temperature=self.temperature)  # fmt: skip
+                                         timeout_s=self.timeout_s, temperature=self.temperature,
+                                         json_mode=json_mode)  # fmt: skip
                 prompt_tokens, completion_tokens = response_usage(response)
                 outcome.prompt_tokens += prompt_tokens
                 outcome.completion_tokens += completion_tokens
-                outcome.value = validate(parse_llm_json(reply_text(response), expected_keys=expected_keys))
-                outcome.error, outcome.failure = "", None
-                return outcome
-            except Exception as exc:  # classified below: only transient failures are retried
-                last = exc
-                outcome.error = scrub_secret(f"{type(exc).__name__}: {exc}", self.api_key)[:500]
-                outcome.failure = summarize_failure(exc)
-                log.warning("%s attempt %d/%d (%s) failed: %s", what, attempt + 1, attempts, self.model, outcome.failure)
-                if not is_transient(exc):
-                    break
-        return outcome
+                value = parse(reply_text(response))
+            except Exception as exc:
+                failure = exc
+            else:
+                failure = None
+            latency_ms = round((time.perf_counter() - started) * 1000)
+        if failure is not None and failure_outcome(failure) == "rate_limited":
+            throttle.pause(min(MAX_BACKOFF_S, retry_after_s(failure) or 0.0))  # every caller waits, not only this one
+        record(LLMCall(stage=stage, model=self.model, prompt_tokens=prompt_tokens,
+                       completion_tokens=completion_tokens, latency_ms=latency_ms,
+                       outcome="ok" if failure is None else failure_outcome(failure),
+                       error_class=None if failure is None else type(failure).__name__,
+                       cost_usd=cost_usd(self.model, prompt_tokens, completion_tokens), attempt=outcome.calls,
+                       started_at_us=started_us, user_id=current_user()))  # fmt: skip
+        if failure is not None:
+            # the summary, not the exception text: provider messages and replies can echo prompt content
+            log.warning("%s attempt %d/%d (%s) failed: %s", what, outcome.calls, attempts, self.model,
+                        summarize_failure(failure))  # fmt: skip
+            raise failure
+        return value
+
+
+def endpoint_from(endpoint: LLMEndpoint | None, model: str, **settings: Any) -> LLMEndpoint:
+    """`endpoint`, or a new one for `model` and the keyword `settings` (the LLM classes' keyword constructors, kept
+    for direct use and tests); giving both an endpoint and a model is an error."""
+    if endpoint is None:
+        return LLMEndpoint(model, **settings)
+    if model:
+        raise ValueError("pass either an LLMEndpoint or a model and its settings, not both")
+    return endpoint

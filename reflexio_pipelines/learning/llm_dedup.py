@@ -5,7 +5,7 @@ It only *groups*; what a group means (which NEW item survives, what it supersede
 
 Differences from the original on purpose: one prompt for profiles and playbooks (`item_kind` names which), every item
 line carries its UTC time so "the newer statement wins" is decidable, temperature 0, transient failures and
-unusable replies are retried with backoff (shared with the extractor), and a judge that still gets nothing usable
+unusable replies are retried with backoff (the shared `LLMEndpoint`, stage `dedup`), and a judge that still gets nothing usable
 returns no groups — every NEW item is kept and nothing is superseded — while reporting the calls and tokens spent
 and setting `last_failure`. The learning pipeline treats that as a failed user batch (learn.py: nothing of that
 user is written, the window is recorded in `extraction_failures` and retried), so the fallback never reaches the
@@ -24,8 +24,7 @@ from typing import Any
 
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
-from reflexio_pipelines.learning.llm_call import LLMEndpoint
-from reflexio_pipelines.learning.llm_extract import FailureSummary, scrub_secret
+from reflexio_pipelines.learning.llm_call import FailureSummary, LLMEndpoint, endpoint_from, scrub_secret
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
 
 log = logging.getLogger(__name__)
@@ -125,11 +124,12 @@ def validate_groups(obj: dict[str, Any], n_new: int, n_existing: int) -> tuple[l
 
 
 class LiteLLMDedupJudge:
-    """A `DedupJudge` backed by any LiteLLM-supported chat model (one call per `judge()`, retries included)."""
+    """A `DedupJudge` backed by any LiteLLM-supported chat model (one call per `judge()`, retries included), on the
+    shared `endpoint` or on one built from a model and its settings given as keywords."""
 
     def __init__(
         self,
-        model: str,
+        model: str = "",
         api_base: str = "",
         api_key: str = "",
         timeout_s: float = 120,
@@ -140,17 +140,18 @@ class LiteLLMDedupJudge:
         backoff_base_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
         prompt: Prompt | None = None,
+        endpoint: LLMEndpoint | None = None,
     ) -> None:
-        if not model:
-            raise ValueError("LiteLLMDedupJudge needs a model name")
         if not item_kind.strip():
             raise ValueError("item_kind must name the items, e.g. 'user profile facts'")
-        self.endpoint = LLMEndpoint(model, api_base, api_key, timeout_s, max_retries, temperature, backoff_base_s, sleep)
-        self.model = model
+        self.endpoint = endpoint_from(endpoint, model, api_base=api_base, api_key=api_key, timeout_s=timeout_s,
+                                      max_retries=max_retries, temperature=temperature,
+                                      backoff_base_s=backoff_base_s, sleep=sleep)  # fmt: skip
+        self.model = self.endpoint.model
         self.item_kind = item_kind.strip()
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.last_error = ""  # the scrubbed reason the last judge() fell back to "no groups" ("" if it did not)
-        self.last_failure: FailureSummary | None = None  # its storable summary (see llm_extract.FailureSummary)
+        self.last_failure: FailureSummary | None = None  # its storable summary (see llm_call.FailureSummary)
 
     def __repr__(self) -> str:  # the key is deliberately absent
         return (
@@ -185,8 +186,9 @@ class LiteLLMDedupJudge:
                          scrub_secret("; ".join(problems), self.endpoint.api_key))  # fmt: skip
             return groups
 
-        outcome = self.endpoint.call_json(self.messages(new, existing), DEDUP_KEYS, validate, "dedup judge")
-        if outcome.value is None:
+        outcome = self.endpoint.call_json(self.messages(new, existing), DEDUP_KEYS, validate, "dedup judge",
+                                          stage="dedup")  # fmt: skip
+        if not outcome.ok or outcome.value is None:
             self.last_error, self.last_failure = outcome.error, outcome.failure
             log.warning("dedup judge gave up after %d call(s) to %s; keeping all %d new item(s), superseding nothing",
                         outcome.calls, self.model, len(new))  # fmt: skip

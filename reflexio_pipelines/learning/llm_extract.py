@@ -12,6 +12,8 @@ Forget requests (prompt 1.2.0, the deletion directive channel): the reply's `for
 asked the agent to forget (`{"target": "Lives in Paris", "evidence": ["T4"]}`); they come back as
 `ForgetDirective`s and are matched against the user's stored profiles in learn.py, never stored as facts.
 
+Every call (the gate's too) goes through the shared `LLMEndpoint` (llm_call.py): throttle, retries, ledger.
+
 Differences from the original on purpose: temperature defaults to 0 (reproducible), transient failures (timeouts,
 429 — honouring Retry-After —, 5xx, connection errors, unparseable or schema-violating replies) are retried with
 exponential backoff and full jitter instead of a single attempt, a window that still fails raises
@@ -23,8 +25,6 @@ provider's message or the model's reply (either may echo prompt content).
 from __future__ import annotations
 
 import logging
-import os
-import random
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -38,8 +38,19 @@ from reflexio_pipelines.learning.jsonparse import (
     LLMOutputError,
     clean_text,
     dedupe_by_content,
-    parse_llm_json,
     validate_extraction,
+)
+# Re-exported: these lived here before the endpoint existed, and callers (learn.py, benchmarks) import them from here.
+from reflexio_pipelines.learning.llm_call import (  # noqa: F401
+    FailureSummary,
+    LLMEndpoint,
+    complete_chat,
+    endpoint_from,
+    is_transient,
+    reply_text,
+    response_usage,
+    scrub_secret,
+    summarize_failure,
 )
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
 from reflexio_pipelines.learning.transcript import (
@@ -68,48 +79,13 @@ GATE_PROMPT_VERSION = "1.0.0"
 NOT_GIVEN = "(not given)"
 NO_DEFINITIONS = "(none: return an empty list)"
 _GATE_ANSWER_RE = re.compile(r"\b(true|false)\b")
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
-MAX_BACKOFF_S = 30.0
 
 
 class SchemaViolation(LLMOutputError):
     """The reply is JSON but not the contract: a list of the wrong type, or items none of which is valid. Retried
     like unparseable output, so garbage is never stored as an (empty or broken) extraction."""
 
-
-@dataclass(frozen=True)
-class FailureSummary:
-    """Why a call failed, safe to store and log: the exception class and a fixed description of its kind (HTTP
-    status where there is one). Never the provider's message or the model's reply: either can echo the prompt."""
-
-    error_class: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.error_class}: {self.message}"
-
-
-def summarize_failure(exc: BaseException) -> FailureSummary:
-    """The `FailureSummary` of a failed call."""
-    name = type(exc).__name__
-    status = _status_code(exc)
-    if isinstance(exc, SchemaViolation):
-        message = "the reply is JSON but violates the extraction schema"
-    elif isinstance(exc, LLMOutputError):
-        message = "the reply holds no usable JSON object"
-    elif isinstance(exc, TimeoutError) or "timeout" in name.lower():
-        message = "the call timed out"
-    elif status == 429:
-        message = "rate limited (HTTP 429)"
-    elif status is not None and status >= 500:
-        message = f"server error (HTTP {status})"
-    elif status is not None:
-        message = f"request refused (HTTP {status})"
-    elif isinstance(exc, ConnectionError) or "connection" in name.lower():
-        message = "the connection failed"
-    else:
-        message = "unexpected error"
-    return FailureSummary(name, message)
+    summary_message = "the reply is JSON but violates the extraction schema"  # read by summarize_failure
 
 
 class ExtractionFailed(RuntimeError):
@@ -155,127 +131,17 @@ def gate_decision(reply: str) -> bool | None:
     return None if match is None else match.group(1) == "true"
 
 
-def _status_code(exc: BaseException) -> int | None:
-    for attr in ("status_code", "status"):
-        value = getattr(exc, attr, None)
-        if isinstance(value, int):
-            return value
-    response = getattr(exc, "response", None)
-    value = getattr(response, "status_code", None)
-    return value if isinstance(value, int) else None
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for failures worth retrying: bad model output, timeouts, connection errors, 408/409/425/429, 5xx.
-
-    Authentication, permission and request-shape errors (other 4xx) fail at once: retrying cannot fix them.
-    """
-    if isinstance(exc, (LLMOutputError, TimeoutError, ConnectionError)):
-        return True
-    status = _status_code(exc)
-    if status is not None:
-        return status in RETRYABLE_STATUS or status >= 500
-    # LiteLLM maps transport problems to these class names (no status code attached)
-    return type(exc).__name__ in {"Timeout", "APIConnectionError", "APITimeoutError", "ServiceUnavailableError"}
-
-
-def response_usage(response: Any) -> tuple[int, int]:
-    """(prompt_tokens, completion_tokens) from a chat response's usage block; (0, 0) when absent."""
-    usage = getattr(response, "usage", None)
-    if usage is None and isinstance(response, dict):
-        usage = response.get("usage")
-    if usage is None:
-        return 0, 0
-    get = usage.get if isinstance(usage, dict) else lambda key: getattr(usage, key, None)
-    return int(get("prompt_tokens") or 0), int(get("completion_tokens") or 0)
-
-
-def reply_text(response: Any) -> str:
-    """The first choice's message text, or "" when the response has none."""
-    try:
-        return response.choices[0].message.content or ""
-    except (AttributeError, IndexError, KeyError, TypeError):
-        return ""
-
-
-def scrub_secret(text: str, secret: str) -> str:
-    """`text` with every occurrence of `secret` replaced by `***` (unchanged when there is no secret)."""
-    return text.replace(secret, "***") if secret else text
-
-
-def backoff_delay(attempt: int, base_s: float, rng: random.Random) -> float:
-    """Exponential delay with full jitter on top, so parallel workers do not retry in lockstep: for retry number
-    `attempt` (0-based) a delay in [base·2^attempt, 2·base·2^attempt], the exponential part capped at MAX_BACKOFF_S."""
-    base = min(MAX_BACKOFF_S, base_s * (2**attempt))
-    return base + rng.uniform(0, base)
-
-
-def retry_after_s(exc: BaseException) -> float | None:
-    """Seconds a rate-limited provider asked us to wait (its `Retry-After` header, in seconds), None if not given.
-
-    LiteLLM keeps the provider's headers on the exception (`headers`, `litellm_response_headers`) or on its httpx
-    response; an HTTP-date value is ignored (the exponential backoff applies)."""
-    sources = (getattr(exc, "headers", None), getattr(exc, "litellm_response_headers", None),
-               getattr(getattr(exc, "response", None), "headers", None))  # fmt: skip
-    for headers in sources:
-        if not headers or not hasattr(headers, "get"):
-            continue
-        value = headers.get("retry-after") or headers.get("Retry-After")
-        try:
-            return max(0.0, float(value))
-        except (TypeError, ValueError):
-            continue
-    return None
-
-
-def retry_delay(exc: BaseException, attempt: int, base_s: float, rng: random.Random) -> float:
-    """How long to wait before retry number `attempt` (0-based) after `exc`: the jittered exponential backoff, or
-    the provider's Retry-After when that is longer (both capped at MAX_BACKOFF_S)."""
-    return min(MAX_BACKOFF_S, max(backoff_delay(attempt, base_s, rng), retry_after_s(exc) or 0.0))
-
-
-def complete_chat(
-    model: str,
-    messages: list[dict[str, str]],
-    *,
-    api_base: str = "",
-    api_key: str = "",
-    timeout_s: float = 120,
-    temperature: float = 0.0,
-    json_mode: bool = True,
-) -> Any:
-    """One LiteLLM chat call (JSON mode unless `json_mode` is False), with LiteLLM's and the SDKs' own retries off
-    (retries are the caller's)."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
-    import litellm  # lazy: importing litellm takes seconds
-
-    litellm.suppress_debug_info = True
-    kwargs: dict[str, Any] = {
-        "model": model,
-        "messages": messages,
-        "timeout": timeout_s,
-        "temperature": temperature,
-        "drop_params": True,  # providers without JSON mode get the prompt's JSON instruction only
-        "num_retries": 0,  # retries are ours (the provider SDKs would retry silently, uncounted)
-        "max_retries": 0,
-    }
-    if json_mode:
-        kwargs["response_format"] = {"type": "json_object"}
-    if api_base:
-        kwargs["api_base"] = api_base
-    if api_key:
-        kwargs["api_key"] = api_key
-    return litellm.completion(**kwargs)
-
-
 class LiteLLMExtractor:
-    """Extracts profiles and playbooks from a window with any LiteLLM-supported chat model."""
+    """Extracts profiles and playbooks from a window with any LiteLLM-supported chat model.
+
+    Give it the shared `endpoint` (what the pipeline does: `make_extractor`, `ExtractorResource`), or a model and
+    its settings as keywords, from which it builds one."""
 
     name = EXTRACTOR_NAME
 
     def __init__(
         self,
-        model: str,
+        model: str = "",
         api_base: str = "",
         api_key: str = "",
         timeout_s: float = 120,
@@ -287,21 +153,41 @@ class LiteLLMExtractor:
         prompt: Prompt | None = None,
         gate_model: str = "",
         gate_prompt: Prompt | None = None,
+        endpoint: LLMEndpoint | None = None,
     ) -> None:
-        if not model:
-            raise ValueError("LiteLLMExtractor needs a model name (an empty model means the built-in extractor)")
-        self.model = model
-        self.api_base = api_base
-        self.timeout_s = timeout_s
-        self.max_retries = max(0, max_retries)
-        self.temperature = temperature
-        self.backoff_base_s = backoff_base_s
-        self._api_key = api_key
-        self._sleep = sleep
-        self._rng = random.Random()
+        self.endpoint = endpoint_from(endpoint, model, api_base=api_base, api_key=api_key, timeout_s=timeout_s,
+                                      max_retries=max_retries, temperature=temperature,
+                                      backoff_base_s=backoff_base_s, sleep=sleep)  # fmt: skip
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.gate_model = gate_model.strip()
+        # the gate is a second model on the same endpoint settings (and its own throttle: another model's quota)
+        self.gate_endpoint = self.endpoint.with_model(self.gate_model) if self.gate_model else None
         self.gate_prompt = gate_prompt or load_prompt(GATE_PROMPT_ID, GATE_PROMPT_VERSION)
+
+    @property
+    def model(self) -> str:
+        """The extraction model (the endpoint's)."""
+        return self.endpoint.model
+
+    @property
+    def api_base(self) -> str:
+        """The endpoint's api_base ("" = the provider's default)."""
+        return self.endpoint.api_base
+
+    @property
+    def timeout_s(self) -> float:
+        """Seconds one attempt may take."""
+        return self.endpoint.timeout_s
+
+    @property
+    def max_retries(self) -> int:
+        """Retries after a transient failure."""
+        return self.endpoint.max_retries
+
+    @property
+    def temperature(self) -> float:
+        """The configured temperature (sent where the model accepts one)."""
+        return self.endpoint.temperature
 
     def __repr__(self) -> str:  # the key is deliberately absent
         gate = f", gate_model={self.gate_model!r}" if self.gate_model else ""
@@ -334,38 +220,24 @@ class LiteLLMExtractor:
             transcript=render_window(window),
         )
 
-    def _scrub(self, text: str) -> str:
-        return scrub_secret(text, self._api_key)
-
-    def _complete(self, messages: list[dict[str, str]], *, model: str = "", json_mode: bool = True) -> Any:
-        return complete_chat(
-            model or self.model,
-            messages,
-            api_base=self.api_base,
-            api_key=self._api_key,
-            timeout_s=self.timeout_s,
-            temperature=self.temperature,
-            json_mode=json_mode,
-        )
-
     def _gate(self, window: Window, group: ExtractorGroup, result: GatedExtractionResult) -> bool:
         """Ask the gate model whether to extract; records its cost on `result`. Errors and unclear answers say yes."""
-        if not self.gate_model or any(t.expert_content.strip() for t in window.turns) or has_forget_request(window):
+        if self.gate_endpoint is None or any(t.expert_content.strip() for t in window.turns) or \
+                has_forget_request(window):  # fmt: skip
             return True
-        result.gate_calls += 1
-        try:
-            response = self._complete(self.gate_messages(window, group), model=self.gate_model, json_mode=False)
-        except Exception as exc:  # a failed gate must never cost the window its extraction
-            log.warning("gate call failed for window %s, extracting anyway: %s", window.window_id,
-                        self._scrub(f"{type(exc).__name__}: {exc}")[:300])  # fmt: skip
+        # one attempt: a failed gate costs only the gate, since the window is then extracted anyway
+        outcome = self.gate_endpoint.call(self.gate_messages(window, group), gate_decision, stage="gate",
+                                          what=f"gate of window {window.window_id}", json_mode=False,
+                                          max_retries=0)  # fmt: skip
+        result.gate_calls += outcome.calls
+        result.gate_prompt_tokens += outcome.prompt_tokens
+        result.gate_completion_tokens += outcome.completion_tokens
+        if not outcome.ok:  # a failed gate must never cost the window its extraction
+            log.warning("gate call failed for window %s, extracting anyway: %s", window.window_id, outcome.failure)
             return True
-        used = response_usage(response)
-        result.gate_prompt_tokens += used[0]
-        result.gate_completion_tokens += used[1]
-        decision = gate_decision(reply_text(response))
-        if decision is None:
+        if outcome.value is None:
             log.info("gate reply for window %s is neither true nor false; extracting", window.window_id)
-        return decision is not False
+        return outcome.value is not False
 
     def extract(self, window: Window, group: ExtractorGroup | None = None) -> GatedExtractionResult:
         """Profiles and playbooks for `window` under the group's definitions; raises `ExtractionFailed` when every
@@ -375,44 +247,32 @@ class LiteLLMExtractor:
         if not self._gate(window, group, result):
             result.gate_skipped = True
             return _with_gate_cost(result)
-        messages = self.messages(window, group)
-        calls = prompt_tokens = completion_tokens = 0
-        failure: BaseException | None = None
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            if failure is not None:
-                self._sleep(retry_delay(failure, attempt - 1, self.backoff_base_s, self._rng))
-            calls += 1
-            try:
-                response = self._complete(messages)
-                used = response_usage(response)
-                prompt_tokens += used[0]
-                completion_tokens += used[1]
-                obj = parse_llm_json(reply_text(response), expected_keys=REPLY_KEYS)
-                profiles, playbooks, problems = named_items(obj, window, group)
-                forget = forget_directives(obj, window, problems) if group.resolve("profile", None)[0] else []
-                check_schema(obj, group, kept=len(profiles) + len(playbooks) + len(forget))
-            except Exception as exc:  # classified below; anything not transient ends the window at once
-                failure = exc
-                # the summary, not the exception text: provider messages and replies can echo prompt content
-                log.warning("extraction attempt %d/%d failed for window %s: %s", attempt + 1, attempts,
-                            window.window_id, summarize_failure(exc))  # fmt: skip
-                if not is_transient(exc):
-                    break
-                continue
-            result.profiles, result.playbooks, result.forget = profiles, playbooks, forget
+
+        def validate(obj: dict[str, Any]) -> tuple[list[ExtractedProfile], list[ExtractedPlaybook],
+                                                   list[ForgetDirective]]:  # fmt: skip
+            profiles, playbooks, problems = named_items(obj, window, group)
+            forget = forget_directives(obj, window, problems) if group.resolve("profile", None)[0] else []
+            check_schema(obj, group, kept=len(profiles) + len(playbooks) + len(forget))  # raises: retried
             if problems:
                 log.info("window %s: %d item problem(s) (items dropped or coerced)", window.window_id, len(problems))
-            result.llm_calls, result.prompt_tokens, result.completion_tokens = calls, prompt_tokens, completion_tokens
+            return profiles, playbooks, forget
+
+        outcome = self.endpoint.call_json(self.messages(window, group), REPLY_KEYS, validate,
+                                          f"extraction of window {window.window_id}", stage="extraction")  # fmt: skip
+        if outcome.ok and outcome.value is not None:
+            result.profiles, result.playbooks, result.forget = outcome.value
+            result.llm_calls, result.prompt_tokens = outcome.calls, outcome.prompt_tokens
+            result.completion_tokens = outcome.completion_tokens
             return _with_gate_cost(result)
-        summary = summarize_failure(failure) if failure is not None else FailureSummary("ExtractionFailed", "no attempt")
+        summary = outcome.failure or FailureSummary("ExtractionFailed", "no attempt")
         # raised without chaining: the provider's exception (and its request context) could carry the key
         raise ExtractionFailed(
-            f"extraction failed for window {window.window_id} after {calls} call(s) to {self.model}: {summary}",
-            attempts=calls,
-            llm_calls=calls + result.gate_calls,
-            prompt_tokens=prompt_tokens + result.gate_prompt_tokens,
-            completion_tokens=completion_tokens + result.gate_completion_tokens,
+            f"extraction failed for window {window.window_id} after {outcome.calls} call(s) to {self.model}: "
+            f"{summary}",
+            attempts=outcome.calls,
+            llm_calls=outcome.calls + result.gate_calls,
+            prompt_tokens=outcome.prompt_tokens + result.gate_prompt_tokens,
+            completion_tokens=outcome.completion_tokens + result.gate_completion_tokens,
             summary=summary,
         ) from None
 

@@ -28,8 +28,7 @@ from reflexio_pipelines.learning.judge import (
     require_shadow,
     side_verdict,
 )
-from reflexio_pipelines.learning.llm_call import LLMEndpoint
-from reflexio_pipelines.learning.llm_extract import scrub_secret
+from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from, scrub_secret
 from reflexio_pipelines.learning.prompts import load_prompt
 from reflexio_pipelines.learning.sessions import Session
 from reflexio_pipelines.learning.transcript import indent_continuation, render_window
@@ -112,14 +111,16 @@ def map_back(better: str | None, significantly: bool, order: tuple[Side, Side]) 
 
 
 class LiteLLMJudge:
-    """A `Judge` backed by a LiteLLM chat model (see the module docstring)."""
+    """A `Judge` backed by a LiteLLM chat model (see the module docstring), on the shared `endpoint` or on one built
+    from a model and its settings (`settings`: further LLMEndpoint fields, e.g. backoff_base_s, sleep)."""
 
     name = JUDGE_NAME
 
-    def __init__(self, model: str, api_base: str = "", api_key: str = "", timeout_s: float = 120,
-                 max_retries: int = 2, **endpoint: Any) -> None:  # fmt: skip
-        self.endpoint = LLMEndpoint(model, api_base, api_key, timeout_s, max_retries, **endpoint)
-        self.model = model
+    def __init__(self, model: str = "", api_base: str = "", api_key: str = "", timeout_s: float = 120,
+                 max_retries: int = 2, *, endpoint: LLMEndpoint | None = None, **settings: Any) -> None:  # fmt: skip
+        self.endpoint = endpoint_from(endpoint, model, api_base=api_base, api_key=api_key, timeout_s=timeout_s,
+                                      max_retries=max_retries, **settings)  # fmt: skip
+        self.model = self.endpoint.model
         self.evaluation_prompt = load_prompt(EVALUATION_PROMPT_ID, PROMPT_VERSION)
         self.comparison_prompt = load_prompt(COMPARISON_PROMPT_ID, PROMPT_VERSION)
         self.prompt_version = self.evaluation_prompt.ref
@@ -146,8 +147,9 @@ class LiteLLMJudge:
 
     def evaluate(self, session: Session, success_definition: str = "") -> tuple[Verdict, int, int, int]:
         messages = self.evaluation_messages(session, success_definition)
-        outcome = self.endpoint.call_json(messages, EVALUATION_KEYS, parse_verdict, "session evaluation")
-        if outcome.error or outcome.value is None:
+        outcome = self.endpoint.call_json(messages, EVALUATION_KEYS, parse_verdict, "session evaluation",
+                                          stage="session_judge")  # fmt: skip
+        if not outcome.ok or outcome.value is None:
             self._fail(f"session {session.session_id}: no usable evaluation", outcome)
         return outcome.value, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
 
@@ -155,8 +157,9 @@ class LiteLLMJudge:
         require_shadow(session, turn)
         order = presentation_order(session.session_id, turn.turn_id, rng_seed)
         messages = self.comparison_messages(session, turn, order)
-        outcome = self.endpoint.call_json(messages, COMPARISON_KEYS, parse_comparison, "shadow comparison")
-        if outcome.error or outcome.value is None:
+        outcome = self.endpoint.call_json(messages, COMPARISON_KEYS, parse_comparison, "shadow comparison",
+                                          stage="shadow_judge")  # fmt: skip
+        if not outcome.ok or outcome.value is None:
             self._fail(f"session {session.session_id} turn {turn.turn_id}: no usable comparison", outcome)
         better, significantly, reason = outcome.value
         verdict = ShadowVerdict(turn.turn_id, order[0], map_back(better, significantly, order), reason)

@@ -12,11 +12,20 @@ advances past every processed window, whether or not anything was extracted. Ite
 turns are not re-learned (see learn.py). A window that fails (after the LLM retries) is not processed: nothing of
 the user's batch is written, the bookmark stays before it, and later partitions of that user wait until a re-run
 of the partition learns it (learn.py, learning/failures.py).
+
+Runs of the still-open window come often (the sensor every 15 s, a run per publish), so what one run extracts must
+not depend on when it happens (`ready_turns`): a chunk starts where the user's stream went quiet (a gap of at least
+the quiet period between two turns' arrival, a *session break*) and then every `size` turns; a run extracts the
+complete chunks and holds back an incomplete last chunk while the session is still active. Held-back turns go
+through once a full chunk has accumulated, the session has been quiet for the quiet period, the window has closed,
+or the caller flushes (`wait_for_response`, a deliberate run). Because the chunk boundaries are a function of the
+turns alone, learning a stream in one pass or in many runs cuts the same windows, and costs the same calls.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from reflexio_pipelines.learning.types import Turn, Window
 
@@ -39,25 +48,71 @@ def group_by_user(turns: Iterable[Turn]) -> dict[str, list[Turn]]:
 LOOKBACK_TURNS = 2
 
 
-def window_bounds(n_history: int, n_total: int, size: int, stride: int) -> list[tuple[int, int]]:
+def window_bounds(
+    n_history: int, n_total: int, size: int, stride: int, breaks: Iterable[int] = ()
+) -> list[tuple[int, int]]:
     """Half-open `(start, end)` ranges over a stream whose first `n_history` turns were already processed.
 
-    The new turns `[n_history, n_total)` are split into consecutive chunks of at most `size`; each range is one
-    chunk plus its lookback (so a range can hold up to `size + lookback` turns).
+    The new turns `[n_history, n_total)` are split into consecutive chunks of at most `size`, a chunk also starting
+    at every position in `breaks` (session breaks); each range is one chunk plus its lookback (so a range can hold up
+    to `size + lookback` turns).
     """
     if size <= 0 or stride <= 0:
         raise ValueError(f"window size and stride must be positive (got size={size}, stride={stride})")
     if stride > size:
         raise ValueError(f"stride ({stride}) must not exceed the window size ({size})")
     lookback = min(LOOKBACK_TURNS, size - stride)
-    return [
-        (max(0, chunk - lookback), min(chunk + size, n_total))
-        for chunk in range(n_history, n_total, size)
-    ]
+    segments = sorted({n_history, *(b for b in breaks if n_history < b < n_total)})
+    ranges = []
+    for seg_start, seg_end in zip(segments, [*segments[1:], n_total]):
+        ranges += [(max(0, chunk - lookback), min(chunk + size, seg_end)) for chunk in range(seg_start, seg_end, size)]
+    return ranges
 
 
-def plan_windows(history: list[Turn], new: list[Turn], size: int, stride: int) -> list[Window]:
-    """Windows over ONE user's stream (processed `history`, then `new`), covering every new turn.
+def session_breaks(turns: list[Turn], quiet_us: int) -> list[int]:
+    """Positions in chronologically sorted `turns` where a turn arrived at least `quiet_us` after the one before it
+    (arrival = `ingested_at_us`, the service's clock). None when `quiet_us` is 0: every run extracts everything."""
+    if quiet_us <= 0:
+        return []
+    return [i for i in range(1, len(turns)) if turns[i].ingested_at_us - turns[i - 1].ingested_at_us >= quiet_us]
+
+
+@dataclass(frozen=True)
+class Pace:
+    """When held-back turns go through. `quiet_us` is the quiet period (0 = never hold back); `now_us` the run's
+    clock; `flush` lets every turn through (a deliberate run, a closed window); `flush_users` those users' turns
+    (`wait_for_response`)."""
+
+    quiet_us: int = 0
+    now_us: int = 0
+    flush: bool = True
+    flush_users: frozenset[str] = frozenset()
+
+    def flushes(self, user_id: str) -> bool:
+        return self.flush or self.quiet_us <= 0 or user_id in self.flush_users
+
+
+#: A deliberate run: extract every new turn now.
+FLUSH_ALL = Pace()
+
+
+def ready_turns(new: list[Turn], size: int, pace: Pace) -> tuple[list[Turn], list[Turn]]:
+    """Split ONE user's sorted new turns into (extract now, hold back).
+
+    Everything before the last session break goes through; so do the complete `size`-turn chunks of the last
+    session, and its incomplete tail once the session has been quiet for `pace.quiet_us` (or when flushed)."""
+    if not new or pace.flushes(new[0].user_id) or pace.now_us - new[-1].ingested_at_us >= pace.quiet_us:
+        return list(new), []
+    last_start = ([0] + session_breaks(new, pace.quiet_us))[-1]
+    cut = last_start + (len(new) - last_start) // size * size
+    return list(new[:cut]), list(new[cut:])
+
+
+def plan_windows(
+    history: list[Turn], new: list[Turn], size: int, stride: int, quiet_us: int = 0
+) -> list[Window]:
+    """Windows over ONE user's stream (processed `history`, then `new`), covering every new turn; with `quiet_us`,
+    a chunk also starts at every session break among the new turns.
 
     Each part is sorted by (created_at, turn_id) first, so the result does not depend on input order.
     """
@@ -66,7 +121,9 @@ def plan_windows(history: list[Turn], new: list[Turn], size: int, stride: int) -
     user_ids = {turn.user_id for turn in [*history, *new]}
     if len(user_ids) > 1:
         raise ValueError(f"plan_windows expects the turns of one user, got {len(user_ids)} users")
-    stream = sorted(history, key=turn_sort_key) + sorted(new, key=turn_sort_key)
+    new = sorted(new, key=turn_sort_key)
+    stream = sorted(history, key=turn_sort_key) + new
     user_id = stream[0].user_id
-    bounds = window_bounds(len(history), len(stream), size, stride)
+    breaks = [len(history) + i for i in session_breaks(new, quiet_us)]
+    bounds = window_bounds(len(history), len(stream), size, stride, breaks)
     return [Window(user_id=user_id, turns=tuple(stream[a:b])) for a, b in bounds]

@@ -7,8 +7,9 @@ playbooks, profiles, turns), and the landing files last, so a retry after a cras
 remaining row. Each table is rewritten partition by partition without the user's rows (the commit's predicate names
 only the `window` partition column, never the user), then its history is purged (`Lake.purge_history`): removed
 data files are vacuumed and old commit files, whose column statistics can hold the user's id or text, are deleted
-after a checkpoint. Finally a new index version is published without the user and every older version deleted;
-the marker keeps only a salted hash and the counts. Running it again is harmless: it finds nothing and says so.
+after a checkpoint. The embedding cache is erased after every table index documents are read from (see
+`DERIVED_TABLES`). Finally a new index version is published without the user and every older version deleted; the
+marker keeps only a salted hash and the counts. Running it again is harmless: it finds nothing and says so.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reflexio_pipelines.assets.search_index import index_documents
+from reflexio_pipelines.lake.embedding_cache import CACHE_TABLE, EmbeddingCache, erase_owner
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.embedding import Embedder
@@ -36,6 +38,7 @@ from reflexio_pipelines.privacy.scope import (
     check_rules,
     landing_rows,
     matches,
+    owned_by_user,
     scope_of,
     without_user,
 )
@@ -61,6 +64,9 @@ WRITER_LOCKS = {
     "shadow_comparisons": "evaluations",
     "impact_metrics": "evaluations",
     "impact_before_after": "evaluations",
+    # partitioned, but its writers hold this lock, not the window's (lake/llm_calls.py); rows about the user go,
+    # cross-user calls (user_id null) stay
+    "llm_calls": "llm-calls",
 }
 
 LANDING = "landing"
@@ -91,9 +97,15 @@ class ErasureResult:
         return sum(self.erased.values())
 
 
+#: Erased after the anchors: derived from the documents in them. An index build that read those documents before
+#: they were erased and stores vectors after this table was erased is stopped by the cache's erasure epoch.
+DERIVED_TABLES = (CACHE_TABLE,)
+
+
 def erase_order(tables: dict[str, pa.Schema] = TABLES) -> list[str]:
-    """Every table, referencing tables first and the id sources (`ANCHOR_TABLES`) last."""
-    return [t for t in tables if t not in ANCHOR_TABLES] + [t for t in ANCHOR_TABLES if t in tables]
+    """Every table, referencing tables first, the id sources (`ANCHOR_TABLES`) next, `DERIVED_TABLES` last."""
+    late = (*ANCHOR_TABLES, *DERIVED_TABLES)
+    return [t for t in tables if t not in late] + [t for t in late if t in tables]
 
 
 def erase_user(lake: Lake, user_id: str, embedder: Embedder,
@@ -143,6 +155,9 @@ def _erase_pass(lake: Lake, scope: Scope, marker: "ErasureMarker", result: Erasu
 def _erase_table(lake: Lake, name: str, scope: Scope) -> tuple[int, int, int]:
     """Rewrite the partitions of `name` that hold the user's rows without them, then purge the table's history.
     Returns (rows deleted, shared rows kept without the user, data files purged)."""
+    if name == CACHE_TABLE:  # vectors are read only for the buckets that hold the user's rows; bumps the epoch
+        deleted, purged = erase_owner(lake, scope.user_id)
+        return deleted, 0, purged
     partitioned = "window" in TABLES[name].names
     with ExitStack() as stack:
         if name in WRITER_LOCKS:
@@ -168,7 +183,8 @@ def _erase_table(lake: Lake, name: str, scope: Scope) -> tuple[int, int, int]:
 def _without_user(table: pa.Table, found: Matches, scope: Scope,
                   windows: list[str] | None) -> tuple[pa.Table, int, int]:  # fmt: skip
     """The rows of the rewritten partitions that stay: direct rows go, shared rows of agent playbooks only this
-    user supported go, other shared rows stay with the user removed from their member lists."""
+    user supported and rows the user owns (`owner_user_ids`) go, other shared rows stay with the user removed from
+    their member lists."""
     if windows is not None:
         in_windows = pc.is_in(table.column("window").combine_chunks(), value_set=pa.array(windows, pa.string()))
         found = Matches(found.direct.filter(in_windows), found.shared.filter(in_windows))
@@ -177,7 +193,8 @@ def _without_user(table: pa.Table, found: Matches, scope: Scope,
     direct, shared = found.direct.to_pylist(), found.shared.to_pylist()
     keep, deleted, redacted = [], 0, 0
     for row, is_direct, is_shared in zip(rows, direct, shared):
-        if is_direct or (is_shared and agent_playbook_of(row) in scope.sole_agent_playbook_ids):
+        if is_direct or (is_shared and (agent_playbook_of(row) in scope.sole_agent_playbook_ids
+                                        or owned_by_user(row, scope))):  # fmt: skip
             deleted += 1
         elif is_shared:
             keep.append(without_user(row, scope))
@@ -243,8 +260,9 @@ def _republish_index(lake: Lake, embedder: Embedder) -> str:
 
     A serving process still holding an old version keeps reading it from its open files until its watcher swaps
     to CURRENT (every 0.5 s); the bytes are gone from the directory at once."""
+    cache = EmbeddingCache(lake)  # before the documents are read (see EmbeddingCache)
     docs, _ = index_documents(lake)
-    version = publish_index(lake.index_root, docs, embedder)
+    version = publish_index(lake.index_root, docs, embedder, cache=cache)
     prune_versions(lake.index_root, keep=1, stale_tmp_seconds=0)
     return version
 

@@ -11,6 +11,9 @@ soon as it carries one of the identifying columns below; a table with none of th
   playbooks contributed to, or list the user in `member_ids` / `member_user_ids`. Erasure deletes them when no other
   user supports that agent playbook, otherwise removes the user from the member lists and keeps them; export
   narrows their member lists to the user's own (other users' ids never leave in someone else's export).
+- **owned** rows list the user in `owner_user_ids`: derived copies of text several users' words can be in (the
+  embedding cache). They count as shared for export (owner lists narrowed to the user); erasure deletes them
+  whoever else is listed (`lake.embedding_cache.erase_owner`), and the next index build recreates them for the rest.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ AGGREGATE_TABLES = {
 #: Columns that tie a row to a user directly, or to an agent playbook the user's playbooks are members of.
 DIRECT_COLUMNS = ("user_id", "turn_id", "profile_id", "user_playbook_id")
 SHARED_COLUMNS = ("agent_playbook_id", "member_ids", "member_user_ids")
+OWNER_COLUMNS = ("owner_user_ids",)
 ENTITY_COLUMNS = ("entity", "item_id")
 
 
@@ -54,7 +58,7 @@ def check_rules(tables: dict[str, pa.Schema] = TABLES) -> None:
 
 def _identifying(schema: pa.Schema) -> bool:
     names = set(schema.names)
-    return bool(names & {*DIRECT_COLUMNS, *SHARED_COLUMNS}) or set(ENTITY_COLUMNS) <= names
+    return bool(names & {*DIRECT_COLUMNS, *SHARED_COLUMNS, *OWNER_COLUMNS}) or set(ENTITY_COLUMNS) <= names
 
 
 @dataclass(frozen=True)
@@ -188,8 +192,9 @@ def matches(table: pa.Table, scope: Scope) -> Matches:
     if "member_ids" in names:
         shared = pc.or_(shared, _mask(bool(set(m or []) & scope.playbook_ids)
                                       for m in table.column("member_ids").to_pylist()))  # fmt: skip
-    if "member_user_ids" in names:
-        shared = pc.or_(shared, _mask(scope.user_id in (m or []) for m in table.column("member_user_ids").to_pylist()))
+    for column in ("member_user_ids", *OWNER_COLUMNS):
+        if column in names:
+            shared = pc.or_(shared, _mask(scope.user_id in (m or []) for m in table.column(column).to_pylist()))
     return Matches(pc.fill_null(direct, False), pc.and_not(pc.fill_null(shared, False), pc.fill_null(direct, False)))
 
 
@@ -199,6 +204,11 @@ def _mask(values) -> pa.Array:
 
 def _is(table: pa.Table, column: str, values, type_: pa.DataType = pa.string()) -> pa.Array:
     return pc.is_in(table.column(column).combine_chunks(), value_set=pa.array(sorted(values), type_))
+
+
+def owned_by_user(row: dict, scope: Scope) -> bool:
+    """Whether a row lists the user among its owners (`OWNER_COLUMNS`): erasure deletes such rows."""
+    return any(scope.user_id in (row.get(column) or []) for column in OWNER_COLUMNS)
 
 
 def agent_playbook_of(row: dict) -> int | None:
@@ -225,6 +235,7 @@ def only_user(row: dict, scope: Scope) -> dict:
     out = dict(row)
     if "member_ids" in out:
         out["member_ids"] = [m for m in out["member_ids"] or [] if m in scope.playbook_ids]
-    if "member_user_ids" in out:
-        out["member_user_ids"] = [u for u in out["member_user_ids"] or [] if u == scope.user_id]
+    for column in ("member_user_ids", *OWNER_COLUMNS):
+        if column in out:
+            out[column] = [u for u in out[column] or [] if u == scope.user_id]
     return out

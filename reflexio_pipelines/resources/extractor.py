@@ -1,5 +1,7 @@
 """The extractor as a Dagster resource: LiteLLM when a model is configured, else the built-in rules, plus the
-extraction config (extractors, definitions, windows) the learning asset runs with."""
+extraction config (extractors, definitions, windows) the learning asset runs with. It carries every LLM setting and
+is the one place the LLM stages get their endpoint from: `llm_settings()` → `endpoint()` → extractor, dedup judge,
+session/shadow judge (assets/evaluation.py) and consolidator (assets/aggregation.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,16 @@ from reflexio_pipelines.learning.config import ExtractionConfig, resolve_extract
 from reflexio_pipelines.learning.dedup import RuleDedupJudge
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
 from reflexio_pipelines.learning.learn import JudgeFactory
+from reflexio_pipelines.learning.llm_call import LLMEndpoint
 from reflexio_pipelines.settings import LLMSettings
 
 
 class ExtractorResource(dg.ConfigurableResource):
-    """Which model extracts, and the extraction config. `api_key` is bound to an environment variable (EnvVar)
-    in definitions.py so the secret never appears in the Dagster UI or run config.
+    """Which model extracts, how it is called, and the extraction config. `api_key` is bound to an environment
+    variable (EnvVar) in definitions.py so the secret never appears in the Dagster UI or run config.
+
+    The LLM fields are those of `LLMSettings` (same names and defaults), except `llm_concurrency` for
+    `LLMSettings.concurrency`: `concurrency` is the property the learning step sizes its workers by.
 
     `extraction_config` is the validated config as JSON (what definitions.py puts here, so a run records exactly
     the config it used, and a file edited after start-up cannot change a run halfway), or a file path, or empty
@@ -27,22 +33,43 @@ class ExtractorResource(dg.ConfigurableResource):
     timeout_s: float = 120.0
     max_retries: int = 2
     backoff_base_s: float = 1.0
+    temperature: float = 0.0
     gate_model: str = ""
+    llm_concurrency: int = 32
+    rpm: int = 0
+    tpm: int = 0
     extraction_config: str = ""
+
+    def llm_settings(self) -> LLMSettings:
+        """The LLM settings this resource carries, validated (one object for every LLM stage)."""
+        return LLMSettings(
+            model=self.model,
+            api_base=self.api_base,
+            api_key=self.api_key,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            backoff_base_s=self.backoff_base_s,
+            temperature=self.temperature,
+            gate_model=self.gate_model,
+            concurrency=self.llm_concurrency,
+            rpm=self.rpm,
+            tpm=self.tpm,
+        )
+
+    def endpoint(self) -> LLMEndpoint:
+        """The LLM endpoint of these settings (raises ValueError when no model is configured). Endpoints of the
+        same model and api_base share one process-wide throttle, so building one per use is cheap and safe."""
+        return LLMEndpoint.from_settings(self.llm_settings())
+
+    @property
+    def concurrency(self) -> int:
+        """How many extractions to run at once: the LLM's concurrency, or 1 for the built-in extractor (no remote
+        calls to overlap, and CPU-bound work gains nothing from threads)."""
+        return self.llm_concurrency if self.model.strip() else 1
 
     def get(self) -> Extractor:
         """A ready extractor for this configuration."""
-        return make_extractor(
-            LLMSettings(
-                model=self.model,
-                api_base=self.api_base,
-                api_key=self.api_key,
-                timeout_s=self.timeout_s,
-                max_retries=self.max_retries,
-                backoff_base_s=self.backoff_base_s,
-                gate_model=self.gate_model,
-            )
-        )
+        return make_extractor(self.llm_settings())
 
     def get_config(self) -> ExtractionConfig:
         """The extraction config this resource carries (raises `ConfigError` if it is invalid)."""
@@ -50,17 +77,10 @@ class ExtractorResource(dg.ConfigurableResource):
 
     def dedup_judge_factory(self) -> JudgeFactory:
         """The dedup judge per entity: the offline rule judge, or the LLM judge when a model is configured."""
-        if not self.model:
+        if not self.model.strip():
             return lambda entity, vectors: RuleDedupJudge(vectors)
-        from reflexio_pipelines.learning.llm_dedup import LiteLLMDedupJudge
+        from reflexio_pipelines.learning.llm_dedup import PLAYBOOK_ITEMS, PROFILE_ITEMS, LiteLLMDedupJudge
 
-        kinds = {"profile": "user profile facts", "user_playbook": "behavioural rules (playbooks)"}
-        return lambda entity, vectors: LiteLLMDedupJudge(
-            self.model,
-            api_base=self.api_base,
-            api_key=self.api_key,
-            timeout_s=self.timeout_s,
-            max_retries=self.max_retries,
-            backoff_base_s=self.backoff_base_s,
-            item_kind=kinds[entity],
-        )
+        kinds = {"profile": PROFILE_ITEMS, "user_playbook": PLAYBOOK_ITEMS}
+        endpoint = self.endpoint()
+        return lambda entity, vectors: LiteLLMDedupJudge(endpoint=endpoint, item_kind=kinds[entity])

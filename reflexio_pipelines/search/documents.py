@@ -172,6 +172,7 @@ def agent_playbook_docs(rows: Iterable[dict[str, Any]], decided: dict[str, str])
                 playbook_name=row["playbook_name"],
                 playbook_status=status,
                 created_at=row["created_at"] or 0,
+                contributors=tuple(row["member_user_ids"] or ()),
             )
         )
     return docs

@@ -29,11 +29,11 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -110,6 +110,9 @@ class SearchDoc:
     playbook_status: str | None = None  # approval, agent playbooks: pending | approved | rejected
     created_at: int = 0  # unix seconds
     expires_at: int | None = None  # unix seconds; expired docs are hidden at query time
+    # Users whose words the text holds besides `user_id` (an agent playbook's member users). Not stored in the
+    # index: the embedding cache records them, so erasing any of them removes the text's cached vector.
+    contributors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,26 @@ def embed_search_query(embedder: Embedder, query: str) -> np.ndarray | None:
 # building
 
 
+class VectorCache(Protocol):
+    """Vectors an embedder made earlier for normalised texts (`lake.embedding_cache.EmbeddingCache`), so a build
+    embeds only texts it has not seen. Vectors go in and come out as the exact float32 rows an index stores."""
+
+    def lookup(self, model_id: str, dim: int, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """text -> (dim,) vector for those of `texts` (distinct) that were stored for this model and dimension."""
+        ...
+
+    def store(self, model_id: str, dim: int, texts: Sequence[str], vectors: np.ndarray,
+              owners: Mapping[str, frozenset[str]]) -> None:  # fmt: skip
+        """Store newly embedded `texts` (row i of `vectors` is texts[i]); `owners` maps every text of the build,
+        cached or new, to the users whose words it holds."""
+        ...
+
+
+def doc_owners(doc: SearchDoc) -> frozenset[str]:
+    """The users whose words a document's text holds: its user and its contributors."""
+    return frozenset(u for u in (doc.user_id, *doc.contributors) if u)
+
+
 def _validate_docs(docs: Sequence[SearchDoc]) -> dict[str, list[SearchDoc]]:
     """Group docs by entity type (sorted by doc_id, so a doc set always yields the same index); refuse bad docs."""
     by_type: dict[str, list[SearchDoc]] = {t: [] for t in ENTITY_TYPES}
@@ -243,17 +266,36 @@ def _validate_docs(docs: Sequence[SearchDoc]) -> dict[str, list[SearchDoc]]:
     return by_type
 
 
-def _embed_all(texts: list[str], embedder: Embedder) -> np.ndarray:
-    """Embed normalised texts (each distinct text once) and check the embedder keeps its own contract."""
+def _embed_all(texts: list[str], embedder: Embedder, cache: VectorCache | None = None,
+               owners: Mapping[str, frozenset[str]] | None = None) -> np.ndarray:  # fmt: skip
+    """Vectors of normalised texts: each distinct text once, from `cache` when it holds it, else embedded (and then
+    stored in `cache`, with every text's `owners`, in one call). Checks the embedder keeps its own contract."""
     dim = int(embedder.dim)
     if dim <= 0:
         raise IndexModelMismatch(f"embedder {embedder.model_id!r} reports dimension {dim}")
     if not texts:
         return np.zeros((0, dim), dtype=np.float32)
     unique = list(dict.fromkeys(texts))
+    known = cache.lookup(embedder.model_id, dim, unique) if cache is not None else {}
+    missing = [t for t in unique if t not in known]
+    fresh = _embed_texts(missing, embedder, dim)
+    if cache is not None:
+        cache.store(embedder.model_id, dim, missing, fresh, owners or {})
+    unique_vectors = np.empty((len(unique), dim), dtype=np.float32)
+    position = {text: i for i, text in enumerate(missing)}
+    for i, text in enumerate(unique):
+        unique_vectors[i] = known[text] if text in known else fresh[position[text]]
+    row = {text: i for i, text in enumerate(unique)}
+    return unique_vectors[[row[t] for t in texts]]
+
+
+def _embed_texts(texts: list[str], embedder: Embedder, dim: int) -> np.ndarray:
+    """Embed distinct texts in chunks, refusing vectors of the wrong shape and normalising them (unit rows)."""
+    if not texts:
+        return np.zeros((0, dim), dtype=np.float32)
     parts = []
-    for start in range(0, len(unique), _EMBED_CHUNK):
-        chunk = unique[start : start + _EMBED_CHUNK]
+    for start in range(0, len(texts), _EMBED_CHUNK):
+        chunk = texts[start : start + _EMBED_CHUNK]
         vectors = np.asarray(embedder.embed(chunk))
         if vectors.shape != (len(chunk), dim):
             raise IndexModelMismatch(
@@ -264,9 +306,7 @@ def _embed_all(texts: list[str], embedder: Embedder) -> np.ndarray:
             parts.append(l2_normalize(vectors))  # defensive: the index relies on unit rows for cosine
         except EmbeddingError as exc:
             raise SearchIndexError(f"embedder {embedder.model_id!r} returned unusable vectors: {exc}") from None
-    unique_vectors = np.concatenate(parts, axis=0)
-    position = {text: i for i, text in enumerate(unique)}
-    return unique_vectors[[position[t] for t in texts]]
+    return np.concatenate(parts, axis=0)
 
 
 def _bm25_schema() -> Any:
@@ -362,11 +402,13 @@ def build_index(
     version: str | None = None,
     hnsw_min_rows: int = HNSW_MIN_ROWS,
     hnsw_params: HnswParams = HnswParams(),
+    cache: VectorCache | None = None,
 ) -> dict[str, Any]:
     """Build a self-contained index version in `out_dir` (which must not exist or be empty); return its manifest.
 
-    Texts are normalised with `normalize_text`, embedded with `embedder` and indexed for BM25. Entity types with at
-    least `hnsw_min_rows` rows also get an HNSW graph (`hnsw_params`) for their vector leg. Refuses unknown entity
+    Texts are normalised with `normalize_text`, embedded with `embedder` (only those `cache` does not hold, which
+    are then stored in it: one lookup and one store per build) and indexed for BM25. Entity types with at least
+    `hnsw_min_rows` rows also get an HNSW graph (`hnsw_params`) for their vector leg. Refuses unknown entity
     types, duplicate ids, non-JSON payloads and embedders whose vectors do not match their stated dim.
     """
     out_dir = Path(out_dir)
@@ -383,16 +425,24 @@ def build_index(
     ann: dict[str, dict[str, Any]] = {}
     (out_dir / "vectors").mkdir()
     dim = int(embedder.dim)
+    norm_texts = {t: [normalize_text(d.text) for d in by_type[t]] for t in ENTITY_TYPES}
+    owners: dict[str, frozenset[str]] = {}
+    for entity_type in ENTITY_TYPES:
+        for doc, text in zip(by_type[entity_type], norm_texts[entity_type], strict=True):
+            owners[text] = owners.get(text, frozenset()) | doc_owners(doc)
+    # Every type's texts in one call: one cache lookup and one cache commit per build, each shared text once.
+    all_vectors = _embed_all([text for t in ENTITY_TYPES for text in norm_texts[t]], embedder, cache, owners)
+    offset = 0
     for entity_type in ENTITY_TYPES:
         group = by_type[entity_type]
-        norm_texts = [normalize_text(d.text) for d in group]
-        vectors = _embed_all(norm_texts, embedder)
+        vectors = all_vectors[offset : offset + len(group)]
+        offset += len(group)
         vector_path = out_dir / "vectors" / f"{entity_type}.npy"
         np.save(vector_path, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
         vector_digests[entity_type] = sha256_file(vector_path)
         if group and len(group) >= hnsw_min_rows:
             ann[entity_type] = _write_ann(out_dir, entity_type, vectors, hnsw_params)
-        _write_bm25(out_dir / "bm25" / entity_type, group, norm_texts)
+        _write_bm25(out_dir / "bm25" / entity_type, group, norm_texts[entity_type])
     _write_docs_parquet(out_dir / "docs.parquet", by_type)
 
     now = datetime.now(timezone.utc)
@@ -435,26 +485,29 @@ def stage_index(
     *,
     hnsw_min_rows: int = HNSW_MIN_ROWS,
     hnsw_params: HnswParams = HnswParams(),
+    cache: VectorCache | None = None,
 ) -> str:
     """Build a new version under `index_root` and make it durable, without serving it yet.
 
     Readers never see a half-built version: it is built in a hidden temp dir and renamed into place (on object
     storage: built locally and uploaded, manifest last, and a version without a manifest is not listed). The
     pipeline stages, checks, then activates; `publish_index` does both at once. Returns the new version name. The
-    HNSW options are `build_index`'s.
+    HNSW and cache options are `build_index`'s.
     """
     index_root = _as_root(index_root)
     version = new_version_id()
     if is_remote(index_root):
         with tempfile.TemporaryDirectory(prefix="reflexio-index-") as tmp:
             local = Path(tmp) / version
-            build_index(docs, embedder, local, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params)
+            build_index(docs, embedder, local, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
+                        cache=cache)  # fmt: skip
             upload_tree(local, index_root / version, last="manifest.json")
         return version
     index_root.mkdir(parents=True, exist_ok=True)
     tmp = index_root / f".tmp-{uuid.uuid4().hex}"
     try:
-        build_index(docs, embedder, tmp, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params)
+        build_index(docs, embedder, tmp, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
+                    cache=cache)  # fmt: skip
         fsync_tree(tmp)
         os.rename(tmp, index_root / version)
         fsync_path(index_root)
@@ -479,11 +532,13 @@ def publish_index(
     *,
     hnsw_min_rows: int = HNSW_MIN_ROWS,
     hnsw_params: HnswParams = HnswParams(),
+    cache: VectorCache | None = None,
 ) -> str:
     """Stage a new version and point CURRENT at it. Publishes to one root should be serialised (one
-    index-building run at a time): the last to finish sets CURRENT. Returns the new version name. The HNSW
-    options are `build_index`'s."""
-    version = stage_index(index_root, docs, embedder, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params)
+    index-building run at a time): the last to finish sets CURRENT. Returns the new version name. The HNSW and
+    cache options are `build_index`'s."""
+    version = stage_index(index_root, docs, embedder, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
+                          cache=cache)  # fmt: skip
     activate_version(index_root, version)
     return version
 

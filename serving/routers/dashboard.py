@@ -5,7 +5,7 @@ nothing outside this origin: no CDN, no web fonts, charts are inline SVG drawn b
 Policy header enforces that, so the page works on an offline machine and cannot leak requests elsewhere.
 
 APIs it reads and writes (same origin): GET /api/impact_metrics, POST /api/get_dashboard_stats,
-POST /api/get_agent_playbooks and PUT /api/update_agent_playbook_status.
+GET /api/llm_usage, POST /api/get_agent_playbooks and PUT /api/update_agent_playbook_status.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def _read(name: str) -> bytes:
 
 @router.get("/dashboard", include_in_schema=False)
 def dashboard() -> Response:
-    """The impact dashboard: success rate per agent version, shadow win rate, corrections, and the approval queue."""
+    """The impact dashboard: success rate per agent version, shadow win rate, corrections, LLM usage per 1k turns,
+    and the approval queue."""
     return Response(_read("dashboard.html"), media_type="text/html; charset=utf-8", headers=HEADERS)
 
 

@@ -8,9 +8,10 @@ from datetime import datetime, timezone
 
 from fastapi import APIRouter, Query, Request
 
+from reflexio_pipelines.lake.llm_calls import llm_usage as usage_per_day
 from reflexio_pipelines.lake.records import live_rows
 from serving.deps import service
-from serving.models import DashboardStatsRequest, EvaluationResultsRequest
+from serving.models import DashboardStatsRequest, EvaluationResultsRequest, LLMUsageResponse
 from serving.state import ServiceState
 
 router = APIRouter()
@@ -29,6 +30,16 @@ def impact_metrics(request: Request, agent_version: str | None = Query(None)):
     before_after = [r for r in state.lake.read_table("impact_before_after").to_pylist()
                     if agent_version is None or r["agent_version"] == agent_version]  # fmt: skip
     return {"success": True, "metrics": rows, "before_after": before_after, "msg": "" if rows else "no evaluations yet"}
+
+
+@router.get("/api/llm_usage", response_model=LLMUsageResponse)
+def llm_usage(request: Request, days: int = Query(30, ge=1, le=3650)) -> LLMUsageResponse:
+    """The LLM call ledger (`llm_calls`) per UTC day of the last `days`: calls, failed attempts, prompt and
+    completion tokens, cost in USD (calls of models missing from LiteLLM's cost map counted apart), each also per
+    1,000 turns. Reads the caller's organisation's lake only."""
+    state: ServiceState = service(request)
+    rows = usage_per_day(state.lake, days=days)
+    return LLMUsageResponse(days=rows, msg="" if any(r.calls for r in rows) else "no LLM calls recorded yet")
 
 
 @router.post("/api/get_agent_success_evaluation_results")

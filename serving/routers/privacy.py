@@ -47,7 +47,7 @@ async def erase_user_data(body: EraseUserDataRequest, request: Request):
         state.retrievals.flush()  # what this process served of the user is erased with the rest
         keys = {r["idempotency_key"] for r in turn_rows(state.lake, [("user_id", "=", body.user_id)])
                 if r["idempotency_key"]}  # fmt: skip
-        with exclusive():  # no in-process run reads the lake before and writes after the erasure
+        with exclusive(str(state.lake.root)):  # no in-process run reads the lake before and writes after the erasure
             result = erase_user(state.lake, body.user_id, state.embedder,
                                 on_table=lambda name, rows: log.info("erasure: %s: %d rows", name, rows))  # fmt: skip
         state.writer.forget(keys)

@@ -83,16 +83,19 @@ async def publish_interaction(
         message="duplicate publish: already stored under this idempotency key" if receipt.duplicate else "stored",
     )
     if wait_for_response:
-        await _close_the_loop(state, receipt.ingested_at_us, receipt.request_id, response)
+        await _close_the_loop(state, receipt.ingested_at_us, receipt.request_id, body.user_id, response)
     return response
 
 
-async def _close_the_loop(state: ServiceState, ingested_at_us: int, request_id: str, response) -> None:
-    """Materialise the publish's window through Dagster, publish the index, and swap it in before answering."""
+async def _close_the_loop(state: ServiceState, ingested_at_us: int, request_id: str, user_id: str, response) -> None:
+    """Materialise the publish's window through Dagster, publish the index, and swap it in before answering.
+
+    The run forces this user's turns through at once; other users' incomplete windows wait as in the sensor's
+    runs, so a publish that waits costs its own extraction, not everybody's."""
     moment = datetime.fromtimestamp(ingested_at_us / 1_000_000, tz=timezone.utc)
     key = key_of_moment(moment, GRANULARITY)
     try:
-        await run_in_threadpool(state.launcher, [key])
+        await run_in_threadpool(state.launcher, [key], flush="due", flush_users=[user_id])
     except Exception as exc:  # the turns are durable; learning failed and will be retried by the sensor
         log.exception("wait_for_response run failed")
         response.warnings.append(f"learning run for window {key} failed: {type(exc).__name__}")

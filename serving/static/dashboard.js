@@ -3,7 +3,8 @@
 //
 // Data-test hooks: [data-chart] on chart hosts; [data-series] on one <g> per agent version (line charts) or per
 // bar; [data-point] on every plotted point (data-x = day, data-y = value); [data-bar] on bars;
-// [data-testid="queue-row"][data-playbook-id] on approval-queue rows; body[data-ready] once the first load ends.
+// [data-testid="queue-row"][data-playbook-id] on approval-queue rows; [data-usage-day] on LLM usage rows, their
+// cells [data-field] (data-value = the per-1k figure); body[data-ready] once the first load ends.
 (() => {
   'use strict';
 
@@ -21,6 +22,8 @@
     statsError: null,
     queue: null,
     queueError: null,
+    usage: null,
+    usageError: null,
   };
 
   // -- small DOM helpers ------------------------------------------------------------------------------
@@ -60,6 +63,8 @@
   const fmtInt = (v) => (isNum(v) ? Math.round(v).toLocaleString('en-US') : '—');
   const fmtPct = (v, digits = 0) => (isNum(v) ? `${(v * 100).toFixed(digits)}%` : '—');
   const fmtNum = (v, digits = 2) => (isNum(v) ? v.toFixed(digits) : '—');
+  // Small costs keep two significant digits ($0.00042), larger ones cents.
+  const fmtUsd = (v) => (isNum(v) ? `$${v >= 0.01 ? v.toFixed(2) : v.toPrecision(2)}` : '—');
   const dayMs = (day) => Date.parse(`${day}T00:00:00Z`);
   const dayFmt = new Intl.DateTimeFormat('en-US', { month: 'short', day: 'numeric', timeZone: 'UTC' });
   const fmtDay = (ms) => dayFmt.format(new Date(ms));
@@ -597,6 +602,59 @@
     return h('span', { class: `delta ${up ? 'up' : 'down'}` }, text, prev);
   }
 
+  // -- rendering: LLM usage ---------------------------------------------------------------------------
+
+  const NO_COST = "n/a: model not in LiteLLM's cost map";
+  const nCalls = (n) => `${fmtInt(n)} ${n === 1 ? 'call' : 'calls'}`;
+
+  // One cell: the per-1k-turns figure, the day's total beside it in grey.
+  function usageCell(field, perThousand, total, format) {
+    return h('td', { 'data-field': field, 'data-value': isNum(perThousand) ? perThousand : null },
+      h('span', { class: 'per-1k' }, format(perThousand)), h('span', { class: 'ci' }, total));
+  }
+
+  function costCell(day) {
+    if (!day.calls) return h('td', { 'data-field': 'cost_usd_per_1k_turns' }, '—');
+    if (!isNum(day.cost_usd)) {
+      return h('td', { 'data-field': 'cost_usd_per_1k_turns', class: 'no-cost', title: day.models_without_cost.join(', ') },
+        NO_COST);
+    }
+    const cell = usageCell('cost_usd_per_1k_turns', day.cost_usd_per_1k_turns, `${fmtUsd(day.cost_usd)} total`, fmtUsd);
+    if (day.calls_without_cost) {  // a lower bound: some calls had no price
+      cell.append(h('div', { class: 'ci no-cost', title: day.models_without_cost.join(', ') },
+        `+ ${nCalls(day.calls_without_cost)} ${NO_COST}`));
+    }
+    return cell;
+  }
+
+  function renderUsage() {
+    const host = $('#usage');
+    if (state.usageError) {
+      host.replaceChildren(emptyState('LLM usage unavailable', 'See the error above; use Refresh to try again.'));
+      return;
+    }
+    const days = (state.usage || []).filter((d) => d.calls || d.turns).slice().reverse();  // newest first
+    if (!days.some((d) => d.calls)) {
+      host.replaceChildren(emptyState('No LLM calls recorded yet',
+        'Rows appear once a pipeline run with an LLM model (REFLEXIO_LLM_MODEL) has made calls.'));
+      return;
+    }
+    const head = ['Day', 'Turns', 'Calls per 1k turns', 'Tokens per 1k turns (prompt + completion)',
+      'Cost per 1k turns', 'Failed attempts'];
+    const rows = days.map((d) => h('tr', { 'data-usage-day': d.day },
+      h('td', {}, fullDayFmt.format(new Date(dayMs(d.day)))),
+      h('td', { 'data-field': 'turns', 'data-value': d.turns }, fmtInt(d.turns)),
+      usageCell('calls_per_1k_turns', d.calls_per_1k_turns, nCalls(d.calls), (v) => fmtNum(v, 1)),
+      usageCell('tokens_per_1k_turns', d.tokens_per_1k_turns,
+        `${fmtInt(d.prompt_tokens)} + ${fmtInt(d.completion_tokens)}`, fmtInt),
+      costCell(d),
+      h('td', { 'data-field': 'failed_calls', 'data-value': d.failed_calls }, fmtInt(d.failed_calls),
+        d.calls ? h('span', { class: 'ci' }, fmtPct(d.failed_calls / d.calls)) : null),
+    ));
+    host.replaceChildren(h('div', { class: 'table-wrap' },
+      h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows))));
+  }
+
   // -- rendering: approval queue ----------------------------------------------------------------------
 
   function renderQueue() {
@@ -695,6 +753,21 @@
     renderCards();
   }
 
+  async function loadUsage() {
+    const days = Number($('#period').value) || 30;
+    $('#usage-period').textContent = `· last ${days} days`;
+    try {
+      const data = await api('GET', `/api/llm_usage?days=${days}`);
+      state.usage = data.days || [];
+      state.usageError = null;
+      clearError('usage');
+    } catch (err) {
+      state.usageError = err;
+      showError('usage', `LLM usage: ${err.message}`);
+    }
+    renderUsage();
+  }
+
   async function loadQueue() {
     try {
       const data = await api('POST', '/api/get_agent_playbooks', { playbook_status_filter: 'pending', limit: 500 });
@@ -711,7 +784,7 @@
   async function loadAll() {
     const button = $('#refresh');
     button.disabled = true;
-    await Promise.allSettled([loadMetrics(), loadStats(), loadQueue()]);
+    await Promise.allSettled([loadMetrics(), loadStats(), loadUsage(), loadQueue()]);
     button.disabled = false;
     $('#updated').textContent = `Updated ${new Date().toLocaleTimeString('en-GB')}`;
     document.body.dataset.ready = 'true';
@@ -719,7 +792,7 @@
 
   function start() {
     $('#refresh').addEventListener('click', loadAll);
-    $('#period').addEventListener('change', loadStats);
+    $('#period').addEventListener('change', () => Promise.allSettled([loadStats(), loadUsage()]));
     let resizeTimer = null;
     let lastWidth = window.innerWidth;
     window.addEventListener('resize', () => {

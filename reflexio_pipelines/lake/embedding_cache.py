@@ -1,0 +1,285 @@
+"""The embedding cache: document vectors by (embedder model id, sha256 of the normalised text), in the lake.
+
+An index build asks the cache for the vectors of every text it needs and embeds only the others
+(`search.index.build_index`); the vectors stored are exactly the float32 rows the build wrote into its version, so
+a build served from the cache gives the same bytes as one that embedded everything.
+
+Table `tables/embedding_cache` (schema `lake.schemas.EMBEDDING_CACHE`), partitioned by `bucket` (the first byte of
+the text hash modulo `BUCKETS`): a lookup reads only the partitions of the hashes it needs, and within them only the
+files whose `model_id` statistics match. Rows name their owners: every user whose document held the text in a build
+since the row was stored (a profile's or user playbook's user; an agent playbook's member users), so a text two
+users wrote, or an agent playbook worded like one of its members' playbooks, lists them all.
+
+- **Concurrency.** Reads and writes hold the lake lock `embedding-cache`. A build stores its new vectors in one
+  Delta commit (an append; a rewrite of the buckets concerned when cached rows gain owners); under the lock it first
+  drops texts another build added since its lookup, so two racing builds may embed a text twice but store it once.
+  When a bucket has collected `MAX_SMALL_FILES` small files, they are compacted (a second commit, now and then).
+- **Erasure.** `erase_owner` deletes every row naming the user among its owners, also rows other users share (the
+  next build embeds the text again for them), rewriting only the buckets that held such rows, then purges the
+  table's history (`Lake.purge_history`). A build that read its documents before an erasure and stores its vectors
+  after it would put the user's texts back: every erasure bumps an epoch (`state/embedding_cache/erasure_epoch`),
+  an `EmbeddingCache` notes it when opened (before the build reads documents) and stores nothing if it changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.storage import LakePath, delta_options, delta_uri, open_delta, write_bytes
+
+CACHE_TABLE = "embedding_cache"
+LOCK = "embedding-cache"
+#: Hash partitions. Few enough that a build's append writes at most this many files; enough that a lookup of a
+#: handful of texts reads a small share of the table.
+BUCKETS = 64
+#: Small files a bucket may collect from appends before they are compacted into files of `COMPACT_TARGET_BYTES`.
+MAX_SMALL_FILES = 8
+COMPACT_TARGET_BYTES = 8 << 20
+#: Compaction and owner rewrites leave the files they replaced on disk for readers of an older snapshot (an analyst's
+#: DuckDB view); they are deleted once they have been out of the table this long (erasure deletes them at once).
+REMOVED_FILE_RETENTION_HOURS = 1
+
+
+def text_key(text: str) -> str:
+    """The cache key of a normalised text: sha256 of its UTF-8 bytes, hex."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def bucket_of(key: str) -> int:
+    """The partition of a text key."""
+    return int(key[:2], 16) % BUCKETS
+
+
+@dataclass
+class CacheStats:
+    """What one build asked of the cache: texts looked up, served from it, embedded (missing), stored (new rows
+    committed), cached rows that gained owners, texts not stored because an erasure ran meanwhile, and data files
+    read (those of the buckets looked up) of the files in the table."""
+
+    texts: int = 0
+    cached: int = 0
+    embedded: int = 0
+    stored: int = 0
+    owners_added: int = 0
+    not_stored_after_erasure: int = 0
+    files_read: int = 0
+    files_total: int = 0
+
+    def metadata(self) -> dict[str, int]:
+        """The counts as run metadata, `embedding_cache/<name>`."""
+        return {f"embedding_cache/{name}": value for name, value in asdict(self).items()}
+
+
+class EmbeddingCache:
+    """The cache as one index build uses it (`search.index.VectorCache`).
+
+    Open it BEFORE reading the documents the build embeds: it notes the erasure epoch then, and `store` writes
+    nothing if an erasure ran since (the documents may hold the erased user's texts). `stats` counts this build's use.
+    """
+
+    def __init__(self, lake: Lake) -> None:
+        self._lake = lake
+        self._epoch = read_epoch(lake)
+        self._owners: dict[str, frozenset[str]] = {}  # key -> owners stored, for the keys `lookup` found
+        self.stats = CacheStats()
+
+    def lookup(self, model_id: str, dim: int, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """text -> cached (dim,) float32 vector, for the `texts` (normalised, distinct) the cache holds for this
+        model and dimension."""
+        keys = [text_key(t) for t in texts]
+        with self._lake.lock(LOCK):
+            rows = _scan(self._lake, keys, model_id, dim, ["text_sha256", "vector", "owner_user_ids"], self.stats)
+        found = _vectors(rows, dim)
+        self._owners.update(zip(rows.column("text_sha256").to_pylist(),
+                                (frozenset(o or ()) for o in rows.column("owner_user_ids").to_pylist())))  # fmt: skip
+        out = {text: found[key] for text, key in zip(texts, keys) if key in found}
+        self.stats.texts += len(texts)
+        self.stats.cached += len(out)
+        return out
+
+    def store(self, model_id: str, dim: int, texts: Sequence[str], vectors: np.ndarray,
+              owners: Mapping[str, frozenset[str]]) -> None:  # fmt: skip
+        """In one commit: store newly embedded `texts` (distinct; row i of `vectors` belongs to texts[i]), skipping
+        those another build stored meanwhile, and add owners to cached rows that lack some. `owners` maps every text
+        of the build to the users whose words it holds."""
+        self.stats.embedded += len(texts)
+        keys = [text_key(t) for t in texts]
+        claims = {text_key(t): users for t, users in owners.items() if users}
+        grown = {k for k, users in claims.items() if k in self._owners and users - self._owners[k]}
+        if not texts and not grown:
+            return
+        with self._lake.lock(LOCK):
+            if read_epoch(self._lake) != self._epoch:
+                self.stats.not_stored_after_erasure += len(texts) + len(grown)
+                return
+            present = set(_scan(self._lake, keys, model_id, dim, ["text_sha256"]).column("text_sha256").to_pylist())
+            fresh = [i for i, key in enumerate(keys) if key not in present]
+            new = _rows(model_id, dim, [keys[i] for i in fresh], np.asarray(vectors)[fresh],
+                        [claims.get(keys[i], frozenset()) for i in fresh])  # fmt: skip
+            # Rows another build stored since the lookup may lack owners this build saw: claimed like the others.
+            claimed = {k: claims[k] for k in grown | (present & claims.keys())}
+            if claimed:
+                self.stats.owners_added += _claim(self._lake, model_id, dim, claimed, new)
+            elif fresh:
+                _write(self._lake, new, mode="append")
+            if fresh:
+                _compact(self._lake, sorted({bucket_of(keys[i]) for i in fresh}))
+            if fresh or claimed:
+                _vacuum_removed(self._lake)
+            self.stats.stored += len(fresh)
+
+
+def erase_owner(lake: Lake, user_id: str) -> tuple[int, int]:
+    """Delete every cached vector whose owners include `user_id` and purge the table's history; returns (rows
+    deleted, data files purged). Bumps the erasure epoch first, so a build that opened its cache before this call
+    stores nothing afterwards."""
+    path = lake.table_path(CACHE_TABLE)
+    deleted = 0
+    with lake.lock(LOCK):
+        write_bytes(_epoch_path(lake), str(read_epoch(lake) + 1).encode())
+        if _exists(path):
+            table = open_delta(path)
+            owners = table.to_pyarrow_table(columns=["owner_user_ids", "bucket"])  # no vectors: small
+            buckets = sorted(set(owners.filter(_owned_by(owners, user_id)).column("bucket").to_pylist()))
+            if buckets:
+                rows = table.to_pyarrow_table(filters=[("bucket", "in", buckets)])
+                keep = rows.filter(pc.invert(_owned_by(rows, user_id)))
+                deleted = rows.num_rows - keep.num_rows
+                # The predicate names bucket numbers only, never the user (see `Lake.replace_windows`).
+                _write(lake, keep, mode="overwrite", predicate=f"bucket IN ({', '.join(map(str, buckets))})")
+        # Always: earlier versions can hold the user's vectors even when the current one holds none.
+        purged = lake.purge_history(CACHE_TABLE)
+    return deleted, purged
+
+
+def read_epoch(lake: Lake) -> int:
+    """How many erasures have touched the cache (0 before the first)."""
+    path = _epoch_path(lake)
+    return int(path.read_text()) if path.exists() else 0
+
+
+def _epoch_path(lake: Lake) -> LakePath:
+    return lake.root / "state" / "embedding_cache" / "erasure_epoch"
+
+
+def _exists(path: LakePath) -> bool:
+    return (path / "_delta_log").exists()
+
+
+def _owned_by(table: pa.Table, user_id: str) -> pa.Array:
+    """Per row: does `owner_user_ids` list `user_id`."""
+    owners = table.column("owner_user_ids").combine_chunks()
+    hit = np.zeros(table.num_rows, dtype=bool)
+    flat = pc.fill_null(pc.equal(pc.list_flatten(owners), user_id), False).to_numpy(zero_copy_only=False)
+    hit[pc.list_parent_indices(owners).to_numpy()[flat]] = True
+    return pa.array(hit)
+
+
+def _scan(lake: Lake, keys: Sequence[str], model_id: str, dim: int, columns: list[str],
+          stats: CacheStats | None = None) -> pa.Table:  # fmt: skip
+    """The rows of `keys` for this model and dimension, reading only their buckets' files."""
+    path = lake.table_path(CACHE_TABLE)
+    if not keys or not _exists(path):
+        return pa.table({c: pa.array([], TABLES[CACHE_TABLE].field(c).type) for c in columns})
+    table = open_delta(path)
+    buckets = sorted({bucket_of(k) for k in keys})
+    if stats is not None:
+        files = pa.table(table.get_add_actions(flatten=True)).column("partition.bucket").to_pylist()
+        wanted = set(buckets)
+        stats.files_total = len(files)
+        stats.files_read += sum(1 for b in files if b in wanted)
+    rows = table.to_pyarrow_table(columns=columns, filters=[("bucket", "in", buckets), ("model_id", "=", model_id),
+                                                           ("dim", "=", dim)])  # fmt: skip
+    return rows.filter(pc.is_in(rows.column("text_sha256"), value_set=pa.array(sorted(set(keys)), pa.string())))
+
+
+def _claim(lake: Lake, model_id: str, dim: int, claims: dict[str, frozenset[str]], new: pa.Table) -> int:
+    """One commit rewriting the buckets of `claims` and `new`: the claimed rows with the claimed owners added,
+    `new` appended. Returns the rows whose owner lists grew."""
+    buckets = sorted({bucket_of(k) for k in claims} | set(new.column("bucket").to_pylist()))
+    rows = open_delta(lake.table_path(CACHE_TABLE)).to_pyarrow_table(filters=[("bucket", "in", buckets)])
+    keys, models, dims = (rows.column(c).to_pylist() for c in ("text_sha256", "model_id", "dim"))
+    owners, grown = rows.column("owner_user_ids").to_pylist(), 0
+    for i, (key, model, row_dim) in enumerate(zip(keys, models, dims)):
+        extra = claims.get(key, frozenset()) - set(owners[i] or ()) if (model, row_dim) == (model_id, dim) else None
+        if extra:
+            owners[i], grown = sorted({*(owners[i] or ()), *extra}), grown + 1
+    if not grown:  # another build added them meanwhile: only the new rows to store
+        if new.num_rows:
+            _write(lake, new, mode="append")
+        return 0
+    rows = rows.set_column(rows.schema.get_field_index("owner_user_ids"), "owner_user_ids",
+                           pa.array(owners, pa.list_(pa.string())))  # fmt: skip
+    merged = pa.concat_tables([rows.select(new.column_names).cast(new.schema), new])
+    _write(lake, merged, mode="overwrite", predicate=f"bucket IN ({', '.join(map(str, buckets))})")
+    return grown
+
+
+def _vectors(rows: pa.Table, dim: int) -> dict[str, np.ndarray]:
+    """text_sha256 -> (dim,) float32 vector of scanned rows."""
+    vectors = rows.column("vector").combine_chunks()
+    whole = pc.equal(pc.list_value_length(vectors), dim).to_numpy(zero_copy_only=False)
+    if not whole.all():  # a row of another length cannot be this model's: ignore it (the text is embedded anew)
+        rows, vectors = rows.filter(pa.array(whole)), vectors.filter(pa.array(whole))
+    matrix = pc.list_flatten(vectors).to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
+    return dict(zip(rows.column("text_sha256").to_pylist(), matrix))
+
+
+def _rows(model_id: str, dim: int, keys: list[str], vectors: np.ndarray, owners: Sequence[frozenset[str]]) -> pa.Table:
+    """New cache rows, sorted by (bucket, key) so each bucket's file is in key order."""
+    order = sorted(range(len(keys)), key=lambda i: (bucket_of(keys[i]), keys[i]))
+    flat = np.ascontiguousarray(vectors[order], dtype=np.float32).reshape(-1)
+    offsets = pa.array(np.arange(0, (len(order) + 1) * dim, dim, dtype=np.int32))
+    return pa.table(
+        {
+            "model_id": [model_id] * len(order),
+            "dim": pa.array([dim] * len(order), pa.int32()),
+            "text_sha256": [keys[i] for i in order],
+            "vector": pa.ListArray.from_arrays(offsets, pa.array(flat, pa.float32())),
+            "owner_user_ids": [sorted(owners[i]) for i in order],
+            "created_at": [int(time.time())] * len(order),
+            "bucket": pa.array([bucket_of(keys[i]) for i in order], pa.int32()),
+        },
+        schema=TABLES[CACHE_TABLE],
+    )
+
+
+def _write(lake: Lake, rows: pa.Table, *, mode: str, predicate: str | None = None) -> None:
+    from deltalake import write_deltalake
+
+    path = lake.table_path(CACHE_TABLE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = rows.select(TABLES[CACHE_TABLE].names).cast(TABLES[CACHE_TABLE])
+    write_deltalake(delta_uri(path), rows, mode=mode, predicate=predicate, partition_by=["bucket"],
+                    storage_options=delta_options(path))  # fmt: skip
+
+
+def _compact(lake: Lake, buckets: list[int]) -> None:
+    """Merge the small files of those of `buckets` that collected `MAX_SMALL_FILES` of them (caller holds LOCK)."""
+    table = open_delta(lake.table_path(CACHE_TABLE))
+    actions = pa.table(table.get_add_actions(flatten=True))
+    small: dict[int, int] = {}
+    for bucket, size in zip(actions.column("partition.bucket").to_pylist(), actions.column("size_bytes").to_pylist()):
+        if size < COMPACT_TARGET_BYTES:
+            small[bucket] = small.get(bucket, 0) + 1
+    full = [b for b in buckets if small.get(b, 0) >= MAX_SMALL_FILES]
+    if not full:
+        return
+    table.optimize.compact(partition_filters=[("bucket", "in", [str(b) for b in full])],
+                           target_size=COMPACT_TARGET_BYTES)  # fmt: skip
+
+
+def _vacuum_removed(lake: Lake) -> None:
+    """Delete the files compactions and owner rewrites took out of the table `REMOVED_FILE_RETENTION_HOURS` ago
+    (a no-op, and no commit, while there are none)."""
+    open_delta(lake.table_path(CACHE_TABLE)).vacuum(retention_hours=REMOVED_FILE_RETENTION_HOURS, dry_run=False,
+                                                     enforce_retention_duration=False)  # fmt: skip

@@ -1,0 +1,77 @@
+"""Smoke test of benchmarks/learning_throughput.py at a tiny size, through its command line: the rounds phase with
+one round count (one pass over 2 users x 4 turns against the 0.2 s stub in its own process, the service and
+`python -m reflexio_pipelines materialize` as subprocesses; about 30-60 s on 2 cores, most of it the materialize
+process). Checks the JSON's shape, that its numbers add up, and that every child process is gone afterwards."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[1]
+USERS, TURNS = 2, 4
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            found.append(args)
+    return found
+
+
+def test_learning_throughput_benchmark_smoke(tmp_path: Path) -> None:
+    out, workdir = tmp_path / "learning_throughput.json", tmp_path / "work"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "learning_throughput.py"), "--phase", "rounds",
+         "--rounds-users", str(USERS), "--turns-per-user", str(TURNS), "--rounds", "1", "--rounds-delay", "0.2",
+         "--per-publish-users", "0", "--settle-s", "0", "--max-run-s", "240", "--out", str(out),
+         "--workdir", str(workdir)],
+        capture_output=True, text=True, timeout=420,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _processes_mentioning(str(workdir)) == []  # stub, service and materialize processes all stopped
+
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "learning_throughput"
+    assert any("NOT extraction quality" in note for note in data["notes"])
+    assert data["params"]["phases"] == ["rounds"] and data["params"]["rounds"] == [1]
+    assert data["runtime_s"]["rounds"] > 0 and data["machine"]["cpus"] >= 1
+
+    rounds = data["phases"]["rounds"]
+    assert rounds["stream"]["users"] == USERS and rounds["stream"]["turns"] == USERS * TURNS
+    assert set(rounds["modes"]) == {"rounds_1"} and rounds["delay_s"] == 0.2
+    for name, row in rounds["modes"].items():
+        assert row["publish_errors"] == 0 and row["failed_materialize"] == 0, (name, row)
+        assert row["materialize_runs"] == row["rounds"] + row["settle_runs"]
+        assert row["turns_published"] == USERS * TURNS and row["users_published"] == USERS
+        assert 0 <= row["turns_learned"] <= row["turns_published"]
+        assert len(row["windows"]) >= 1 and row["materialize_s_total"] > 0
+        stub = row["stub"]
+        # The stub saw the pipeline's extraction calls; per-1k figures are those counts scaled to the stream.
+        assert stub["calls"] >= 1 and stub["prompt_tokens"] > 0 and 1 <= stub["max_in_flight"] <= stub["calls"]
+        assert sum(stub["calls_by_kind"].values()) == stub["calls"] and "extraction" in stub["calls_by_kind"]
+        assert stub["calls_per_1k_turns"] == pytest.approx(stub["calls"] * 1000 / (USERS * TURNS), abs=0.1)
+        assert stub["prompt_tokens_per_1k_turns"] == pytest.approx(stub["prompt_tokens"] * 1000 / (USERS * TURNS),
+                                                                   abs=0.1)  # fmt: skip
+        assert row["calls_ratio_vs_1_round"] == pytest.approx(stub["calls"] / rounds["modes"]["rounds_1"]["stub"]["calls"],
+                                                              abs=0.001)  # fmt: skip
+    one = rounds["modes"]["rounds_1"]
+    assert one["turns_learned"] == one["turns_published"]  # one pass over short sessions learns every turn
+    assert one["calls_ratio_vs_1_round"] == 1.0 and one["prompt_tokens_ratio_vs_1_round"] == 1.0
+    assert one["rounds"] == 1 and one["materialize_runs"] == 1 and one["settle_runs"] == 0
+    # The learning cost the run's metadata reports was counted by the pipeline, independently of the stub.
+    assert one["pipeline_reported"]["users"] == USERS and one["pipeline_reported"]["failed_windows"] == 0
+    assert one["pipeline_reported"]["prompt_tokens"] > 0
+    assert "rounds_calls_ratio" not in data["targets"]  # one pass only: no cadence to compare with it
+    assert "LLM cost by run cadence" in done.stdout and "NOT extraction quality" in done.stdout
