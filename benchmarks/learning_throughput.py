@@ -371,6 +371,11 @@ class Workspace:
         self.home.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
         (self.home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        # Create the instance's SQLite storages here, before any child opens them: two processes creating them at
+        # once can both stamp the schema version (alembic then refuses the database).
+        with open_instance(self.home) as instance:
+            instance.get_runs(limit=1)
+            instance.get_daemon_heartbeats()
 
     @property
     def lake(self) -> Path:
@@ -1502,6 +1507,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored (`cmd &`)
     run = Run(args)
     began = time.monotonic()
     print(f"learning_throughput: phases {', '.join(args.phases)}; work dir {run.workdir}")

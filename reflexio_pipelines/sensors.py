@@ -1,11 +1,22 @@
 """Sensor: newly landed files (and held-back turns that fell due) become runs of `learn_job` for their window.
 
 Its runs hold back an incomplete window of a session that is still active (`flush="due"`, see
-learning/windows.py), so running every 15 s under steady traffic costs the same LLM calls as one pass.
+learning/windows.py), so running often under steady traffic costs the same LLM calls as one pass, and it ticks
+every 5 s: publish → searchable waits for a tick, a run's start and the run, not for a long interval. A window
+whose run is still queued or running is not requested again until that run ends (its successor then sees every
+file that landed meanwhile), so runs do not pile up behind the window's lock.
 """
 
 
 import dagster as dg
+
+#: Run states in which a window's run has not finished yet.
+UNFINISHED = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
 from reflexio_pipelines.jobs import learn_job, learning_run_config
 from reflexio_pipelines.partitions import GRANULARITY
@@ -15,18 +26,30 @@ from reflexio_pipelines.resources import LakeResource
 
 @dg.sensor(
     job=learn_job,
-    minimum_interval_seconds=15,
+    minimum_interval_seconds=5,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Requests a learn_job run for every window whose landing files changed since it was last compacted.",
 )
 def landing_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult:
     pending = pending_windows(lake.get(), GRANULARITY)
+    busy = _windows_in_flight(context.instance, [p.partition_key for p in pending])
     # The run key names the exact file set, so a window is requested once per new set of files even though
     # this sensor keeps no cursor: the lake, not the sensor, is the state.
     requests = [
-        dg.RunRequest(run_key=f"{p.partition_key}:{p.digest}", partition_key=p.partition_key, run_config=learning_run_config("due"))
+        dg.RunRequest(run_key=f"{p.partition_key}:{p.digest}", partition_key=p.partition_key,
+                      run_config=learning_run_config("due"))  # fmt: skip
         for p in pending
+        if p.partition_key not in busy
     ]
     if not requests:
-        return dg.SensorResult(skip_reason="no new landing files")
+        return dg.SensorResult(skip_reason="a run is in flight for every pending window" if pending
+                               else "no new landing files")  # fmt: skip
     return dg.SensorResult(run_requests=requests)
+
+
+def _windows_in_flight(instance: dg.DagsterInstance, keys: list[str]) -> set[str]:
+    """The partition keys among `keys` with an unfinished `learn_job` run."""
+    if not keys:
+        return set()
+    runs = instance.get_run_records(dg.RunsFilter(job_name=learn_job.name, statuses=UNFINISHED), limit=100)
+    return {r.dagster_run.tags.get("dagster/partition") for r in runs} & set(keys)

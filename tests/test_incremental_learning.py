@@ -318,3 +318,26 @@ def test_a_run_of_one_lake_does_not_wait_for_another_lakes_run(tmp_path, instanc
         assert finished == ["free"]
     blocked.join(timeout=120)
     assert finished == ["free", "busy"]
+
+
+# -- the sensor ------------------------------------------------------------------------------------------------
+
+
+def test_the_sensor_asks_for_due_only_runs_and_waits_for_a_windows_unfinished_run(lake: Lake, instance, samples):
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from reflexio_pipelines.resources import LakeResource
+    from reflexio_pipelines.sensors import landing_sensor
+
+    land(lake, samples[:1])
+    context = dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
+    (request,) = landing_sensor(context).run_requests
+    assert request.run_config == learning_run_config("due")
+    running = DagsterRun(job_name="learn_job", run_id="run-in-flight", status=dg.DagsterRunStatus.STARTED,
+                         tags={"dagster/partition": request.partition_key})  # fmt: skip
+    instance.add_run(running)
+    skipped = landing_sensor(dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))}))
+    assert not skipped.run_requests and "in flight" in skipped.skip_reason.skip_message
+    instance.report_run_failed(running)  # the run ends: the window is requested again
+    again = landing_sensor(dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))}))
+    assert [r.partition_key for r in again.run_requests] == [request.partition_key]

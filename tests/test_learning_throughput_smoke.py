@@ -51,27 +51,23 @@ def test_learning_throughput_benchmark_smoke(tmp_path: Path) -> None:
     rounds = data["phases"]["rounds"]
     assert rounds["stream"]["users"] == USERS and rounds["stream"]["turns"] == USERS * TURNS
     assert set(rounds["modes"]) == {"rounds_1"} and rounds["delay_s"] == 0.2
-    for name, row in rounds["modes"].items():
-        assert row["publish_errors"] == 0 and row["failed_materialize"] == 0, (name, row)
-        assert row["materialize_runs"] == row["rounds"] + row["settle_runs"]
-        assert row["turns_published"] == USERS * TURNS and row["users_published"] == USERS
-        assert 0 <= row["turns_learned"] <= row["turns_published"]
-        assert len(row["windows"]) >= 1 and row["materialize_s_total"] > 0
-        stub = row["stub"]
-        # The stub saw the pipeline's extraction calls; per-1k figures are those counts scaled to the stream.
-        assert stub["calls"] >= 1 and stub["prompt_tokens"] > 0 and 1 <= stub["max_in_flight"] <= stub["calls"]
-        assert sum(stub["calls_by_kind"].values()) == stub["calls"] and "extraction" in stub["calls_by_kind"]
-        assert stub["calls_per_1k_turns"] == pytest.approx(stub["calls"] * 1000 / (USERS * TURNS), abs=0.1)
-        assert stub["prompt_tokens_per_1k_turns"] == pytest.approx(stub["prompt_tokens"] * 1000 / (USERS * TURNS),
-                                                                   abs=0.1)  # fmt: skip
-        assert row["calls_ratio_vs_1_round"] == pytest.approx(stub["calls"] / rounds["modes"]["rounds_1"]["stub"]["calls"],
-                                                              abs=0.001)  # fmt: skip
     one = rounds["modes"]["rounds_1"]
-    assert one["turns_learned"] == one["turns_published"]  # one pass over short sessions learns every turn
-    assert one["calls_ratio_vs_1_round"] == 1.0 and one["prompt_tokens_ratio_vs_1_round"] == 1.0
+    assert one["publish_errors"] == 0 and one["failed_materialize"] == 0, one
     assert one["rounds"] == 1 and one["materialize_runs"] == 1 and one["settle_runs"] == 0
-    # The learning cost the run's metadata reports was counted by the pipeline, independently of the stub.
+    assert one["turns_published"] == USERS * TURNS and one["users_published"] == USERS
+    assert one["turns_learned"] == one["turns_published"]  # one pass (--flush all) learns every turn
+    assert len(one["windows"]) >= 1 and 0 < one["learning_step_s_total"] < one["materialize_s_total"]
+    assert one["profile_rows"] + one["playbook_rows"] > 0
+
+    # The stub counted the pipeline's calls in its own process; per-1k figures are those counts scaled to the stream.
+    stub = one["stub"]
+    assert stub["calls"] >= USERS and stub["prompt_tokens"] > 0 and 1 <= stub["max_in_flight"] <= stub["calls"]
+    assert sum(stub["calls_by_kind"].values()) == stub["calls"] and stub["calls_by_kind"]["extraction"] >= USERS
+    assert stub["calls_per_1k_turns"] == pytest.approx(stub["calls"] * 1000 / (USERS * TURNS), abs=0.1)
+    assert stub["prompt_tokens_per_1k_turns"] == pytest.approx(stub["prompt_tokens"] * 1000 / (USERS * TURNS), abs=0.1)
+    assert one["calls_ratio_vs_1_round"] == 1.0 and one["prompt_tokens_ratio_vs_1_round"] == 1.0
+    # ...and the run's own metadata, read back from the Dagster instance, saw the same users.
     assert one["pipeline_reported"]["users"] == USERS and one["pipeline_reported"]["failed_windows"] == 0
     assert one["pipeline_reported"]["prompt_tokens"] > 0
-    assert "rounds_calls_ratio" not in data["targets"]  # one pass only: no cadence to compare with it
+    assert "rounds_calls_ratio" not in data["targets"]  # one pass only: no cadence to compare it with
     assert "LLM cost by run cadence" in done.stdout and "NOT extraction quality" in done.stdout

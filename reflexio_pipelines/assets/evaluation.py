@@ -73,7 +73,8 @@ def session_evaluation(context: dg.AssetExecutionContext, config: EvaluationConf
         for evaluator in settings.agent_success_configs:
             for session in sessions:
                 result_id = stable_uuid(evaluator.evaluation_name, session.session_id)
-                if result_id in done or not is_sampled(session.session_id, evaluator.evaluation_name, evaluator.sampling_rate):
+                sampled = is_sampled(session.session_id, evaluator.evaluation_name, evaluator.sampling_rate)
+                if result_id in done or not sampled:
                     stats["already_evaluated" if result_id in done else "not_sampled"] += 1
                     continue
                 try:
