@@ -1182,15 +1182,23 @@ def _found(payload: dict, probe: Probe) -> bool:
 
 class Prober:
     """Polls search for every acknowledged, not yet found probe: on every new index version the service reports
-    (`/health`), and every `sweep_s` regardless. A probe is found when its user's search returns the marker."""
+    (`/health`, polled every `poll_s`), and every `sweep_s` regardless. A probe is found when its user's search returns
+    the marker; it has been searchable since the service first reported the index version that answered (so the
+    time a sweep takes does not count), and never before its publish was acknowledged."""
 
-    def __init__(self, url: str, probes: Sequence[Probe], poll_s: float, sweep_s: float = 15.0) -> None:
-        self.url, self.probes, self.poll_s, self.sweep_s = url, list(probes), poll_s, sweep_s
-        self.versions: list[str] = []
+    def __init__(self, url: str, probes: Sequence[Probe], poll_s: float, sweep_s: float = 15.0,
+                 workers: int = 4) -> None:  # fmt: skip
+        self.url, self.probes, self.poll_s, self.sweep_s, self.workers = url, list(probes), poll_s, sweep_s, workers
+        self.first_seen: dict[str, float] = {}  # index version -> when this prober first saw it served
         self.searches = 0
         self.search_errors = 0
+        self._lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="prober", daemon=True)
+
+    @property
+    def versions(self) -> list[str]:
+        return list(self.first_seen)
 
     def start(self) -> None:
         self.thread.start()
@@ -1198,37 +1206,48 @@ class Prober:
     def outstanding(self) -> list[Probe]:
         return [p for p in self.probes if p.acked_at is not None and p.found_at is None]
 
+    def _seen(self, version: str | None) -> float | None:
+        with self._lock:
+            if version and version not in self.first_seen:
+                self.first_seen[version] = time.monotonic()
+            return self.first_seen.get(version) if version else None
+
     def _loop(self) -> None:
-        client = httpx.Client(base_url=self.url, timeout=30)
+        from concurrent.futures import ThreadPoolExecutor
+
+        client = httpx.Client(base_url=self.url, timeout=30,
+                              limits=httpx.Limits(max_connections=self.workers + 1))  # fmt: skip
         last_sweep = 0.0
         try:
-            while not self.stop.is_set():
-                version = None
-                try:
-                    version = client.get("/health").json().get("index_version")
-                except (httpx.HTTPError, ValueError):
-                    pass
-                if version and (not self.versions or self.versions[-1] != version):
-                    self.versions.append(version)
-                    self._sweep(client)
-                    last_sweep = time.monotonic()
-                elif time.monotonic() - last_sweep >= self.sweep_s:
-                    self._sweep(client)
-                    last_sweep = time.monotonic()
-                self.stop.wait(self.poll_s)
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="probe") as pool:
+                while not self.stop.is_set():
+                    try:
+                        version = client.get("/health").json().get("index_version")
+                    except (httpx.HTTPError, ValueError):
+                        version = None
+                    new = bool(version) and version not in self.first_seen
+                    self._seen(version)
+                    if new or time.monotonic() - last_sweep >= self.sweep_s:
+                        list(pool.map(lambda probe: self._search(client, probe), self.outstanding()))
+                        last_sweep = time.monotonic()
+                    self.stop.wait(self.poll_s)
         finally:
             client.close()
 
-    def _sweep(self, client: httpx.Client) -> None:
-        for probe in self.outstanding():
-            if self.stop.is_set():
-                return
-            try:
-                reply = client.post("/api/search", json={"query": probe.query, "user_id": probe.user_id, "top_k": 5})
+    def _search(self, client: httpx.Client, probe: Probe) -> None:
+        if self.stop.is_set():
+            return
+        try:
+            reply = client.post("/api/search", json={"query": probe.query, "user_id": probe.user_id, "top_k": 5})
+            with self._lock:
                 self.searches += 1
-                if reply.status_code == 200 and _found(reply.json(), probe):
-                    probe.found_at = time.monotonic()
-            except (httpx.HTTPError, ValueError):
+            if reply.status_code == 200:
+                payload = reply.json()
+                if _found(payload, probe):
+                    since = self._seen(payload.get("index_version")) or time.monotonic()
+                    probe.found_at = max(since, probe.acked_at or since)
+        except (httpx.HTTPError, ValueError):
+            with self._lock:
                 self.search_errors += 1
 
 

@@ -329,3 +329,17 @@ def test_erasure_removes_the_users_cached_vectors(world, tmp_path: Path, monkeyp
             assert after[agent_key]["owner_user_ids"] == sorted(members[agent_id]) and members[agent_id]
             recached += 1
     assert recached, "an agent playbook ZED contributed to and others support must still be served and cached"
+
+
+def test_benchmark_runs_at_a_tiny_size(tmp_path: Path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "embedding_cache.json"
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, str(root / "benchmarks" / "embedding_cache.py"), "--docs", "30", "--new", "2",
+                    "--out", str(out)], check=True, capture_output=True, timeout=300)  # fmt: skip
+    report = json.loads(out.read_text())
+    runs = report["runs"]
+    assert report["vectors_identical"] and runs["second_build_same_lake"]["embedded"] == 0
+    assert runs["build_with_2_new_docs"]["embedded"] == 2 and runs["build_with_2_new_docs"]["from_cache"] == 30

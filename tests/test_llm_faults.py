@@ -105,6 +105,8 @@ def test_faulty_runs_lose_nothing_and_duplicate_nothing(lake: Lake, tmp_path, in
             run_ids.append(set(result.run_ids))
             pending = [key for key in keys if window_of_key(key, GRANULARITY) in unresolved]
     assert not pending, f"still failing after {len(rounds)} rounds: {rounds}"
+    # users were extracted concurrently, never beyond the configured limit (the default, 32)
+    assert 1 < faulty.state.max_in_flight <= settings.llm.concurrency, faulty.state.max_in_flight
 
     failures = lake.read_table("extraction_failures").to_pylist()
     kinds = [kind for _, kind in faulty.state.faults]
