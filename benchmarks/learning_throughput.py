@@ -98,6 +98,8 @@ NOTES = [
     "cost per call, NOT extraction quality.",
     "Prompt tokens are counted at the stub by its own rule (characters / 4 of every message text of each call), "
     "independently of what the pipeline reports (shown beside it as pipeline_reported where the run metadata has it).",
+    "calls / prompt_tokens are the learning calls (extraction and dedup prompts, told apart by the stub's own "
+    "prompt tests); all_calls adds session-evaluation, shadow and aggregation calls a daemon schedule may make.",
     "turns/s = turns learned (per the extraction_bookmarks the pass left) / wall time of the whole "
     "`python -m reflexio_pipelines materialize` process (start-up, compaction, learning, index build and publish); "
     "the learning step alone (Dagster step `user_learning`) is reported beside it.",
@@ -255,8 +257,10 @@ def serve_stub(port: int, delay_s: float) -> None:
 
     def kind_of(body: dict) -> str:
         text = _user_text(body)
-        for kind, test in (("session_evaluation", is_session_evaluation_prompt), ("shadow_comparison",
-                           is_shadow_comparison_prompt), ("dedup", is_dedup_prompt), ("aggregation", is_aggregation_prompt)):  # fmt: skip
+        tests = (("session_evaluation", is_session_evaluation_prompt),  # the stub's own order (fake_llm_reply)
+                 ("shadow_comparison", is_shadow_comparison_prompt),
+                 ("dedup", is_dedup_prompt), ("aggregation", is_aggregation_prompt))
+        for kind, test in tests:
             if test(text):
                 return kind
         return "extraction"
@@ -421,7 +425,7 @@ class Daemon:
         self.booted_s = self._wait_sensor_daemon(boot_timeout)
 
     def _wait_sensor_daemon(self, timeout: float) -> float:
-        """Seconds until the sensor daemon's first heartbeat (it then ticks `landing_sensor` every 15 s)."""
+        """Seconds until the sensor daemon's first heartbeat (then `landing_sensor` ticks at its minimum interval)."""
         began = time.monotonic()
         while time.monotonic() - began < timeout:
             if self.proc.poll() is not None:
@@ -491,14 +495,18 @@ def materialize(ws: Workspace, llm: LLM, timeout: float, flush: str | None = Non
     PROCS.stop(proc)
     text = _tail(log, 20_000)
     windows_match, runs_match = _MATERIALIZED_RE.search(text), _RUNS_RE.search(text)
-    windows = [w.strip() for w in windows_match.group(2).split(",") if w.strip() not in ("", "-")] if windows_match else []
-    run_ids = [r.strip() for r in runs_match.group(1).split(",") if r.strip() not in ("", "-")] if runs_match else []
+    windows = _listed(windows_match.group(2)) if windows_match else []
+    run_ids = _listed(runs_match.group(1)) if runs_match else []
     row = {"wall_s": round(wall, 2), "returncode": rc, "timed_out": timed_out, "windows": windows,
            "flush": flush if flush and flush_supported() else "(CLI default)"}
     if rc != 0:
         row["log_tail"] = text[-2000:]
     row.update(run_timings(ws.home, run_ids))
     return row
+
+
+def _listed(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip() not in ("", "-")]
 
 
 def run_timings(home: Path, run_ids: Sequence[str] | None = None) -> dict:
@@ -799,11 +807,20 @@ def chunks(items: Sequence, n: int) -> list[list]:
     return [p for p in parts if p]
 
 
+#: Calls the stub answers that are not learning from turns (the daemon's schedules may run these): counted apart.
+NOT_LEARNING = ("session_evaluation", "shadow_comparison", "aggregation")
+
+
 def stub_block(stats: dict, turns: int) -> dict:
-    return {"calls": stats["calls"], "prompt_tokens": stats["prompt_tokens"], "max_in_flight": stats["max_in_flight"],
+    """The stub's counts for one measurement. `calls` / `prompt_tokens` (and per 1k turns) are the learning calls —
+    extraction and dedup; `all_calls` adds evaluation and aggregation calls, if a schedule made any."""
+    learning = {k: v for k, v in stats["by_kind"].items() if k not in NOT_LEARNING}
+    calls = sum(v["calls"] for v in learning.values())
+    tokens = sum(v["prompt_tokens"] for v in learning.values())
+    return {"calls": calls, "prompt_tokens": tokens, "max_in_flight": stats["max_in_flight"],
+            "calls_per_1k_turns": per_1k(calls, turns), "prompt_tokens_per_1k_turns": per_1k(tokens, turns),
             "calls_by_kind": {k: v["calls"] for k, v in stats["by_kind"].items()},
-            "calls_per_1k_turns": per_1k(stats["calls"], turns),
-            "prompt_tokens_per_1k_turns": per_1k(stats["prompt_tokens"], turns)}  # fmt: skip
+            "all_calls": stats["calls"], "all_prompt_tokens": stats["prompt_tokens"]}  # fmt: skip
 
 
 def _fmt(value: Any, width: int) -> str:
@@ -816,7 +833,8 @@ def _fmt(value: Any, width: int) -> str:
     return text.rjust(width)
 
 
-def table(title: str, header: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int] | None = None) -> None:
+def table(title: str, header: Sequence[str], rows: Iterable[Sequence[Any]],
+          widths: Sequence[int] | None = None) -> None:  # fmt: skip
     widths = widths or [max(12, len(h) + 2) for h in header]
     print(f"\n{title}")
     print("".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(header, widths))))
@@ -941,7 +959,7 @@ def phase_throughput(run: Run) -> dict:
                              r["stub"]["calls"], r["stub"]["max_in_flight"],
                              entry.get("ratio_vs_serial") if mode == "concurrent" else None])  # fmt: skip
     table(f"1. turns learned per second, one materialize pass (REFLEXIO_LLM_CONCURRENCY={a.concurrency} vs 1)",
-          ["run", "users", "turns", "total s", "learn s", "turns/s", "learn t/s", "calls", "in flight", "x serial"],
+          ["run", "users", "learned", "total s", "learn s", "turns/s", "learn t/s", "calls", "in flight", "x serial"],
           rows, [24, 8, 8, 10, 10, 10, 11, 8, 11, 10])  # fmt: skip
     at_1s = out["by_delay"].get("1.0") or out["by_delay"].get("1")
     if at_1s:
@@ -950,8 +968,10 @@ def phase_throughput(run: Run) -> dict:
             "target": f">= {TARGETS['throughput_turns_per_s_at_1s']} turns/s and >= "
                       f"{TARGETS['throughput_max_in_flight_at_1s']} calls in flight (500 users x 6 turns)",
             "measured": {"turns_per_s": c["turns_per_s"], "max_in_flight": c["stub"]["max_in_flight"],
-                         "users": c["users"]},
-            "met": (c["turns_per_s"] or 0) >= TARGETS["throughput_turns_per_s_at_1s"]
+                         "users": c["users"], "turns_per_user": a.turns_per_user},
+            "at_issue_size": c["users"] >= 500 and a.turns_per_user == 6,
+            "met": c["users"] >= 500 and a.turns_per_user == 6
+                   and (c["turns_per_s"] or 0) >= TARGETS["throughput_turns_per_s_at_1s"]
                    and c["stub"]["max_in_flight"] >= TARGETS["throughput_max_in_flight_at_1s"],
         }  # fmt: skip
     return out
@@ -1012,7 +1032,8 @@ def per_publish_pass(run: Run, name: str, stream: Stream, llm: LLM) -> dict:
     reported = run_timings(ws.home)["pipeline_reported"]
     return {"mode": "run per publish", "publishes": len(stream.publishes), **cov, "publish_errors": len(ledger.errors),
             "error_samples": ledger.errors[:3], "elapsed_s": round(time.monotonic() - began, 1),
-            "wait_for_response_p50_s": pct(ledger.latencies, 0.5), "wait_for_response_p95_s": pct(ledger.latencies, 0.95),
+            "wait_for_response_p50_s": pct(ledger.latencies, 0.5),
+            "wait_for_response_p95_s": pct(ledger.latencies, 0.95),
             "stub": stub_block(stats, cov["turns_published"]), "pipeline_reported": reported}  # fmt: skip
 
 
@@ -1021,11 +1042,14 @@ def phase_rounds(run: Run) -> dict:
     llm = run.llm(a.rounds_delay)
     stream = make_stream(a.rounds_users, a.turns_per_user, a.seed)
     counts = sorted(set([1] + a.rounds))
-    out: dict[str, Any] = {"stream": {"users": a.rounds_users, "turns": stream.turns, "publishes": len(stream.publishes)},
-                           "delay_s": a.rounds_delay, "modes": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "stream": {"users": a.rounds_users, "turns": stream.turns, "publishes": len(stream.publishes)},
+        "delay_s": a.rounds_delay, "modes": {},
+    }
     for n in counts:
         # one pass learns everything at once; more rounds run as the sensor does (`--rounds-flush`, default due)
-        out["modes"][f"rounds_{n}"] = rounds_pass(run, f"rounds-{n}", stream, llm, n, "all" if n == 1 else a.rounds_flush)
+        flush = "all" if n == 1 else a.rounds_flush
+        out["modes"][f"rounds_{n}"] = rounds_pass(run, f"rounds-{n}", stream, llm, n, flush)
         run.report["phases"]["rounds"] = out
         run.save()
     base = out["modes"]["rounds_1"]["stub"]
@@ -1100,7 +1124,8 @@ def phase_sensor(run: Run) -> dict:
     live["calls_ratio_vs_1_round"] = ratio(live["stub"]["calls"], baseline["stub"]["calls"])
     live["prompt_tokens_ratio_vs_1_round"] = ratio(live["stub"]["prompt_tokens"], baseline["stub"]["prompt_tokens"])
     out = {"stream": {"users": a.sensor_users, "turns": stream.turns, "publishes": len(stream.publishes)},
-           "delay_s": a.sensor_delay, "baseline_delay_s": a.baseline_delay, "live": live, "one_pass": baseline}  # fmt: skip
+           "delay_s": a.sensor_delay, "baseline_delay_s": a.baseline_delay,
+           "live": live, "one_pass": baseline}  # fmt: skip
     run.report["phases"]["sensor"] = out
     table(f"3. LLM cost under the live landing_sensor cadence ({rate:.1f} turns/s for {a.sensor_seconds:.0f} s, "
           f"{a.sensor_delay} s/call stub)",
@@ -1113,6 +1138,7 @@ def phase_sensor(run: Run) -> dict:
             baseline["stub"]["prompt_tokens_per_1k_turns"], baseline["stub"]["max_in_flight"], 1.0]],
           [26, 7, 8, 9, 8, 10, 15, 11, 9])  # fmt: skip
     print(f"   drain: {live['drain_s']} s ({live['drain_end']}); runs by status {live['runs_by_status']}")
+    max_calls, max_tokens = TARGETS["sensor_calls_per_1k_turns_max"], TARGETS["sensor_prompt_tokens_per_1k_turns_max"]
     run.report["targets"]["sensor_cost_per_1k_turns"] = {
         "target": f"<= {TARGETS['sensor_calls_per_1k_turns_max']:.0f} chat calls and <= "
                   f"{TARGETS['sensor_prompt_tokens_per_1k_turns_max']:.0f} prompt tokens per 1k turns",
@@ -1120,8 +1146,8 @@ def phase_sensor(run: Run) -> dict:
                      "prompt_tokens_per_1k_turns": live["stub"]["prompt_tokens_per_1k_turns"],
                      "turns_learned_share": ratio(live["turns_learned"], live["turns_published"])},
         "met": (live["turns_learned"] == live["turns_published"]
-                and (live["stub"]["calls_per_1k_turns"] or 0) <= TARGETS["sensor_calls_per_1k_turns_max"]
-                and (live["stub"]["prompt_tokens_per_1k_turns"] or 0) <= TARGETS["sensor_prompt_tokens_per_1k_turns_max"]),
+                and (live["stub"]["calls_per_1k_turns"] or 0) <= max_calls
+                and (live["stub"]["prompt_tokens_per_1k_turns"] or 0) <= max_tokens),
     }  # fmt: skip
     return out
 
@@ -1152,22 +1178,28 @@ class Probe:
 
 def probe_stream(conversations: int, seed: int) -> tuple[Stream, list[Probe]]:
     """One user per conversation: 4 turns of the llm_cost corpus, then one teaching exchange carrying a unique marker
-    — a stated fact (a profile) or a correction of the agent's last answer (a playbook), alternately — in the
-    conversation's last publish."""
+    in the conversation's last publish — a correction of the agent's last answer (a playbook) for every other user,
+    a stated fact (a profile) for the rest and for users whose corpus turns already hold a correction (a second
+    correction of the same request may be merged with the first by the offline dedup rules)."""
+    from llm_cost import TASKS
+
+    corrections = {task.correction for task in TASKS}
     base = make_stream(conversations, 4, seed, prefix="lat")
+    corrected = {p.user_id for p in base.publishes
+                 if any(t["content"] in corrections for t in p.body["interaction_data_list"])}  # fmt: skip
     probes: dict[str, Probe] = {}
     last_publish: dict[str, Publish] = {}
     for pub in base.publishes:
         last_publish[pub.user_id] = pub
     for i, (user_id, pub) in enumerate(sorted(last_publish.items())):
         marker = f"{_MARK_WORDS[i % len(_MARK_WORDS)]}{i:05d}"
-        if i % 2 == 0:
+        if i % 2 == 0 or user_id in corrected:
             turns = [{"role": "user", "content": f"My project codename is {marker}."},
                      {"role": "assistant", "content": f"Noted: your project codename is {marker}."}]  # fmt: skip
             probe = Probe(user_id, marker, "profile", f"project codename {marker}")
         else:
             turns = [{"role": "user", "content": f"No, always file that under change ticket {marker} first."},
-                     {"role": "assistant", "content": f"Understood, I filed it under change ticket {marker}."}]  # fmt: skip
+                     {"role": "assistant", "content": f"Understood, filed under change ticket {marker}."}]  # fmt: skip
             probe = Probe(user_id, marker, "playbook", f"change ticket {marker}")
         pub.body["interaction_data_list"].extend(turns)
         probes[user_id] = probe
@@ -1251,6 +1283,21 @@ class Prober:
                 self.search_errors += 1
 
 
+def _in_lake(ws: Workspace, probes: Sequence[Probe]) -> int:
+    """How many of `probes` the lake holds a current item for (learned, yet never found by search in the run)."""
+    if not probes:
+        return 0
+    from reflexio_pipelines.lake.io import Lake
+
+    store = Lake.at(str(ws.lake))
+    users = sorted({p.user_id for p in probes})
+    texts: dict[str, str] = defaultdict(str)
+    for table in ("user_profiles", "user_playbooks"):
+        for row in store.read_table(table, filters=[("user_id", "in", users)]).to_pylist():
+            texts[row["user_id"]] += " " + str(row.get("content", "")).casefold()
+    return sum(1 for p in probes if p.marker.casefold() in texts[p.user_id])
+
+
 def latency_run(run: Run, name: str, llm: LLM) -> dict:
     a = run.args
     conversations = max(1, int(a.latency_rate * a.latency_seconds / 6))
@@ -1288,6 +1335,7 @@ def latency_run(run: Run, name: str, llm: LLM) -> dict:
         service.close()
     latencies = [p.found_at - p.acked_at for p in probes if p.found_at is not None and p.acked_at is not None]
     acked = [p for p in probes if p.acked_at is not None]
+    unfound = [p for p in acked if p.found_at is None]
     stats = llm.stub.stats() if llm.stub is not None else None
     timings = run_timings(ws.home)
     cov = coverage(ws, ledger)
@@ -1295,7 +1343,9 @@ def latency_run(run: Run, name: str, llm: LLM) -> dict:
                                                             f"{llm.concurrency}",
            "conversations": conversations, "probes_acked": len(acked), "found": len(latencies),
            "never_searchable": len(acked) - len(latencies),
-           "never_searchable_by_kind": _count(p.kind for p in acked if p.found_at is None),
+           "never_searchable_by_kind": _count(p.kind for p in unfound),
+           "never_searchable_but_in_lake": _in_lake(ws, unfound),
+           "probes_by_kind": _count(p.kind for p in acked),
            "p50_s": pct(latencies, 0.5), "p95_s": pct(latencies, 0.95), "max_s": pct(latencies, 1.0),
            "mean_s": round(statistics.fmean(latencies), 3) if latencies else None,
            **load, "publish_errors": len(ledger.errors), "drain_limit_s": a.latency_drain_s,
@@ -1323,14 +1373,19 @@ def phase_latency(run: Run) -> dict:
           [[r["extractor"], r["probes_acked"], r["found"], r["never_searchable"], r["p50_s"], r["p95_s"], r["max_s"],
             r["runs"], r["index_versions_seen"], r["achieved_turns_per_s"]] for r in out["runs"].values()],
           [34, 8, 8, 8, 9, 9, 9, 7, 10, 9])  # fmt: skip
-    for name, limit in (("stub", TARGETS["latency_p95_s_max_stub_1s"]), ("builtin", TARGETS["latency_p95_s_max_builtin"])):
+    limits = (("stub", TARGETS["latency_p95_s_max_stub_1s"]), ("builtin", TARGETS["latency_p95_s_max_builtin"]))
+    for name, limit in limits:
         r = out["runs"].get(name)
         if r is None:
             continue
         run.report["targets"][f"latency_p95_{name}"] = {
-            "target": f"p95 <= {limit:.0f} s ({'1 s LLM' if name == 'stub' else 'built-in extractor'}), every probe found",
-            "measured": {"p95_s": r["p95_s"], "never_searchable": r["never_searchable"]},
-            "met": r["p95_s"] is not None and r["p95_s"] <= limit and r["never_searchable"] == 0,
+            "target": f"p95 <= {limit:.0f} s ({'1 s LLM' if name == 'stub' else 'built-in extractor'}), "
+                      "every probe found",
+            "measured": {"p95_s": r["p95_s"], "never_searchable": r["never_searchable"],
+                         "turns_per_s": a.latency_rate, "seconds": a.latency_seconds},
+            "at_issue_size": a.latency_rate >= 50 and a.latency_seconds >= 300,
+            "met": a.latency_rate >= 50 and a.latency_seconds >= 300
+                   and r["p95_s"] is not None and r["p95_s"] <= limit and r["never_searchable"] == 0,
         }
     return out
 
@@ -1425,7 +1480,8 @@ def phase_orgs(run: Run) -> dict:
     run.report["targets"]["orgs_isolation"] = {
         "target": f"B's wait_for_response publish during A's pass <= {TARGETS['orgs_ratio_max']}x its time alone",
         "measured": {"ratio": out["ratio_during_over_alone"], "b_samples_during_a": len(during)},
-        "met": out["ratio_during_over_alone"] is not None and out["ratio_during_over_alone"] <= TARGETS["orgs_ratio_max"],
+        "met": out["ratio_during_over_alone"] is not None
+               and out["ratio_during_over_alone"] <= TARGETS["orgs_ratio_max"],  # fmt: skip
     }
     return out
 
@@ -1455,7 +1511,8 @@ def _ints(text: str) -> list[int]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--phase", default="all", help=f"comma-separated: {', '.join(PHASES)} or all")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--turns-per-user", type=int, default=6)
@@ -1544,7 +1601,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
         run.close()
     print("\ntargets (issue 14):")
     for name, t in run.report["targets"].items():
-        print(f"  {name:<28} {'met' if t['met'] else 'NOT met':<8} {t['measured']}  [{t['target']}]")
+        size = "" if t.get("at_issue_size", True) else " (below the issue's size: not a verdict)"
+        print(f"  {name:<28} {'met' if t['met'] else 'NOT met':<8} {t['measured']}  [{t['target']}]{size}")
     print(f"wrote {args.out} in {run.report['runtime_s']['total']} s")
     return run.report
 

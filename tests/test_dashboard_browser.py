@@ -17,8 +17,11 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pyarrow as pa
@@ -174,6 +177,21 @@ def _pending_ids(base_url: str) -> list[int]:
 # -- the test ------------------------------------------------------------------------------------------------
 
 
+@contextmanager
+def chromium_page(pw: Any) -> Iterator[tuple[Any, list[str]]]:
+    """A page of headless Debian Chromium (1280x900, the tests' timeout) and the console errors it logs."""
+    browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(TIMEOUT_MS)
+        console_errors: list[str] = []
+        page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: console_errors.append(f"uncaught: {e}"))
+        yield page, console_errors
+    finally:
+        browser.close()
+
+
 def test_dashboard_in_chromium(tmp_path: Path) -> None:
     if not CHROMIUM.exists():
         pytest.fail(INSTALL_HINT, pytrace=False)
@@ -192,14 +210,8 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
 
     with serve_app(app) as base_url, sync_playwright() as pw:
         assert _pending_ids(base_url) == [ids["reject"], ids["gone"]]
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(TIMEOUT_MS)
-            console_errors: list[str] = []
+        with chromium_page(pw) as (page, console_errors):
             foreign: list[str] = []
-            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: console_errors.append(f"uncaught: {e}"))
             page.on("request", lambda r: None if r.url.startswith((base_url + "/", "data:")) else foreign.append(r.url))
 
             response = page.goto(f"{base_url}/dashboard")
@@ -288,8 +300,6 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
             unexpected = [e for e in console_errors if "status of 404" not in e]
             assert not unexpected, unexpected
             assert not foreign, f"the dashboard requested other origins: {foreign}"
-        finally:
-            browser.close()
 
     print(f"\ndashboard screenshot: {screenshot} ({time.monotonic() - started:.1f} s)")
 
@@ -305,13 +315,7 @@ def test_dashboard_llm_usage_in_chromium(tmp_path: Path) -> None:
     d1, d2, d3 = recent_days()
     seed_usage(lake, d1, d2, d3)
     with serve_app(_build_app(lake)) as base_url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(TIMEOUT_MS)
-            console_errors: list[str] = []
-            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: console_errors.append(f"uncaught: {e}"))
+        with chromium_page(pw) as (page, console_errors):
             page.goto(f"{base_url}/dashboard")
             page.wait_for_selector('body[data-ready="true"]')
             expect(page.get_by_role("heading", name="LLM usage per 1,000 turns")).to_be_visible()
@@ -351,8 +355,6 @@ def test_dashboard_llm_usage_in_chromium(tmp_path: Path) -> None:
             assert not console_errors, console_errors
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             section.screenshot(path=str(ARTIFACTS / "dashboard-llm-usage.png"))
-        finally:
-            browser.close()
 
 
 def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
@@ -363,13 +365,7 @@ def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
 
     app = _build_app(Lake.at(tmp_path / "lake"))
     with serve_app(app) as base_url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(TIMEOUT_MS)
-            console_errors: list[str] = []
-            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: console_errors.append(f"uncaught: {e}"))
+        with chromium_page(pw) as (page, console_errors):
             page.goto(f"{base_url}/dashboard")
             page.wait_for_selector('body[data-ready="true"]')
             for chart in ("success-rate", "shadow-win-rate", "corrections"):
@@ -382,8 +378,6 @@ def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
             assert not console_errors, console_errors
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "dashboard-empty.png"), full_page=True)
-        finally:
-            browser.close()
 
 
 def test_dashboard_with_an_api_key_in_chromium(tmp_path: Path) -> None:
@@ -402,10 +396,7 @@ def test_dashboard_with_an_api_key_in_chromium(tmp_path: Path) -> None:
     seed_usage(Lake.at(tmp_path / "lake" / "orgs" / "acme"), *recent_days())
     app = create_app(Settings(lake=str(tmp_path / "lake"), api_keys_file=str(keys), org_learn_interval_s=0))
     with serve_app(app) as base_url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(TIMEOUT_MS)
+        with chromium_page(pw) as (page, _):
             seen: list[tuple[str, str | None]] = []
             page.on("request", lambda r: seen.append((r.url, r.headers.get("authorization"))))
             page.goto(f"{base_url}/dashboard")
@@ -419,5 +410,3 @@ def test_dashboard_with_an_api_key_in_chromium(tmp_path: Path) -> None:
             api_calls = [(url, auth) for url, auth in seen[len(seen) // 2:] if "/api/" in url]
             assert api_calls and all(auth == f"Bearer {key}" for _, auth in api_calls)
             assert all(key not in url for url, _ in seen if url.startswith("http") and "#" not in url)
-        finally:
-            browser.close()

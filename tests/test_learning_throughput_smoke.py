@@ -62,7 +62,8 @@ def test_learning_throughput_benchmark_smoke(tmp_path: Path) -> None:
     # The stub counted the pipeline's calls in its own process; per-1k figures are those counts scaled to the stream.
     stub = one["stub"]
     assert stub["calls"] >= USERS and stub["prompt_tokens"] > 0 and 1 <= stub["max_in_flight"] <= stub["calls"]
-    assert sum(stub["calls_by_kind"].values()) == stub["calls"] and stub["calls_by_kind"]["extraction"] >= USERS
+    assert sum(stub["calls_by_kind"].values()) == stub["all_calls"] == stub["calls"]  # all of them learning calls
+    assert stub["calls_by_kind"]["extraction"] >= USERS and stub["all_prompt_tokens"] == stub["prompt_tokens"]
     assert stub["calls_per_1k_turns"] == pytest.approx(stub["calls"] * 1000 / (USERS * TURNS), abs=0.1)
     assert stub["prompt_tokens_per_1k_turns"] == pytest.approx(stub["prompt_tokens"] * 1000 / (USERS * TURNS), abs=0.1)
     assert one["calls_ratio_vs_1_round"] == 1.0 and one["prompt_tokens_ratio_vs_1_round"] == 1.0
