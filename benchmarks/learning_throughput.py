@@ -21,7 +21,9 @@ Phases (`--phase`, comma-separated, default all):
    `REFLEXIO_LLM_CONCURRENCY=64` (500 users x 6 turns), the most calls in flight seen at the stub, and the serial
    baseline (`REFLEXIO_LLM_CONCURRENCY=1`, 50 users) at the same delay in the same run; ratio.
 2. `rounds` — calls and prompt tokens per 1k turns when one stream is learned in 1, 4 and 16 rounds within a window
-   (publish a share, materialize, repeat), and with a run per publish (`wait_for_response=true`); ratio to 1 round.
+   (publish a share, materialize, repeat), with a run per publish (a `materialize --flush due` after each publish,
+   what a sensor tick per publish does), and with `wait_for_response=true` on every publish (which forces each
+   publish's turns through, so costs a call per publish by design); ratio to 1 round.
 3. `sensor` — the same under the real `landing_sensor` cadence (the daemon running while turns are published at a
    steady rate), against one materialize pass over the same stream.
 4. `latency` — publish -> searchable p50/p95/max under steady publishing (50 turns/s for 5 minutes) with the daemon
@@ -1064,10 +1066,13 @@ def phase_rounds(run: Run) -> dict:
             pp_base = rounds_pass(run, "per-publish-1round", pp_stream, llm, 1)
             pp_base["calls_ratio_vs_1_round"] = pp_base["prompt_tokens_ratio_vs_1_round"] = 1.0
             out["modes"]["per_publish_baseline_1_round"] = pp_base
-        row = per_publish_pass(run, "per-publish", pp_stream, llm)
-        row["calls_ratio_vs_1_round"] = ratio(row["stub"]["calls"], pp_base["stub"]["calls"])
-        row["prompt_tokens_ratio_vs_1_round"] = ratio(row["stub"]["prompt_tokens"], pp_base["stub"]["prompt_tokens"])
-        out["modes"]["per_publish"] = row
+        # a run per publish as the sensor would run it (`--flush due`), and one forced by wait_for_response
+        unforced = rounds_pass(run, "per-publish", pp_stream, llm, len(pp_stream.publishes), a.rounds_flush)
+        forced = per_publish_pass(run, "per-publish-wait", pp_stream, llm)
+        for key, row in (("per_publish", unforced), ("per_publish_wait_for_response", forced)):
+            row["calls_ratio_vs_1_round"] = ratio(row["stub"]["calls"], pp_base["stub"]["calls"])
+            row["prompt_tokens_ratio_vs_1_round"] = ratio(row["stub"]["prompt_tokens"], pp_base["stub"]["prompt_tokens"])
+            out["modes"][key] = row
     run.report["phases"]["rounds"] = out
     rows = [[name, r.get("materialize_runs", r.get("publishes")), r["turns_published"], r["turns_learned"],
              r["stub"]["calls"], r["stub"]["calls_per_1k_turns"], r["stub"]["prompt_tokens_per_1k_turns"],
@@ -1535,7 +1540,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--rounds-flush", choices=["due", "all"], default="due",
                    help="materialize --flush of the multi-round runs: due = hold back incomplete windows of active "
                         "sessions, as the sensor does; all = extract everything every round")  # fmt: skip
-    g.add_argument("--per-publish-users", type=int, default=20, help="run-per-publish stream (0 = skip)")
+    g.add_argument("--per-publish-users", type=int, default=5, help="run-per-publish streams: one materialize process per publish, so kept small (0 = skip)")
     g = p.add_argument_group("sensor")
     g.add_argument("--sensor-users", type=int, default=200)
     g.add_argument("--sensor-seconds", type=float, default=120.0, help="publishing spread evenly over this long")
