@@ -164,6 +164,12 @@ class Lake:
         quoted = ", ".join(f"'{_quote(w)}'" for w in sorted(set(windows)))
         return self._overwrite(name, table, f"window IN ({quoted})")
 
+    def replace_landing_files(self, window: str, files: list[str], table: pa.Table) -> int:
+        """Atomically replace the `turns` rows of `window` compacted from the landing `files` with `table` (an
+        incremental compaction: a retry after a crash rewrites the same rows instead of appending them twice)."""
+        quoted = ", ".join(f"'{_quote(f)}'" for f in sorted(set(files)))
+        return self._overwrite("turns", table, f"window = '{_quote(window)}' AND landing_file IN ({quoted})")
+
     def purge_history(self, name: str) -> int:
         """Physically forget everything but the current version of table `name`; returns data files deleted.
 

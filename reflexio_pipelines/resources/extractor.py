@@ -11,7 +11,7 @@ from reflexio_pipelines.learning.config import ExtractionConfig, resolve_extract
 from reflexio_pipelines.learning.dedup import RuleDedupJudge
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
 from reflexio_pipelines.learning.learn import JudgeFactory
-from reflexio_pipelines.learning.llm_call import LLMEndpoint
+from reflexio_pipelines.learning.llm_call import LLMEndpoint, preload_litellm
 from reflexio_pipelines.settings import LLMSettings
 
 
@@ -55,6 +55,11 @@ class ExtractorResource(dg.ConfigurableResource):
             rpm=self.rpm,
             tpm=self.tpm,
         )
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """With a model configured, LiteLLM's import starts now, in the background, while earlier steps run."""
+        if self.model.strip():
+            preload_litellm()
 
     def endpoint(self) -> LLMEndpoint:
         """The LLM endpoint of these settings (raises ValueError when no model is configured). Endpoints of the
