@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from filelock import FileLock
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random
 
 from reflexio_pipelines.files import TMP_PREFIX
 from reflexio_pipelines.lake.schemas import OPERATION_TABLES, TABLES
@@ -211,10 +212,12 @@ class Lake:
         path.parent.mkdir(parents=True, exist_ok=True)
         uri, options = delta_uri(path), delta_options(path)
         partition_by = ["window"] if "window" in schema.names else None
-        if not (path / "_delta_log").exists() or predicate is None:
-            write_deltalake(uri, table, partition_by=partition_by, mode="append", storage_options=options)
-        else:
-            write_deltalake(uri, table, mode="overwrite", predicate=predicate, storage_options=options)
+        for attempt in _COMMIT_RETRIES.copy():  # a copy per commit: its statistics are per call
+            with attempt:
+                if not (path / "_delta_log").exists() or predicate is None:
+                    write_deltalake(uri, table, partition_by=partition_by, mode="append", storage_options=options)
+                else:
+                    write_deltalake(uri, table, mode="overwrite", predicate=predicate, storage_options=options)
         return open_delta(path).version()
 
     # -- locks -------------------------------------------------------------------------------------------
@@ -229,6 +232,18 @@ class Lake:
         lock_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(str(lock_dir / f"{name}.lock"), timeout=timeout_s):
             yield
+
+
+def _commit_conflict(exc: BaseException) -> bool:
+    from deltalake.exceptions import CommitFailedError
+
+    return isinstance(exc, CommitFailedError)
+
+
+#: A commit that lost a race (another writer, e.g. another host on object storage, committed that version first, or
+#: created the table at the same moment: "protocol changed") did not happen: retry it against the new table state.
+_COMMIT_RETRIES = Retrying(retry=retry_if_exception(_commit_conflict), stop=stop_after_attempt(6),
+                           wait=wait_random(0.05, 0.5), reraise=True)  # fmt: skip
 
 
 def _quote(value: str) -> str:
