@@ -104,7 +104,8 @@ NOTES = [
     "prompt tests); all_calls adds session-evaluation, shadow and aggregation calls a daemon schedule may make.",
     "turns/s = turns learned (per the extraction_bookmarks the pass left) / wall time of the whole "
     "`python -m reflexio_pipelines materialize` process (start-up, compaction, learning, index build and publish); "
-    "the learning step alone (Dagster step `user_learning`) is reported beside it.",
+    "the extraction run alone (`extract_job`: compaction and learning, the run a sensor launches) and the learning "
+    "step alone (Dagster step `user_learning`) are reported beside it; the target is judged on the whole process.",
     "Windows are ingest-time windows (hourly by default): a phase that straddles an hour boundary learns in two "
     "windows; `windows` in each row says which it touched.",
     "The machine is shared by the stub, the service, the pipeline and the load generator (2 cores here): numbers are "
@@ -912,6 +913,7 @@ def one_pass(run: Run, name: str, stream: Stream, llm: LLM) -> dict:
     mat = materialize(ws, llm, run.args.max_run_s, "all")
     stats = llm.stub.stats() if llm.stub is not None else None
     cov = coverage(ws, ledger)
+    extract_s = sum(r["duration_s"] for r in mat.get("runs", []) if r["job"] == "extract_job") or None
     row = {
         "extractor": llm.label(),
         "users": stream.users,
@@ -924,6 +926,10 @@ def one_pass(run: Run, name: str, stream: Stream, llm: LLM) -> dict:
         "turns_per_s": round(cov["turns_learned"] / mat["wall_s"], 2) if mat["wall_s"] else None,
         "turns_per_s_learning_step": (round(cov["turns_learned"] / mat["learning_step_s"], 2)
                                       if mat["learning_step_s"] else None),  # fmt: skip
+        # the extraction run alone (compaction + learning, its process start and LiteLLM import included): what
+        # one sensor-launched run costs, without the CLI's own start-up, index build and exit
+        "extract_run_s": extract_s,
+        "turns_per_s_extract_run": round(cov["turns_learned"] / extract_s, 2) if extract_s else None,
         "materialize": mat,
     }
     if stats is not None:
@@ -957,19 +963,22 @@ def phase_throughput(run: Run) -> dict:
             if mode in entry:
                 r = entry[mode]
                 rows.append([f"{delay} s/call {mode}", r["users"], r["turns_learned"], r["materialize_s"],
-                             r["learning_step_s"], r["turns_per_s"], r["turns_per_s_learning_step"],
+                             r["learning_step_s"], r["turns_per_s"], r["turns_per_s_extract_run"],
+                             r["turns_per_s_learning_step"],
                              r["stub"]["calls"], r["stub"]["max_in_flight"],
                              entry.get("ratio_vs_serial") if mode == "concurrent" else None])  # fmt: skip
     table(f"1. turns learned per second, one materialize pass (REFLEXIO_LLM_CONCURRENCY={a.concurrency} vs 1)",
-          ["run", "users", "learned", "total s", "learn s", "turns/s", "learn t/s", "calls", "in flight", "x serial"],
-          rows, [24, 8, 8, 10, 10, 10, 11, 8, 11, 10])  # fmt: skip
+          ["run", "users", "learned", "total s", "learn s", "turns/s", "run t/s", "learn t/s", "calls", "in flight",
+           "x serial"], rows, [24, 8, 8, 10, 10, 10, 9, 11, 8, 11, 10])  # fmt: skip
     at_1s = out["by_delay"].get("1.0") or out["by_delay"].get("1")
     if at_1s:
         c = at_1s["concurrent"]
         run.report["targets"]["throughput_at_1s"] = {
             "target": f">= {TARGETS['throughput_turns_per_s_at_1s']} turns/s and >= "
                       f"{TARGETS['throughput_max_in_flight_at_1s']} calls in flight (500 users x 6 turns)",
-            "measured": {"turns_per_s": c["turns_per_s"], "max_in_flight": c["stub"]["max_in_flight"],
+            "measured": {"turns_per_s": c["turns_per_s"], "turns_per_s_extract_run": c["turns_per_s_extract_run"],
+                         "turns_per_s_learning_step": c["turns_per_s_learning_step"],
+                         "max_in_flight": c["stub"]["max_in_flight"],
                          "users": c["users"], "turns_per_user": a.turns_per_user},
             "at_issue_size": c["users"] >= 500 and a.turns_per_user == 6,
             "met": c["users"] >= 500 and a.turns_per_user == 6

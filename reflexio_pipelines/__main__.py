@@ -4,6 +4,7 @@ the `reflexio-lake` CLI's job: reflexio_pipelines/cli)."""
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 
@@ -42,4 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # The work is committed: spare the interpreter's final garbage collections over the millions of objects Dagster
+    # and LiteLLM allocated (2.4 s of exit on this 2-core machine, measured; 0.2 s with the heap frozen).
+    sys.stdout.flush()
+    gc.freeze()
+    sys.exit(code)

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 from fastapi.responses import JSONResponse
+from litellm import cost_per_token as litellm_cost_per_token
 
 from reflexio_pipelines.assets.aggregation import _consolidator
 from reflexio_pipelines.assets.evaluation import _judge
@@ -212,6 +213,9 @@ def test_reasoning_models_get_no_temperature_and_succeed(stub, model: str) -> No
     assert "temperature" not in request["body"] and request["body"]["model"] == model.split("/", 1)[1]
     (row,) = ledger.calls()
     assert row.outcome == "ok" and row.cost_usd is not None and row.cost_usd > 0  # a model in the bundled cost map
+    # the price LiteLLM put on the response is the cost map's price of the tokens the provider reported
+    assert row.cost_usd == pytest.approx(sum(litellm_cost_per_token(model=model, prompt_tokens=row.prompt_tokens,
+                                                                     completion_tokens=row.completion_tokens)))
 
 
 def test_temperature_from_settings_reaches_every_stage(stub, tmp_path, monkeypatch) -> None:
