@@ -7,7 +7,7 @@ import os
 import dagster as dg
 from pydantic import SecretStr
 
-from reflexio_pipelines.assets import aggregation, evaluation, learning, search_index, turns
+from reflexio_pipelines.assets import aggregation, evaluation, learning, outcomes, search_index, turns
 from reflexio_pipelines.checks import search_index_is_servable
 from reflexio_pipelines.jobs import aggregation_job, evaluation_job, extract_job, index_job, learn_job
 from reflexio_pipelines.operations import lifecycle_job, rerun_job
@@ -38,6 +38,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             model=settings.llm.model,
             api_base=settings.llm.api_base,
             api_key=_secret("REFLEXIO_LLM_API_KEY", settings.llm.api_key),
+            api_version=settings.llm.api_version,
             timeout_s=settings.llm.timeout_s,
             max_retries=settings.llm.max_retries,
             backoff_base_s=settings.llm.backoff_base_s,
@@ -52,6 +53,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             model=settings.embedder.model,
             api_base=settings.embedder.api_base,
             api_key=_secret("REFLEXIO_EMBEDDING_API_KEY", settings.embedder.api_key),
+            api_version=settings.embedder.api_version,
             dimensions=settings.embedder.dimensions,
         ),
     }
@@ -61,7 +63,7 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     """Assets, checks, jobs, sensor and resources, configured from `settings` (default: file + environment)."""
     settings = settings or load_settings()
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([turns, learning, aggregation, evaluation, search_index]),
+        assets=dg.load_assets_from_modules([turns, learning, aggregation, evaluation, outcomes, search_index]),
         asset_checks=[search_index_is_servable],
         jobs=[learn_job, extract_job, index_job, aggregation_job, evaluation_job, rerun_job, lifecycle_job],
         schedules=[aggregation_schedule, evaluation_schedule],

@@ -7,8 +7,15 @@ import dagster as dg
 INDEX_ASSETS = dg.AssetSelection.assets("search_index", "serving_index")
 AGGREGATION_ASSETS = dg.AssetSelection.assets("playbook_embeddings", "agent_playbooks", "aggregation_change_log")
 EVALUATION_ASSETS = dg.AssetSelection.assets(
-    "session_evaluations", "shadow_comparisons", "impact_metrics", "impact_before_after"
+    "session_evaluations", "shadow_comparisons", "session_outcomes", "item_outcome_events", "item_outcomes",
+    "outcome_change_log", "impact_metrics", "impact_before_after", "impact_holdout",
 )
+
+def lake_run_config(root: str, metadata_previews: bool) -> dict:
+    """Run config pointing a run's `lake` resource at another lake (an organisation's): the resource's whole
+    config, since run config replaces a configured resource's values rather than merging with them."""
+    return {"resources": {"lake": {"config": {"root": root, "metadata_previews": metadata_previews}}}}
+
 
 def learning_run_config(flush: str = "all", flush_users: list[str] | tuple[str, ...] = ()) -> dict:
     """Run config of the learning step (assets/learning.py `LearningRunConfig`) for a `learn_job`/`extract_job` run:
@@ -44,9 +51,10 @@ aggregation_job = dg.define_asset_job(
     description="Embed and cluster user playbooks across users into agent playbooks (pending approval); re-index.",
 )
 
-#: Judge newly closed, sampled sessions and recompute the impact metrics.
+#: Judge newly closed, sampled sessions, count what served items led to, and recompute the impact metrics.
 evaluation_job = dg.define_asset_job(
     "evaluation_job",
     selection=EVALUATION_ASSETS,
-    description="Evaluate sampled closed sessions (success, shadow head-to-head) and recompute impact metrics.",
+    description="Evaluate sampled closed sessions (success, shadow head-to-head), count the outcomes of served learned "
+    "items, and recompute impact metrics (treated vs control, correction recurrence).",
 )

@@ -1,6 +1,7 @@
 """Lifecycle operations as Dagster jobs: rerun extraction over a time range (writes *pending* items), upgrade
 (pending → current, current → archived) and downgrade (swap back). Reachable from the REST API through
-`runs.run_operation`. Progress of a rerun is written to `state/operations/<service>.json` as it goes.
+`runs.run_operation`. Progress of a rerun is written to `state/operations/<service>.json` as it goes; a rerun stops
+before its next user once `state/operations/<service>.cancel` names it (`request_cancel`).
 """
 
 import json
@@ -22,6 +23,8 @@ from reflexio_pipelines.learning.types import stable_int_id, stable_uuid
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
 
 SERVICES = {"profile": "profile_generation", "user_playbook": "playbook_generation"}
+#: Earlier names of those services: reflexio-client 0.2.2 polls `feedback_generation` after a playbook rerun.
+SERVICE_ALIASES = {"feedback_generation": "playbook_generation"}
 
 
 class RerunConfig(dg.Config):
@@ -72,6 +75,30 @@ def read_status(lake: Lake, service_name: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def start_status(lake: Lake, service_name: str, operation_id: str, request_params: dict, total_users: int = 0) -> dict:
+    """The status of an operation that is about to run: every field of the original's OperationStatusInfo set, so a
+    client polling before the first user is done parses it."""
+    return write_status(lake, service_name, status="in_progress", operation_id=operation_id, started_at=int(time.time()),
+                        completed_at=None, total_users=total_users, processed_users=0, failed_users=0, current_user_id=None,
+                        processed_user_ids=[], failed_user_ids=[], request_params=request_params, error_message=None,
+                        stats={"total_interactions_processed": 0, "total_generated": 0})  # fmt: skip
+
+
+def _cancel_path(lake: Lake, service_name: str):
+    return lake.root / "state" / "operations" / f"{service_name}.cancel"
+
+
+def request_cancel(lake: Lake, service_name: str, operation_id: str) -> None:
+    """Ask the running operation `operation_id` to stop before its next user (cooperative, as in the original).
+    A marker file separate from the status, which the running operation rewrites as it goes."""
+    write_bytes(_cancel_path(lake, service_name), operation_id.encode())
+
+
+def cancel_requested(lake: Lake, service_name: str, operation_id: str) -> bool:
+    path = _cancel_path(lake, service_name)
+    return path.exists() and path.read_text().strip() == operation_id
+
+
 # -- rerun ------------------------------------------------------------------------------------------------------
 
 
@@ -100,13 +127,15 @@ def rerun(lake: Lake, extractor: ExtractorResource, embedder: EmbedderResource, 
     by_user = defaultdict(list)
     for turn in turns_from_table(turns_table):
         by_user[turn.user_id].append(turn)
-    write_status(lake, service, status="in_progress", operation_id=cfg.operation_id, started_at=int(time.time()),
-                 completed_at=None, total_users=len(by_user), processed_users=0, failed_users=0,
-                 processed_user_ids=[], failed_user_ids=[], request_params=cfg.model_dump(), error_message=None,
-                 stats={"total_interactions_processed": 0, "total_generated": 0})  # fmt: skip
+    start_status(lake, service, cfg.operation_id, cfg.model_dump(), total_users=len(by_user))
     rows: list[dict] = []
     processed: list[str] = []
     for user_id in sorted(by_user):
+        if cancel_requested(lake, service, cfg.operation_id):
+            # Nothing of a cancelled rerun is written: its pending rows appear all at once or not at all.
+            write_status(lake, service, status="cancelled", completed_at=int(time.time()), current_user_id=None)
+            return {"generated": 0, "users": len(by_user), "discarded_pending": 0, "id_column": id_column,
+                    "cancelled": True}  # fmt: skip
         output = learn(
             by_user[user_id], {user_id: UserState()}, extractor.get(), embedder.get(), extractor.dedup_judge_factory(),
             window="rerun", run_id=run_id, config=extractor.get_config(), status="pending",

@@ -178,7 +178,9 @@ def run_evaluation(
     with _lake_lock(str(Lake.at(settings.lake).root)):
         instance = instance or default_instance()
         run = defs.resolve_job_def("evaluation_job").execute_in_process(
-            run_config={"ops": {"session_evaluation": {"config": {"now": now}}}, **_RUN_CONFIG}, instance=instance
+            run_config={"ops": {"session_evaluation": {"config": {"now": now}},
+                                "learned_item_outcomes": {"config": {"now": now}}}, **_RUN_CONFIG},
+            instance=instance,
         )
     (materialization,) = [m for m in run.asset_materializations_for_node("session_evaluation")
                           if m.asset_key.path[-1] == "session_evaluations"]  # fmt: skip

@@ -1,25 +1,51 @@
-"""Schedules: aggregation daily, evaluation every 10 minutes (learning itself is driven by the landing sensor)."""
+"""Schedules: aggregation daily, evaluation every 10 minutes (learning itself is driven by the landing sensor).
+
+Each tick requests one run per lake holding data: the code location's own lake, and in keyed mode every
+organisation's lake under `<lake>/orgs/` (organisations.py), each run pointed at its lake through run config
+(`jobs.lake_run_config`) and tagged with its organisation. The steps read the organisation's stored extraction
+config from that lake (`ExtractorResource.get_config(lake)`), so its evaluators and aggregation settings apply.
+"""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from reflexio_pipelines.jobs import aggregation_job, evaluation_job
+from reflexio_pipelines.jobs import aggregation_job, evaluation_job, lake_run_config
+from reflexio_pipelines.organisations import DEFAULT_ORG, ORG_TAG, lakes_of
+from reflexio_pipelines.resources import LakeResource
+from reflexio_pipelines.storage import lake_path
 
-aggregation_schedule = dg.ScheduleDefinition(
+
+def per_organisation(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
+    """One run request per lake for this tick; the run key (tick + organisation) makes a tick request each once."""
+    tick = context.scheduled_execution_time.strftime("%Y%m%dT%H%M") if context.scheduled_execution_time else "now"
+    return [
+        dg.RunRequest(run_key=f"{tick}:{org}", tags={ORG_TAG: org},
+                      run_config={} if org == DEFAULT_ORG else lake_run_config(str(root), lake.metadata_previews))
+        for org, root in lakes_of(lake_path(lake.root))
+    ]  # fmt: skip
+
+
+@dg.schedule(
     name="daily_aggregation",
     job=aggregation_job,
     cron_schedule="0 3 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Clusters the day's user playbooks into agent playbooks at 03:00 UTC.",
+    description="Clusters the day's user playbooks into agent playbooks at 03:00 UTC, for every organisation.",
 )
+def aggregation_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
+    return per_organisation(context, lake)
 
-evaluation_schedule = dg.ScheduleDefinition(
+
+@dg.schedule(
     name="session_evaluation",
     job=evaluation_job,
     cron_schedule="*/10 * * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Judges sessions that closed since the last run (quiet period elapsed) and refreshes impact metrics.",
+    description="Judges sessions that closed since the last run (quiet period elapsed) and refreshes impact metrics, "
+    "for every organisation.",
 )
+def evaluation_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
+    return per_organisation(context, lake)

@@ -27,6 +27,9 @@ class LLMSettings(BaseModel):
     model: str = ""
     api_base: str = ""
     api_key: SecretStr = SecretStr("")
+    #: Azure OpenAI's `api-version` query parameter (e.g. "2024-10-21"); empty = LiteLLM's (AZURE_API_VERSION, else
+    #: its built-in default). Other providers ignore it.
+    api_version: str = ""
     timeout_s: float = 120.0
     max_retries: int = 2
     #: First retry waits between base and 2x base seconds, doubling per retry (a 429's Retry-After wins if longer).
@@ -50,6 +53,8 @@ class EmbedderSettings(BaseModel):
     model: str = "local"
     api_base: str = ""
     api_key: SecretStr = SecretStr("")
+    #: Azure OpenAI's `api-version` for an `azure/<deployment>` embedding model; empty = LiteLLM's default.
+    api_version: str = ""
     dimensions: int | None = None
 
 
@@ -87,6 +92,7 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_LLM_MODEL": ("llm", "model"),
     "REFLEXIO_LLM_API_BASE": ("llm", "api_base"),
     "REFLEXIO_LLM_API_KEY": ("llm", "api_key"),
+    "REFLEXIO_LLM_API_VERSION": ("llm", "api_version"),
     "REFLEXIO_LLM_TIMEOUT": ("llm", "timeout_s"),
     "REFLEXIO_LLM_MAX_RETRIES": ("llm", "max_retries"),
     "REFLEXIO_LLM_BACKOFF_BASE": ("llm", "backoff_base_s"),
@@ -98,6 +104,7 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_EMBEDDING_MODEL": ("embedder", "model"),
     "REFLEXIO_EMBEDDING_API_BASE": ("embedder", "api_base"),
     "REFLEXIO_EMBEDDING_API_KEY": ("embedder", "api_key"),
+    "REFLEXIO_EMBEDDING_API_VERSION": ("embedder", "api_version"),
     "REFLEXIO_EXTRACTION_CONFIG": ("extraction_config",),
     "REFLEXIO_LANDING_MAX_BATCH_ROWS": ("landing_max_batch_rows",),
     "REFLEXIO_API_KEYS_FILE": ("api_keys_file",),

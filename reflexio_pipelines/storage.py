@@ -20,9 +20,11 @@ import hashlib
 import io
 import os
 import shutil
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,6 +34,7 @@ from reflexio_pipelines.files import TMP_PREFIX, atomic_write_bytes as _atomic_w
 
 #: A lake location: a local path, or a remote one (any UPath that is not a local `Path`).
 LakePath = Union[Path, UPath]
+T = TypeVar("T")
 
 DEFAULT_CACHE_DIR = "~/.cache/reflexio-lake"
 
@@ -95,6 +98,33 @@ def read_parquet(path: LakePath, **kwargs: Any) -> pa.Table:
         with path.open("rb") as fh:
             return pq.read_table(io.BytesIO(fh.read()), **kwargs)
     return pq.read_table(path, **kwargs)
+
+
+def vanished(exc: BaseException) -> bool:
+    """Whether `exc` says a file a reader had listed was gone when it was opened (deleted in between)."""
+    if isinstance(exc, FileNotFoundError):
+        return True
+    from deltalake.exceptions import DeltaError
+
+    text = str(exc).lower()
+    return isinstance(exc, (DeltaError, OSError)) and ("not found" in text or "no such file" in text)
+
+
+def read_vanishing(read: Callable[[], T], attempts: int = 5) -> T:
+    """`read()`, done again from the start (up to `attempts` times) when a file it listed vanished before it was
+    opened.
+
+    Readers list files and then open them. An erasure or a vacuum in between deletes landing files and Delta data
+    files that no longer hold live rows; reading again lists afresh and sees the lake after the change, so the
+    answer is consistent (never half before and half after) and never an error."""
+    for attempt in range(attempts):
+        try:
+            return read()
+        except Exception as exc:
+            if attempt == attempts - 1 or not vanished(exc):
+                raise
+            time.sleep(0.05 * (attempt + 1))  # the deleting writer is mid-way: give it a moment to finish
+    raise AssertionError("unreachable")
 
 
 def remove_tree(path: LakePath) -> None:

@@ -15,9 +15,11 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from reflexio_pipelines.organisations import organisation_ids
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows
-from serving.tenancy import ORG_ID, Tenants
+from reflexio_pipelines.storage import lake_path
+from serving.tenancy import Tenants
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +49,10 @@ class AutoLearner:
         """Start a pass for every organisation with pending windows and no pass in flight; returns org -> windows
         launched. With `wait`, returns once those passes are done (a failed pass is logged, its windows stay
         pending)."""
-        root = self._tenants.lake_of("default").parent  # <lake>/orgs
         launched: dict[str, int] = {}
         started: list[Future] = []
-        for org_dir in sorted(root.iterdir()) if root.is_dir() else []:
-            org = org_dir.name
-            if not (org_dir.is_dir() and ORG_ID.match(org)) or not self._running.get(org, _DONE).done():
+        for org in organisation_ids(lake_path(self._tenants.settings.lake)):
+            if not self._running.get(org, _DONE).done():
                 continue
             state = self._tenants.state(org)
             keys = [p.partition_key for p in pending_windows(state.lake, GRANULARITY)]

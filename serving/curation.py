@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from reflexio_pipelines.lake.curation import CurationOp, deleted_ids, read_ops, record
+from reflexio_pipelines.lake.curation import ID_COLUMNS, CurationOp, apply_adds_and_updates, deleted_ids, read_ops, record
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.search.documents import patch_view
 
@@ -22,7 +22,10 @@ class CurationOverlay:
         self._ops: list[dict[str, Any]] = []
         self._deleted: dict[str, frozenset[str]] = {}
         self._patches: dict[str, dict[str, dict[str, Any]]] = {}
+        self._by_entity: dict[str, list[dict[str, Any]]] = {}
         self._version: int | None = None
+        #: Bumped by every change of the mirrored log (serving/fresh.py rebuilds when it moves).
+        self.generation = 0
 
     def refresh(self) -> None:
         """Reload from the log if it changed since the last load."""
@@ -46,12 +49,21 @@ class CurationOverlay:
         by_entity: dict[str, list[dict[str, Any]]] = {}
         for op in ops:
             by_entity.setdefault(op["entity"], []).append(op)
+        self._by_entity = by_entity
         self._deleted = {entity: deleted_ids(entity_ops) for entity, entity_ops in by_entity.items()}
         patches: dict[str, dict[str, dict[str, Any]]] = {}
         for op in ops:
             if op["action"] == "update":
                 patches.setdefault(op["entity"], {}).setdefault(op["item_id"], {}).update(op["fields"])
         self._patches = patches
+        self.generation += 1
+
+    def added_rows(self, entity: str) -> list[dict[str, Any]]:
+        """Rows added through the API and not deleted since, with their edits applied."""
+        ops = self._by_entity.get(entity, [])
+        gone = self._deleted.get(entity, frozenset())
+        id_column = ID_COLUMNS[entity]
+        return [r for r in apply_adds_and_updates([], ops, id_column) if str(r[id_column]) not in gone]
 
     def excluded(self, entity: str) -> frozenset[str]:
         """Ids of `entity` that must not be served."""

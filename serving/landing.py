@@ -4,7 +4,9 @@ Every publish hands its rows to one writer thread. The thread takes everything q
 writes ONE Parquet file (temporary name, fsync, atomic rename, directory fsync) and only then resolves each
 request's future, so an acknowledged turn is always on disk and concurrent publishes share one fsync instead of
 paying one each. Idempotency keys are remembered (and rebuilt from the landing files at start-up) so a retried
-publish lands once.
+publish lands once; an erased user's keys are forgotten with their rows. While a user is being erased their
+publishes are refused (`UserBeingErased`), checked in the writer thread at commit time: nothing of theirs is
+written after the erasure began.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pyarrow as pa
 
 from reflexio_pipelines.lake.io import Lake, landing_hour_dir
 from reflexio_pipelines.lake.schemas import LANDING_TURNS
-from reflexio_pipelines.storage import read_parquet, write_parquet
+from reflexio_pipelines.storage import read_parquet, read_vanishing, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,15 @@ class Receipt:
     landing_file: str | None
     ingested_at_us: int
     duplicate: bool = False
+    user_id: str | None = None
+
+
+class UserBeingErased(RuntimeError):
+    """The publish was not stored: its user is being erased (publish again once the erasure has completed)."""
+
+    def __init__(self, user_id: str) -> None:
+        super().__init__(f"user {user_id!r} is being erased")
+        self.user_id = user_id
 
 
 @dataclass
@@ -45,14 +56,23 @@ class _Pending:
     rows: list[dict]
     future: Future = field(default_factory=Future)
 
+    @property
+    def user_id(self) -> str | None:
+        return self.rows[0]["user_id"] if self.rows else None  # one publish is one user's
+
 
 class LandingWriter:
     """Writes publishes into `lake/landing/turns/date=…/hour=…/` in group commits. Thread-safe."""
 
     def __init__(
-        self, lake: Lake, max_batch_rows: int = 50_000, clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+        self,
+        lake: Lake,
+        max_batch_rows: int = 50_000,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        refuse: Callable[[str], bool] = lambda user_id: False,
     ) -> None:
         self._lake = lake
+        self._refuse = refuse  # users being erased: their publishes fail with UserBeingErased
         self._clock = clock  # the commit time decides the landing hour, hence the window (tests set it)
         self._max_batch_rows = max_batch_rows
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
@@ -63,7 +83,7 @@ class LandingWriter:
 
     def start(self) -> None:
         """Rebuild the idempotency index from the landing files, then start the writer thread."""
-        self._seen = self._scan_idempotency_keys()
+        self._seen = read_vanishing(self._scan_idempotency_keys)  # an erasure may delete a file while we list
         self._thread = threading.Thread(target=self._run, name="landing-writer", daemon=True)
         self._thread.start()
 
@@ -74,10 +94,10 @@ class LandingWriter:
             self._thread.join()
             self._thread = None
 
-    def forget(self, idempotency_keys: set[str]) -> None:
-        """Drop keys whose landing rows were erased, so a later publish with one of them is stored, not answered
-        as a duplicate of data that no longer exists."""
-        for key in idempotency_keys:
+    def forget_user(self, user_id: str) -> None:
+        """Drop the keys of a user's publishes (their rows were erased), so a later publish with one of them is
+        stored, not answered as a duplicate of data that no longer exists."""
+        for key in [k for k, receipt in self._seen.items() if receipt.user_id == user_id]:
             self._seen.pop(key, None)
 
     def submit(self, request_id: str, rows: list[dict], idempotency_key: str | None = None) -> Future:
@@ -112,7 +132,11 @@ class LandingWriter:
         return batch, False
 
     def _commit(self, batch: list[_Pending]) -> None:
-        fresh, duplicates = self._split_duplicates(batch)
+        refused = {user for user in {item.user_id for item in batch} if user is not None and self._refuse(user)}
+        for item in batch:
+            if item.user_id in refused:
+                item.future.set_exception(UserBeingErased(item.user_id))
+        fresh, duplicates = self._split_duplicates([item for item in batch if item.user_id not in refused])
         now = self._clock()
         ingested_us = int(now.timestamp() * 1_000_000)
         relative: str | None = None
@@ -127,14 +151,14 @@ class LandingWriter:
                     item.future.set_exception(exc)
                 return
         for item in fresh:
-            receipt = Receipt(item.request_id, relative, ingested_us)
+            receipt = Receipt(item.request_id, relative, ingested_us, user_id=item.user_id)
             if item.idempotency_key:
                 self._seen[item.idempotency_key] = receipt
             item.future.set_result(receipt)
         for item, original in duplicates:
             receipt = self._seen.get(original) if isinstance(original, str) else original
             item.future.set_result(
-                Receipt(receipt.request_id, receipt.landing_file, receipt.ingested_at_us, duplicate=True)
+                Receipt(receipt.request_id, receipt.landing_file, receipt.ingested_at_us, True, receipt.user_id)
             )
 
     def _split_duplicates(self, batch: list[_Pending]) -> tuple[list[_Pending], list[tuple[_Pending, object]]]:
@@ -172,9 +196,9 @@ class LandingWriter:
         seen: dict[str, Receipt] = {}
         hour_dirs = [path for _, _, path in self._lake.landing_hours()]
         for path in self._lake.landing_files(hour_dirs):
-            table = read_parquet(path, columns=["idempotency_key", "request_id", "ingested_at_us"])
-            for key, request_id, ingested in zip(*(table.column(i).to_pylist() for i in range(3))):
+            table = read_parquet(path, columns=["idempotency_key", "request_id", "ingested_at_us", "user_id"])
+            for key, request_id, ingested, user_id in zip(*(table.column(i).to_pylist() for i in range(4))):
                 if key and key not in seen:
-                    seen[key] = Receipt(request_id, self._lake.relative(path), ingested)
+                    seen[key] = Receipt(request_id, self._lake.relative(path), ingested, user_id=user_id)
         log.info("idempotency index: %d keys in %.1f ms", len(seen), (time.perf_counter() - started) * 1000)
         return seen

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import typing
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -10,10 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
 from reflexio_pipelines.lake.llm_calls import DailyUsage
+from reflexio_pipelines.textclean import strip_invisible
 
-# C0 control characters except tab, newline and carriage return: stripped from stored text so that nothing
-# invisible reaches prompts, indexes or analysts' terminals.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 MAX_TEXT = 100_000
 MAX_ID = 256
@@ -21,8 +18,21 @@ MAX_INT64 = 2**63 - 1  # ids and times end up in Arrow int64 filters: larger num
 
 
 def strip_control(value: str) -> str:
-    """Remove control characters from a text field."""
-    return _CONTROL.sub("", value)
+    """Remove control and invisible format characters from a text field, so that nothing invisible reaches prompts,
+    indexes or analysts' terminals (`reflexio_pipelines/textclean.py`: C0 except tab/newline/CR, C1, zero-width and
+    bidi characters; a joiner inside an emoji sequence or a joining script stays)."""
+    return strip_invisible(value)
+
+
+def _cleaned(value: Any) -> Any:
+    """Strings stripped, also inside the dicts and lists a field holds (e.g. a tool call's `tool_data`)."""
+    if isinstance(value, str):
+        return strip_control(value)
+    if isinstance(value, dict):
+        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    return value
 
 
 def _takes_bool(annotation: Any) -> bool:
@@ -37,8 +47,8 @@ class _Clean(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _strip(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, str):
-            return strip_control(value)
+        if isinstance(value, (str, dict, list)):
+            return _cleaned(value)
         if isinstance(value, bool) and not _takes_bool(cls.model_fields[info.field_name].annotation):
             # Pydantic's lax mode would read true/false as 1/0 (e.g. a start_time); the schema says number.
             raise ValueError("a boolean is not allowed here")
@@ -128,6 +138,9 @@ class UnifiedSearchRequest(_Clean):
     conversation_history: list[ConversationTurn] | None = None
     enable_reformulation: bool = False
     search_mode: Literal["vector", "fts", "hybrid"] = "hybrid"
+    #: The session the answer is for (not in the original's shape): the outcome counters join what was served with
+    #: what happened next in this session; without it, the user's next turns decide (a heuristic).
+    session_id: str | None = Field(None, max_length=MAX_ID)
 
     @field_validator("query")
     @classmethod
@@ -144,6 +157,8 @@ class UnifiedSearchResponse(BaseModel):
     agent_playbooks: list[dict[str, Any]] = Field(default_factory=list)
     msg: str = ""
     index_version: str | None = None
+    #: True when the user is in the holdout control group: no learned context, by design (serving/outcomes.py).
+    holdout: bool = False
 
 
 class RerunProfileGenerationRequest(_Clean):
@@ -226,6 +241,18 @@ class EvaluationResultsRequest(_Clean):
     model_config = ConfigDict(extra="ignore")
     limit: int = Field(100, ge=1, le=10_000)
     agent_version: str | None = Field(None, max_length=MAX_ID)
+
+
+class ReviewFlaggedItemRequest(_Clean):
+    """POST /api/review_flagged_item: a reviewer keeps an item its outcome counters flagged (it is served again;
+    the counters flag it again only on new harmful evidence). To retire it instead, reject (agent playbooks) or
+    delete it (profiles, user playbooks) through the usual endpoints."""
+
+    model_config = ConfigDict(extra="ignore")
+    entity: Literal["profile", "user_playbook", "agent_playbook"]
+    item_id: str = Field(min_length=1, max_length=MAX_ID)
+    decision: Literal["keep"] = "keep"
+    reason: str = Field("", max_length=1000)
 
 
 class LLMUsageResponse(BaseModel):
@@ -547,3 +574,66 @@ class EraseUserDataRequest(_Clean):
 
     model_config = ConfigDict(extra="ignore")
     user_id: UserId
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Organisation config and background operations (the original's response models, so its client parses them).
+
+
+class SetConfigResponse(BaseModel):
+    """POST /api/set_config."""
+
+    success: bool
+    msg: str = ""
+
+
+class MyConfigResponse(BaseModel):
+    """GET /api/my_config: always `success: false` here (the original hands out storage credentials)."""
+
+    success: bool
+    storage_config: dict[str, Any] | None = None
+    storage_type: str | None = None
+    message: str = ""
+
+
+class OperationStatusInfo(BaseModel):
+    """Progress of a rerun (the original's OperationStatusInfo; every field it requires is always present)."""
+
+    model_config = ConfigDict(extra="allow")  # operation_id and other additions reach the caller
+    service_name: str
+    status: Literal["in_progress", "completed", "failed", "cancelled"]
+    started_at: int = 0
+    completed_at: int | None = None
+    total_users: int = 0
+    processed_users: int = 0
+    failed_users: int = 0
+    current_user_id: str | None = None
+    processed_user_ids: list[str] = Field(default_factory=list)
+    failed_user_ids: list[dict[str, Any]] = Field(default_factory=list)
+    request_params: dict[str, Any] = Field(default_factory=dict)
+    stats: dict[str, Any] = Field(default_factory=dict)
+    error_message: str | None = None
+    progress_percentage: float = Field(0.0, ge=0.0, le=100.0)
+
+
+class GetOperationStatusResponse(BaseModel):
+    """GET /api/get_operation_status."""
+
+    success: bool
+    operation_status: OperationStatusInfo | None = None
+    msg: str | None = None
+
+
+class CancelOperationRequest(_Clean):
+    """POST /api/cancel_operation: one service, or both when omitted."""
+
+    model_config = ConfigDict(extra="ignore")
+    service_name: Literal["profile_generation", "playbook_generation", "feedback_generation"] | None = None
+
+
+class CancelOperationResponse(BaseModel):
+    """POST /api/cancel_operation."""
+
+    success: bool
+    cancelled_services: list[str] = Field(default_factory=list)
+    msg: str | None = None

@@ -7,7 +7,8 @@ import time
 
 #: Path prefixes of expensive operations (pipeline runs, bulk deletes) — the original limited these hardest.
 _ADMIN = ("/api/rerun_", "/api/manual_", "/api/upgrade_", "/api/downgrade_", "/api/run_playbook_aggregation",
-          "/api/delete_all_", "/api/erase_user_data", "/api/export_user_data", "/api/set_config")  # fmt: skip
+          "/api/delete_all_", "/api/erase_user_data", "/api/export_user_data", "/api/set_config",
+          "/api/cancel_operation")  # fmt: skip
 
 
 def route_class(path: str) -> str:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.embedding import Embedder, make_embedder
-from reflexio_pipelines.search.index import embed_search_query
+from reflexio_pipelines.privacy.erasure import active_erasures
+from reflexio_pipelines.search.index import LoadedIndex, embed_search_query
 from reflexio_pipelines.settings import Settings
 from serving.control import ControlOverlay
 from serving.curation import CurationOverlay
+from serving.erasures import ErasureGate, resume_interrupted
+from serving.fresh import FreshAdds
 from serving.index import IndexHolder
 from serving.landing import LandingWriter
+from serving.outcomes import LearningPolicy, OutcomeOverlay
 from serving.reindex import Reindexer
 from serving.retrievals import RetrievalLog
 
@@ -43,15 +48,28 @@ class ServiceState:
     retrievals: RetrievalLog
     org_id: str = "default"
     _embedder: Embedder | None = None
+    gate: ErasureGate | None = None  # whose publishes wait for an erasure (the writer asks it); made if not given
+    fresh: FreshAdds = field(init=False)  # embeds with this state's (lazily created) embedder
+    policy: LearningPolicy = field(init=False)  # the organisation's holdout and outcome settings
+    outcomes: OutcomeOverlay = field(init=False)  # outcome counters and the items held out of search
+
+    def __post_init__(self) -> None:
+        self.fresh = FreshAdds(self.curation, lambda: self.embedder)
+        self.policy = LearningPolicy(self.lake, self.settings.extraction_config)
+        self.outcomes = OutcomeOverlay(self.lake, self.policy)
+        if self.gate is None:
+            self.gate = ErasureGate(self.lake)
 
     @classmethod
     def create(cls, settings: Settings, launcher: Launcher | None = None, org_id: str = "default") -> "ServiceState":
         lake = Lake.at(settings.lake)
         index = IndexHolder(lake.index_root)
+        gate = ErasureGate(lake)
         return cls(
             settings=settings,
             lake=lake,
-            writer=LandingWriter(lake, max_batch_rows=settings.landing_max_batch_rows),
+            writer=LandingWriter(lake, max_batch_rows=settings.landing_max_batch_rows, refuse=gate.blocks),
+            gate=gate,
             index=index,
             launcher=launcher or _default_launcher(settings),
             operate=_default_operator(settings),
@@ -64,23 +82,38 @@ class ServiceState:
         )
 
     def start(self) -> None:
+        self.gate.refresh()  # before the first publish: a user whose erasure was interrupted stays paused
         self.writer.start()
+        if active_erasures(self.lake):  # finish what a crash or restart interrupted, without delaying start-up
+            threading.Thread(target=resume_interrupted, args=(self,), name="erasure-resume", daemon=True).start()
         self.control.refresh()
         self.curation.refresh()
+        self.outcomes.refresh()
         self.index.on_tick = self._tick
         self.index.start()
         self.reindexer.start()
 
     def _tick(self) -> None:
+        self.gate.refresh()
         self.control.refresh()
         self.curation.refresh()
+        self.policy.refresh()
+        self.outcomes.refresh()
         self.retrievals.flush()
 
     def close(self) -> None:
         self.writer.close()
         self.reindexer.close()
         self.index.close()
+        self.fresh.close()
         self.retrievals.flush()
+
+    def searchable(self) -> list[LoadedIndex]:
+        """What a search reads: the served index version (if one was published) and the index of manual adds it does
+        not hold yet (serving/fresh.py), in that order."""
+        served = self.index.index  # one version for the whole request, even if a swap happens meanwhile
+        fresh = self.fresh.index(served)
+        return [i for i in (served, fresh) if i is not None]
 
     @property
     def embedder(self) -> Embedder:
@@ -88,7 +121,8 @@ class ServiceState:
         if self._embedder is None:
             e = self.settings.embedder
             self._embedder = make_embedder(
-                e.model, api_base=e.api_base, api_key=e.api_key.get_secret_value(), dimensions=e.dimensions
+                e.model, api_base=e.api_base, api_key=e.api_key.get_secret_value(), dimensions=e.dimensions,
+                api_version=e.api_version,
             )
         return self._embedder
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import re
 import secrets
 import threading
 import time
@@ -21,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reflexio_pipelines.files import atomic_write_bytes
+from reflexio_pipelines.organisations import DEFAULT_ORG, ORG_ID, is_org_id, org_lake
 from reflexio_pipelines.settings import Settings
 from reflexio_pipelines.storage import LakePath, lake_path
 from serving.state import Launcher, ServiceState
 
-DEFAULT_ORG = "default"
 KEY_PREFIX = "rflx-"
-ORG_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 #: Requests per minute per key and route class when the key record names no limits.
 DEFAULT_RATE_LIMITS = {"publish": 6000, "search": 12000, "admin": 60, "other": 1200}
 
@@ -93,7 +91,7 @@ class KeyStore:
 
     def create(self, org_id: str, rate_limits: dict[str, int] | None = None) -> str:
         """Add a key for `org_id`; returns the key itself (shown once, never stored)."""
-        if not ORG_ID.match(org_id):
+        if not is_org_id(org_id):
             raise ValueError(f"org id {org_id!r} must match {ORG_ID.pattern}")
         unknown = set(rate_limits or {}) - set(DEFAULT_RATE_LIMITS)
         if unknown:
@@ -153,11 +151,7 @@ class Tenants:
     def lake_of(self, org_id: str) -> LakePath:
         """Where an organisation's data lives."""
         root = lake_path(self.settings.lake)
-        if not self.keyed:
-            return root
-        if not ORG_ID.match(org_id):
-            raise ValueError(f"invalid org id {org_id!r}")
-        return root / "orgs" / org_id
+        return org_lake(root, org_id) if self.keyed else root
 
     def state(self, org_id: str = DEFAULT_ORG) -> ServiceState:
         with self._lock:

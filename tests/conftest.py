@@ -7,6 +7,9 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# No control group unless a test asks for one (tests/test_holdout.py sets shares in its configs): tests of other
+# features must not depend on which of their users the holdout hash draws (reflexio_pipelines/learning/holdout.py).
+os.environ.setdefault("REFLEXIO_HOLDOUT_SHARE", "0")
 
 import uuid  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402

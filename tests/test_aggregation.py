@@ -126,3 +126,63 @@ def test_auto_approve_is_configurable_per_run(lake, instance, settings):
     assert result["success"] and result["consolidate_new"] == 1
     (row,) = lake.read_table("agent_playbooks").to_pylist()
     assert row["playbook_status"] == "approved"
+
+
+# -- wording: a shared rule never carries one person's words (issue #19) ------------------------------------------
+
+def _members(*rows: tuple[str, str, str]) -> list:
+    from reflexio_pipelines.learning.aggregate import Member
+
+    return [Member(i, user, content, trigger) for i, (user, trigger, content) in enumerate(rows, 1)]
+
+
+def test_offline_consolidation_keeps_only_what_two_users_wrote_and_no_facts_about_anyone():
+    import numpy as np
+
+    from reflexio_pipelines.learning.aggregate import RepresentativeConsolidator
+
+    members = _members(
+        ("zed", "When asked: I am a staff engineer at Plonkworks, how should I size the database pool?",
+         "Answer as the expert did: two connections per core at Plonkworks."),
+        ("ann", "When asked: How should I size the database pool?",
+         "Answer as the expert did: two connections per core."),
+    )  # fmt: skip
+    same = {m.user_playbook_id: np.ones(4, np.float32) / 2 for m in members}  # a tie: the lowest id (zed's) is chosen
+    rule, calls, _, _ = RepresentativeConsolidator(same).consolidate(members, [])
+    assert calls == 0
+    assert rule.trigger == "When asked: how should the user size the database pool?"  # not "the user am a staff…"
+    assert rule.content == "Answer as the expert did: two connections per core."
+    assert "plonkworks" not in f"{rule.trigger} {rule.content} {rule.rationale}".lower()
+    assert rule.rationale.startswith("Consolidated from 2 user playbooks of 2 users")
+
+
+def test_shared_rule_filters_any_consolidator_and_says_when_nothing_is_shared():
+    from reflexio_pipelines.learning.aggregate import NothingShared, Rule, shared_rule
+
+    members = _members(("zed", "When deploying the Flumpdoodle service", "Never deploy to us-east-1."),
+                       ("ann", "When deploying the billing service", "Never deploy to us-east-1."))  # fmt: skip
+    copied = Rule("Never deploy to us-east-1 (the Flumpdoodle rule).", "When deploying the Flumpdoodle service",
+                  "Region policy, as Zed's team says.")  # an LLM that copied one member, plus words of its own
+    rule = shared_rule(copied, members)
+    assert rule == Rule("Never deploy to us-east-1 (the rule).", "When deploying the service",
+                        "Region policy, as Zed's team says.")  # its own words stay: no member wrote them
+    with pytest.raises(NothingShared):
+        shared_rule(Rule("Flumpdoodle first."), members)
+    alone = _members(("zed", "When deploying the Flumpdoodle service", "Flumpdoodle first."))
+    assert shared_rule(Rule("Flumpdoodle first."), alone).content == "Flumpdoodle first."  # one user: theirs
+
+
+def test_wording_normalises_words_and_tidies_what_is_left():
+    from reflexio_pipelines.learning.wording import keep_words, normal_word, vocabulary, without_personal_facts
+
+    assert normal_word("Deploying") == normal_word("deploy") and normal_word("write") == normal_word("writing")
+    assert normal_word("Zed's") == normal_word("zed")
+    assert vocabulary(["The user said: don't use Zürich!"]) == {"said", "use", "zürich"}
+    drop = {normal_word("Flumpdoodle"), normal_word("Zed")}
+    assert keep_words("Deploy the 'Flumpdoodle' service (Zed), please.", lambda w: w not in drop) == \
+        "Deploy the service, please."  # fmt: skip
+    text = "Use us-west-2."
+    assert keep_words(text, lambda w: True) is text
+    assert keep_words("Flumpdoodle!", lambda w: w not in drop) == ""
+    text = "My cat is called Quixotica. Always answer in English."
+    assert without_personal_facts(text) == "Always answer in English."

@@ -66,6 +66,20 @@ def test_publish_acknowledges_only_durable_turns_and_strips_control_characters(c
     assert rows[0]["request_id"] == payload["request_id"] and rows[0]["agent_version"] == "agent-v0"
 
 
+def test_publish_strips_c1_and_invisible_format_characters_but_keeps_emoji_joiners(client, lake):
+    import pyarrow.parquet as pq
+
+    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"  # one emoji: a ZWJ sequence
+    hidden = ("De\u200bploy\u2060 to\u00ad us-\u202eeast\u202c-1\u2066\u2069 \x85\x9bnow\ufeff "
+              f"{family} pay\u200dpal")  # fmt: skip
+    body = {"user_id": "u\u200b1", "interaction_data_list": [
+        {"role": "user", "content": hidden, "tools_used": [{"tool_name": "t", "tool_data": {"q": "x\u202ey"}}]}]}
+    assert client.post("/api/publish_interaction", json=body).status_code == 200
+    (row,) = [r for f in _landed_files(lake) for r in pq.read_table(f).to_pylist()]
+    assert row["content"] == f"Deploy to us-east-1 now {family} paypal"
+    assert row["user_id"] == "u1" and '"q": "xy"' in row["tools_used"]
+
+
 def test_idempotency_key_header_makes_a_retry_land_once(client, lake):
     headers = {"Idempotency-Key": "retry-me"}
     first = client.post("/api/publish_interaction", json=GOOD, headers=headers).json()

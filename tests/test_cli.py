@@ -179,6 +179,10 @@ def test_export_and_erase(learned_service, tmp_path: Path):
     erased = cli(url, "erase", "--user-id", user, "--yes", "--json")
     assert erased.exit_code == 0 and as_json(erased)["success"]
     assert "vim" not in json.dumps(as_json(cli(url, "export", "--user-id", user)))
+    listed = cli(url, "erasures", "--json")  # by salted hash: the user's id is never listed
+    assert listed.exit_code == 0 and user not in listed.stdout
+    assert as_json(listed)["erasures"] and {e["status"] for e in as_json(listed)["erasures"]} == {"completed"}
+    assert "Erasures" in cli(url, "erasures").stdout
 
 
 # -- doctor ----------------------------------------------------------------------------------------------------------

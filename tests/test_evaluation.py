@@ -73,12 +73,14 @@ def test_after_version_shows_higher_success_and_fewer_corrections(lake: Lake, ev
     assert len(rows) == 20 and len({r["session_id"] for r in rows}) == 20
     judge = {r["judge"] for r in rows}
     assert judge == ({"litellm"} if eval_settings.llm.model else {"heuristic"})
-    metrics = {r["agent_version"]: r for r in lake.read_table("impact_metrics").to_pylist()}
+    rows_by_evaluation = [r for r in lake.read_table("impact_metrics").to_pylist() if r["evaluation_name"] == "ops_success"]
+    metrics = {r["agent_version"]: r for r in rows_by_evaluation}
+    assert {r["judge"] for r in rows_by_evaluation} == judge  # every rate names the judge that produced it
     before, after = metrics["v1"], metrics["v2"]
     assert after["success_rate"] > before["success_rate"]
     assert after["corrections_per_session"] < before["corrections_per_session"]
     assert before["success_ci_low"] <= before["success_rate"] <= before["success_ci_high"]
-    assert after["shadow_comparisons"] == 5 and after["shadow_win_rate"] >= 0.5
+    assert after["shadow_comparisons"] == 5 and after["regular_win_rate"] >= 0.5
     escalated = [r for r in rows if r["is_escalated"]]
     assert escalated and all(r["agent_version"] == "v1" or not r["is_success"] for r in escalated)
     with TestClient(create_app(eval_settings)) as client:

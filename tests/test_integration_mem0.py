@@ -1,11 +1,15 @@
-"""The mem0 drop-in (reflexio_pipelines.integrations.mem0) with the real mem0ai client, against a local stand-in
-of the mem0 platform API and the real Reflexio service, both on 127.0.0.1."""
+"""The mem0 drop-ins (reflexio_pipelines.integrations.mem0) with the real mem0ai package and the real Reflexio
+service on 127.0.0.1: the platform clients against a local stand-in of the mem0 platform API, and the self-hosted
+`Memory` / `AsyncMemory` with mem0's local options — an OpenAI-compatible stub on 127.0.0.1 as its LLM and embedder,
+qdrant in local mode (a directory, no server) as its vector store, its SQLite history database."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -16,16 +20,19 @@ os.environ["MEM0_DIR"] = str(Path(tempfile.gettempdir()) / "reflexio-mem0-test")
 
 import mem0  # noqa: E402
 import pytest  # noqa: E402
+from mem0.configs.base import MemoryConfig  # noqa: E402
 from mem0.exceptions import MemoryNotFoundError  # noqa: E402
+from mem0.exceptions import ValidationError as Mem0ValidationError  # noqa: E402
 from mem0.memory import telemetry  # noqa: E402
 
-from reflexio_pipelines.integrations.mem0 import AsyncMemoryClient, MemoryClient  # noqa: E402
+from reflexio_pipelines.integrations.mem0 import AsyncMemory, AsyncMemoryClient, Memory, MemoryClient  # noqa: E402
 from reflexio_pipelines.lake.duck import connect  # noqa: E402
 from reflexio_pipelines.runs import launch  # noqa: E402
 from reflexio_pipelines.sdk import AsyncReflexioClient, ReflexioClient  # noqa: E402
 from serving.app import create_app  # noqa: E402
 from tests.support.mem0_platform import API_KEY, make_mem0_platform  # noqa: E402
 from tests.support.processes import free_port  # noqa: E402
+from tests.support.provider_stubs import Reply, make_provider_stub  # noqa: E402
 from tests.support.servers import serve_app  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -124,3 +131,107 @@ def test_async_client_reads_ids_from_filters_and_keeps_a_conversation_together(m
     assert [(r[0], r[1], r[2]) for r in rows] == [(m["role"], m["content"], "ops-agent") for m in CONVERSATION[1:]]
     # one session, so the correction in the second add is read with the answer from the first
     assert len({r[3] for r in rows}) == 1 and rows[0][3]
+
+
+# --- self-hosted mem0: Memory / AsyncMemory ----------------------------------------------------------------------
+
+MODEL_KEY = "sk-local-stub"
+DIMS = 32
+RULE = "Never deploy to us-east-1; always use us-west-2."
+_NEW_MESSAGES = re.compile(r"## New Messages\n(.*?)\n## ", re.S)
+
+
+def mem0_extractor(body: dict) -> Reply:
+    """mem0's LLM: answers mem0's (v3, additive) extraction prompt by keeping each new user message as a memory, in
+    the JSON mem0 asks for (`{"memory": [{"text": ...}]}`)."""
+    prompt = str(body["messages"][-1].get("content", ""))  # the user prompt (the system prompt explains sections)
+    new = _NEW_MESSAGES.search(prompt)
+    users = re.findall(r"^user: (.+)$", new.group(1), re.M) if new else []
+    return Reply(text=json.dumps({"memory": [{"text": text} for text in users]}))
+
+
+@pytest.fixture
+def mem0_local(tmp_path):
+    """A self-hosted mem0 config whose every part is local (the model stub's app, the config dict)."""
+    model = make_provider_stub("openai", MODEL_KEY, responder=mem0_extractor, embedding_dim=DIMS)
+    with serve_app(model) as url:
+        yield model, {
+            "llm": {"provider": "openai", "config": {"model": "local-llm", "api_key": MODEL_KEY,
+                                                     "openai_base_url": f"{url}/v1"}},
+            "embedder": {"provider": "openai", "config": {"model": "local-embedder", "api_key": MODEL_KEY,
+                                                          "openai_base_url": f"{url}/v1", "embedding_dims": DIMS}},
+            "vector_store": {"provider": "qdrant", "config": {"path": str(tmp_path / "qdrant"),
+                                                              "collection_name": "memories",
+                                                              "embedding_model_dims": DIMS}},
+            "history_db_path": str(tmp_path / "mem0-history.db"),
+        }  # fmt: skip
+
+
+def test_self_hosted_memory_keeps_its_memories_and_reflexio_learns_the_correction(mem0_local, reflexio, settings,
+                                                                                 instance, monkeypatch):  # fmt: skip
+    model, config = mem0_local
+    service, reflexio_url = reflexio
+    monkeypatch.setenv("REFLEXIO_API_URL", reflexio_url)  # the user's code changes its import, nothing else
+
+    with Memory.from_config(config) as memory:
+        assert isinstance(memory, mem0.Memory)
+        added = memory.add(CONVERSATION, user_id="hana-m0", agent_id="ops-agent", run_id="sess-7")
+
+        # mem0 did its own work, against its configured (local) LLM and embedder, and answered as always
+        kinds = [seen.kind for seen in model.state.stub.seen]
+        assert "chat" in kinds and "embeddings" in kinds
+        users = [m["content"] for m in CONVERSATION if m["role"] == "user"]
+        assert sorted(r["memory"] for r in added["results"]) == sorted(users)
+        assert {r["event"] for r in added["results"]} == {"ADD"}
+        # Reflexio got the conversation without the system prompt, under mem0's ids
+        assert landed(settings, "hana-m0") == [
+            (m["role"], m["content"], "ops-agent", "sess-7", "mem0") for m in CONVERSATION[1:]
+        ]
+
+        launch(settings=settings, instance=instance)
+        service.state.svc.index.refresh()
+        # what Reflexio learned is served back, ready for the system prompt
+        block = memory.reflexio.context("Deploy the billing service to production", user_id="hana-m0")
+        assert RULE in block, block
+
+        # mem0's own memories are intact: listed, searchable, deletable as mem0 does it
+        stored = memory.get_all(filters={"user_id": "hana-m0"})["results"]
+        assert sorted(m["memory"] for m in stored) == sorted(users)
+        assert {(m["agent_id"], m["run_id"]) for m in stored} == {("ops-agent", "sess-7")}
+        hit = memory.search(CONVERSATION[3]["content"], filters={"user_id": "hana-m0"})["results"][0]
+        assert hit["memory"] == CONVERSATION[3]["content"]
+        memory.delete(hit["id"])
+        assert len(memory.get_all(filters={"user_id": "hana-m0"})["results"]) == len(users) - 1
+
+
+def test_self_hosted_memory_publishes_nothing_when_mem0_fails(mem0_local, reflexio, settings):
+    model, config = mem0_local
+    _, reflexio_url = reflexio
+    memory = Memory(MemoryConfig(**config), reflexio=ReflexioClient(base_url=reflexio_url))
+    with pytest.raises(Mem0ValidationError):  # mem0's own error, unchanged
+        memory.add(CONVERSATION, user_id="ivan-m0", memory_type="not-a-type")
+    assert memory.reflexio.get_interactions("ivan-m0") == []  # nothing reached Reflexio
+    memory.close()
+
+
+def test_async_self_hosted_memory_keeps_a_conversation_together(mem0_local, reflexio, settings):
+    _, config = mem0_local
+    _, reflexio_url = reflexio
+
+    async def run():
+        async with AsyncReflexioClient(base_url=reflexio_url) as publisher, \
+                AsyncMemory.from_config(config, reflexio=publisher) as memory:
+            assert isinstance(memory, mem0.AsyncMemory)
+            # turn by turn, as chat apps call mem0, without a run id
+            added = [await memory.add(CONVERSATION[1:3], user_id="jade-m0", agent_id="ops-agent"),
+                     await memory.add(CONVERSATION[3:5], user_id="jade-m0", agent_id="ops-agent")]  # fmt: skip
+            return added, await memory.get_all(filters={"user_id": "jade-m0"})
+
+    added, stored = asyncio.run(run())
+    assert [[r["memory"] for r in a["results"]] for a in added] == [[CONVERSATION[1]["content"]],
+                                                                     [CONVERSATION[3]["content"]]]  # fmt: skip
+    assert len(stored["results"]) == 2
+    rows = landed(settings, "jade-m0")
+    assert [(r[0], r[1], r[2], r[4]) for r in rows] == [(m["role"], m["content"], "ops-agent", "mem0")
+                                                        for m in CONVERSATION[1:]]  # fmt: skip
+    assert len({r[3] for r in rows}) == 1 and rows[0][3]  # one session across the two adds

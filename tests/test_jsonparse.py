@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from reflexio_pipelines.learning.jsonparse import (
+    AmbiguousReply,
     LLMOutputError,
+    RefusedReply,
+    TruncatedReply,
     clean_text,
     parse_llm_json,
     validate_extraction,
@@ -25,12 +28,19 @@ EXPECTED = {"profiles": [{"content": "Likes tea"}], "playbooks": []}
         '{"profiles": [{"content": "Likes tea",},], "playbooks": [],}',
         "{'profiles': [{'content': 'Likes tea'}], 'playbooks': []}",
         'Sure! The JSON is {"profiles": [{"content": "Likes tea"}], "playbooks": []} as requested.',
-        '```json\n{"profiles": [{"content": "Likes tea"}], "playbooks": [',  # cut off mid-output
-        '{"profiles": [{"content": "Likes tea"}], "playbooks": []',
+        'I found {2} things {as asked}:\n{"profiles": [{"content": "Likes tea"}], "playbooks": []}',  # prose braces
+        '<think>Tea or coffee? {"profiles": [{"content": "Likes coffee"}]} no: tea.</think>\n'
+        '{"profiles": [{"content": "Likes tea"}], "playbooks": []}',  # a draft inside the reasoning is not the answer
+        'the user said tea, not coffee {"profiles": []}\n</think>\n\n{"profiles": [{"content": "Likes tea"}], '
+        '"playbooks": []}',  # a template that opened the reasoning block in the prompt
+        '"{\\"profiles\\": [{\\"content\\": \\"Likes tea\\"}], \\"playbooks\\": []}"',  # double-encoded
+        '{"profiles": [{"content": "Likes tea"} // from T2\n], "playbooks": []}',  # a comment
+        '```json\n{"profiles": [{"content": "Likes tea"}], "playbooks": []}\n```\nSo: {"profiles": [{"content": '
+        '"Likes tea"}], "playbooks": []}',  # the same answer twice
     ],
 )
 def test_parse_recovers_object(reply: str) -> None:
-    assert parse_llm_json(reply) == EXPECTED
+    assert parse_llm_json(reply, expected_keys=("profiles", "playbooks")) == EXPECTED
 
 
 def test_python_literals() -> None:
@@ -42,9 +52,41 @@ def test_python_literals() -> None:
     }
 
 
-def test_truncated_inside_a_string_keeps_what_arrived() -> None:
-    obj = parse_llm_json('{"profiles": [{"content": "Works at Acme", "time_to_live": "infinity"}, {"content": "Lik')
-    assert obj["profiles"][0] == {"content": "Works at Acme", "time_to_live": "infinity"}
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"profiles": [{"content": "Works at Acme", "time_to_live": "infinity"}, {"content": "Lik',
+        '```json\n{"profiles": [{"content": "Likes tea"}], "playbooks": [',
+        '{"profiles": [{"content": "Likes tea"}], "playbooks": []',
+    ],
+)
+def test_a_reply_whose_object_never_closes_is_cut_off_and_yields_nothing(reply: str) -> None:
+    """Repairing a cut-off object would store what arrived of it ("Lik") as an item: it is refused instead."""
+    with pytest.raises(TruncatedReply, match="never closes"):
+        parse_llm_json(reply, expected_keys=("profiles", "playbooks"))
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        ("I'm sorry, but I can't help with that.", RefusedReply),
+        ('I cannot process personal data.\n{"profiles": [], "playbooks": []}', RefusedReply),
+        ('{"profiles": [{"content": "Likes tea"}]}\nor rather {"profiles": [{"content": "Likes coffee"}]}',
+         AmbiguousReply),
+        ("<think>The user likes tea, so the answer is", LLMOutputError),  # reasoning that never ends
+    ],
+)
+def test_refusals_ambiguity_and_endless_reasoning_fail(reply: str, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        parse_llm_json(reply, expected_keys=("profiles", "playbooks"))
+
+
+def test_an_empty_answer_without_a_refusal_is_a_valid_empty_result() -> None:
+    reply = 'Small talk only; I can\'t find anything worth remembering.\n{"profiles": [], "playbooks": []}'
+    assert parse_llm_json(reply, expected_keys=("profiles", "playbooks")) == {"profiles": [], "playbooks": []}
+    # the consolidator's null is a decision, whatever prose explains it
+    reply = 'The members disagree, so I can\'t provide one shared rule.\n{"playbook": null}'
+    assert parse_llm_json(reply, expected_keys=("playbook",)) == {"playbook": None}
 
 
 def test_valid_json_containing_fences_and_braces_is_not_mangled() -> None:

@@ -97,3 +97,27 @@ def test_same_key_twice_in_one_batch_lands_once(lake: Lake):
     assert [r.request_id for r in results] == ["x", "x"]
     assert results[1].duplicate
     assert {r["request_id"] for r in _landed_rows(lake)} == {"x"}
+
+
+def test_a_user_being_erased_is_refused_at_commit_and_their_keys_are_forgotten(lake: Lake):
+    import pytest
+
+    from serving.landing import UserBeingErased
+
+    erasing: set[str] = set()
+    writer = LandingWriter(lake, refuse=lambda user: user in erasing)
+    writer.start()
+    try:
+        writer.submit("r1", _rows("r1"), "k1").result(timeout=10)
+        erasing.add("u1")
+        with pytest.raises(UserBeingErased, match="being erased"):
+            writer.submit("r2", _rows("r2"), "k2").result(timeout=10)
+        with pytest.raises(UserBeingErased):  # a retry of a stored publish too: its rows are being erased
+            writer.submit("r1-again", _rows("r1-again"), "k1").result(timeout=10)
+        erasing.clear()
+        assert writer.submit("r1-again", _rows("r1-again"), "k1").result(timeout=10).duplicate
+        writer.forget_user("u1")  # after the erasure: the key names nothing stored any more
+        assert not writer.submit("r1-again", _rows("r1-again"), "k1").result(timeout=10).duplicate
+    finally:
+        writer.close()
+    assert [r["request_id"] for r in _landed_rows(lake)] == ["r1", "r1", "r1-again", "r1-again"]

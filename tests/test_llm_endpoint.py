@@ -244,7 +244,8 @@ def test_every_llm_setting_reaches_the_resource_and_the_endpoint(tmp_path, monke
     env = {"REFLEXIO_LLM_MODEL": "openai/gpt-4o-mini", "REFLEXIO_LLM_API_BASE": "http://127.0.0.1:9/v1",
            "REFLEXIO_LLM_TIMEOUT": "7", "REFLEXIO_LLM_MAX_RETRIES": "5", "REFLEXIO_LLM_BACKOFF_BASE": "0.5",
            "REFLEXIO_LLM_TEMPERATURE": "0.3", "REFLEXIO_LLM_GATE_MODEL": "openai/gpt-4.1-nano",
-           "REFLEXIO_LLM_CONCURRENCY": "8", "REFLEXIO_LLM_RPM": "500", "REFLEXIO_LLM_TPM": "200000"}  # fmt: skip
+           "REFLEXIO_LLM_CONCURRENCY": "8", "REFLEXIO_LLM_RPM": "500", "REFLEXIO_LLM_TPM": "200000",
+           "REFLEXIO_LLM_API_VERSION": "2024-10-21"}  # fmt: skip
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     settings = load_settings({"lake": str(tmp_path / "lake")})
@@ -255,6 +256,7 @@ def test_every_llm_setting_reaches_the_resource_and_the_endpoint(tmp_path, monke
     assert (ep.model, ep.api_base, ep.timeout_s, ep.max_retries, ep.backoff_base_s, ep.temperature) == (
         "openai/gpt-4o-mini", "http://127.0.0.1:9/v1", 7.0, 5, 0.5, 0.3)  # fmt: skip
     assert (ep.limits.concurrency, ep.limits.rpm, ep.limits.tpm) == (8, 500, 200_000)
+    assert ep.api_version == "2024-10-21"  # Azure's api-version (tests/test_provider_protocols.py sends it)
     extractor = resource.get()
     assert isinstance(extractor, LiteLLMExtractor) and extractor.endpoint == ep
     assert extractor.gate_endpoint is not None and extractor.gate_endpoint.model == "openai/gpt-4.1-nano"

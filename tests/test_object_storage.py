@@ -10,12 +10,16 @@ only through the standard AWS environment variables, exactly as they would reach
   analysts' DuckDB views;
 - serve: the running service picks up the version `CURRENT` names (copying it into `REFLEXIO_CACHE_DIR`, since
   tantivy and faiss need local files) and answers searches with what was learned;
-- erase: one user is erased through the HTTP API; their searches come back empty while other users' are unchanged.
+- aggregate: shared agent playbooks are consolidated through the API; none of them carries the words only the
+  to-be-erased user wrote (a service only they deploy, their employer), although they contributed;
+- erase: one user is erased through the HTTP API; their searches come back empty while other users' are unchanged;
+  then the playbooks are aggregated again and the user erased again (test_privacy's `erased_for_good`).
 
 What is proven about where the bytes are: every object of the bucket is downloaded and scanned with test_privacy's
 `leftovers` (raw bytes, decoded Parquet values and footer statistics, tantivy terms). Before the erasure the scan
 finds the user's id and each of their distinctive words (so it can fail); after it, zero hits, and zero hits in the
-cache directory and in the process's temp directory too. No lake ever appears on local disk: the working directory
+cache directory, in the process's temp directory and (for the planted words) in `$DAGSTER_HOME`, after the
+erasure, the re-aggregation and the second erasure alike. No lake ever appears on local disk: the working directory
 stays empty and no landing, Delta table or data Parquet file exists outside the bucket (the only local Parquet
 files are the cached index versions).
 """
@@ -23,6 +27,7 @@ files are the cached index versions).
 from __future__ import annotations
 
 import io
+import os
 import re
 import tempfile
 import time
@@ -44,7 +49,8 @@ from reflexio_pipelines.settings import Settings
 from serving.app import create_app
 from tests.support.s3 import S3Server, moto_s3, s3_env
 from tests.support.servers import serve_app
-from tests.test_privacy import CONVERSATIONS, NEEDLES, ZED, _erase, leftovers
+from tests.test_privacy import (CONVERSATIONS, NEEDLES, PLANTED, ZED, ZED_WORDS, _erase, erased_for_good, leftovers,
+                                shared_reads)
 
 pytestmark = pytest.mark.e2e
 
@@ -198,18 +204,28 @@ def test_whole_loop_on_s3_ingest_materialise_index_serve_erase(s3, instance, loc
         _publish(api, LANDED_ONLY)
         assert len(_landing_rows(s3)[0]) > len(keys)
 
+        # Aggregate: the shared rules ZED contributed to never carry ZED's own words.
+        aggregated = httpx.post(f"{api}/api/run_playbook_aggregation", json={"agent_version": "ops-1"}, timeout=300)
+        assert aggregated.status_code == 200 and aggregated.json()["success"], aggregated.text
+        rules = lake.read_table("agent_playbooks").to_pylist()
+        assert any(ZED in r["member_user_ids"] and "us-west-2" in r["content"] for r in rules), rules
+        assert [w for w in PLANTED if w in shared_reads(api)] == []
+
         files, _, found = _scan_bucket(s3, tmp_path_factory.mktemp("bucket-before"))
         assert {n for _, n in found} == set(NEEDLES), "the scan must find the user in the bucket before erasure"
         assert ZED.lower() in {n for _, n in leftovers(local["cache"], NEEDLES)[2]}, "the cached index holds the user"
 
-        # Erase through the HTTP API.
-        reply = _erase(api, ZED)
-        assert reply.status_code == 200, reply.text
-        erased = reply.json()
-        assert erased["success"], erased
+        def scan() -> list[tuple[str, str]]:
+            """The bucket, the cache, the temp dir (the user's id and words) and $DAGSTER_HOME (their words)."""
+            home = Path(os.environ["DAGSTER_HOME"])
+            return (_scan_bucket(s3, tmp_path_factory.mktemp("bucket"))[2] + leftovers(local["cache"], NEEDLES)[2]
+                    + leftovers(local["tmp"], NEEDLES)[2] + leftovers(home, ZED_WORDS)[2])  # fmt: skip
+
+        # Erase through the HTTP API, aggregate again, erase again.
+        erased = erased_for_good(api, scan, capsys)
         for table in ("turns", "landing", "user_profiles", "user_playbooks"):
             assert erased["erased"][table] > 0, (table, erased)
-        assert httpx.get(f"{api}/health").json()["index_version"] == erased["index_version"] == _current(s3)
+        _wait_serving(api, _current(s3))
         for query in ("Quixotica cat", "Zanzibarville", "which region to deploy to", "Wobbleton dog"):
             hits = _search(api, query, ZED)
             assert hits["profiles"] == [] and hits["user_playbooks"] == [], (query, hits)
@@ -217,6 +233,7 @@ def test_whole_loop_on_s3_ingest_materialise_index_serve_erase(s3, instance, loc
             hits = _search(api, query, user)
             assert any(taught in p["content"] and p["user_id"] == user for p in hits["user_playbooks"]), (user, hits)
         assert any("CET" in p["content"] for p in _search(api, "timezone", "bob")["profiles"])
+        assert _erase(api, ZED).json()["success"]  # the searches above, made as ZED, are new data about ZED
 
     # After the service stopped (its last retrieval-log flush included): nothing of the user anywhere.
     files, scanned, hits = _scan_bucket(s3, tmp_path_factory.mktemp("bucket-after"))
@@ -229,9 +246,9 @@ def test_whole_loop_on_s3_ingest_materialise_index_serve_erase(s3, instance, loc
     assert hits == [] and cache_hits == [] and tmp_hits == []
     assert ZED not in set(lake.read_table("turns").column("user_id").to_pylist())
     assert set(others) <= set(lake.read_table("user_playbooks").column("user_id").to_pylist())
-    current = _current(s3)
     versions = {k.split("/")[3] for k in s3.list_keys(BUCKET, f"{PREFIX}/indexes/search/") if k.count("/") > 3}
-    assert versions == {current}, "no older index version (which indexed the user) may survive in the bucket"
+    assert _current(s3) in versions and min(versions) >= erased["index_version"], \
+        "no index version built before the erasure (which indexed the user) may survive in the bucket"
 
     # The lake only ever lived in the bucket (tmp_path holds the cwd, the cache, the temp dir and DAGSTER_HOME).
     assert list(local["work"].iterdir()) == []

@@ -129,7 +129,26 @@ def test_key_cli_creates_lists_and_revokes(keyed):
     subprocess.run([sys.executable, "-m", "serving", "keys", "revoke", key_id], env=env, check=True)
     time.sleep(1.1)  # the service re-reads the keys file at most once a second
     assert httpx.get(url + "/api/whoami", headers=_auth(key)).status_code == 401
-    bad = subprocess.run([sys.executable, "-m", "serving", "keys", "create", "--org", "Bad Org!"], env=env,
-                         capture_output=True, text=True)  # fmt: skip
-    assert bad.returncode != 0 and "org id" in bad.stderr
+    for org in ("Bad Org!", "a\n", "acme\n"):  # a pattern ending in `$` matched "a\n" (before the newline)
+        bad = subprocess.run([sys.executable, "-m", "serving", "keys", "create", "--org", org], env=env,
+                             capture_output=True, text=True)  # fmt: skip
+        assert bad.returncode != 0 and "org id" in bad.stderr, org
     assert json.loads(keys_file.read_text())["keys"][-1]["org_id"] == "initech"
+
+
+def test_org_ids_are_validated_as_a_whole(tmp_path):
+    """Every place an org id is checked uses a full match: a trailing newline (or anything after a valid prefix)
+    is refused, and a directory with such a name is no organisation."""
+    from reflexio_pipelines.organisations import is_org_id, org_lake, organisation_ids
+    from serving.tenancy import KeyStore
+
+    assert is_org_id("acme") and is_org_id("a") and is_org_id("org_2-b")
+    for bad in ("a\n", "acme\n", "acme\nx", "", "Acme", "../x", "a" * 64):
+        assert not is_org_id(bad), bad
+        with pytest.raises(ValueError, match="org id"):
+            org_lake(tmp_path, bad)
+        with pytest.raises(ValueError, match="org id"):
+            KeyStore(tmp_path / "keys.json").create(bad)
+    (tmp_path / "orgs" / "acme").mkdir(parents=True)
+    (tmp_path / "orgs" / "beta\n").mkdir()
+    assert organisation_ids(tmp_path) == ["acme"]

@@ -21,12 +21,14 @@ from reflexio_pipelines.learning.aggregate import (
     ClusterAction,
     Consolidator,
     Member,
+    NothingShared,
     PriorPlaybook,
     RepresentativeConsolidator,
     Rule,
     plan,
 )
 from reflexio_pipelines.learning.cluster import ClusterParams, cluster_playbooks, clusters_from_labels, fingerprint
+from reflexio_pipelines.learning.config import ExtractionConfig
 from reflexio_pipelines.learning.llm_aggregate import ConsolidationFailed, LiteLLMConsolidator
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
 
@@ -35,14 +37,28 @@ _UNCHANGED = object()  # a cluster that could not be consolidated this run keeps
 
 
 class AggregationConfig(dg.Config):
-    """Clustering parameters and an optional scope (one agent version / playbook name)."""
+    """An optional scope (one agent version / playbook name) and clustering parameters. A parameter left unset
+    comes from the playbook extractor's `aggregation_config` in the organisation's extraction config (set through
+    `set_config` or the config file), else from the defaults (2 members, cosine 0.5, 2 distinct users)."""
 
     agent_version: str | None = None
     playbook_name: str | None = None
-    min_cluster_size: int = 2
-    similarity: float = 0.5
-    min_distinct_users: int = 2
+    min_cluster_size: int | None = None
+    similarity: float | None = None
+    min_distinct_users: int | None = None
     auto_approve: bool = False
+
+
+def cluster_params(config: AggregationConfig, extraction: ExtractionConfig, playbook_name: str) -> ClusterParams:
+    """The clustering parameters of one playbook name's groups: the run's where given, else its extractor's."""
+    configured = extraction.aggregation_settings(playbook_name)
+
+    def pick(given, fallback):
+        return fallback if given is None else given
+
+    return ClusterParams(min_cluster_size=pick(config.min_cluster_size, configured.min_cluster_size),
+                         similarity=pick(config.similarity, configured.clustering_similarity),
+                         min_distinct_users=pick(config.min_distinct_users, configured.min_distinct_users))  # fmt: skip
 
 
 def embedding_text(row: dict) -> str:
@@ -94,8 +110,7 @@ def agent_playbook_aggregation(
 ):
     store = lake.get()
     run_id, now = context.run.run_id, int(time.time())
-    params = ClusterParams(min_cluster_size=config.min_cluster_size, similarity=config.similarity,
-                           min_distinct_users=config.min_distinct_users)  # fmt: skip
+    extraction = extractor.get_config(store)
     members = _members_by_group(store, config)
     status_of = decisions(store)
     prior_rows = store.read_table("agent_playbooks").to_pylist()
@@ -103,10 +118,14 @@ def agent_playbook_aggregation(
     # Groups with members now, and groups that had agent playbooks before (their members may all be gone).
     groups = set(members) | {(r["agent_version"], r["playbook_name"]) for r in in_scope}
     rows_out, changes, stats = [], [], defaultdict(int)
+    params_used: dict[str, dict] = {}  # playbook name -> the clustering parameters its groups ran with
     # Consolidation calls land in `llm_calls` (cross-user: no user_id), also when a group fails: they were paid for.
     with ledger_written(store, run_id=run_id, asset=context.op_def.name, window=None) as ledger:
         for agent_version, playbook_name in sorted(groups):
             prior = [r for r in in_scope if (r["agent_version"], r["playbook_name"]) == (agent_version, playbook_name)]
+            params = cluster_params(config, extraction, playbook_name)
+            params_used[playbook_name] = {"min_cluster_size": params.min_cluster_size, "similarity": params.similarity,
+                                          "min_distinct_users": params.min_distinct_users}  # fmt: skip
             rows, group_changes = _aggregate_group(members.get((agent_version, playbook_name), []), prior, status_of,
                                                    params, extractor, config.auto_approve, agent_version,
                                                    playbook_name, run_id, now, stats)  # fmt: skip
@@ -122,6 +141,7 @@ def agent_playbook_aggregation(
     metadata = {k: int(v) for k, v in stats.items()}
     yield dg.MaterializeResult(asset_key="agent_playbooks", metadata={
         "dagster/row_count": table.num_rows, "delta_version": version, **metadata,
+        "cluster_params": dg.MetadataValue.json(params_used),
         "preview": preview(table, ["agent_playbook_id", "agent_version", "playbook_status", "status", "content"],
                            enabled=lake.metadata_previews)})  # fmt: skip
     yield dg.MaterializeResult(asset_key="aggregation_change_log", metadata={"changes_this_run": len(changes)})
@@ -182,6 +202,9 @@ def _aggregate_group(group, prior_rows, status_of, params, extractor, auto_appro
         except ConsolidationFailed as failed:  # nothing half-made: the cluster is retried by the next run
             stats["consolidation_failed"] += 1
             rule, calls, prompt_tokens, completion_tokens = _UNCHANGED, failed.calls, failed.prompt_tokens, failed.completion_tokens
+        except NothingShared as nothing:  # every content word was one user's: no shared rule (a prior one stays)
+            stats["nothing_shared"] += 1
+            rule, calls, prompt_tokens, completion_tokens = _UNCHANGED, nothing.calls, nothing.prompt_tokens, nothing.completion_tokens
         stats["llm_calls"] += calls
         stats["prompt_tokens"] += prompt_tokens
         stats["completion_tokens"] += completion_tokens
@@ -235,7 +258,7 @@ def _row(action: ClusterAction, rule: Rule, members: list[Member], agent_version
         "member_user_ids": sorted({m.user_id for m in members}),
         "consolidator": type(consolidator).__name__,
         "model": getattr(consolidator, "model", "builtin"),
-        "prompt_version": getattr(consolidator, "prompt_version", "representative-v1"),
+        "prompt_version": getattr(consolidator, "prompt_version", "representative-v2"),
         "run_id": run_id,
     }
 

@@ -3,7 +3,7 @@ SDK (`reflexio_pipelines.sdk`). See docs/cli.md."""
 
 from __future__ import annotations
 
-from reflexio_pipelines.cli import commands, doctor, local  # noqa: F401  (registers the commands on `app`)
+from reflexio_pipelines.cli import commands, doctor, local, setup  # noqa: F401  (registers the commands on `app`)
 from reflexio_pipelines.cli.app import app
 
 

@@ -1,5 +1,5 @@
 """Commands that call the service through the SDK: publish, search, context, profiles, playbooks, aggregate, export,
-erase."""
+erase, erasures."""
 
 from __future__ import annotations
 
@@ -263,3 +263,15 @@ def erase(
     with out.errors(), client(ctx) as api, out.progress(f"erasing {user_id}"):
         result = api.erase(user_id)
     out.emit(result, lambda: out.out.print(f"✓ erased {user_id}: {result.message or 'done'}", markup=False))
+
+
+@app.command()
+def erasures(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
+    """List erasure requests by id (a salted hash, never the user id): in progress or completed, rows erased.
+    One still in progress was interrupted and is finished by the service's next start (or by erasing again)."""
+    out = output(ctx, json_mode)
+    with out.errors(), client(ctx) as api:
+        result = api.erasures()
+    out.emit(result, lambda: out.table("Erasures", ["id", "status", "started", "completed", "rows"], [
+        [e.erasure_id[:16], e.status or "", str(e.started_at or ""), str(e.completed_at or ""),
+         str(sum(e.erased.values()))] for e in result.erasures]))  # fmt: skip

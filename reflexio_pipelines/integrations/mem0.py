@@ -1,16 +1,18 @@
-"""Drop-in replacements for mem0's platform clients that also publish every `add()` to Reflexio.
+"""Drop-in replacements for mem0's classes that also publish every `add()` to Reflexio: the self-hosted `Memory` /
+`AsyncMemory` (mem0's own LLM, embedder and vector store) and the platform clients `MemoryClient` /
+`AsyncMemoryClient`.
 
-    from reflexio_pipelines.integrations.mem0 import MemoryClient   # instead of: from mem0 import MemoryClient
+    from reflexio_pipelines.integrations.mem0 import Memory         # instead of: from mem0 import Memory
 
-    memory = MemoryClient(api_key=...)                               # + reflexio=ReflexioClient(...) (optional)
+    memory = Memory.from_config(config)                              # mem0's config; + reflexio=ReflexioClient(...)
     memory.add(messages, user_id="alice", agent_id="support-bot")   # mem0 as before, and Reflexio learns from it
 
-They are subclasses of `mem0.MemoryClient` / `mem0.AsyncMemoryClient`: every method, argument, return value and
-exception is mem0's own. `add()` additionally publishes the conversation (system messages left out) after mem0
-accepted it: `user_id` → the Reflexio user, `agent_id` → agent version, `run_id` → session (without one, a user's
-adds form one session until a 10-minute pause); they are read from the keyword arguments or from `filters` /
-`options.filters`, as mem0 accepts them. Without a user id nothing is published. A Reflexio failure is logged as a
-warning and never changes the result of the mem0 call.
+They are subclasses of mem0's classes: every method, argument, return value and exception is mem0's own, and mem0
+stores its memories as it always does. `add()` additionally publishes the conversation (system messages left out)
+after mem0 accepted it: `user_id` → the Reflexio user, `agent_id` → agent version, `run_id` → session (without one,
+a user's adds form one session until a 10-minute pause); they are read from the keyword arguments or (platform
+clients) from `filters` / `options.filters`, as mem0 accepts them. Without a user id nothing is published. A
+Reflexio failure is logged as a warning and never changes the result of the mem0 call.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
+    from mem0 import AsyncMemory as _Mem0AsyncMemory
     from mem0 import AsyncMemoryClient as _Mem0AsyncMemoryClient
+    from mem0 import Memory as _Mem0Memory
     from mem0 import MemoryClient as _Mem0MemoryClient
+    from mem0.configs.base import MemoryConfig
 except ImportError as exc:  # the base package works without the extra; only this module needs mem0ai
     raise ImportError(
         "reflexio_pipelines.integrations.mem0 needs mem0ai: pip install 'reflexio-lake[mem0]'"
@@ -37,7 +42,7 @@ from reflexio_pipelines.integrations.common import (
 )
 from reflexio_pipelines.sdk import AsyncReflexioClient, ReflexioClient
 
-__all__ = ["AsyncMemoryClient", "MemoryClient"]
+__all__ = ["AsyncMemory", "AsyncMemoryClient", "Memory", "MemoryClient"]
 
 SOURCE = "mem0"
 
@@ -115,3 +120,71 @@ class AsyncMemoryClient(_Mem0AsyncMemoryClient):
         await super().__aexit__(exc_type, exc_val, exc_tb)
         if self._owns_reflexio:
             await self.reflexio.aclose()
+
+
+class Memory(_Mem0Memory):
+    """mem0's self-hosted `Memory` (its own LLM, embedder, vector store and history database), whose `add()` also
+    publishes the conversation to Reflexio once mem0 stored it.
+
+    Arguments are mem0's (`Memory(config)`, `Memory.from_config(config_dict)`), plus `reflexio`: the Reflexio client
+    to publish with (default `ReflexioClient()`, i.e. $REFLEXIO_API_URL / $REFLEXIO_API_KEY). `close()` (and leaving
+    `with`) also closes the Reflexio client this object created (not one passed in).
+    """
+
+    def __init__(self, config: MemoryConfig | None = None, *, reflexio: ReflexioClient | None = None) -> None:
+        super().__init__(config if config is not None else MemoryConfig())
+        self._owns_reflexio = reflexio is None
+        self.reflexio = reflexio if reflexio is not None else ReflexioClient()
+        self.reflexio_sessions = ConversationSessions()
+
+    @classmethod
+    def from_config(cls, config_dict: dict[str, Any], *, reflexio: ReflexioClient | None = None) -> Memory:
+        """mem0's `Memory.from_config` (the same validation errors), plus `reflexio` (see the class)."""
+        return cls(MemoryConfig(**config_dict), reflexio=reflexio)
+
+    @functools.wraps(_Mem0Memory.add)
+    def add(self, messages: Any, **kwargs: Any) -> dict[str, Any]:
+        result = super().add(messages, **kwargs)
+        user_id, publish_kwargs = _publish_options(None, kwargs, self.reflexio_sessions)
+        publish_quietly(self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)),
+                        **publish_kwargs)  # fmt: skip
+        return result
+
+    def close(self) -> None:
+        super().close()
+        if getattr(self, "_owns_reflexio", False):
+            self.reflexio.close()
+
+
+class AsyncMemory(_Mem0AsyncMemory):
+    """mem0's self-hosted `AsyncMemory`, whose `add()` also publishes the conversation to Reflexio once mem0 stored it.
+
+    Arguments are mem0's, plus `reflexio`: an `AsyncReflexioClient` (default `AsyncReflexioClient()`). Leaving
+    `async with` also closes the Reflexio client this object created (not one passed in).
+    """
+
+    def __init__(self, config: MemoryConfig | None = None, *, reflexio: AsyncReflexioClient | None = None) -> None:
+        super().__init__(config if config is not None else MemoryConfig())
+        self._owns_reflexio = reflexio is None
+        self.reflexio = reflexio if reflexio is not None else AsyncReflexioClient()
+        self.reflexio_sessions = ConversationSessions()
+
+    @classmethod
+    def from_config(cls, config_dict: dict[str, Any], *,
+                    reflexio: AsyncReflexioClient | None = None) -> AsyncMemory:  # fmt: skip
+        """mem0's `AsyncMemory.from_config` (the same validation errors), plus `reflexio` (see the class)."""
+        return cls(MemoryConfig(**config_dict), reflexio=reflexio)
+
+    @functools.wraps(_Mem0AsyncMemory.add)
+    async def add(self, messages: Any, **kwargs: Any) -> dict[str, Any]:
+        result = await super().add(messages, **kwargs)
+        user_id, publish_kwargs = _publish_options(None, kwargs, self.reflexio_sessions)
+        await apublish_quietly(self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)),
+                               **publish_kwargs)  # fmt: skip
+        return result
+
+    async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> bool:
+        result = await super().__aexit__(exc_type, exc_val, exc_tb)
+        if self._owns_reflexio:
+            await self.reflexio.aclose()
+        return result

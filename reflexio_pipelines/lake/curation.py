@@ -152,10 +152,23 @@ def cascade_deletes(turn_ids: set[str], learned: dict[str, list[dict[str, Any]]]
     return ops
 
 
-def live_agent_playbooks(lake: Lake) -> list[dict[str, Any]]:
-    """Current agent playbooks: the aggregation's rows plus manual adds, edits applied, deletions removed."""
+#: Lifecycle statuses an agent playbook row can have (aggregation archives the ones no cluster maps to any more).
+AGENT_PLAYBOOK_STATUSES = ("current", "archived")
+
+
+def agent_playbook_row(lake: Lake, agent_playbook_id: int) -> dict[str, Any] | None:
+    """The live agent playbook with this id in any lifecycle status (aggregated or manual), or None."""
+    rows = live_agent_playbooks(lake, AGENT_PLAYBOOK_STATUSES)
+    return next((r for r in rows if int(r["agent_playbook_id"]) == int(agent_playbook_id)), None)
+
+
+def live_agent_playbooks(lake: Lake, statuses: tuple[str, ...] = ("current",)) -> list[dict[str, Any]]:
+    """Agent playbooks in `statuses` (lifecycle; default current): the aggregation's rows plus manual adds (always
+    current: they are nobody's cluster, so no aggregation archives them), edits applied, deletions removed. The one
+    reading of agent playbooks for reads, edits, approval and the index build, so a manual playbook is a playbook
+    like any other."""
     ops = read_ops(lake, "agent_playbook")
-    rows = [r for r in lake.read_table("agent_playbooks").to_pylist() if r["status"] == "current"]
-    rows = apply_adds_and_updates(rows, ops, "agent_playbook_id")
+    rows = [r for r in lake.read_table("agent_playbooks").to_pylist() if r["status"] in statuses]
+    rows = apply_adds_and_updates(rows, ops, "agent_playbook_id", [("status", "in", statuses)])
     gone = deleted_ids(ops)
     return [r for r in rows if str(r["agent_playbook_id"]) not in gone]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reflexio_pipelines.storage import LakePath, read_parquet
+from reflexio_pipelines.storage import LakePath, read_parquet, read_vanishing
 
 from reflexio_pipelines.lake.curation import deleted_ids, read_ops
 from reflexio_pipelines.lake.io import Lake
@@ -16,7 +16,14 @@ _COLUMNS = LANDING_TURNS.names
 
 
 def turn_rows(lake: Lake, filters: list[tuple] | None = None) -> list[dict[str, Any]]:
-    """Every live turn matching conjunctive `(column, op, value)` filters, newest first (ties: turn order)."""
+    """Every live turn matching conjunctive `(column, op, value)` filters, newest first (ties: turn order).
+
+    A landing file listed here can be deleted by an erasure before it is opened: then everything is read again
+    from a fresh listing (`read_vanishing`), so the answer is the lake before or after the erasure, never an error."""
+    return read_vanishing(lambda: _turn_rows(lake, filters))
+
+
+def _turn_rows(lake: Lake, filters: list[tuple] | None) -> list[dict[str, Any]]:
     compacted = lake.read_table("turns", filters=filters).select(_COLUMNS)
     seen = set(compacted.column("turn_id").to_pylist())
     rows = compacted.to_pylist()

@@ -30,6 +30,7 @@ from reflexio_pipelines.storage import (
     lake_path,
     local_state_dir,
     open_delta,
+    read_vanishing,
     sync_dir,
     write_bytes,
 )
@@ -121,9 +122,15 @@ class Lake:
         path = self.table_path(name)
         if not (path / "_delta_log").exists():
             return schema.empty_table()
-        dt = open_delta(path)
         filters = [*(filters or []), *([("window", "=", window)] if window is not None else [])] or None
-        table = dt.to_pyarrow_table(filters=filters)
+        # A data file of the version opened can be vacuumed before it is read (erasure purges history at once):
+        # then the table is opened again at its new version.
+        table = read_vanishing(lambda: open_delta(path).to_pyarrow_table(filters=filters))
+        for field in schema:
+            # A column added to the schema after this table was last written: null until a write adds it (writes
+            # merge additive schema changes, see `_overwrite`).
+            if field.name not in table.column_names and field.nullable:
+                table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))
         return table.select(schema.names).cast(schema)
 
     def table_version(self, name: str) -> int | None:
@@ -212,12 +219,16 @@ class Lake:
         path.parent.mkdir(parents=True, exist_ok=True)
         uri, options = delta_uri(path), delta_options(path)
         partition_by = ["window"] if "window" in schema.names else None
+        # schema_mode="merge": a nullable column added to a schema in `schemas.py` joins an existing table with its
+        # next write (older rows read as null); the table is cast to the schema above, so nothing else can change.
         for attempt in _COMMIT_RETRIES.copy():  # a copy per commit: its statistics are per call
             with attempt:
                 if not (path / "_delta_log").exists() or predicate is None:
-                    write_deltalake(uri, table, partition_by=partition_by, mode="append", storage_options=options)
+                    write_deltalake(uri, table, partition_by=partition_by, mode="append", storage_options=options,
+                                    schema_mode="merge")  # fmt: skip
                 else:
-                    write_deltalake(uri, table, mode="overwrite", predicate=predicate, storage_options=options)
+                    write_deltalake(uri, table, mode="overwrite", predicate=predicate, storage_options=options,
+                                    schema_mode="merge")  # fmt: skip
         return open_delta(path).version()
 
     # -- locks -------------------------------------------------------------------------------------------

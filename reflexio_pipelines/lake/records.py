@@ -92,6 +92,20 @@ def live_rows(lake: Lake, entity: str, filters: list[tuple] | None = None,
     return [r for r in current_rows(rows, id_column, order_column, overlay, statuses) if str(r[id_column]) not in gone]
 
 
+def every_item(lake: Lake, entity: str) -> list[dict]:
+    """Every item of `entity` ever learned or added, superseded and archived ones included (the newest row per id,
+    curation applied, deleted ones left out): what outcome counters and audit views may still refer to."""
+    table, id_column, order_column = ENTITY_TABLES[entity]
+    ops = read_ops(lake, entity)
+    gone = deleted_ids(ops)
+    best: dict = {}
+    for row in apply_adds_and_updates(lake.read_table(table).to_pylist(), ops, id_column, None):
+        seen = best.get(row[id_column])
+        if seen is None or (row["window"], row[order_column] or 0) > (seen["window"], seen[order_column] or 0):
+            best[row[id_column]] = row
+    return [r for key, r in best.items() if str(key) not in gone]
+
+
 def live_turns(lake: Lake, window: str | None = None, filters: list[tuple] | None = None) -> list[Turn]:
     """Turns of the compacted table (one window, or matching `filters`) minus those deleted through the API, so
     re-materialising a window never relearns from a deleted interaction."""

@@ -10,18 +10,20 @@ Pure planning over clusters (computed by `cluster.py`) and the previous run's ag
   un-rejecting restores it); if it was *pending* it is re-consolidated in place (an `updated` change);
 - an unmatched cluster is consolidated into a new agent playbook (`added`, pending unless auto-approve is on);
 - a previous pending playbook that no cluster maps to any more is archived (`removed`); approved ones stay.
+
+Whatever consolidates a cluster, its rule passes `shared_rule`: a shared item never carries one person's words.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from reflexio_pipelines.learning.types import stable_int_id
+from reflexio_pipelines.learning.wording import Support, keep_words, without_personal_facts
 
 #: Two clusters are "the same cluster" across runs when their member sets overlap at least this much (Jaccard).
 SAME_CLUSTER_OVERLAP = 0.5
@@ -77,8 +79,43 @@ class Consolidator(Protocol):
     """Turns a cluster's members into one generalised rule, or None when an approved rule already covers it."""
 
     def consolidate(self, members: list[Member], approved: list[Rule]) -> tuple[Rule | None, int, int, int]:
-        """(rule or None, llm calls, prompt tokens, completion tokens)."""
+        """(rule or None, llm calls, prompt tokens, completion tokens); the rule is worded by `shared_rule`, which
+        raises NothingShared when the members share nothing a rule could say."""
         ...
+
+
+class NothingShared(Exception):
+    """Every content word of a cluster's rule was one user's: no shared rule this run (carries the cost spent)."""
+
+    def __init__(self, calls: int = 0, prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        super().__init__("the members share no wording")
+        self.calls, self.prompt_tokens, self.completion_tokens = calls, prompt_tokens, completion_tokens
+
+
+def shared_rule(rule: Rule, members: Sequence[Member]) -> Rule:
+    """`rule` as a shared item may word it: clauses stating a fact about a person are dropped, first person becomes
+    third, and every content word that a member wrote but fewer than two of the contributing users did is taken
+    out (all users' when the cluster has one). A word no member wrote is the consolidator's own wording and stays.
+
+    The same test re-words shared items when a contributor is erased (`privacy/shared.py`). Raises NothingShared
+    when no content is left."""
+    support = Support({user: [t for m in members if m.user_id == user
+                              for t in (m.trigger, m.content, m.rationale, m.blocking_issue_details)]
+                       for user in {m.user_id for m in members}})  # fmt: skip
+    need = min(2, support.users)
+
+    def keep(word: str) -> bool:
+        writers = support.writers(word)
+        return writers == 0 or writers >= need
+
+    def worded(text: str | None) -> str | None:
+        return keep_words(without_personal_facts(text), keep) or None if text else None
+
+    content = worded(rule.content)
+    if content is None:
+        raise NothingShared()
+    return Rule(content, worded(rule.trigger), worded(rule.rationale), rule.blocking_issue_kind,
+                worded(rule.blocking_issue_details))  # fmt: skip
 
 
 def new_agent_playbook_id(agent_version: str, playbook_name: str, fingerprint: str) -> int:
@@ -121,8 +158,8 @@ def _best_overlap(members: set[int], prior: Sequence[PriorPlaybook]) -> PriorPla
 
 
 class RepresentativeConsolidator:
-    """The offline consolidator (a heuristic, not a model): the member closest to the cluster's centroid, its
-    wording generalised mechanically (first-person and user-specific phrasing removed). Never returns None: the
+    """The offline consolidator (a heuristic, not a model): the member closest to the cluster's centroid, worded by
+    `shared_rule` (what only that member's user wrote and facts about them left out). Never returns None: the
     offline path has no judgement about whether an approved rule already covers a cluster."""
 
     def __init__(self, vectors: dict[int, np.ndarray]) -> None:
@@ -130,22 +167,14 @@ class RepresentativeConsolidator:
 
     def consolidate(self, members: list[Member], approved: list[Rule]) -> tuple[Rule | None, int, int, int]:
         chosen = representative(members, self._vectors)
-        users = len({m.user_id for m in members})
-        rationale = f"Consolidated from {len(members)} user playbooks of {users} users"
         kinds = {m.blocking_issue_kind for m in members}
         shared_issue = next(iter(kinds)) if len(kinds) == 1 else None
-        return (
-            Rule(
-                content=generalise(chosen.content),
-                trigger=generalise(chosen.trigger) if chosen.trigger else None,
-                rationale=rationale + (f"; e.g. {chosen.rationale}" if chosen.rationale else "") + ".",
-                blocking_issue_kind=shared_issue,
-                blocking_issue_details=chosen.blocking_issue_details if shared_issue else None,
-            ),
-            0,
-            0,
-            0,
-        )
+        rule = shared_rule(Rule(chosen.content, chosen.trigger, chosen.rationale, shared_issue,
+                                chosen.blocking_issue_details if shared_issue else None), members)  # fmt: skip
+        # The counts are added after the wording: they are this consolidator's words, not a member's.
+        rationale = f"Consolidated from {len(members)} user playbooks of {len({m.user_id for m in members})} users"
+        rationale += (f"; e.g. {rule.rationale.rstrip('.')}" if rule.rationale else "") + "."
+        return replace(rule, rationale=rationale), 0, 0, 0
 
 
 def representative(members: list[Member], vectors: dict[int, np.ndarray]) -> Member:
@@ -154,18 +183,3 @@ def representative(members: list[Member], vectors: dict[int, np.ndarray]) -> Mem
     matrix = np.stack([vectors[m.user_playbook_id] for m in ordered])
     scores = (matrix @ matrix.T).mean(axis=1)
     return ordered[int(np.argmax(scores))]
-
-
-_USER_SPECIFIC = [
-    (re.compile(r"\b(?:the user|this user|the customer)'s\b", re.I), "the user's"),
-    (re.compile(r"\b(?:my|our)\b", re.I), "the"),
-    (re.compile(r"\bwe\b", re.I), "the team"),
-    (re.compile(r"\bI\b"), "the user"),
-]
-
-
-def generalise(text: str) -> str:
-    """Mechanical generalisation: first-person words replaced so the rule reads as agent-wide guidance."""
-    for pattern, replacement in _USER_SPECIFIC:
-        text = pattern.sub(replacement, text)
-    return text

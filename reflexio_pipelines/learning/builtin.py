@@ -243,6 +243,25 @@ def _profile_from_clause(clause: str, greeted: bool = False) -> str | None:
     return None
 
 
+def is_personal_fact(clause: str) -> bool:
+    """Whether a clause states a stable fact about the person writing it ("I am a staff engineer at Acme", "my cat is
+    called Rex"): what the profile rules would learn from it."""
+    return _profile_from_clause(clause) is not None
+
+
+def facts_stated(text: str) -> list[str]:
+    """Third-person facts a user turn states, also inside a correction ("No, I live in Munich now" -> ["Lives in
+    Munich now"]): the profile rules per clause after the correction lead-in ("No,", "Wrong.") is stripped. The
+    extractor skips correcting sentences (they become rules); outcome counters compare them with served profiles."""
+    facts = []
+    for sentence in map(_normalise, _sentences(text)):
+        for clause in _CLAUSE_SPLIT_RE.split(_STRIP_LEAD_RE.sub("", sentence)):
+            content = _profile_from_clause(clause)
+            if content and len(content) > 4:
+                facts.append(content)
+    return facts
+
+
 def _ttl_for(sentence: str) -> str:
     for pattern, ttl in _TTL_HINTS:
         if pattern.search(sentence):
@@ -634,7 +653,8 @@ def _success_recipe(turns: tuple[Turn, ...], index: int) -> ExtractedPlaybook | 
 # ---------------------------------------------------------------------------------------------------------------
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+(?:[-_./:][a-z0-9]+)*")
-_STOP_WORDS = _words(
+#: Function and filler words: they carry no content (and identify nobody).
+STOP_WORDS = _words(
     "a about above after again all also am an and any are as at be because been before being below between both "
     "but by can could did do does doing down during each few for from further had has have having he her here hers "
     "him his how i if in into is it its itself just me more most my no nor not now of off on once only or other "
@@ -650,7 +670,7 @@ MAX_MISSED_TOKENS = 10
 MAX_EXPERT_CHARS = 400
 
 
-def _stem(token: str) -> str:
+def stem(token: str) -> str:
     """A crude suffix strip so inflections ("restarting", "restarts") count as the same word."""
     if token.isalpha() and len(token) > 4:
         for suffix in ("ing", "ed", "es", "s", "ly"):
@@ -664,9 +684,9 @@ def content_tokens(text: str) -> list[str]:
     crudely stemmed; numbers and identifiers (us-west-2, config.yaml) are kept whole."""
     seen: dict[str, None] = {}
     for token in _TOKEN_RE.findall(text.lower()):
-        if token in _STOP_WORDS or (len(token) == 1 and not token.isdigit()):
+        if token in STOP_WORDS or (len(token) == 1 and not token.isdigit()):
             continue
-        seen.setdefault(_stem(token), None)
+        seen.setdefault(stem(token), None)
     return list(seen)
 
 

@@ -7,13 +7,17 @@ A versioned YAML or JSON file in the original's `Config` shape (§1.9), reduced 
     tool_can_use: [{tool_name: create_issue, tool_description: "…"}]
     extraction_preset: standard        # fills batch_size / batch_interval only where they are not set
     batch_size: 10                     # turns per extraction window
-    batch_interval: 5                  # stride, <= batch_size
+    batch_interval: 5                  # <= batch_size; sets the lookback: min(2, batch_size - batch_interval) turns
     profile_extractor_configs: [{extractor_name, extraction_definition_prompt, request_sources_enabled,
                                  batch_size_override, batch_interval_override}]
-    user_playbook_extractor_configs: [same fields]
+    user_playbook_extractor_configs: [same fields, plus aggregation_config: {min_cluster_size, clustering_similarity,
+                                      min_distinct_users}]
+    holdout: {share: 0.05, agent_versions: {support-bot-v2: 0.1}}   # the control group (learning/holdout.py)
+    outcomes: {min_outcomes: 5, hold_out_flagged: false}             # outcome counters (learning/outcomes.py)
 
 Unknown fields are errors (a typo must not silently fall back to a default); the original's legacy field names are
-migrated on load. Extractors whose effective (batch_size, batch_interval, request_sources_enabled) are equal form
+migrated on load, and the original's fields this pipeline has no counterpart for (`context_prompt`, `llm_config`,
+...) are accepted at their default value only, so a config read through the original client round-trips. Extractors whose effective (batch_size, batch_interval, request_sources_enabled) are equal form
 one `ExtractorGroup` and share ONE extraction call per window, so the default config (one profile and one playbook
 extractor) costs exactly one call per window, like before the config existed.
 """
@@ -55,7 +59,7 @@ PRESETS: dict[str, tuple[int, int]] = {
 MAX_PROMPT_CHARS = 8_000
 MAX_TOOL_DESCRIPTION_CHARS = 1_000
 MAX_NAME_CHARS = 100
-_NAME_RE = re.compile(r"^[\w][\w .:-]*$")
+_NAME_RE = re.compile(r"[\w][\w .:-]*")  # used with fullmatch: `$` would allow a trailing newline
 
 #: Legacy field names of the original (§1.9) and what they became.
 _LEGACY_TOP = {
@@ -71,15 +75,61 @@ _LEGACY_EXTRACTOR = {
     "playbook_definition_prompt": "extraction_definition_prompt",
     "profile_content_definition_prompt": "extraction_definition_prompt",
 }
-#: Fields of the original's Config that this pipeline does not read; named in the error so a copied config is
-#: easy to trim.
-_ORIGINAL_ONLY = frozenset(
-    {
-        "storage_config", "storage_config_test", "api_key_config", "llm_config",
-        "skip_should_run_check", "enable_document_expansion", "context_prompt", "metadata_definition_prompt",
-        "should_extract_profile_prompt_override", "manual_trigger", "aggregation_config", "deduplication_config",
-    }
-)  # fmt: skip
+#: Legacy names of the original's PlaybookAggregatorConfig fields.
+_LEGACY_AGGREGATION = {
+    "min_feedback_threshold": "min_cluster_size",
+    "refresh_count": "reaggregation_trigger_count",
+    "similarity_threshold": "clustering_similarity",
+}
+#: The original's DeduplicationConfig defaults: what this pipeline's dedup does (top 5 neighbours closer than 0.4).
+_DEDUP_DEFAULTS = {"search_threshold": 0.4, "search_top_k": 5}
+
+
+def _is_null(value: Any) -> bool:
+    return value is None
+
+
+def _is_false(value: Any) -> bool:
+    return value is None or value is False
+
+
+def _is_default_dedup(value: Any) -> bool:
+    return value is None or (isinstance(value, dict) and {**_DEDUP_DEFAULTS, **value} == _DEDUP_DEFAULTS)
+
+
+def _is_unknown_test(value: Any) -> bool:
+    return value in (None, 0, "UNKNOWN", "unknown")  # StorageConfigTest.UNKNOWN as the client serialises it
+
+
+#: Fields of the original's Config this pipeline has no counterpart for: accepted (and dropped) at their default
+#: value, so a config read from the original client (which serialises every field) round-trips; any other value
+#: would change behaviour this pipeline does not have, so it is an error naming the field. field -> (is it the
+#: default, the default as the error shows it).
+_ORIGINAL_ONLY: dict[str, tuple[Any, str]] = {
+    # deployment settings: environment / reflexio.yaml here (serving's set_config ignores them before parsing)
+    "storage_config": (_is_null, "null"), "storage_config_test": (_is_unknown_test, "null"),
+    "api_key_config": (_is_null, "null"), "llm_config": (_is_null, "null"),
+    "skip_should_run_check": (_is_false, "false"), "enable_document_expansion": (_is_false, "false"),
+    # per extractor / evaluator
+    "context_prompt": (_is_null, "null"), "metadata_definition_prompt": (_is_null, "null"),
+    "should_extract_profile_prompt_override": (_is_null, "null"), "manual_trigger": (_is_false, "false"),
+    "deduplication_config": (_is_default_dedup, "null or {search_threshold: 0.4, search_top_k: 5}"),
+}  # fmt: skip
+#: Which of them may appear where (anything else is an unknown field).
+_ORIGINAL_TOP = ("storage_config", "storage_config_test", "api_key_config", "llm_config", "skip_should_run_check",
+                 "enable_document_expansion")  # fmt: skip
+_ORIGINAL_EXTRACTOR = ("context_prompt", "metadata_definition_prompt", "should_extract_profile_prompt_override",
+                       "manual_trigger", "deduplication_config")  # fmt: skip
+_ORIGINAL_EVALUATOR = ("metadata_definition_prompt", "batch_size_override", "batch_interval_override")
+
+
+def _drop_original_defaults(data: Any, fields: tuple[str, ...]) -> Any:
+    """`data` without the original-only `fields` that hold their default (non-defaults stay and fail as unknown
+    fields, with `_ORIGINAL_ONLY`'s explanation)."""
+    if not isinstance(data, dict):
+        return data
+    is_default = {name: _ORIGINAL_ONLY.get(name, (_is_null, "null"))[0] for name in fields}
+    return {k: v for k, v in data.items() if not (k in is_default and is_default[k](v))}
 
 
 class ConfigError(ValueError):
@@ -157,7 +207,7 @@ class ExtractorConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _legacy_names(cls, data: Any) -> Any:
-        return _migrate(data, _LEGACY_EXTRACTOR)
+        return _drop_original_defaults(_migrate(data, _LEGACY_EXTRACTOR), _ORIGINAL_EXTRACTOR)
 
     @field_validator("extractor_name")
     @classmethod
@@ -165,7 +215,7 @@ class ExtractorConfig(BaseModel):
         value = value.strip()
         if not value:
             raise ValueError("must not be empty")
-        if len(value) > MAX_NAME_CHARS or not _NAME_RE.match(value) or GROUP_NAME_SEPARATOR in value:
+        if len(value) > MAX_NAME_CHARS or not _NAME_RE.fullmatch(value) or GROUP_NAME_SEPARATOR in value:
             raise ValueError(
                 f"use letters, digits, space, '_', '-', '.', ':' (at most {MAX_NAME_CHARS} characters), got {value!r}"
             )
@@ -196,20 +246,108 @@ class ProfileExtractorConfig(ExtractorConfig):
     """Extracts per-user facts (the original's ProfileExtractorConfig)."""
 
 
+class AggregationSettings(BaseModel):
+    """How the user playbooks of one playbook extractor are aggregated into agent playbooks (the original's
+    PlaybookAggregatorConfig). `min_cluster_size` and `clustering_similarity` set the clustering of the next
+    aggregation run (learning/cluster.py; a size below 2 acts as 2); `min_distinct_users` is this pipeline's own
+    knob (a shared rule must come from that many users). The original's `reaggregation_trigger_count` and
+    `direction_overlap_threshold` are accepted at their defaults only: aggregation here is incremental (unchanged
+    clusters cost nothing) and runs daily or on demand, and clusters are cut on embeddings, not token overlap."""
+
+    model_config = ConfigDict(extra="forbid")
+    min_cluster_size: int = Field(2, ge=1)
+    clustering_similarity: float = Field(0.5, ge=0.0, le=1.0)
+    min_distinct_users: int = Field(2, ge=1)
+    reaggregation_trigger_count: int = 2
+    direction_overlap_threshold: float = 0.6
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_names(cls, data: Any) -> Any:
+        return _migrate(data, _LEGACY_AGGREGATION)
+
+    @field_validator("reaggregation_trigger_count")
+    @classmethod
+    def _trigger_count(cls, value: int) -> int:
+        if value != 2:
+            raise ValueError("only 2, the original's default, is accepted: aggregation here re-runs incrementally "
+                             "on the daily schedule or on demand, not after a count of new playbooks")  # fmt: skip
+        return value
+
+    @field_validator("direction_overlap_threshold")
+    @classmethod
+    def _overlap(cls, value: float) -> float:
+        if value != 0.6:
+            raise ValueError("only 0.6, the original's default, is accepted: clusters are cut on embeddings here "
+                             "(set clustering_similarity instead)")  # fmt: skip
+        return value
+
+
 class UserPlaybookExtractorConfig(ExtractorConfig):
-    """Extracts per-user behavioural rules (the original's UserPlaybookExtractorConfig)."""
+    """Extracts per-user behavioural rules (the original's UserPlaybookExtractorConfig), with how its playbooks
+    are aggregated (None = the aggregation run's defaults)."""
+
+    aggregation_config: AggregationSettings | None = None
+
+
+#: The evaluator of the default config (and of shadow pairs logged before pairs named theirs).
+DEFAULT_EVALUATION = "default_evaluation"
+#: The evaluation name impact_metrics gives the rule-based signals of every closed session (not an evaluator's).
+RESERVED_EVALUATION = "session_signals"
 
 
 class AgentSuccessConfig(BaseModel):
     """One session evaluator (the original's AgentSuccessConfig). Sampling defaults to 5 % of closed sessions."""
 
     model_config = ConfigDict(extra="forbid")
-    evaluation_name: str = Field("default_evaluation", min_length=1, max_length=MAX_NAME_CHARS)
+    evaluation_name: str = Field(DEFAULT_EVALUATION, min_length=1, max_length=MAX_NAME_CHARS)
     success_definition_prompt: str = (
         "The session succeeded if the user's request was fulfilled correctly by the end of the session, "
         "without the user having to give up, repeat themselves in frustration or ask for a human."
     )
     sampling_rate: float = Field(0.05, ge=0.0, le=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _original_fields(cls, data: Any) -> Any:
+        return _drop_original_defaults(data, _ORIGINAL_EVALUATOR)
+
+    @field_validator("evaluation_name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value.strip() == RESERVED_EVALUATION:
+            raise ValueError(f"{RESERVED_EVALUATION!r} names the rule-based session signals in impact_metrics; "
+                             "choose another evaluation name")  # fmt: skip
+        return value
+
+
+class HoldoutSettings(BaseModel):
+    """The control group (learning/holdout.py): the share of users whose searches return no learned context, so
+    impact metrics can compare treated and control users over the same period. `share` None = the deployment
+    default (`REFLEXIO_HOLDOUT_SHARE`, else 5 %); `agent_versions` sets the share of single agent versions (users
+    are drawn by a hash of agent version and user id, so each version has its own control group)."""
+
+    model_config = ConfigDict(extra="forbid")
+    share: float | None = Field(None, ge=0.0, le=1.0)
+    agent_versions: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("agent_versions")
+    @classmethod
+    def _shares(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = sorted(version for version, share in value.items() if not 0.0 <= share <= 1.0)
+        if bad:
+            raise ValueError(f"shares must lie within [0, 1] (agent versions {bad})")
+        return value
+
+
+class OutcomeSettings(BaseModel):
+    """Outcome counters per learned item (learning/outcomes.py): an item whose `harmful` count exceeds its
+    `helpful` count once it has at least `min_outcomes` outcomes is flagged; with `hold_out_flagged` it is also
+    left out of search until a reviewer keeps it (POST /api/review_flagged_item)."""
+
+    model_config = ConfigDict(extra="forbid")
+    min_outcomes: int = Field(5, ge=1)
+    hold_out_flagged: bool = False
 
 
 #: Seconds of quiet before an LLM extractor's sensor runs extract an incomplete window (the issue's "about 30 s": a
@@ -239,11 +377,21 @@ class ExtractionConfig(BaseModel):
     #: How long a user's stream must be quiet before the sensor's runs extract an incomplete window (fewer than
     #: batch_size new turns); also where a new chunk starts (learning/windows.py). None = the default below.
     extraction_quiet_period_seconds: float | None = Field(None, ge=0)
+    #: The control group that gets no learned context from search (per agent version).
+    holdout: HoldoutSettings = Field(default_factory=HoldoutSettings)
+    #: When an item's outcome counters flag it, and whether a flagged item leaves search pending review.
+    outcomes: OutcomeSettings = Field(default_factory=OutcomeSettings)
 
     @model_validator(mode="before")
     @classmethod
     def _legacy_names(cls, data: Any) -> Any:
-        return _migrate(data, _LEGACY_TOP)
+        data = _drop_original_defaults(_migrate(data, _LEGACY_TOP), _ORIGINAL_TOP)
+        if isinstance(data, dict):
+            # The original's nulls: no extractor list = the default extractors; no evaluators = no evaluation.
+            data = {k: v for k, v in data.items() if not (k.endswith("_extractor_configs") and v is None)}
+            if "agent_success_configs" in data and data["agent_success_configs"] is None:
+                data["agent_success_configs"] = []
+        return data
 
     @field_validator("agent_context_prompt", mode="before")
     @classmethod
@@ -295,6 +443,14 @@ class ExtractionConfig(BaseModel):
         if self.extraction_quiet_period_seconds is not None:
             return self.extraction_quiet_period_seconds
         return DEFAULT_LLM_QUIET_PERIOD_S if llm else 0.0
+
+    def aggregation_settings(self, playbook_name: str) -> AggregationSettings:
+        """How the user playbooks named `playbook_name` (= their extractor's name) are aggregated: that playbook
+        extractor's `aggregation_config`, else the defaults."""
+        for extractor in self.user_playbook_extractor_configs:
+            if extractor.extractor_name == playbook_name and extractor.aggregation_config is not None:
+                return extractor.aggregation_config
+        return AggregationSettings()
 
     def to_json(self) -> str:
         """Canonical JSON (reloads to an equal config); what the Dagster resource carries."""
@@ -422,6 +578,16 @@ def _allowed_fields(loc: tuple[Any, ...]) -> list[str]:
         model: type[BaseModel] = ExtractionConfig
     elif parent[0] == "tool_can_use":
         model = ToolUseConfig
+    elif parent[0] == "agent_success_configs":
+        model = AgentSuccessConfig
+    elif parent[0] == "holdout":
+        model = HoldoutSettings
+    elif parent[0] == "outcomes":
+        model = OutcomeSettings
+    elif "aggregation_config" in parent:
+        model = AggregationSettings
+    elif parent[0] == "user_playbook_extractor_configs":
+        model = UserPlaybookExtractorConfig
     else:
         model = ExtractorConfig
     return list(model.model_fields)
@@ -439,7 +605,11 @@ def _describe(exc: ValidationError) -> list[tuple[str, str]]:
         if error["type"] == "extra_forbidden":
             field = str(loc[-1])
             if field in _ORIGINAL_ONLY:
-                message = "a field of the original Reflexio Config that this pipeline does not read; remove it"
+                default = _ORIGINAL_ONLY[field][1]
+                message = (f"a field of the original Reflexio Config that this pipeline supports only at its default "
+                           f"({default}): it has no such behaviour; remove it or set it to {default}")  # fmt: skip
+            elif field in _ORIGINAL_EVALUATOR:
+                message = "a field of the original Reflexio Config that this pipeline supports only at null; remove it"
             else:
                 message = f"{_EXTRA_HINT} (allowed: {', '.join(_allowed_fields(loc))})"
         elif error["type"] == "literal_error" and loc == ("config_version",):

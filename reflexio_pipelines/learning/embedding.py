@@ -278,6 +278,7 @@ class LiteLLMEmbedder(_QueryCached):
         *,
         api_base: str = "",
         api_key: str = "",
+        api_version: str = "",
         dimensions: int | None = None,
         batch_size: int = 128,
         timeout: float = 60.0,
@@ -289,6 +290,7 @@ class LiteLLMEmbedder(_QueryCached):
         self.model_id = f"litellm:{model}"
         self.api_base = api_base
         self._api_key = api_key
+        self.api_version = api_version  # Azure OpenAI's api-version ("" = LiteLLM's default)
         self.dimensions = dimensions
         self.batch_size = max(1, batch_size)
         self.timeout = timeout
@@ -319,6 +321,8 @@ class LiteLLMEmbedder(_QueryCached):
             kwargs["api_base"] = self.api_base
         if self._api_key:
             kwargs["api_key"] = self._api_key
+        if self.api_version:
+            kwargs["api_version"] = self.api_version
         if self.dimensions is not None:
             kwargs["dimensions"] = self.dimensions
             # LiteLLM refuses `dimensions` for model names it does not know to support it (e.g. a custom model
@@ -369,7 +373,7 @@ _local_lock = threading.Lock()
 
 
 def make_embedder(
-    model: str = "local", api_base: str = "", api_key: str = "", dimensions: int | None = None
+    model: str = "local", api_base: str = "", api_key: str = "", dimensions: int | None = None, api_version: str = ""
 ) -> Embedder:
     """The embedder for a configured model name: "local" (or "") is the bundled MiniLM, shared per process;
     anything else is a LiteLLM model name such as "openai/text-embedding-3-small"."""
@@ -381,7 +385,7 @@ def make_embedder(
             if _local_instance is None:
                 _local_instance = LocalMiniLMEmbedder()
             return _local_instance
-    return LiteLLMEmbedder(model, api_base=api_base, api_key=api_key, dimensions=dimensions)
+    return LiteLLMEmbedder(model, api_base=api_base, api_key=api_key, api_version=api_version, dimensions=dimensions)
 
 
 def embed_one(embedder: Embedder, text: str) -> np.ndarray:

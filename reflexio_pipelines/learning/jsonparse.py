@@ -1,10 +1,24 @@
-"""Parse what an LLM returned into the extraction contract, tolerating the usual output faults.
+"""Parse what an LLM returned into the extraction contract, tolerating the usual output faults, and refusing the
+answers that would store something wrong.
 
 Providers differ in how well they honour `response_format`: replies arrive wrapped in Markdown fences, surrounded
-by prose, with Python literals, single quotes, trailing commas, or cut off at the token limit. `parse_llm_json`
-recovers an object from all of these (strict `json.loads` first, then `json_repair`) and raises `LLMOutputError`
-only when nothing usable is left, so the caller can retry. `validate_extraction` then turns the object into typed
-items item by item: a bad item is dropped and reported, it never fails the window.
+by prose, with reasoning written first (`<think>…</think>`), with Python literals, single quotes, trailing commas or
+comments. `parse_llm_json` recovers the answer object from all of these (strict `json.loads` first, then
+`json_repair` on a complete object) and raises `LLMOutputError` — so the caller retries, then records a failure —
+when there is no usable answer:
+
+- a reply whose JSON object never closes is cut off (`TruncatedReply`): it is never "completed" by the repairer,
+  which would turn `{"profiles": [{"content": "Lives in San Fr` into a profile "Lives in San Fr". (A reply the
+  provider marked as cut off, `finish_reason: length`, is refused before parsing: llm_reply.py.)
+- a reply holding two different answer objects (`AmbiguousReply`): which one the model meant is a guess;
+- a refusal (`RefusedReply`): prose that declines the task, alone or next to an empty answer object (empty lists;
+  an explicit null such as the consolidator's "no rule" is a decision, not an empty answer). An empty answer with
+  no such prose ("nothing worth remembering") is a valid empty result; a declined task is not, so a refused window
+  is retried and, if it keeps refusing, recorded in `extraction_failures`, never marked as learned.
+- reasoning that never ends (an opening `<think>` without its closing tag): there is no answer after it.
+
+`validate_extraction` then turns the object into typed items item by item: a bad item is dropped and reported, it
+never fails the window.
 """
 
 from __future__ import annotations
@@ -24,9 +38,24 @@ PLAYBOOK_KINDS = ("correction", "tool_failure", "expert", "recipe")
 BLOCKING_ISSUE_KINDS = ("missing_tool", "permission_denied", "external_dependency", "policy_restriction")
 EXTRACTION_KEYS = ("profiles", "playbooks")
 
-_FENCE_RE = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 # C0/C1 control characters except tab and newline, plus zero-width and bidi overrides that can hide text
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+#: Reasoning some models write into the answer text before (or around) the JSON.
+_REASONING_TAGS = "think|thinking|reasoning|reflection"
+_REASONING_BLOCK_RE = re.compile(rf"<({_REASONING_TAGS})>.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
+_REASONING_OPEN_RE = re.compile(rf"<(?:{_REASONING_TAGS})>", re.IGNORECASE)
+_REASONING_CLOSE_RE = re.compile(rf"</(?:{_REASONING_TAGS})\s*>", re.IGNORECASE)
+#: Where a JSON (or Python-literal) object can start: a brace followed by a key's quote or the closing brace.
+#: Prose braces ("{2} items", "{as requested}") are not object starts.
+_OBJECT_START_RE = re.compile(r"\{(?=\s*[\"'}])")
+#: Prose declining the task ("I'm sorry, but I can't help with that", "I cannot process personal data", "I must
+#: decline"). Deliberately narrow: "I can't find anything worth remembering" is an empty answer, not a refusal.
+_REFUSAL_RE = re.compile(
+    r"\b(?:can(?:not|['’]t)|won['’]t|will not|unable to|not able to)\s+(?:\w+\s+){0,3}?"
+    r"(?:help|assist|comply|fulfil|fulfill|process|provide|share|engage|do (?:this|that))\b"
+    r"|\bmust decline\b|\bdecline to (?:help|assist|answer|process)\b",
+    re.IGNORECASE,
+)
 
 T = TypeVar("T", ExtractedProfile, ExtractedPlaybook)
 
@@ -35,11 +64,39 @@ class LLMOutputError(ValueError):
     """The model's reply holds no usable JSON object (worth a retry)."""
 
 
-def _outermost_object(text: str) -> str | None:
-    """From the first `{` to its matching `}` (string-aware), or to the end of the text if it never closes."""
-    start = text.find("{")
-    if start < 0:
-        return None
+class TruncatedReply(LLMOutputError):
+    """The reply was cut off (the provider said so, or its JSON object never closes): nothing of it is used."""
+
+    summary_message = "the reply was cut off before its answer ended"  # read by llm_call.summarize_failure
+
+
+class RefusedReply(LLMOutputError):
+    """The model declined the task (a provider-flagged refusal or content filter, or prose that declines)."""
+
+    summary_message = "the model refused to answer"
+
+
+class AmbiguousReply(LLMOutputError):
+    """The reply holds several different answer objects; picking one would be a guess."""
+
+    summary_message = "the reply holds several different answers"
+
+
+def strip_reasoning(text: str) -> str:
+    """`text` without the reasoning a model wrote into it: `<think>…</think>` blocks (also thinking, reasoning,
+    reflection), and everything before a lone closing tag (chat templates that open the block in the prompt).
+    Raises `LLMOutputError` for an opening tag that never closes: there is no answer after the reasoning."""
+    text = _REASONING_BLOCK_RE.sub("", text)
+    closes = list(_REASONING_CLOSE_RE.finditer(text))
+    if closes:
+        text = text[closes[-1].end() :]
+    if _REASONING_OPEN_RE.search(text):
+        raise LLMOutputError("the reasoning never ends: no answer after it")
+    return text
+
+
+def _closing_brace(text: str, start: int) -> int | None:
+    """Index of the `}` closing the object opened at `start` (string-aware), None if it never closes."""
     depth, in_string, escaped = 0, False, False
     for i in range(start, len(text)):
         char = text[i]
@@ -57,55 +114,80 @@ def _outermost_object(text: str) -> str | None:
         elif char == "}":
             depth -= 1
             if depth == 0:
-                return text[start : i + 1]
-    return text[start:]  # cut off before closing: the repairer completes it
+                return i
+    return None
 
 
-def _candidates(text: str) -> list[str]:
-    """Texts that may hold the JSON object, most specific last: the whole reply, the first fenced block, and the
-    outermost object in it."""
-    stripped = text.strip()
-    found = [stripped]
-    fenced = _FENCE_RE.search(stripped)
-    if fenced and "{" in fenced.group(1):
-        found.append(fenced.group(1).strip())
-    obj = _outermost_object(found[-1])
-    if obj is not None:
-        found.append(obj)
-    return found
+def _object_spans(text: str) -> tuple[list[tuple[int, int]], bool]:
+    """The top-level objects in `text`, as (start, end) spans in order, and whether the last one never closes
+    (everything after an unclosed start lies inside it, so nothing after it is a candidate)."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    while match := _OBJECT_START_RE.search(text, position):
+        end = _closing_brace(text, match.start())
+        if end is None:
+            return spans, True
+        spans.append((match.start(), end + 1))
+        position = end + 1
+    return spans, False
+
+
+def _load_object(candidate: str) -> dict[str, Any] | None:
+    """A dict from a complete object's text: strict JSON, else `json_repair` (trailing commas, single quotes,
+    Python literals, comments); None when neither yields a non-empty dict."""
+    try:
+        obj = json.loads(candidate)
+    except ValueError:
+        try:
+            obj = json_repair.loads(candidate)
+        except Exception:  # the repairer is best-effort; any failure of it means "not this candidate"
+            return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _is_empty_answer(obj: dict[str, Any], keys: Sequence[str]) -> bool:
+    """Every expected key absent or an empty list/object/string. An explicit null (the consolidator's "no rule")
+    is a decision, not an empty answer."""
+    return all(obj.get(key, []) in ([], {}, "") for key in keys)
 
 
 def parse_llm_json(text: str | None, expected_keys: Sequence[str] = ()) -> dict[str, Any]:
-    """The JSON object in an LLM reply; raises `LLMOutputError` when none can be recovered.
+    """The answer object in an LLM reply; raises `LLMOutputError` (or a subclass saying why) when there is none.
 
-    Strict parsing is tried on each candidate first (a valid reply whose strings contain fences or braces must not
-    be "repaired"); only then is the most specific candidate handed to `json_repair`. If `expected_keys` is given,
-    an object holding none of them also counts as unusable (garbage that "repairs" into an unrelated object is not
-    an empty extraction).
+    Reasoning blocks are removed first; then every complete top-level object of the rest is a candidate (strict
+    parsing first, so a valid reply whose strings contain fences or braces is never "repaired"). With
+    `expected_keys`, only objects holding one of them are answers (garbage that "repairs" into an unrelated object
+    is not an empty extraction). Exactly one distinct answer must remain.
     """
     if not text or not text.strip():
         raise LLMOutputError("empty reply")
-    candidates = _candidates(text)
-    obj: Any = None
-    for candidate in candidates:
-        try:
-            obj = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            break
-    if not isinstance(obj, dict):
-        try:
-            obj = json_repair.loads(candidates[-1])
-        except Exception as exc:  # the repairer is best-effort; any failure of it means "unusable"
-            raise LLMOutputError(f"unrepairable JSON: {_snippet(text)}") from exc
-        if not obj:  # the repairer turns pure prose into "" or {}
-            raise LLMOutputError(f"no JSON object in reply: {_snippet(text)}")
-    if not isinstance(obj, dict):
-        raise LLMOutputError(f"no JSON object in reply: {_snippet(text)}")
-    if expected_keys and not any(key in obj for key in expected_keys):
+    body = strip_reasoning(text).strip()
+    try:  # a JSON string holding the object (double-encoded, as some tool-call arguments arrive)
+        inner = json.loads(body)
+    except ValueError:
+        inner = None
+    if isinstance(inner, str) and "{" in inner:
+        body = inner.strip()
+    spans, unclosed = _object_spans(body)
+    objects = [obj for start, end in spans if (obj := _load_object(body[start:end])) is not None]
+    answers = [obj for obj in objects if not expected_keys or any(key in obj for key in expected_keys)]
+    distinct = {json.dumps(obj, sort_keys=True, default=str): obj for obj in answers}
+    prose = "".join(body[a:b] for a, b in zip([0] + [end for _, end in spans], [start for start, _ in spans] +
+                                                  [len(body)]))  # fmt: skip
+    if len(distinct) > 1:
+        raise AmbiguousReply(f"{len(distinct)} different answer objects: {_snippet(text)}")
+    if distinct:
+        (obj,) = distinct.values()
+        if expected_keys and _is_empty_answer(obj, expected_keys) and _REFUSAL_RE.search(prose):
+            raise RefusedReply(f"an empty answer next to a refusal: {_snippet(text)}")
+        return obj
+    if unclosed:
+        raise TruncatedReply(f"the JSON object never closes: {_snippet(text)}")
+    if _REFUSAL_RE.search(prose):
+        raise RefusedReply(f"the model declined: {_snippet(text)}")
+    if objects:
         raise LLMOutputError(f"JSON object lacks {'/'.join(expected_keys)}: {_snippet(text)}")
-    return obj
+    raise LLMOutputError(f"no JSON object in reply: {_snippet(text)}")
 
 
 def _snippet(text: str, limit: int = 120) -> str:

@@ -1,16 +1,19 @@
-"""The LLM consolidator: one chat call per changed cluster, prompt `aggregation`, `{"playbook": {...} | null}`."""
+"""The LLM consolidator: one chat call per changed cluster, prompt `aggregation`, `{"playbook": {...} | null}`.
+
+The prompt asks for a rule generalised across the members, without facts about anyone; whatever the model answers
+is then worded by `aggregate.shared_rule`, so a word only one member's user wrote never reaches a shared item."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from reflexio_pipelines.learning.aggregate import Member, Rule
+from reflexio_pipelines.learning.aggregate import Member, NothingShared, Rule, shared_rule
 from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
 from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from
 from reflexio_pipelines.learning.prompts import load_prompt
 
 PROMPT_ID = "aggregation"
-PROMPT_VERSION = "1.0.0"
+PROMPT_VERSION = "1.1.0"
 BLOCKING_KINDS = {"missing_tool", "permission_denied", "external_dependency", "policy_restriction"}
 MAX_FIELD_CHARS = 1_000
 
@@ -74,7 +77,13 @@ class LiteLLMConsolidator:
         outcome = self.endpoint.call_json(messages, ("playbook",), parse_rule, "aggregation", stage="consolidation")
         if not outcome.ok:
             raise ConsolidationFailed(outcome.error, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens)
-        return outcome.value, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
+        rule = outcome.value
+        if rule is not None:
+            try:
+                rule = shared_rule(rule, members)
+            except NothingShared as nothing:  # the call was made and paid for
+                raise NothingShared(outcome.calls, outcome.prompt_tokens, outcome.completion_tokens) from nothing
+        return rule, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
 
 
 class ConsolidationFailed(RuntimeError):

@@ -33,6 +33,7 @@ from tenacity.wait import wait_base
 
 from reflexio_pipelines.learning.jsonparse import LLMOutputError, parse_llm_json
 from reflexio_pipelines.learning.llm_ledger import LLMCall, current_user, record
+from reflexio_pipelines.learning.llm_reply import answer_text
 from reflexio_pipelines.learning.llm_throttle import Throttle, ThrottleLimits, Waiter, estimate_tokens, throttle_for
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ def complete_chat(
     timeout_s: float = 120,
     temperature: float = 0.0,
     json_mode: bool = True,
+    api_version: str = "",
 ) -> Any:
     """One LiteLLM chat call (JSON mode unless `json_mode` is False), with LiteLLM's and the SDKs' own retries off
     (retries are the endpoint's). Parameters the model does not accept (temperature on reasoning models, JSON mode
@@ -229,6 +231,8 @@ def complete_chat(
         kwargs["api_base"] = api_base
     if api_key:
         kwargs["api_key"] = api_key
+    if api_version:  # Azure OpenAI's api-version
+        kwargs["api_version"] = api_version
     return _litellm().completion(**kwargs)
 
 
@@ -289,6 +293,7 @@ class LLMEndpoint:
     concurrency: int = 32
     rpm: int = 0
     tpm: int = 0
+    api_version: str = ""  # Azure OpenAI's api-version ("" = LiteLLM's default)
 
     def __post_init__(self) -> None:
         if not self.model.strip():
@@ -312,6 +317,7 @@ class LLMEndpoint:
             concurrency=settings.concurrency,
             rpm=settings.rpm,
             tpm=settings.tpm,
+            api_version=settings.api_version,
         )
 
     def with_model(self, model: str) -> LLMEndpoint:
@@ -372,11 +378,11 @@ class LLMEndpoint:
             try:
                 response = complete_chat(self.model, messages, api_base=self.api_base, api_key=self.api_key,
                                          timeout_s=self.timeout_s, temperature=self.temperature,
-                                         json_mode=json_mode)  # fmt: skip
+                                         json_mode=json_mode, api_version=self.api_version)  # fmt: skip
                 prompt_tokens, completion_tokens = response_usage(response)
                 outcome.prompt_tokens += prompt_tokens
                 outcome.completion_tokens += completion_tokens
-                value = parse(reply_text(response))
+                value = parse(answer_text(response))  # raises for a cut-off or refused reply
             except Exception as exc:
                 failure = exc
             else:

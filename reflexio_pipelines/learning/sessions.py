@@ -107,11 +107,16 @@ def is_sampled(session_id: str, evaluation_name: str, rate: float = DEFAULT_SAMP
     return int.from_bytes(digest[:8], "big") / 2**64 < rate
 
 
+def corrected_turn_indexes(session: Session) -> list[int]:
+    """Indexes of the user turns that correct the agent's previous answer (the builtin extractor's correction rule,
+    a HEURISTIC: a user turn with correction markers right after an agent turn)."""
+    return [i for i in range(len(session.turns)) if _corrected_agent_index(session.turns, i) is not None]
+
+
 def corrections_in(session: Session) -> int:
-    """User turns that correct the agent's previous answer (the builtin extractor's correction rule: a user turn
-    with correction markers right after an agent turn). The original counted the user playbooks extracted from the
-    session instead, which depends on the extractor and on when extraction ran."""
-    return sum(_corrected_agent_index(session.turns, i) is not None for i in range(len(session.turns)))
+    """User turns that correct the agent's previous answer (`corrected_turn_indexes`). The original counted the
+    user playbooks extracted from the session instead, which depends on the extractor and on when extraction ran."""
+    return len(corrected_turn_indexes(session))
 
 
 def user_turns_to_resolution(session: Session) -> int:

@@ -1,26 +1,33 @@
 """Erase one user from the lake: landing files, every Delta table (and its history), operation state, the index.
 
-Order matters for crash safety. A marker is written first (`state/erasure_requests/<salted hash>.json`, holding the
-raw id only while the erasure is in progress). Tables that merely *reference* the user's ids (retrievals, shadow
-comparisons, change logs, agent playbooks) are erased before the tables those ids are collected from (user
-playbooks, profiles, turns), and the landing files last, so a retry after a crash at any point still finds every
-remaining row. Each table is rewritten partition by partition without the user's rows (the commit's predicate names
-only the `window` partition column, never the user), then its history is purged (`Lake.purge_history`): removed
-data files are vacuumed and old commit files, whose column statistics can hold the user's id or text, are deleted
-after a checkpoint. The embedding cache is erased after every table index documents are read from (see
+Order matters for crash safety. A marker is written first (`state/erasure_requests/<salted hash>.json` plus an
+`active/<salted hash>` entry while in progress; it never holds the user id — an interrupted erasure is resumed by
+finding the user whose salted hash it names, `resume_erasure`). Tables that merely *reference* the user's ids
+(retrievals, shadow comparisons, change logs, agent playbooks) are erased before the tables those ids are collected
+from (user playbooks, profiles, turns), and the landing files last, so a retry after a crash at any point still
+finds every remaining row. Each table is rewritten partition by partition without the user's rows (the commit's
+predicate names only the `window` partition column, never the user), then its history is purged
+(`Lake.purge_history`): removed data files are vacuumed and old commit files, whose column statistics can hold the
+user's id or text, are deleted after a checkpoint. Shared rows the user contributed to lose the user from their
+member lists and the user's words from their text (`shared.py`); an agent playbook only the user supported, or
+worded, goes. The embedding cache is erased after every table index documents are read from (see
 `DERIVED_TABLES`). Finally a new index version is published without the user and every older version deleted; the
-marker keeps only a salted hash and the counts. Running it again is harmless: it finds nothing and says so.
+marker keeps the counts. Running it again is harmless: it finds nothing and says so.
+
+A user who keeps publishing is paused by the service for the erasure (their publishes answer 409, serving/erasures.py);
+rows a racing run writes back meanwhile are caught by a further pass (at most `PASSES`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +49,7 @@ from reflexio_pipelines.privacy.scope import (
     scope_of,
     without_user,
 )
+from reflexio_pipelines.privacy.shared import SharedWording, shared_wording
 from reflexio_pipelines.search.index import current_version, list_versions, prune_versions, publish_index
 from reflexio_pipelines.storage import read_parquet, sync_dir, write_bytes, write_parquet
 
@@ -60,6 +68,14 @@ WRITER_LOCKS = {
     "control_log": "control-log",
     "curation_log": "curation-log",
     "retrievals": "retrievals",
+    # partitioned by the serve's window, appended by the service under the retrieval log's lock (serving/retrievals.py)
+    "retrieval_events": "retrievals",
+    # rewritten (and the change log appended) by the outcome step, and by a reviewer's keep (assets/outcomes.py)
+    "session_outcomes": "outcomes",
+    "item_outcome_events": "outcomes",
+    "item_outcomes": "outcomes",
+    "outcome_change_log": "outcomes",
+    "impact_holdout": "evaluations",
     "session_evaluations": "evaluations",
     "shadow_comparisons": "evaluations",
     "impact_metrics": "evaluations",
@@ -80,6 +96,10 @@ class ErasureIncomplete(RuntimeError):
 
 
 MARKER_DIR = ("state", "erasure_requests")
+ACTIVE_DIR = (*MARKER_DIR, "active")
+_ERASURE_ID_RE = re.compile(r"[0-9a-f]{64}")
+#: List columns that name users (shared rows' contributors, cache rows' owners).
+MEMBER_LISTS = ("member_user_ids", "owner_user_ids")
 
 
 @dataclass
@@ -118,13 +138,16 @@ def erase_user(lake: Lake, user_id: str, embedder: Embedder,
     check_rules()
     result = ErasureResult()
     with lake.lock("erasure"):
-        marker = ErasureMarker(lake, user_id)
+        marker = ErasureMarker.of(lake, user_id)
         marker.begin()
         for attempt in range(PASSES):
             scope = scope_of(lake, user_id)
             if attempt and not scope.held:
                 break
-            _erase_pass(lake, scope, marker, result, on_table)
+            wording = shared_wording(lake, scope)
+            # An agent playbook whose content was only the user's words goes, like one only the user supported.
+            scope = replace(scope, sole_agent_playbook_ids=scope.sole_agent_playbook_ids | wording.emptied)
+            _erase_pass(lake, scope, wording, marker, result, on_table)
         else:
             if scope_of(lake, user_id).held:
                 raise ErasureIncomplete(f"pipeline runs kept writing the user's rows back during {PASSES} passes")
@@ -139,11 +162,11 @@ def erase_user(lake: Lake, user_id: str, embedder: Embedder,
     return result
 
 
-def _erase_pass(lake: Lake, scope: Scope, marker: "ErasureMarker", result: ErasureResult,
+def _erase_pass(lake: Lake, scope: Scope, wording: SharedWording, marker: "ErasureMarker", result: ErasureResult,
                 on_table: Callable[[str, int], None] | None) -> None:  # fmt: skip
     """One pass over every table (in `erase_order`) and the landing files."""
     for name in erase_order():
-        erased, redacted, purged = _erase_table(lake, name, scope)
+        erased, redacted, purged = _erase_table(lake, name, scope, wording)
         result.files_purged += purged
         result.redacted[name] = result.redacted.get(name, 0) + redacted
         marker.progress(name, erased)
@@ -152,7 +175,7 @@ def _erase_pass(lake: Lake, scope: Scope, marker: "ErasureMarker", result: Erasu
     marker.progress(LANDING, _erase_landing(lake, scope.user_id))
 
 
-def _erase_table(lake: Lake, name: str, scope: Scope) -> tuple[int, int, int]:
+def _erase_table(lake: Lake, name: str, scope: Scope, wording: SharedWording) -> tuple[int, int, int]:
     """Rewrite the partitions of `name` that hold the user's rows without them, then purge the table's history.
     Returns (rows deleted, shared rows kept without the user, data files purged)."""
     if name == CACHE_TABLE:  # vectors are read only for the buckets that hold the user's rows; bumps the epoch
@@ -171,7 +194,7 @@ def _erase_table(lake: Lake, name: str, scope: Scope) -> tuple[int, int, int]:
         if hit.num_rows:
             table = lake.read_table(name)  # again, under the window locks: what no run can change until we commit
             found = matches(table, scope)
-            keep, deleted, redacted = _without_user(table, found, scope, windows)
+            keep, deleted, redacted = _without_user(table, found, scope, wording, windows)
             lake.replace_windows(name, windows, keep)
         else:
             deleted = redacted = 0
@@ -180,11 +203,11 @@ def _erase_table(lake: Lake, name: str, scope: Scope) -> tuple[int, int, int]:
     return deleted, redacted, purged
 
 
-def _without_user(table: pa.Table, found: Matches, scope: Scope,
+def _without_user(table: pa.Table, found: Matches, scope: Scope, wording: SharedWording,
                   windows: list[str] | None) -> tuple[pa.Table, int, int]:  # fmt: skip
     """The rows of the rewritten partitions that stay: direct rows go, shared rows of agent playbooks only this
-    user supported and rows the user owns (`owner_user_ids`) go, other shared rows stay with the user removed from
-    their member lists."""
+    user supported (or worded) and rows the user owns (`owner_user_ids`) go, other shared rows stay with the user
+    removed from their member lists and the user's words from their text."""
     if windows is not None:
         in_windows = pc.is_in(table.column("window").combine_chunks(), value_set=pa.array(windows, pa.string()))
         found = Matches(found.direct.filter(in_windows), found.shared.filter(in_windows))
@@ -197,7 +220,7 @@ def _without_user(table: pa.Table, found: Matches, scope: Scope,
                                         or owned_by_user(row, scope))):  # fmt: skip
             deleted += 1
         elif is_shared:
-            keep.append(without_user(row, scope))
+            keep.append(wording.for_erasure(without_user(row, scope)))
             redacted += 1
         else:
             keep.append(row)
@@ -268,12 +291,20 @@ def _republish_index(lake: Lake, embedder: Embedder) -> str:
 
 
 class ErasureMarker:
-    """`state/erasure_requests/<sha256(salt + user id)>.json`: the raw id while an erasure is in progress (so an
-    interrupted one can be found and finished), then only the salted hash, times and the rows erased in total."""
+    """`state/erasure_requests/<erasure id>.json`, the erasure id being `user_hash` (a salted hash of the user id):
+    status, times and the rows erased so far — never the user id, also while in progress. While in progress an
+    empty `state/erasure_requests/active/<erasure id>` lists it too, cheap to poll: the service refuses the user's
+    publishes meanwhile, and resumes it at start-up (finding the user by hashing the ids the lake still holds)."""
 
-    def __init__(self, lake: Lake, user_id: str) -> None:
-        self._user_id = user_id
-        self.path = lake.root.joinpath(*MARKER_DIR) / f"{user_hash(lake, user_id)}.json"
+    def __init__(self, lake: Lake, erasure_id: str) -> None:
+        self.erasure_id = erasure_id
+        self.path = lake.root.joinpath(*MARKER_DIR) / f"{erasure_id}.json"
+        self.active = lake.root.joinpath(*ACTIVE_DIR) / erasure_id
+
+    @classmethod
+    def of(cls, lake: Lake, user_id: str) -> "ErasureMarker":
+        """The marker of `user_id`'s erasure (creates the lake's salt on first use)."""
+        return cls(lake, user_hash(lake, user_id))
 
     def read(self) -> dict | None:
         return json.loads(self.path.read_text()) if self.path.exists() else None
@@ -281,10 +312,11 @@ class ErasureMarker:
     def begin(self) -> None:
         """Start a request, or resume the interrupted one (keeping its counts)."""
         previous = self.read() or {"erased": {}}
-        if previous.get("status") == "in_progress":
-            return
-        self._write({"status": "in_progress", "user_id": self._user_id, "started_at": int(time.time()),
-                     "erased": previous["erased"], "erased_before": dict(previous["erased"])})  # fmt: skip
+        if previous.get("status") != "in_progress":
+            self._write({"status": "in_progress", "started_at": int(time.time()), "erased": previous["erased"],
+                         "erased_before": dict(previous["erased"])})  # fmt: skip
+        if not self.active.exists():
+            write_bytes(self.active, b"")
 
     def progress(self, name: str, rows: int) -> None:
         state = self.read()
@@ -297,12 +329,14 @@ class ErasureMarker:
         return {name: n - state["erased_before"].get(name, 0) for name, n in state["erased"].items()}
 
     def complete(self) -> dict[str, int]:
-        """Drop the raw id; returns `erased_now()`."""
+        """Mark the request done (and no longer active); returns `erased_now()`."""
         erased = self.erased_now()
         state = self.read()
-        del state["user_id"], state["erased_before"]
+        del state["erased_before"]
         state.update(status="completed", completed_at=int(time.time()))
         self._write(state)
+        if self.active.exists():
+            self.active.unlink()
         return erased
 
     def _write(self, state: dict) -> None:
@@ -311,7 +345,18 @@ class ErasureMarker:
 
 def user_hash(lake: Lake, user_id: str) -> str:
     """sha256 of the lake's secret salt and the user id: names an erasure without naming the user."""
-    return hashlib.sha256(_salt(lake) + user_id.encode()).hexdigest()
+    return hash_user(_salt(lake), user_id)
+
+
+def hash_user(salt: bytes, user_id: str) -> str:
+    """`user_hash` with the salt already read (the service checks every publish against running erasures)."""
+    return hashlib.sha256(salt + user_id.encode()).hexdigest()
+
+
+def salt_of(lake: Lake) -> bytes | None:
+    """The lake's salt, or None before the first erasure (read only: never creates it)."""
+    path = lake.root.joinpath(*MARKER_DIR) / "salt"
+    return path.read_bytes() if path.exists() else None
 
 
 def _salt(lake: Lake) -> bytes:
@@ -320,3 +365,64 @@ def _salt(lake: Lake) -> bytes:
     if not path.exists():
         write_bytes(path, secrets.token_hex(32).encode())
     return path.read_bytes()
+
+
+def active_erasures(lake: Lake) -> frozenset[str]:
+    """Ids of the erasures in progress (running, or interrupted and not yet resumed)."""
+    active = lake.root.joinpath(*ACTIVE_DIR)
+    if not active.exists():
+        return frozenset()
+    return frozenset(p.name for p in active.iterdir() if _ERASURE_ID_RE.fullmatch(p.name))
+
+
+def erasure_requests(lake: Lake) -> list[dict]:
+    """Every erasure request the lake remembers, oldest first: `erasure_id`, `status` (`in_progress` |
+    `completed`), `started_at`, `completed_at`, `erased` (rows per table in total). Names no user."""
+    root = lake.root.joinpath(*MARKER_DIR)
+    markers = [ErasureMarker(lake, p.stem) for p in (root.glob("*.json") if root.exists() else [])
+               if _ERASURE_ID_RE.fullmatch(p.stem)]  # fmt: skip
+    rows = []
+    for marker in markers:
+        state = marker.read() or {}
+        rows.append({"erasure_id": marker.erasure_id, "status": state.get("status"),
+                     "started_at": state.get("started_at"), "completed_at": state.get("completed_at"),
+                     "erased": state.get("erased", {})})  # fmt: skip
+    return sorted(rows, key=lambda r: (r["started_at"] or 0, r["erasure_id"]))
+
+
+def resume_erasure(lake: Lake, erasure_id: str, erase: Callable[[str], ErasureResult]) -> ErasureResult:
+    """Finish an interrupted erasure: find its user among the ids the lake still holds (hashing each) and `erase`
+    them; when no id matches, nothing of the user is left anywhere and the request is only marked completed."""
+    with lake.lock("erasure"):
+        salt = _salt(lake)
+        user_id = next((u for u in sorted(_user_ids(lake)) if hash_user(salt, u) == erasure_id), None)
+        if user_id is None:
+            marker = ErasureMarker(lake, erasure_id)
+            if marker.read() is None:  # an active entry without its marker: nothing was started
+                marker.begin()
+            return ErasureResult(erased=marker.complete(), index_version=current_version(lake.index_root))
+    return erase(user_id)
+
+
+def _user_ids(lake: Lake) -> set[str]:
+    """Every user id the lake names anywhere an erasure looks: landing files, tables (`user_id` and the member and
+    owner lists), index versions and rerun progress files."""
+    ids: set[str] = set()
+    for path in lake.landing_files([hour for _, _, hour in lake.landing_hours()]):
+        ids.update(read_parquet(path, columns=["user_id"]).column("user_id").to_pylist())
+    for name, schema in TABLES.items():
+        columns = [c for c in ("user_id", *MEMBER_LISTS) if c in schema.names]
+        if columns:
+            table = lake.read_table(name)
+            for column in columns:
+                for value in table.column(column).to_pylist():
+                    ids.update(value if isinstance(value, list) else [value])
+    for version in list_versions(lake.index_root):
+        docs = read_parquet(lake.index_root / version / "docs.parquet", columns=["user_id"])
+        ids.update(docs.column("user_id").to_pylist())
+    for service in SERVICES.values():
+        status = read_status(lake, service) or {}
+        ids.update([*(status.get("processed_user_ids") or []), *(status.get("failed_user_ids") or []),
+                    status.get("current_user_id"), (status.get("request_params") or {}).get("user_id")])  # fmt: skip
+    ids.discard(None)
+    return {u for u in ids if isinstance(u, str)}

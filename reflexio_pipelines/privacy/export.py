@@ -2,7 +2,8 @@
 
 Every table in `TABLES` is present (empty when it holds nothing of the user), so an unknown user gets the same
 shape with empty lists. Rows are whole rows, provenance included; rows shared with other users (agent playbooks the
-user's playbooks contributed to and their change log) list only the user's own member ids. Turns that landed but
+user's playbooks contributed to and their change log) list only the user's own member ids, and their text holds only
+the user's own words and the consolidator's (`shared.py`): nothing another contributor wrote. Turns that landed but
 were not materialised yet come from the landing files, with the window they will be processed in.
 """
 
@@ -18,19 +19,29 @@ import pyarrow.parquet as pq
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.privacy.scope import check_rules, landing_rows, matches, only_user, scope_of
+from reflexio_pipelines.privacy.shared import shared_wording
+from reflexio_pipelines.storage import read_vanishing
 
 
 def export_user(lake: Lake, user_id: str) -> dict[str, pa.Table]:
-    """table name -> the user's rows of that table (with the table's schema), for every table in TABLES."""
+    """table name -> the user's rows of that table (with the table's schema), for every table in TABLES.
+
+    Read again from the start when a landing file vanished under it (another user's erasure deleted it)."""
     check_rules()
+    return read_vanishing(lambda: _export(lake, user_id))
+
+
+def _export(lake: Lake, user_id: str) -> dict[str, pa.Table]:
     scope = scope_of(lake, user_id)
+    wording = shared_wording(lake, scope)
     out: dict[str, pa.Table] = {}
     for name, schema in TABLES.items():
         table = lake.read_table(name)
         found = matches(table, scope)
         direct, shared = table.filter(found.direct), table.filter(found.shared)
         if shared.num_rows:
-            shared = pa.Table.from_pylist([only_user(r, scope) for r in shared.to_pylist()], schema=schema)
+            shared = pa.Table.from_pylist([wording.for_export(only_user(r, scope)) for r in shared.to_pylist()],
+                                          schema=schema)  # fmt: skip
         out[name] = pa.concat_tables([direct, shared])
     out["turns"] = pa.concat_tables([out["turns"], _unmaterialised_turns(lake, user_id, out["turns"])])
     return out

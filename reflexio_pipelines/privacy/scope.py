@@ -9,8 +9,9 @@ soon as it carries one of the identifying columns below; a table with none of th
   profiles or user playbooks. Erasure deletes them.
 - **shared** rows belong to an agent playbook (`agent_playbook_id`, or `entity` = "agent_playbook") that the user's
   playbooks contributed to, or list the user in `member_ids` / `member_user_ids`. Erasure deletes them when no other
-  user supports that agent playbook, otherwise removes the user from the member lists and keeps them; export
-  narrows their member lists to the user's own (other users' ids never leave in someone else's export).
+  user supports that agent playbook, otherwise removes the user from the member lists and the user's words from
+  their text (`shared.py`) and keeps them; export narrows their member lists to the user's own and their text to
+  the user's words (other users' ids and words never leave in someone else's export).
 - **owned** rows list the user in `owner_user_ids`: derived copies of text several users' words can be in (the
   embedding cache). They count as shared for export (owner lists narrowed to the user); erasure deletes them
   whoever else is listed (`lake.embedding_cache.erase_owner`), and the next index build recreates them for the rest.
@@ -25,6 +26,7 @@ import pyarrow.compute as pc
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.learning.wording import vocabulary
 from reflexio_pipelines.partitions import GRANULARITY, key_of_landing_hour, window_of_key
 from reflexio_pipelines.storage import LakePath, read_parquet
 
@@ -33,6 +35,8 @@ AGGREGATE_TABLES = {
     "impact_metrics": "counts and rates per agent version and day; rewritten from session_evaluations by every "
                       "evaluation run",
     "impact_before_after": "rates per agent version before/after a first retrieval; rewritten by every evaluation run",
+    "impact_holdout": "treated vs control rates and means per agent version, evaluation and metric; rewritten by "
+                      "every evaluation run",
 }  # fmt: skip
 
 #: Columns that tie a row to a user directly, or to an agent playbook the user's playbooks are members of.
@@ -72,6 +76,7 @@ class Scope:
     agent_playbook_ids: frozenset[int]  # agent playbooks the user's playbooks are (or were) members of
     sole_agent_playbook_ids: frozenset[int]  # ... that no other user supports: erasure deletes them
     held: int = 0  # rows naming the user (landing, `user_id` columns, member lists) when the scope was taken
+    words: frozenset[str] = frozenset()  # every content word of the user's own rows (`learning/wording.py`)
 
     def entity_ids(self, entity: str) -> set[str]:
         """Ids (as the strings `item_id` columns hold) of the user's items of one entity kind."""
@@ -127,15 +132,18 @@ def scope_of(lake: Lake, user_id: str) -> Scope:
     profile_ids: set[str] = set()
     playbook_ids: set[int] = set()
     held = 0
+    texts: list[str] = []  # the user's words, for re-wording the shared rows they contributed to (privacy/shared.py)
     for hit in landing_rows(lake, user_id):
         turn_ids.update(hit.rows.column("turn_id").to_pylist())
         held += hit.rows.num_rows
+        texts.extend(_strings(hit.rows))
     for name, schema in TABLES.items():
         names = set(schema.names)
         if "user_id" not in names:
             continue
         rows = lake.read_table(name, filters=[("user_id", "=", user_id)])
         held += rows.num_rows
+        texts.extend(_strings(rows))
         if "turn_id" in names:
             turn_ids.update(rows.column("turn_id").to_pylist())
         if "profile_id" in names:
@@ -166,7 +174,12 @@ def scope_of(lake: Lake, user_id: str) -> Scope:
             if "member_user_ids" in row and (not users - {user_id} or not members - playbook_ids):
                 sole.add(row["agent_playbook_id"])
     return Scope(user_id, frozenset(turn_ids), frozenset(profile_ids), frozenset(playbook_ids),
-                 frozenset(agent_ids), frozenset(sole), held)  # fmt: skip
+                 frozenset(agent_ids), frozenset(sole), held, vocabulary(texts))  # fmt: skip
+
+
+def _strings(table: pa.Table) -> list[str]:
+    """Every string value of a table (its text columns, and the ids, which are words the user's rows hold too)."""
+    return [v for column in table.columns if pa.types.is_string(column.type) for v in column.to_pylist() if v]
 
 
 def matches(table: pa.Table, scope: Scope) -> Matches:

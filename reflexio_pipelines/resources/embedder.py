@@ -14,8 +14,10 @@ class EmbedderResource(dg.ConfigurableResource):
     model: str = "local"
     api_base: str = ""
     api_key: str = ""
+    api_version: str = ""  # Azure OpenAI's api-version (empty = LiteLLM's default)
     dimensions: int | None = None
 
     def get(self) -> Embedder:
         """The embedder for this configuration (the local model is loaded once per process)."""
-        return make_embedder(self.model, api_base=self.api_base, api_key=self.api_key, dimensions=self.dimensions)
+        return make_embedder(self.model, api_base=self.api_base, api_key=self.api_key, dimensions=self.dimensions,
+                             api_version=self.api_version)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.config import ExtractionConfig, resolve_extraction_config
 from reflexio_pipelines.learning.dedup import RuleDedupJudge
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
@@ -30,6 +31,7 @@ class ExtractorResource(dg.ConfigurableResource):
     model: str = ""
     api_base: str = ""
     api_key: str = ""
+    api_version: str = ""
     timeout_s: float = 120.0
     max_retries: int = 2
     backoff_base_s: float = 1.0
@@ -46,6 +48,7 @@ class ExtractorResource(dg.ConfigurableResource):
             model=self.model,
             api_base=self.api_base,
             api_key=self.api_key,
+            api_version=self.api_version,
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
             backoff_base_s=self.backoff_base_s,
@@ -76,9 +79,12 @@ class ExtractorResource(dg.ConfigurableResource):
         """A ready extractor for this configuration."""
         return make_extractor(self.llm_settings())
 
-    def get_config(self) -> ExtractionConfig:
-        """The extraction config this resource carries (raises `ConfigError` if it is invalid)."""
-        return resolve_extraction_config(self.extraction_config)
+    def get_config(self, lake: Lake | None = None) -> ExtractionConfig:
+        """The extraction config this resource carries (raises `ConfigError` if it is invalid). With `lake`, the
+        config that lake's organisation stored through `set_config` wins: a scheduled run pointed at an
+        organisation's lake (schedules.py) carries the code location's config, not the organisation's."""
+        stored = lake.extraction_config(None) if lake is not None else None
+        return resolve_extraction_config(stored or self.extraction_config)
 
     def dedup_judge_factory(self) -> JudgeFactory:
         """The dedup judge per entity: the offline rule judge, or the LLM judge when a model is configured."""

@@ -25,6 +25,7 @@ from reflexio_pipelines.sdk.errors import (
     ValidationError,
 )
 from reflexio_pipelines.sdk.models import (
+    Ack,
     AgentPlaybook,
     AggregationResult,
     EraseResult,
@@ -44,6 +45,7 @@ from reflexio_pipelines.sdk.retry import RetryPolicy
 
 __all__ = [
     "APIConnectionError",
+    "Ack",
     "APITimeoutError",
     "AgentPlaybook",
     "AggregationResult",

@@ -51,15 +51,17 @@ def render_context(result: SearchResult, max_chars: int = 4000) -> str:
 
     Items are taken in priority order — the user's own corrections (user playbooks), then facts (profiles), then
     rules shared across users (agent playbooks), each in rank order — and an item that would overflow `max_chars`
-    is left out. Duplicate lines (the same rule as a user and an agent playbook) appear once.
+    is left out. A rule appears once however many items state it: the same content as a user and an agent playbook
+    (whose trigger is the general form of the user's) is shown with the first, the user's own, trigger.
     """
-    candidates = [("rule", _rule(p.trigger, p.content)) for p in result.user_playbooks if _clean(p.content)]
-    candidates += [("fact", f"- {_clean(p.content)}") for p in result.profiles if _clean(p.content)]
-    candidates += [("rule", _rule(p.trigger, p.content)) for p in result.agent_playbooks if _clean(p.content)]
+    candidates = [("rule", _rule(p.trigger, p.content), p.content) for p in result.user_playbooks if _clean(p.content)]
+    candidates += [("fact", f"- {_clean(p.content)}", p.content) for p in result.profiles if _clean(p.content)]
+    candidates += [("rule", _rule(p.trigger, p.content), p.content) for p in result.agent_playbooks
+                   if _clean(p.content)]  # fmt: skip
     chosen: dict[str, list[str]] = {"fact": [], "rule": []}
-    seen: set[str] = set()
-    for kind, line in candidates:
-        key = line.casefold()
+    seen: set[tuple[str, str]] = set()
+    for kind, line, content in candidates:
+        key = (kind, _clean(content).casefold())
         if key in seen:
             continue
         seen.add(key)

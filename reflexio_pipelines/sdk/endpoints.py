@@ -18,9 +18,11 @@ from pydantic import BaseModel
 from reflexio_pipelines.sdk.context import render_context
 from reflexio_pipelines.sdk.errors import OperationFailedError, ReflexioError, error_from_response
 from reflexio_pipelines.sdk.models import (
+    Ack,
     AgentPlaybook,
     AggregationResult,
     EraseResult,
+    Erasures,
     ExportFormat,
     Health,
     Interaction,
@@ -217,6 +219,72 @@ class RequestBuilder:
                           playbook_status_filter=playbook_status, status_filter=status_filter)  # fmt: skip
         return Call("POST", "/api/get_agent_playbooks", _items("agent_playbooks", AgentPlaybook), json=body)
 
+    def get_all_profiles(self, *, limit: int | None = None, status: str | None = None) -> Call[list[Profile]]:
+        """Every user's profiles, newest first, in one lifecycle status (default current)."""
+        params = _drop_none(limit=limit, status_filter=status)
+        return Call("GET", "/api/get_all_profiles", _items("user_profiles", Profile), params=params)
+
+    def search_profiles(self, user_id: str, query: str, *, top_k: int | None = None,
+                        threshold: float | None = None) -> Call[list[Profile]]:  # fmt: skip
+        """One user's profiles matching `query` (hybrid search), best first."""
+        body = _drop_none(user_id=user_id, query=query, top_k=top_k, threshold=threshold)
+        return Call("POST", "/api/search_profiles", _items("user_profiles", Profile), json=body)
+
+    def search_user_playbooks(self, query: str, *, user_id: str | None = None, agent_version: str | None = None,
+                              playbook_name: str | None = None, top_k: int | None = None,
+                              threshold: float | None = None) -> Call[list[UserPlaybook]]:  # fmt: skip
+        """User playbooks matching `query`, best first (current ones)."""
+        body = _drop_none(query=query, user_id=user_id, agent_version=agent_version, playbook_name=playbook_name,
+                          top_k=top_k, threshold=threshold)  # fmt: skip
+        return Call("POST", "/api/search_user_playbooks", _items("user_playbooks", UserPlaybook), json=body)
+
+    def search_agent_playbooks(self, query: str, *, agent_version: str | None = None,
+                               playbook_name: str | None = None, playbook_status: PlaybookStatus | None = None,
+                               top_k: int | None = None, threshold: float | None = None) -> Call[list[AgentPlaybook]]:  # fmt: skip
+        """Agent playbooks matching `query`, best first (approved and pending unless `playbook_status` is given)."""
+        body = _drop_none(query=query, agent_version=agent_version, playbook_name=playbook_name,
+                          playbook_status_filter=playbook_status, top_k=top_k, threshold=threshold)  # fmt: skip
+        return Call("POST", "/api/search_agent_playbooks", _items("agent_playbooks", AgentPlaybook), json=body)
+
+    def add_user_profile(self, user_id: str, content: str, *, source: str | None = None) -> Call[Ack]:
+        """Store a fact about a user as given (no LLM); searchable by the next search."""
+        body = {"user_profiles": [_drop_none(user_id=user_id, content=content, source=source)]}
+        return Call("POST", "/api/add_user_profile", _model(Ack), json=body, idempotent=False)
+
+    def add_user_playbook(self, user_id: str, content: str, *, agent_version: str | None = None,
+                          playbook_name: str | None = None, trigger: str | None = None,
+                          rationale: str | None = None) -> Call[Ack]:  # fmt: skip
+        """Store a behaviour rule for a user as given (no LLM); searchable by the next search."""
+        body = {"user_playbooks": [_drop_none(user_id=user_id, content=content, agent_version=agent_version,
+                                              playbook_name=playbook_name, trigger=trigger, rationale=rationale)]}  # fmt: skip
+        return Call("POST", "/api/add_user_playbook", _model(Ack), json=body, idempotent=False)
+
+    def add_agent_playbook(self, content: str, agent_version: str, *, playbook_name: str | None = None,
+                           trigger: str | None = None, rationale: str | None = None,
+                           playbook_status: PlaybookStatus = "pending") -> Call[Ack]:  # fmt: skip
+        """Store a shared rule as given, outside aggregation; listed, approvable and searchable at once."""
+        body = {"agent_playbooks": [_drop_none(content=content, agent_version=agent_version, playbook_name=playbook_name,
+                                               trigger=trigger, rationale=rationale, playbook_status=playbook_status)]}  # fmt: skip
+        return Call("POST", "/api/add_agent_playbook", _model(Ack), json=body, idempotent=False)
+
+    def update_agent_playbook(self, agent_playbook_id: int, *, content: str | None = None,
+                              playbook_name: str | None = None, trigger: str | None = None,
+                              rationale: str | None = None) -> Call[Ack]:  # fmt: skip
+        """Edit an agent playbook's text (re-embedded and re-indexed)."""
+        body = _drop_none(agent_playbook_id=agent_playbook_id, content=content, playbook_name=playbook_name,
+                          trigger=trigger, rationale=rationale)  # fmt: skip
+        return Call("PUT", "/api/update_agent_playbook", _model(Ack), json=body)
+
+    def delete_agent_playbook(self, agent_playbook_id: int) -> Call[Ack]:
+        """Delete an agent playbook (it leaves search at once; aggregation does not bring it back)."""
+        return Call("DELETE", "/api/delete_agent_playbook", _model(Ack), json={"agent_playbook_id": agent_playbook_id})
+
+    def request(self, method: str, path: str, body: Any = None) -> Call[Any]:
+        """Any REST call, answered with the decoded JSON (the CLI's `api` escape hatch). Repeated on a transient
+        failure only when it is a read."""
+        return Call(method.upper(), path, lambda response: response.json(), json=body,
+                    idempotent=method.upper() in ("GET", "HEAD"))  # fmt: skip
+
     def get_interactions(
         self,
         user_id: str,
@@ -267,6 +335,10 @@ class RequestBuilder:
         """Erase everything stored about `user_id` (turns, profiles, playbooks) from the lake and the index."""
         return Call("DELETE", "/api/erase_user_data", _model(EraseResult), json={"user_id": user_id},
                     timeout=self.run_timeout)  # fmt: skip
+
+    def erasures(self) -> Call[Erasures]:
+        """Every erasure request of the organisation (in progress ones are finished by the service's next start)."""
+        return Call("GET", "/api/erasures", _model(Erasures))
 
     def health(self) -> Call[Health]:
         """Liveness and the index version being served."""

@@ -130,6 +130,15 @@ class StatusUpdateResult(_Model):
     msg: str | None = ""
 
 
+class Ack(_Model):
+    """The answer of a manual add, edit or delete (`added_count` for adds)."""
+
+    success: bool = True
+    message: str | None = ""
+    msg: str | None = ""
+    added_count: int | None = None
+
+
 class AggregationResult(_Model):
     """What an aggregation run changed; the run is visible in the Dagster UI under `run_id`."""
 
@@ -151,6 +160,23 @@ class EraseResult(_Model):
 
     success: bool = True
     message: str | None = ""
+
+
+class ErasureRequest(_Model):
+    """One erasure the service remembers, by its id (a salted hash: no user id)."""
+
+    erasure_id: str
+    status: str | None = None  # in_progress | completed
+    started_at: int | None = None
+    completed_at: int | None = None
+    erased: dict[str, int] = Field(default_factory=dict)
+
+
+class Erasures(_Model):
+    """`GET /api/erasures`: every erasure request, oldest first."""
+
+    success: bool = True
+    erasures: list[ErasureRequest] = Field(default_factory=list)
 
 
 class Health(_Model):

@@ -1,9 +1,11 @@
 """The original's manual adds, edits and deletes, as entries in the lake's curation log.
 
-Every change is durable when the call returns and applies at once to reads and (deletions, edited payloads) to
-search; the index is rebuilt in the background so new and edited text becomes searchable — with
-`?wait_for_response=true` the call returns only after that rebuild is served. Deleting interactions, requests or
-sessions cascades to the profiles and playbooks learned from them, and to agent playbooks left without members.
+Every change is durable when the call returns and applies at once to reads and to search: added items are found
+by the next search (serving/fresh.py), deletions and edited payloads apply at once; the index is rebuilt in the
+background so edited text becomes matchable — with `?wait_for_response=true` the call returns only after that
+rebuild is served. Manually added agent playbooks are read, edited, approved and deleted like aggregated ones.
+Deleting interactions, requests or sessions cascades to the profiles and playbooks learned from them, and to agent
+playbooks left without members.
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
 
-from reflexio_pipelines.lake.curation import CurationOp, cascade_deletes, live_agent_playbooks, manual_row
+from reflexio_pipelines.lake.curation import CurationOp, agent_playbook_row, cascade_deletes, live_agent_playbooks, manual_row
 from reflexio_pipelines.lake.interactions import turn_rows
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.learning.types import NEVER_EXPIRES_TIMESTAMP, TTL_SECONDS, stable_int_id
 from reflexio_pipelines.search.index import SearchFilters
 from serving.deps import service
+from serving.errors import not_found
 from serving.models import (
     AddAgentPlaybookRequest,
     AddUserPlaybookRequest,
@@ -57,9 +59,10 @@ def _commit(state: ServiceState, ops: list[CurationOp], wait: bool) -> str:
     if not ops:
         return ""
     state.curation.record(ops)
+    state.searchable()  # index manual adds for immediate search now, so the next search does not wait for it
     ticket = state.reindexer.request()
     if not wait:
-        return "; searchable text updates with the next index version (seconds)"
+        return "; applied to search now, re-indexed in the background (seconds)"
     if state.reindexer.wait(ticket, REINDEX_TIMEOUT_S):
         return f"; index {state.index.version} serves it"
     return "; the re-index did not finish (see the Dagster UI); the change is saved and applies to reads"
@@ -68,10 +71,6 @@ def _commit(state: ServiceState, ops: list[CurationOp], wait: bool) -> str:
 def _added(state: ServiceState, ops: list[CurationOp], what: str, wait: bool) -> dict:
     note = _commit(state, ops, wait)
     return {"success": True, "message": f"added {len(ops)} {what}{note}", "added_count": len(ops)}
-
-
-def _not_found(what: str, key: str = "msg") -> JSONResponse:
-    return JSONResponse(status_code=404, content={"success": False, key: f"{what} not found"})
 
 
 # -- adds ----------------------------------------------------------------------------------------------------
@@ -131,17 +130,13 @@ def _user_playbook(state: ServiceState, playbook_id: int) -> dict[str, Any] | No
     return rows[0] if rows else None
 
 
-def _agent_playbook_ids(state: ServiceState) -> dict[int, dict[str, Any]]:
-    return {int(r["agent_playbook_id"]): r for r in live_agent_playbooks(state.lake)}
-
-
 @router.put("/api/update_user_playbook")
 def update_user_playbook(body: UpdateUserPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
     """Edit a user playbook's text; the edit is re-embedded and re-indexed (unlike the original)."""
     state = service(request)
     row = _user_playbook(state, body.user_playbook_id)
     if row is None:
-        return _not_found(f"user_playbook_id {body.user_playbook_id}")
+        return not_found(f"user_playbook_id {body.user_playbook_id}")
     fields = body.text_fields()
     note = _commit(state, [CurationOp("user_playbook", str(body.user_playbook_id), "update", user_id=row["user_id"],
                                       fields=fields)] if fields else [], wait_for_response)  # fmt: skip
@@ -152,8 +147,8 @@ def update_user_playbook(body: UpdateUserPlaybookRequest, request: Request, wait
 def update_agent_playbook(body: UpdateAgentPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
     """Edit an agent playbook's text and/or approval status; text edits are re-embedded and re-indexed."""
     state = service(request)
-    if body.agent_playbook_id not in _agent_playbook_ids(state):
-        return _not_found(f"agent_playbook_id {body.agent_playbook_id}")
+    if agent_playbook_row(state.lake, body.agent_playbook_id) is None:
+        return not_found(f"agent_playbook_id {body.agent_playbook_id}")
     if body.playbook_status is not None:
         state.control.decide(str(body.agent_playbook_id), body.playbook_status)
     fields = body.text_fields()
@@ -168,7 +163,7 @@ def update_user_profile(body: UpdateUserProfileRequest, request: Request, wait_f
     state = service(request)
     rows = live_rows(state.lake, "profile", filters=[("user_id", "=", body.user_id)], statuses=LIFECYCLE_STATUSES)
     if not any(r["profile_id"] == body.profile_id for r in rows):
-        return _not_found(f"profile_id {body.profile_id} of user {body.user_id}")
+        return not_found(f"profile_id {body.profile_id} of user {body.user_id}")
     fields: dict[str, Any] = {"last_modified_timestamp": int(time.time())}
     if body.content is not None:
         fields["content"] = body.content
@@ -207,7 +202,7 @@ def delete_profile(body: DeleteProfileRequest, request: Request, wait_for_respon
         rows = live_rows(state.lake, "profile", filters=[("user_id", "=", body.user_id)], statuses=LIFECYCLE_STATUSES)
         targets = [body.profile_id] if any(r["profile_id"] == body.profile_id for r in rows) else []
         if not targets:
-            return _not_found(f"profile_id {body.profile_id} of user {body.user_id}", "message")
+            return not_found(f"profile_id {body.profile_id} of user {body.user_id}", "message")
     else:
         targets = _profiles_matching(state, body.user_id, body.search_query)
     ops = [CurationOp("profile", pid, "delete", user_id=body.user_id) for pid in targets]
@@ -216,10 +211,10 @@ def delete_profile(body: DeleteProfileRequest, request: Request, wait_for_respon
 
 
 def _profiles_matching(state: ServiceState, user_id: str, query: str) -> list[str]:
-    index = state.index.index
-    if index is None:
+    indexes = state.searchable()
+    if not indexes:
         return []
-    plan = QueryPlan(state, index, query, "vector")
+    plan = QueryPlan(state, indexes, query, "vector")
     hits = plan.run(EntityQuery("profile", query=query, top_k=100, threshold=DELETE_QUERY_THRESHOLD,
                                 filters=SearchFilters(user_id=user_id, statuses=LIFECYCLE_STATUSES)))  # fmt: skip
     return [h["profile_id"] for h in hits]
@@ -231,7 +226,7 @@ def delete_interaction(body: DeleteInteractionRequest, request: Request, wait_fo
     state = service(request)
     turns = turn_rows(state.lake, [("user_id", "=", body.user_id), ("interaction_id", "=", body.interaction_id)])
     if not turns:
-        return _not_found(f"interaction_id {body.interaction_id} of user {body.user_id}", "message")
+        return not_found(f"interaction_id {body.interaction_id} of user {body.user_id}", "message")
     note = _commit(state, _delete_turns(state, turns), wait_for_response)
     return {"success": True, "message": f"deleted interaction {body.interaction_id}{note}"}
 
@@ -242,7 +237,7 @@ def delete_request(body: DeleteRequestRequest, request: Request, wait_for_respon
     state = service(request)
     turns = turn_rows(state.lake, [("request_id", "=", body.request_id)])
     if not turns:
-        return _not_found(f"request_id {body.request_id}", "message")
+        return not_found(f"request_id {body.request_id}", "message")
     note = _commit(state, _delete_turns(state, turns), wait_for_response)
     return {"success": True, "message": f"deleted request {body.request_id}{note}"}
 
@@ -263,7 +258,7 @@ def delete_user_playbook(body: DeleteUserPlaybookRequest, request: Request, wait
     state = service(request)
     row = _user_playbook(state, body.user_playbook_id)
     if row is None:
-        return _not_found(f"user_playbook_id {body.user_playbook_id}", "message")
+        return not_found(f"user_playbook_id {body.user_playbook_id}", "message")
     note = _commit(state, _delete_user_playbooks(state, [row]), wait_for_response)
     return {"success": True, "message": f"deleted user playbook {body.user_playbook_id}{note}"}
 
@@ -272,8 +267,8 @@ def delete_user_playbook(body: DeleteUserPlaybookRequest, request: Request, wait
 def delete_agent_playbook(body: DeleteAgentPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
     """Delete an agent playbook; a later aggregation does not bring it back under the same id."""
     state = service(request)
-    if body.agent_playbook_id not in _agent_playbook_ids(state):
-        return _not_found(f"agent_playbook_id {body.agent_playbook_id}", "message")
+    if agent_playbook_row(state.lake, body.agent_playbook_id) is None:
+        return not_found(f"agent_playbook_id {body.agent_playbook_id}", "message")
     note = _commit(state, [CurationOp("agent_playbook", str(body.agent_playbook_id), "delete")], wait_for_response)
     return {"success": True, "message": f"deleted agent playbook {body.agent_playbook_id}{note}"}
 
@@ -310,7 +305,7 @@ def delete_user_playbooks_by_ids(body: DeleteUserPlaybooksByIdsRequest, request:
 def delete_agent_playbooks_by_ids(body: DeleteAgentPlaybooksByIdsRequest, request: Request,
                                   wait_for_response: bool = WAIT):  # fmt: skip
     state = service(request)
-    known = _agent_playbook_ids(state)
+    known = {int(r["agent_playbook_id"]) for r in live_agent_playbooks(state.lake)}
     ops = [CurationOp("agent_playbook", str(i), "delete") for i in dict.fromkeys(body.agent_playbook_ids) if i in known]
     return _bulk(len(ops), "agent playbook(s)", _commit(state, ops, wait_for_response))
 

@@ -1,4 +1,5 @@
-"""Evaluation reads: impact metrics for the dashboard, the original's dashboard stats and evaluation results."""
+"""Evaluation reads: impact metrics (treated vs control, correction recurrence) and outcome counters for the
+dashboard, the review of flagged items, the original's dashboard stats and evaluation results."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ from datetime import datetime, timezone
 
 from fastapi import APIRouter, Query, Request
 
+from reflexio_pipelines.lake.curation import live_agent_playbooks
 from reflexio_pipelines.lake.llm_calls import llm_usage as usage_per_day
-from reflexio_pipelines.lake.records import live_rows
+from reflexio_pipelines.lake.outcomes import change_log_entries
+from reflexio_pipelines.lake.records import every_item, live_rows
+from reflexio_pipelines.learning.outcomes import ID_FIELDS
 from serving.deps import service
-from serving.models import DashboardStatsRequest, EvaluationResultsRequest, LLMUsageResponse
+from serving.errors import not_found
+from serving.models import DashboardStatsRequest, EvaluationResultsRequest, LLMUsageResponse, ReviewFlaggedItemRequest
 from serving.state import ServiceState
 
 router = APIRouter()
@@ -21,15 +26,74 @@ DAY = 86_400
 
 @router.get("/api/impact_metrics")
 def impact_metrics(request: Request, agent_version: str | None = Query(None)):
-    """Per agent version and day: success rate with its 95 % interval, shadow win rate, corrections per session,
-    turns to resolution, playbooks approved / rejected (the `impact_metrics` asset)."""
+    """The impact assets. `metrics`: per agent version, day, evaluation and judge — success rate with its 95 %
+    interval, regular win rate over shadow, corrections per session, turns to resolution; rows named
+    `session_signals` (judge `heuristic`) carry corrections and tool failures per session, correction recurrence
+    and the approval decisions. `holdout`: treated vs control per agent version, evaluation, judge and metric, with
+    the 95 % interval of the difference. `before_after`: the (time-confounded) comparison around the first serve."""
     state: ServiceState = service(request)
-    rows = [r for r in state.lake.read_table("impact_metrics").to_pylist()
-            if agent_version is None or r["agent_version"] == agent_version]  # fmt: skip
-    rows.sort(key=lambda r: (r["agent_version"], r["day"]))
-    before_after = [r for r in state.lake.read_table("impact_before_after").to_pylist()
-                    if agent_version is None or r["agent_version"] == agent_version]  # fmt: skip
-    return {"success": True, "metrics": rows, "before_after": before_after, "msg": "" if rows else "no evaluations yet"}
+
+    def rows_of(table: str) -> list[dict]:
+        return [r for r in state.lake.read_table(table).to_pylist()
+                if agent_version is None or r["agent_version"] == agent_version]  # fmt: skip
+
+    rows = sorted(rows_of("impact_metrics"), key=lambda r: (r["agent_version"], r["day"], r["evaluation_name"] or "",
+                                                              r["judge"] or ""))  # fmt: skip
+    holdout = sorted(rows_of("impact_holdout"), key=lambda r: (r["agent_version"], r["evaluation_name"], r["judge"],
+                                                               r["metric"]))  # fmt: skip
+    return {"success": True, "metrics": rows, "holdout": holdout, "before_after": rows_of("impact_before_after"),
+            "msg": "" if rows else "no evaluations yet"}  # fmt: skip
+
+
+@router.get("/api/item_outcomes")
+def item_outcomes(request: Request, entity: str | None = Query(None), flagged: bool | None = Query(None),
+                  limit: int = Query(100, ge=1, le=10_000)):  # fmt: skip
+    """Outcome counters per learned item (most served first) with the item's text: served, helpful, harmful,
+    missed, flagged, held_out. Counted by heuristic matching rules (`rules`)."""
+    state: ServiceState = service(request)
+    texts = _item_texts(state)
+    out = []
+    for row in state.lake.read_table("item_outcomes").to_pylist():
+        if (entity and row["entity"] != entity) or (flagged is not None and row["flagged"] != flagged):
+            continue
+        text = texts.get((row["entity"], row["item_id"]), {})
+        item = {"entity": row["entity"], "item_id": row["item_id"], "agent_version": row["agent_version"],
+                "content": text.get("content"), "trigger": text.get("trigger")}  # fmt: skip
+        (annotated,) = state.outcomes.annotate(row["entity"], [{ID_FIELDS[row["entity"]]: row["item_id"]}])
+        out.append(item | annotated["outcomes"] | {"user_id": row["user_id"]})
+    out.sort(key=lambda r: (-r["served"], -r["harmful"], r["entity"], r["item_id"]))
+    return {"success": True, "items": out[:limit], "msg": "" if out else "no learned item has been served yet"}
+
+
+@router.get("/api/outcome_change_log")
+def outcome_change_log(request: Request, entity: str | None = Query(None), item_id: str | None = Query(None)):
+    """Every flag action on a learned item (flagged, held_out, unflagged, kept), newest first, with its evidence
+    session ids."""
+    state: ServiceState = service(request)
+    return {"success": True, "entries": change_log_entries(state.lake, entity, item_id), "msg": ""}
+
+
+@router.post("/api/review_flagged_item")
+def review_flagged_item(body: ReviewFlaggedItemRequest, request: Request):
+    """A reviewer keeps an item its counters flagged: it is served again at once (also when flagged items are held
+    out of search), and is flagged again only on new harmful evidence. The decision is in the outcome change log."""
+    state: ServiceState = service(request)
+    if state.outcomes.row(body.entity, body.item_id) is None:
+        return not_found(f"outcome counters of {body.entity} {body.item_id}")
+    row = state.outcomes.keep(body.entity, body.item_id, actor="api", reason=body.reason)
+    return {"success": True, "msg": f"{body.entity} {body.item_id} kept", "action_id": row["action_id"]}
+
+
+def _item_texts(state: ServiceState) -> dict[tuple[str, str], dict]:
+    """(entity, id) -> content and trigger of every learned item (superseded and archived ones included)."""
+    texts: dict[tuple[str, str], dict] = {}
+    for r in every_item(state.lake, "profile"):
+        texts[("profile", str(r["profile_id"]))] = {"content": r["content"], "trigger": None}
+    for r in every_item(state.lake, "user_playbook"):
+        texts[("user_playbook", str(r["user_playbook_id"]))] = {"content": r["content"], "trigger": r["trigger"]}
+    for r in live_agent_playbooks(state.lake, ("current", "archived")):
+        texts[("agent_playbook", str(r["agent_playbook_id"]))] = {"content": r["content"], "trigger": r["trigger"]}
+    return texts
 
 
 @router.get("/api/llm_usage", response_model=LLMUsageResponse)

@@ -1,22 +1,36 @@
 """Reruns, upgrades, downgrades and operation status: the original's REST paths, run as Dagster jobs.
 
 A rerun is started in the background (like the original's BackgroundTask) and reports progress through
-`GET /api/get_operation_status`; upgrade and downgrade are quick and answer with their counts once the new index
-version is being served.
+`GET /api/get_operation_status` (the original's OperationStatusInfo, so its client's polling parses it); `POST
+/api/cancel_operation` stops it before its next user. Upgrade and downgrade are quick and answer with their counts
+once the new index version is being served.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from reflexio_pipelines.operations import SERVICES, new_operation_id, read_status, write_status
+from reflexio_pipelines.operations import (
+    SERVICE_ALIASES,
+    SERVICES,
+    new_operation_id,
+    read_status,
+    request_cancel,
+    start_status,
+    write_status,
+)
 from serving.deps import service
+from serving.errors import error
 from serving.models import (
+    CancelOperationRequest,
+    CancelOperationResponse,
+    GetOperationStatusResponse,
     RerunPlaybookGenerationRequest,
     RerunProfileGenerationRequest,
     UpgradeProfilesRequest,
@@ -32,11 +46,10 @@ def _start_rerun(state: ServiceState, entity: str, config: dict) -> JSONResponse
     service = SERVICES[entity]
     current = read_status(state.lake, service)
     if current and current.get("status") == "in_progress":
-        return JSONResponse(status_code=409, content={"success": False, "msg": f"{service} is already in progress"})
+        return error(409, f"{service} is already in progress")
     operation_id = new_operation_id()
     config = dict(config, entity=entity, operation_id=operation_id)
-    write_status(state.lake, service, status="in_progress", operation_id=operation_id, request_params=config,
-                 total_users=0, processed_users=0, error_message=None, completed_at=None)  # fmt: skip
+    start_status(state.lake, service, operation_id, config)
 
     def work() -> None:
         try:
@@ -44,7 +57,8 @@ def _start_rerun(state: ServiceState, entity: str, config: dict) -> JSONResponse
             state.index.refresh()
         except Exception as exc:  # recorded for get_operation_status; the service keeps serving
             log.exception("rerun %s failed", operation_id)
-            write_status(state.lake, service, status="failed", error_message=type(exc).__name__)
+            write_status(state.lake, service, status="failed", error_message=type(exc).__name__,
+                         completed_at=int(time.time()))  # fmt: skip
 
     threading.Thread(target=work, name=f"rerun-{operation_id}", daemon=True).start()
     return operation_id
@@ -125,16 +139,33 @@ async def downgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, reques
             "message": "downgraded" if restored else "no archived user playbooks to restore"}  # fmt: skip
 
 
-@router.get("/api/get_operation_status")
+@router.get("/api/get_operation_status", response_model=GetOperationStatusResponse)
 def get_operation_status(request: Request, service_name: str = Query("profile_generation")):
-    """The original's OperationStatusInfo for `profile_generation` or `playbook_generation`."""
+    """The original's OperationStatusInfo for `profile_generation` or `playbook_generation` (also under its
+    earlier name `feedback_generation`)."""
+    service_name = SERVICE_ALIASES.get(service_name, service_name)
     if service_name not in SERVICES.values():
-        return JSONResponse(status_code=422, content={"success": False,
-                                                      "msg": f"service_name: must be one of {sorted(SERVICES.values())}"})  # fmt: skip
+        return error(422, f"service_name: must be one of {sorted(SERVICES.values())}")
     status = read_status(service(request).lake, service_name)
     if status is None:
-        return {"success": True, "operation_status": None, "msg": "no operation has run"}
-    return {"success": True, "operation_status": status, "msg": ""}
+        return GetOperationStatusResponse(success=True, msg="no operation has run")
+    return GetOperationStatusResponse(success=True, operation_status=status, msg="")
+
+
+@router.post("/api/cancel_operation", response_model=CancelOperationResponse)
+def cancel_operation(body: CancelOperationRequest, request: Request) -> CancelOperationResponse:
+    """Stop the running rerun of one service (or of both): it stops before its next user and writes nothing, its
+    status becomes `cancelled`. Services with nothing in progress are left alone (not listed)."""
+    lake = service(request).lake
+    cancelled = []
+    wanted = [SERVICE_ALIASES.get(body.service_name, body.service_name)] if body.service_name else None
+    for name in wanted or sorted(SERVICES.values()):
+        status = read_status(lake, name)
+        if status and status.get("status") == "in_progress" and status.get("operation_id"):
+            request_cancel(lake, name, status["operation_id"])
+            cancelled.append(name)
+    msg = f"cancelling {', '.join(cancelled)} before the next user" if cancelled else "no operation in progress"
+    return CancelOperationResponse(success=True, cancelled_services=cancelled, msg=msg)
 
 
 class ManualGenerationRequest(RerunProfileGenerationRequest):

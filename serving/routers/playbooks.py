@@ -7,10 +7,11 @@ from collections import defaultdict
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
 
+from reflexio_pipelines.lake.curation import agent_playbook_row, live_agent_playbooks
 from reflexio_pipelines.search.documents import agent_playbook_view
 from serving.deps import service
+from serving.errors import error, not_found
 from serving.models import GetAgentPlaybooksRequest, RunPlaybookAggregationRequest, UpdateAgentPlaybookStatusRequest
 from serving.state import ServiceState
 
@@ -26,9 +27,7 @@ async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request:
     try:
         result = await run_in_threadpool(state.aggregate, config)
     except Exception as exc:  # the run is recorded in Dagster; its tables are replaced only by a successful commit
-        return JSONResponse(status_code=503, content={"success": False,
-                                                      "message": f"aggregation run failed ({type(exc).__name__}); "
-                                                                 "see the Dagster UI, then retry"})  # fmt: skip
+        return error(503, f"aggregation run failed ({type(exc).__name__}); see the Dagster UI, then retry", "message")
     await run_in_threadpool(state.index.refresh)
     message = (f"aggregation run {result['run_id']}: {result.get('consolidate_new', 0)} new, "
                f"{result.get('reconsolidate', 0)} updated, {result.get('keep', 0)} unchanged clusters")  # fmt: skip
@@ -37,29 +36,29 @@ async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request:
 
 @router.put("/api/update_agent_playbook_status")
 def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, request: Request):
-    """Approve, reject or un-reject. Takes effect in retrieval immediately and is remembered by later runs."""
+    """Approve, reject or un-reject an aggregated or manually added agent playbook. Takes effect in retrieval
+    immediately (a rejected one leaves search in the same request cycle) and is remembered by later runs."""
     state: ServiceState = service(request)
-    known = {r["agent_playbook_id"] for r in state.lake.read_table("agent_playbooks").to_pylist()}
-    if body.agent_playbook_id not in known:
-        return JSONResponse(status_code=404, content={"success": False,
-                                                      "msg": f"agent_playbook_id {body.agent_playbook_id} not found"})  # fmt: skip
+    if agent_playbook_row(state.lake, body.agent_playbook_id) is None:
+        return not_found(f"agent_playbook_id {body.agent_playbook_id}")
     state.control.decide(str(body.agent_playbook_id), body.playbook_status)
     return {"success": True, "msg": f"agent playbook {body.agent_playbook_id} is now {body.playbook_status}"}
 
 
 @router.post("/api/get_agent_playbooks")
 def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
-    """Agent playbooks with their decided approval status; current ones unless `status_filter` says otherwise."""
+    """Agent playbooks (aggregated and manual, curation applied) with their decided approval status, newest first;
+    current ones unless `status_filter` says otherwise."""
     state: ServiceState = service(request)
-    wanted = {("current" if s is None else s) for s in (body.status_filter or [None])}
+    wanted = tuple(dict.fromkeys("current" if s is None else s for s in (body.status_filter or [None])))
     rows = []
-    for row in sorted(state.lake.read_table("agent_playbooks").to_pylist(), key=lambda r: -(r["updated_at"] or 0)):
+    for row in sorted(live_agent_playbooks(state.lake, wanted), key=lambda r: -(r["updated_at"] or r["created_at"] or 0)):
         status = state.control.status(str(row["agent_playbook_id"]), row["playbook_status"])
-        if (row["status"] in wanted and (body.agent_version is None or row["agent_version"] == body.agent_version)
+        if ((body.agent_version is None or row["agent_version"] == body.agent_version)
                 and (body.playbook_name is None or row["playbook_name"] == body.playbook_name)
                 and (body.playbook_status_filter is None or status == body.playbook_status_filter)):  # fmt: skip
             rows.append(agent_playbook_view(row, status))
-    return {"success": True, "agent_playbooks": rows[: body.limit], "msg": ""}
+    return {"success": True, "agent_playbooks": state.outcomes.annotate("agent_playbook", rows[: body.limit]), "msg": ""}
 
 
 @router.get("/api/playbook_aggregation_change_logs")

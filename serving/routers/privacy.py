@@ -1,9 +1,11 @@
-"""Per-user data export and erasure: `POST /api/export_user_data`, `DELETE /api/erase_user_data`.
+"""Per-user data export and erasure: `POST /api/export_user_data`, `DELETE /api/erase_user_data`,
+`GET /api/erasures`.
 
-The lake logic lives in `reflexio_pipelines/privacy`; this router validates, runs it off the event loop and brings
-what the service holds in memory in line: buffered retrievals are flushed first (so they are erased with the rest),
-the index, control and curation overlays are reloaded right after, so a search in the next request no longer finds
-the user. An unknown user is not an error: export answers 200 with every table empty, erasure 200 with zero counts.
+The lake logic lives in `reflexio_pipelines/privacy`; this router validates and runs it off the event loop, through
+`serving/erasures.py`, which pauses the user's ingest for the erasure and brings what the service holds in memory in
+line: buffered retrievals are flushed first (so they are erased with the rest), the index, control and curation
+overlays are reloaded right after, so a search in the next request no longer finds the user. An unknown user is not
+an error: export answers 200 with every table empty, erasure 200 with zero counts.
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
-from reflexio_pipelines.lake.interactions import turn_rows
-from reflexio_pipelines.privacy.erasure import erase_user
+from reflexio_pipelines.privacy.erasure import erasure_requests
 from reflexio_pipelines.privacy.export import as_json, as_parquet_zip, export_user
-from reflexio_pipelines.runs import exclusive
+from serving import erasures
 from serving.deps import service
 from serving.models import EraseUserDataRequest, ExportUserDataRequest
 from serving.state import ServiceState
@@ -40,33 +41,25 @@ async def export_user_data(body: ExportUserDataRequest, request: Request):
 
 @router.delete("/api/erase_user_data")
 async def erase_user_data(body: EraseUserDataRequest, request: Request):
-    """Remove the user from the landing files, every table and its history, and the index; answers when done."""
+    """Remove the user from the landing files, every table and its history, and the index; answers when done.
+    Meanwhile the user's publishes answer 409 (publish again afterwards)."""
     state: ServiceState = service(request)
-
-    def erase():
-        state.retrievals.flush()  # what this process served of the user is erased with the rest
-        keys = {r["idempotency_key"] for r in turn_rows(state.lake, [("user_id", "=", body.user_id)])
-                if r["idempotency_key"]}  # fmt: skip
-        with exclusive(str(state.lake.root)):  # no in-process run reads the lake before and writes after the erasure
-            result = erase_user(state.lake, body.user_id, state.embedder,
-                                on_table=lambda name, rows: log.info("erasure: %s: %d rows", name, rows))  # fmt: skip
-        state.writer.forget(keys)
-        clear = getattr(state.embedder, "clear_query_cache", None)  # cached query texts can quote the user
-        if clear is not None:
-            clear()
-        state.index.refresh()
-        state.control.refresh()
-        state.curation.refresh()
-        return result
-
     try:
-        result = await run_in_threadpool(erase)
+        result = await run_in_threadpool(erasures.erase, state, body.user_id)
     except Exception as exc:  # e.g. a lock held past its timeout or a full disk: the marker lets a retry finish it
         log.exception("erasure failed")
         return JSONResponse(status_code=503, content={"success": False,
                                                       "message": f"erasure interrupted ({type(exc).__name__}); "
-                                                                 "retry the same request to complete it"})  # fmt: skip
+                                                                 "retry the same request to complete it (a restart "
+                                                                 "of the service resumes it too)"})  # fmt: skip
     message = (f"erased {result.total} rows; index version {result.index_version} is being served"
                if result.total else "nothing of this user was left to erase")  # fmt: skip
     return {"success": True, "message": message, "erased": result.erased, "redacted": result.redacted,
             "files_purged": result.files_purged, "index_version": result.index_version}  # fmt: skip
+
+
+@router.get("/api/erasures")
+def list_erasures(request: Request) -> dict:
+    """Every erasure request of the organisation, oldest first, by its id (a salted hash: no user id): status
+    (`in_progress` — running, or interrupted and resumed at the next start — or `completed`), times, rows erased."""
+    return {"success": True, "erasures": erasure_requests(service(request).lake)}

@@ -16,6 +16,8 @@ from fastapi.responses import JSONResponse
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_key
 from serving.deps import service
+from serving.erasures import RETRY_AFTER_S
+from serving.landing import UserBeingErased
 from serving.models import MAX_ID, PublishUserInteractionRequest, PublishUserInteractionResponse
 from serving.state import ServiceState
 
@@ -59,7 +61,9 @@ def landing_rows(body: PublishUserInteractionRequest, request_id: str) -> list[d
     "/api/publish_interaction",
     response_model=PublishUserInteractionResponse,
     response_model_exclude_none=True,
-    responses={413: {"description": "body too large"}, 422: {"description": "invalid field"}, 503: {"description": "not stored"}},
+    responses={409: {"description": "not stored: the user is being erased (retry after Retry-After seconds)"},
+               413: {"description": "body too large"}, 422: {"description": "invalid field"},
+               503: {"description": "not stored"}},
 )
 async def publish_interaction(
     body: PublishUserInteractionRequest,
@@ -73,6 +77,10 @@ async def publish_interaction(
     request_id = str(uuid.uuid4())
     try:
         receipt = await asyncio.wrap_future(state.writer.submit(request_id, landing_rows(body, request_id), key))
+    except UserBeingErased:
+        return JSONResponse(status_code=409, headers={"Retry-After": str(RETRY_AFTER_S)}, content={
+            "success": False, "message": "this user is being erased: the turns were not stored; publish again once "
+                                         "the erasure has completed"})  # fmt: skip
     except Exception:
         log.exception("publish not stored")
         return JSONResponse(status_code=503, content={"success": False, "message": "turns were not stored; retry"})

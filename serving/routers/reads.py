@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Request
 from reflexio_pipelines.lake.interactions import interaction_view, request_view, turn_rows
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
+from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.search.documents import profile_view, user_playbook_view
 from reflexio_pipelines.search.turns import rank_turns
 from serving.deps import service
@@ -40,7 +41,7 @@ def _profiles(request: Request, user_id: str | None, statuses: tuple[str, ...], 
             and (start is None or (r["last_modified_timestamp"] or 0) >= start)
             and (end is None or (r["last_modified_timestamp"] or 0) <= end)]  # fmt: skip
     rows.sort(key=lambda r: (-(r["last_modified_timestamp"] or 0), r["profile_id"]))
-    return [profile_view(r) for r in rows]
+    return service(request).outcomes.annotate("profile", [profile_view(r) for r in rows])  # + outcome counters
 
 
 @router.post("/api/get_profiles")
@@ -80,7 +81,8 @@ def get_user_playbooks(body: GetUserPlaybooksRequest, request: Request) -> dict:
                if value is not None]  # fmt: skip
     rows = live_rows(service(request).lake, "user_playbook", filters=filters or None, statuses=statuses)
     rows.sort(key=lambda r: (-(r["created_at"] or 0), r["user_playbook_id"]))
-    return {"success": True, "user_playbooks": [user_playbook_view(r) for r in rows[: body.limit]], "msg": ""}
+    views = service(request).outcomes.annotate("user_playbook", [user_playbook_view(r) for r in rows[: body.limit]])
+    return {"success": True, "user_playbooks": views, "msg": ""}
 
 
 def _turn_filters(user_id: str | None, start: int | None, end: int | None) -> list[tuple]:
@@ -150,11 +152,14 @@ def profile_change_log(request: Request) -> dict:
     entries: dict[tuple, dict[str, Any]] = {}
     for row in lake.read_table("change_log", filters=[("entity", "=", "profile")]).to_pylist():
         key = (row["run_id"], row["user_id"], row["request_id"])
-        entry = entries.setdefault(key, {"id": ":".join(str(k) for k in key), "user_id": row["user_id"],
+        # The original's ids are integers (its client refuses others): a stable one per (run, user, request).
+        entry = entries.setdefault(key, {"id": stable_int_id(*(str(k) for k in key)), "user_id": row["user_id"],
                                          "request_id": row["request_id"] or "", "created_at": row["created_at"] or 0,
                                          "added_profiles": [], "removed_profiles": [], "mentioned_profiles": []})  # fmt: skip
         stored = profiles.get(row["item_id"])
-        view = profile_view(stored) if stored else {"profile_id": row["item_id"], "content": row["content"]}
+        view = profile_view(stored) if stored else {  # a profile the change log outlived: what the log holds
+            "profile_id": row["item_id"], "user_id": row["user_id"], "content": row["content"] or "",
+            "last_modified_timestamp": row["created_at"] or 0, "generated_from_request_id": row["request_id"] or ""}
         entry["added_profiles" if row["change"] == "added" else "removed_profiles"].append(view)
         entry["created_at"] = max(entry["created_at"], row["created_at"] or 0)
     logs = sorted(entries.values(), key=lambda e: (-e["created_at"], e["id"]))

@@ -3,7 +3,9 @@
 Defaults fix the original's retrieval bugs: current items only; agent playbooks approved or pending (a rejected
 one is never served unless asked for); the similarity threshold applies to the vector leg; search_mode is
 honoured everywhere; one entity type failing yields partial results and a message instead of a failed response.
-Curated deletions and edits made since the index version was built apply at once (serving/curation.py).
+Curated deletions and edits made since the index version was built apply at once (serving/curation.py), and
+manual adds the served version does not hold yet are searched in a small second index (serving/fresh.py), so an
+add is found by the very next search.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from reflexio_pipelines.search.index import LoadedIndex, SearchFilters
+from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER
+from reflexio_pipelines.search.index import LoadedIndex, SearchFilters, SearchHit
 from serving.deps import service
 from serving.models import (
     SearchAgentPlaybooksRequest,
@@ -25,6 +28,7 @@ from serving.models import (
     UnifiedSearchRequest,
     UnifiedSearchResponse,
 )
+from serving.outcomes import HoldoutDecision
 from serving.state import ServiceState
 
 router = APIRouter()
@@ -52,41 +56,54 @@ class EntityQuery:
 
 
 class QueryPlan:
-    """What one request resolved once, shared by its entity searches: the index version and the query vector."""
+    """What one request resolved once, shared by its entity searches: the indexes (the served version, then the
+    manual adds it lacks; see `ServiceState.searchable`) and the query vector."""
 
-    def __init__(self, state: ServiceState, index: LoadedIndex, query: str, mode: str, reformulate: bool = False) -> None:
-        self.state, self.index, self.notes = state, index, []
+    def __init__(self, state: ServiceState, indexes: list[LoadedIndex], query: str, mode: str,
+                 reformulate: bool = False) -> None:  # fmt: skip
+        self.state, self.indexes, self.notes = state, indexes, []
         if reformulate:
             self.notes.append("enable_reformulation ignored: the read path runs no LLM, queries are used as given")
         self.mode, self.vector = mode, None
         if mode != "fts" and query.strip():
-            self.vector = state.query_vector(query, index.embedder_model_id)
+            # Both indexes hold vectors of the service's embedder unless the served one was built with another
+            # model; then no vector may be compared with it, and both are searched by keywords.
+            self.vector = state.query_vector(query, indexes[0].embedder_model_id)
             if self.vector is None:
                 self.notes.append("vector search unavailable (index built with another embedding model); used fts")
                 self.mode = "fts"
 
-    def run(self, q: EntityQuery) -> list[dict[str, Any]]:
-        """Hits of one entity type as served payloads (overlays applied)."""
-        state, index = self.state, self.index
-        exclude = state.curation.excluded(q.entity)
+    def _hits(self, index: LoadedIndex, q: EntityQuery) -> list[SearchHit]:
+        state = self.state
+        # Flagged by their outcome counters and held out pending review (only with outcomes.hold_out_flagged).
+        exclude = state.curation.excluded(q.entity) | state.outcomes.excluded(q.entity)
         filters = q.filters
         if q.entity == "agent_playbook":
-            # Approval decisions made since this index version was built apply now, in both directions.
+            # Approval decisions made since this index was built apply now, in both directions.
             exclude = exclude | overlay_exclusions(index, state.control.snapshot(), q.playbook_statuses)
             filters = replace(filters, playbook_statuses=None)
-        hits = index.search(q.entity, q.query, self.vector, top_k=q.top_k, threshold=q.threshold,
-                            mode=self.mode, filters=filters,
-                            exclude_ids=exclude)  # fmt: skip
+        return index.search(q.entity, q.query, self.vector, top_k=q.top_k, threshold=q.threshold, mode=self.mode,
+                            filters=filters, exclude_ids=exclude)  # fmt: skip
+
+    def run(self, q: EntityQuery) -> list[dict[str, Any]]:
+        """Hits of one entity type as served payloads (overlays applied), best first over all indexes. Each index
+        ranks by its own fused score; an item is taken once, from the first index that holds it."""
+        state, seen, hits = self.state, set(), []
+        for index in self.indexes:
+            fresh = [h for h in self._hits(index, q) if h.doc_id not in seen]
+            seen.update(h.doc_id for h in fresh)
+            hits += fresh
+        hits = sorted(hits, key=lambda h: (-h.score, h.doc_id))[: q.top_k]
         payloads = [state.curation.patched(q.entity, h.doc_id, h.payload) for h in hits]
         if q.entity == "agent_playbook":
             payloads = [dict(p, playbook_status=state.control.status(h.doc_id, p["playbook_status"]))
                         for p, h in zip(payloads, hits)]  # fmt: skip
-        return payloads
+        return state.outcomes.annotate(q.entity, payloads)  # every item carries its outcome counters
 
     def run_many(self, queries: list[tuple[str, EntityQuery]]) -> dict[str, list[dict[str, Any]]]:
         """Run entity searches (in parallel over large indexes); a failing one is left out and noted (partial
         results)."""
-        rows = sum(self.index.count(q.entity) for _, q in queries)
+        rows = sum(index.count(q.entity) for index in self.indexes for _, q in queries)
         if len(queries) > 1 and rows >= PARALLEL_MIN_ROWS:
             futures = [_POOL.submit(self.run, q) for _, q in queries]
             outcomes = [lambda f=f: f.result(timeout=30) for f in futures]
@@ -104,12 +121,19 @@ class QueryPlan:
 
 @router.post("/api/search", response_model=UnifiedSearchResponse)
 def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearchResponse:
-    """Profiles (only with a user_id), user playbooks and agent playbooks matching the query."""
+    """Profiles (only with a user_id), user playbooks and agent playbooks matching the query. A user in the holdout
+    control group gets the same shape with no learned items and `holdout: true` (serving/outcomes.py), unless the
+    request carries `X-Reflexio-Holdout: off`; every answer to a user is logged (serving/retrievals.py)."""
     state: ServiceState = service(request)
-    index = state.index.index  # one version for the whole request, even if a swap happens meanwhile
-    if index is None:
+    holdout = state.policy.holdout(body.user_id, body.agent_version, request.headers.get(HOLDOUT_HEADER))
+    if holdout is not None and holdout.held_out:
+        _log_search(state, body, holdout, {})
+        return UnifiedSearchResponse(success=True, index_version=state.index.version, holdout=True,
+                                     msg="holdout: this user is in the control group and gets no learned context")  # fmt: skip
+    indexes = state.searchable()
+    if not indexes:
         return UnifiedSearchResponse(success=True, msg=NO_INDEX)
-    plan = QueryPlan(state, index, body.query, body.search_mode, body.enable_reformulation)
+    plan = QueryPlan(state, indexes, body.query, body.search_mode, body.enable_reformulation)
     common = dict(query=body.query, top_k=body.top_k, threshold=body.threshold)
     queries = [
         ("user_playbooks", EntityQuery("user_playbook", filters=SearchFilters(
@@ -123,10 +147,19 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
     results = plan.run_many(queries)
     for entity_field, payloads in results.items():
         state.retrievals.served(_ENTITY_OF[entity_field], payloads)
-    return UnifiedSearchResponse(success=True, index_version=index.version, msg="; ".join(plan.notes), **results)
+    if holdout is not None:
+        _log_search(state, body, holdout, results)
+    return UnifiedSearchResponse(success=True, index_version=state.index.version, msg="; ".join(plan.notes), **results)
 
 
 _ENTITY_OF = {"profiles": "profile", "user_playbooks": "user_playbook", "agent_playbooks": "agent_playbook"}
+
+
+def _log_search(state: ServiceState, body: UnifiedSearchRequest, holdout: HoldoutDecision,
+                results: dict[str, list[dict[str, Any]]]) -> None:  # fmt: skip
+    state.retrievals.searched(user_id=body.user_id, session_id=body.session_id, agent_version=body.agent_version,
+                              arm=holdout.arm, holdout=holdout.held_out, override=holdout.override, results=results,
+                              index_version=state.index.version)  # fmt: skip
 
 
 @router.post("/api/search_profiles")
@@ -167,10 +200,10 @@ def search_agent_playbooks(body: SearchAgentPlaybooksRequest, request: Request) 
 def _single(request: Request, field: str, body: SearchProfilesRequest | SearchUserPlaybooksRequest
             | SearchAgentPlaybooksRequest, q: EntityQuery) -> dict:  # fmt: skip
     state: ServiceState = service(request)
-    index = state.index.index
-    if index is None:
+    indexes = state.searchable()
+    if not indexes:
         return {"success": True, field: [], "msg": NO_INDEX}
-    plan = QueryPlan(state, index, body.query or "", body.search_mode, body.enable_reformulation)
+    plan = QueryPlan(state, indexes, body.query or "", body.search_mode, body.enable_reformulation)
     results = plan.run_many([(field, q)])
     return {"success": field in results, field: results.get(field, []), "msg": "; ".join(plan.notes)}
 

@@ -4,7 +4,9 @@
 // Data-test hooks: [data-chart] on chart hosts; [data-series] on one <g> per agent version (line charts) or per
 // bar; [data-point] on every plotted point (data-x = day, data-y = value); [data-bar] on bars;
 // [data-testid="queue-row"][data-playbook-id] on approval-queue rows; [data-usage-day] on LLM usage rows, their
-// cells [data-field] (data-value = the per-1k figure); body[data-ready] once the first load ends.
+// cells [data-field] (data-value = the per-1k figure); [data-judge] on the judge label of every rate;
+// [data-holdout-row] on treated-vs-control rows; [data-item-row] on outcome-counter rows (cells [data-field]);
+// body[data-ready] once the first load ends.
 (() => {
   'use strict';
 
@@ -13,7 +15,14 @@
   const PALETTE = ['#2f5bd3', '#e07a1f', '#17864a', '#b83280', '#6b46c1', '#0e8a9a', '#b7791f', '#4a5568'];
 
   const state = {
-    metrics: [],
+    allMetrics: [], // every impact_metrics row
+    signals: [], // rows of the rule-based session signals (evaluation "session_signals", judge heuristic)
+    evaluations: [], // [{key, name, judge}] of the evaluators with rows
+    evaluation: null, // the selected evaluator's key
+    holdout: [],
+    items: null,
+    itemsError: null,
+    metrics: [], // the selected evaluator's rows
     metricsMsg: '',
     metricsError: null,
     versions: [],
@@ -407,6 +416,57 @@
 
   const colorOf = (version) => state.colors.get(version) || PALETTE[0];
 
+  // -- evaluations and judges: every rate says what produced it ---------------------------------------
+
+  const SIGNALS = 'session_signals';
+  const DEFAULT_EVALUATION = 'default_evaluation';
+  const evaluationOf = (r) => r.evaluation_name || DEFAULT_EVALUATION; // rows from before evaluations were named
+  const evaluationKey = (name, judge) => `${name} · ${judge || 'unknown'}`;
+
+  function judgeLabel(judge) {
+    if (judge === 'heuristic') return 'judge: heuristic (rule-based, not a model)';
+    if (judge === 'litellm') return 'judge: LLM (litellm)';
+    return judge ? `judge: ${judge}` : 'judge: not recorded';
+  }
+
+  function setJudge(name, judge, text) {
+    const node = document.querySelector(`[data-judge="${name}"]`);
+    if (!node) return;
+    node.textContent = text || judgeLabel(judge);
+    node.classList.toggle('heuristic', (judge || '') === 'heuristic' || /heuristic/.test(text || ''));
+    node.dataset.judgeName = judge || '';
+  }
+
+  function splitMetrics(rows) {
+    state.allMetrics = rows;
+    state.signals = rows.filter((r) => r.evaluation_name === SIGNALS);
+    const judged = rows.filter((r) => r.evaluation_name !== SIGNALS);
+    const seen = new Map();
+    for (const r of judged) {
+      const key = evaluationKey(evaluationOf(r), r.judge);
+      if (!seen.has(key)) seen.set(key, { key, name: evaluationOf(r), judge: r.judge || null, sessions: 0 });
+      seen.get(key).sessions += r.sessions_evaluated || 0;
+    }
+    state.evaluations = [...seen.values()].sort((a, b) => b.sessions - a.sessions || a.key.localeCompare(b.key));
+    if (!state.evaluations.some((e) => e.key === state.evaluation)) state.evaluation = state.evaluations.length ? state.evaluations[0].key : null;
+    selectEvaluation(state.evaluation);
+    const select = $('#evaluation');
+    select.replaceChildren(...(state.evaluations.length ? state.evaluations : [{ key: '', name: 'none yet', judge: null }])
+      .map((e) => h('option', { value: e.key, selected: e.key === state.evaluation }, e.key ? `${e.name} (${judgeLabel(e.judge)})` : 'no evaluations yet')));
+    select.disabled = state.evaluations.length < 2;
+  }
+
+  function selectEvaluation(key) {
+    state.evaluation = key;
+    const chosen = state.evaluations.find((e) => e.key === key);
+    state.metrics = chosen
+      ? state.allMetrics.filter((r) => r.evaluation_name !== SIGNALS && evaluationKey(evaluationOf(r), r.judge) === key)
+      : [];
+    const judge = chosen ? chosen.judge : null;
+    setJudge('success-rate', judge, chosen ? null : '');
+    setJudge('regular-win-rate', judge, chosen ? null : '');
+  }
+
   function wilson(successes, n) {
     if (!n) return [null, null];
     const z = 1.959964;
@@ -429,7 +489,9 @@
 
   function summarise(version) {
     const rows = state.metrics.filter((r) => r.agent_version === version);
-    const sum = (key) => rows.reduce((acc, r) => acc + (isNum(r[key]) ? r[key] : 0), 0);
+    const signals = state.signals.filter((r) => r.agent_version === version);
+    const sum = (key, from = rows) => from.reduce((acc, r) => acc + (isNum(r[key]) ? r[key] : 0), 0);
+    const treatedCorrections = sum('corrections', signals);
     const sessions = sum('sessions_evaluated');
     const successes = sum('successes');
     const [lo, hi] = wilson(successes, sessions);
@@ -441,11 +503,14 @@
       ciLow: lo,
       ciHigh: hi,
       shadowComparisons: sum('shadow_comparisons'),
-      shadowWinRate: weighted(rows, 'shadow_win_rate', 'shadow_comparisons'),
+      regularWinRate: weighted(rows, 'regular_win_rate', 'shadow_comparisons'),
       corrections: weighted(rows, 'corrections_per_session', 'sessions_evaluated'),
       turns: weighted(rows, 'turns_to_resolution', 'sessions_evaluated'),
-      approved: sum('playbooks_approved'),
-      rejected: sum('playbooks_rejected'),
+      recurrence: treatedCorrections ? sum('recurring_corrections', signals) / treatedCorrections : null,
+      toolFailures: weighted(signals, 'tool_failures_per_session', 'sessions_evaluated'),
+      // Approval decisions are on the session_signals rows (and on every row of lakes from before that split).
+      approved: sum('playbooks_approved') + sum('playbooks_approved', signals),
+      rejected: sum('playbooks_rejected') + sum('playbooks_rejected', signals),
     };
   }
 
@@ -469,21 +534,24 @@
     const success = $('#chart-success');
     const shadow = $('#chart-shadow');
     const corrections = $('#chart-corrections');
+    const recurrence = $('#chart-recurrence');
     const versions = $('#versions');
     if (state.metricsError) {
       const detail = 'Impact metrics could not be loaded (see the error above).';
-      for (const host of [success, shadow, corrections, versions]) host.replaceChildren(emptyState('Unavailable', detail));
+      for (const host of [success, shadow, corrections, recurrence, versions, $('#holdout')]) {
+        host.replaceChildren(emptyState('Unavailable', detail));
+      }
       $('#legend').replaceChildren();
       return;
     }
     renderLegend();
-    const byVersion = (key, extra) => state.versions.map((v) => ({
+    const byVersion = (key, extra, rows = state.metrics) => state.versions.map((v) => ({
       name: v,
       color: colorOf(v),
-      points: state.metrics.filter((r) => r.agent_version === v).map((r) => ({
+      points: rows.filter((r) => r.agent_version === v).map((r) => ({
         x: dayMs(r.day), day: r.day, y: r[key], ...extra(r),
       })),
-    }));
+    })).filter((series) => series.points.length);
 
     lineChart(success, byVersion('success_rate', (r) => ({
       lo: r.success_ci_low,
@@ -500,16 +568,16 @@
     });
 
     const summaries = state.versions.map(summarise);
-    barChart(shadow, summaries.map((sm) => ({
+    barChart(shadow, summaries.filter((sm) => sm.sessions).map((sm) => ({
       key: sm.version,
       label: sm.version,
-      value: sm.shadowComparisons ? sm.shadowWinRate : null,
+      value: sm.shadowComparisons ? sm.regularWinRate : null,
       color: colorOf(sm.version),
       sub: `${fmtInt(sm.shadowComparisons)} comparisons`,
-      tip: [sm.version, `Live answer won ${fmtPct(sm.shadowWinRate, 1)} of decisive comparisons`,
+      tip: [sm.version, `The regular (live) answer won ${fmtPct(sm.regularWinRate, 1)} of decisive comparisons`,
         `${fmtInt(sm.shadowComparisons)} shadow comparisons`],
     })), {
-      label: 'Shadow win rate per agent version',
+      label: 'Regular (live) answer win rate over shadow per agent version',
       yMax: 1, yFormat: (v) => fmtPct(v), valueFormat: (v) => fmtPct(v), refLine: { value: 0.5, label: 'parity 50%' },
       emptyTitle: state.metrics.length ? 'No shadow comparisons yet' : NO_EVALUATIONS,
       emptyDetail: state.metrics.length
@@ -529,7 +597,116 @@
       emptyTitle: NO_EVALUATIONS, emptyDetail: NO_EVALUATIONS_DETAIL,
     });
 
+    lineChart(recurrence, byVersion('correction_recurrence', (r) => ({
+      tip: [
+        `${r.agent_version} · ${fullDayFmt.format(new Date(dayMs(r.day)))}`,
+        `${fmtPct(r.correction_recurrence, 1)} of treated users' corrections repeat a served lesson`,
+        `${fmtInt(r.recurring_corrections)} of ${fmtInt(r.corrections)} corrections · ${fmtInt(r.sessions_evaluated)} sessions`,
+        'heuristic matching rules',
+      ],
+    }), state.signals), {
+      label: 'Correction recurrence per day and agent version (heuristic)',
+      yMax: 1, yFormat: (v) => fmtPct(v),
+      emptyTitle: state.signals.length ? 'No corrections in treated sessions yet' : 'No closed sessions counted yet',
+      emptyDetail: 'Recurrence appears once the evaluation job has counted the corrections of closed sessions.',
+    });
+
     renderVersionsTable(versions, summaries);
+    renderHoldout();
+  }
+
+  // -- rendering: treated vs control -------------------------------------------------------------------
+
+  const METRIC_LABELS = {
+    success_rate: 'Success rate',
+    turns_to_resolution: 'Turns to resolution',
+    corrections_per_session: 'Corrections per session',
+    tool_failures_per_session: 'Tool failures per session',
+  };
+  // Which direction of the difference is an improvement.
+  const HIGHER_IS_BETTER = { success_rate: true, turns_to_resolution: false, corrections_per_session: false, tool_failures_per_session: false };
+
+  function renderHoldout() {
+    const host = $('#holdout');
+    const chosen = state.evaluations.find((e) => e.key === state.evaluation);
+    const rows = state.holdout.filter((r) => r.evaluation_name === SIGNALS
+      || (chosen && r.evaluation_name === chosen.name && (r.judge || null) === chosen.judge));
+    if (!rows.length) {
+      host.replaceChildren(emptyState('No holdout comparison yet',
+        'It needs searches by users of both groups and their closed sessions (the control group is 5 % of users by default).'));
+      return;
+    }
+    const isRate = (m) => m === 'success_rate';
+    const fmt = (m, v) => (isRate(m) ? fmtPct(v, 1) : fmtNum(v));
+    const fmtDiff = (m, v) => (isNum(v) ? `${v > 0 ? '+' : ''}${isRate(m) ? `${(v * 100).toFixed(1)} pts` : v.toFixed(2)}` : '—');
+    const head = ['Agent version', 'Metric', 'Judge', 'Treated', 'Control', 'Difference (treated − control)', '95% interval', 'Period'];
+    const body = rows.map((r) => {
+      const better = HIGHER_IS_BETTER[r.metric];
+      const clear = isNum(r.ci_low) && (r.ci_low > 0 || r.ci_high < 0);
+      const good = clear && ((r.ci_low > 0) === better);
+      return h('tr', { 'data-holdout-row': `${r.agent_version}:${r.metric}`, 'data-metric': r.metric },
+        h('td', {}, h('span', { class: 'version-name' },
+          s('svg', { width: 10, height: 10, 'aria-hidden': 'true' }, s('circle', { cx: 5, cy: 5, r: 5, fill: colorOf(r.agent_version) })),
+          r.agent_version)),
+        h('td', {}, METRIC_LABELS[r.metric] || r.metric),
+        h('td', { 'data-field': 'judge', title: r.evaluation_name === SIGNALS ? 'rule-based signals of every closed session' : judgeLabel(r.judge) },
+          r.evaluation_name === SIGNALS ? 'session signals · heuristic' : `${r.evaluation_name} · ${r.judge || 'not recorded'}`),
+        h('td', { 'data-field': 'treated', 'data-value': r.treated_value }, fmt(r.metric, r.treated_value),
+          h('span', { class: 'ci' }, `n=${fmtInt(r.treated_sessions)}`)),
+        h('td', { 'data-field': 'control', 'data-value': r.control_value }, fmt(r.metric, r.control_value),
+          h('span', { class: 'ci' }, `n=${fmtInt(r.control_sessions)}`)),
+        h('td', { 'data-field': 'difference', 'data-value': r.difference, class: clear ? (good ? 'diff-good' : 'diff-bad') : 'diff-none' },
+          fmtDiff(r.metric, r.difference)),
+        h('td', { 'data-field': 'interval' }, isNum(r.ci_low) ? `${fmtDiff(r.metric, r.ci_low)} … ${fmtDiff(r.metric, r.ci_high)}`
+          : (r.control_sessions && r.treated_sessions ? 'too few sessions' : `no ${r.control_sessions ? 'treated' : 'control'} sessions yet`),
+          r.interval ? h('span', { class: 'ci' }, r.interval) : null),
+        h('td', {}, r.period_start ? `${r.period_start} – ${r.period_end}` : '—'));
+    });
+    host.replaceChildren(h('div', { class: 'table-wrap' },
+      h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, body))));
+  }
+
+  // -- rendering: outcome counters per learned item ----------------------------------------------------
+
+  const ENTITY_LABELS = { profile: 'profile', user_playbook: 'user playbook', agent_playbook: 'agent playbook' };
+
+  function renderItems() {
+    const host = $('#items');
+    if (state.itemsError) {
+      host.replaceChildren(emptyState('Outcome counters unavailable', 'See the error above; use Refresh to try again.'));
+      return;
+    }
+    const items = state.items || [];
+    if (!items.length) {
+      host.replaceChildren(emptyState('No learned item has been served yet',
+        'Counters appear once search has served learned items and the evaluation job has seen what followed.'));
+      return;
+    }
+    const head = ['Item', 'Kind', 'Served', 'Helpful', 'Harmful', 'Missed', 'Status'];
+    const body = items.map((item) => {
+      const status = item.held_out ? 'held out pending review' : item.flagged ? 'flagged' : 'ok';
+      const keep = item.flagged ? h('button', { type: 'button', class: 'btn btn-ghost', 'data-action': 'keep',
+        onclick: () => keepItem(item) }, 'Keep') : null;
+      return h('tr', { 'data-item-row': `${item.entity}:${item.item_id}` },
+        h('td', { class: 'item-text', title: item.trigger || '' }, item.content || `#${item.item_id}`),
+        h('td', {}, ENTITY_LABELS[item.entity] || item.entity),
+        ...['served', 'helpful', 'harmful', 'missed'].map((f) => h('td', { 'data-field': f, 'data-value': item[f] }, fmtInt(item[f]))),
+        h('td', { 'data-field': 'status' }, item.flagged ? h('span', { class: 'chip flag' }, status) : status, keep));
+    });
+    host.replaceChildren(h('p', { class: 'hint' }, `Counted by ${items[0].rules || 'heuristic rules'}.`),
+      h('div', { class: 'table-wrap' },
+        h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, body))));
+  }
+
+  async function keepItem(item) {
+    try {
+      const result = await api('POST', '/api/review_flagged_item', { entity: item.entity, item_id: item.item_id });
+      clearError('keep');
+      toast(result.msg || `${item.entity} ${item.item_id} kept`);
+    } catch (err) {
+      showError('keep', `Could not keep ${item.entity} #${item.item_id}: ${err.message}`);
+    }
+    await loadItems();
   }
 
   function renderVersionsTable(host, summaries) {
@@ -537,8 +714,9 @@
       host.replaceChildren(emptyState(NO_EVALUATIONS, NO_EVALUATIONS_DETAIL));
       return;
     }
-    const head = ['Agent version', 'Days', 'Sessions', 'Success rate', 'Shadow win rate',
-      'Corrections per session', 'Turns to resolution', 'Playbooks approved', 'Playbooks rejected'];
+    const head = ['Agent version', 'Days', 'Sessions', 'Success rate', 'Regular win rate over shadow',
+      'Corrections per session', 'Turns to resolution', 'Correction recurrence (heuristic)',
+      'Tool failures per session (heuristic)', 'Playbooks approved', 'Playbooks rejected'];
     const rows = summaries.map((sm) => h('tr', { 'data-version-row': sm.version },
       h('td', {}, h('span', { class: 'version-name' },
         s('svg', { width: 10, height: 10, 'aria-hidden': 'true' }, s('circle', { cx: 5, cy: 5, r: 5, fill: colorOf(sm.version) })),
@@ -547,9 +725,11 @@
       h('td', {}, fmtInt(sm.sessions)),
       h('td', {}, fmtPct(sm.successRate, 1),
         isNum(sm.ciLow) ? h('span', { class: 'ci' }, `${fmtPct(sm.ciLow)}–${fmtPct(sm.ciHigh)}`) : null),
-      h('td', {}, sm.shadowComparisons ? fmtPct(sm.shadowWinRate, 1) : '—'),
+      h('td', {}, sm.shadowComparisons ? fmtPct(sm.regularWinRate, 1) : '—'),
       h('td', {}, fmtNum(sm.corrections)),
       h('td', {}, fmtNum(sm.turns, 1)),
+      h('td', { 'data-field': 'recurrence' }, fmtPct(sm.recurrence, 1)),
+      h('td', {}, fmtNum(sm.toolFailures)),
       h('td', {}, fmtInt(sm.approved)),
       h('td', {}, fmtInt(sm.rejected)),
     ));
@@ -725,10 +905,12 @@
   async function loadMetrics() {
     try {
       const data = await api('GET', '/api/impact_metrics');
-      state.metrics = (data.metrics || []).filter((r) => r && r.agent_version && r.day);
+      const rows = (data.metrics || []).filter((r) => r && r.agent_version && r.day);
+      state.holdout = data.holdout || [];
       state.metricsMsg = data.msg || '';
       state.metricsError = null;
-      indexVersions(state.metrics);
+      indexVersions([...rows, ...state.holdout.map((r) => ({ agent_version: r.agent_version, day: r.period_start || '9999' }))]);
+      splitMetrics(rows);
       clearError('metrics');
       if (state.queue) renderQueue();  // its version chips use the versions' colours
     } catch (err) {
@@ -781,10 +963,23 @@
     renderQueue();
   }
 
+  async function loadItems() {
+    try {
+      const data = await api('GET', '/api/item_outcomes?limit=50');
+      state.items = data.items || [];
+      state.itemsError = null;
+      clearError('items');
+    } catch (err) {
+      state.itemsError = err;
+      showError('items', `Outcome counters: ${err.message}`);
+    }
+    renderItems();
+  }
+
   async function loadAll() {
     const button = $('#refresh');
     button.disabled = true;
-    await Promise.allSettled([loadMetrics(), loadStats(), loadUsage(), loadQueue()]);
+    await Promise.allSettled([loadMetrics(), loadStats(), loadUsage(), loadQueue(), loadItems()]);
     button.disabled = false;
     $('#updated').textContent = `Updated ${new Date().toLocaleTimeString('en-GB')}`;
     document.body.dataset.ready = 'true';
@@ -792,6 +987,10 @@
 
   function start() {
     $('#refresh').addEventListener('click', loadAll);
+    $('#evaluation').addEventListener('change', (event) => {
+      selectEvaluation(event.target.value);
+      renderImpact();
+    });
     $('#period').addEventListener('change', () => Promise.allSettled([loadStats(), loadUsage()]));
     let resizeTimer = null;
     let lastWidth = window.innerWidth;

@@ -7,6 +7,7 @@ playbook) and one user's stated facts. `keyed_service`: the service in keyed mod
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,9 +49,16 @@ class LearnedService:
 
 @pytest.fixture(scope="module")
 def learned_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LearnedService]:
-    """The real service with a learned lake. Every publish waits for its Dagster run, so each window is learned
-    even if the publishes straddle an hour boundary."""
-    root = tmp_path_factory.mktemp("learned")
+    """The real service with a learned lake, shared by a test module."""
+    with serve_learned(tmp_path_factory.mktemp("learned")) as service:
+        yield service
+
+
+@contextmanager
+def serve_learned(root: Path) -> Iterator[LearnedService]:
+    """The real service on a new lake under `root` that learned REGION (one agent playbook) and one user's stated
+    facts. Every publish waits for its Dagster run, so each window is learned even if the publishes straddle an hour
+    boundary."""
     home = root / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")

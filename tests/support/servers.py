@@ -40,7 +40,8 @@ def _wait_accepting(host: str, port: int, deadline: float) -> bool:
 
 
 @contextmanager
-def serve_app(app: Any, *, startup_timeout: float = 15.0, shutdown_timeout: float = 10.0) -> Iterator[str]:
+def serve_app(app: Any, *, startup_timeout: float = 15.0, shutdown_timeout: float = 10.0,
+              keep_alive_s: float = 5.0) -> Iterator[str]:
     """Serve `app` with uvicorn on 127.0.0.1:<free port> in a daemon thread; yield its base URL (no trailing /).
 
     Waits until the server has started and accepts connections; on exit asks it to stop gracefully, forcing the
@@ -48,7 +49,11 @@ def serve_app(app: Any, *, startup_timeout: float = 15.0, shutdown_timeout: floa
     """
     sock = _bound_socket()
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="auto")
+    # keep_alive_s: how long an idle keep-alive connection stays open (uvicorn's default 5 s). A client that reuses a
+    # pooled connection just as the server closes it gets a connection reset; servers that stand in for providers
+    # (which keep connections open far longer) raise it so a slow machine does not hit that race.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="auto",
+                            timeout_keep_alive=keep_alive_s)
     server = uvicorn.Server(config)
     errors: list[BaseException] = []
 

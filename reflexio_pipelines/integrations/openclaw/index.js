@@ -1,9 +1,13 @@
 // OpenClaw plugin for Reflexio: recall before each agent turn, publish after it.
 //
 // It uses OpenClaw's typed plugin hooks (docs/plugins/hooks*.md and the `PluginHook*` types in openclaw@2026.9.6):
-//   before_prompt_build (event: {prompt, currentUserMessage?, messages}, ctx: PluginHookAgentContext)
+//   before_prompt_build (event: {prompt, currentUserMessage?, messages?}, ctx: PluginHookAgentContext)
 //     -> returns {prependContext} with what Reflexio learned for this user and request;
-//   agent_end (event: {runId?, messages, success, error?}, ctx) -> publishes the finished turn.
+//   agent_end (event: {runId?, messages, success, error?, durationMs?}, ctx) -> publishes the finished turn.
+// What OpenClaw's embedded runner really passes (tests/test_integration_openclaw.py runs the plugin inside
+// `openclaw agent --local`): before_prompt_build gets only `{prompt}` (the user's text, no history); agent_end gets
+// the run's transcript with the user's message as typed (`[{type: "text", text}]`, without the prepended block);
+// the context of a local (CLI) run has no `senderId`, and `trigger` is "user", "heartbeat" or "cron".
 // Internal hooks (HOOK.md + `message:received` / `message:sent`) cannot do this: OpenClaw ignores anything a
 // message-event handler pushes to `event.messages` (docs/automation/hooks/writing-hooks.md, "Reply delivery").
 //
@@ -165,12 +169,26 @@ export function turnFromMessages(messages) {
   return interactions;
 }
 
-function identity(config, ctx = {}) {
+/**
+ * Who the turn belongs to. The user is the configured `userId`, else the channel's sender, else — for a local run
+ * (CLI, TUI), which has no sender — the operator of the agent, `openclaw:<agentId>`. It is never the session key:
+ * OpenClaw starts new sessions all the time, and a user's corrections must follow them into the next one.
+ * @param {ReturnType<typeof resolveConfig>} config
+ * @param {Record<string, any>} ctx OpenClaw's PluginHookAgentContext
+ */
+export function identity(config, ctx = {}) {
+  const context = ctx ?? {};
+  const sender = context.senderId || context.channelContext?.sender?.id || "";
   return {
-    userId: config.userId || ctx.senderId || ctx.sessionKey || "",
-    agentVersion: config.agentVersion || ctx.agentId || "",
-    sessionId: ctx.sessionId || ctx.sessionKey || undefined,
+    userId: String(config.userId || sender || `openclaw:${context.agentId || "main"}`),
+    agentVersion: config.agentVersion || context.agentId || "",
+    sessionId: context.sessionId || context.sessionKey || undefined,
   };
+}
+
+/** Heartbeat and cron runs are OpenClaw talking to itself, not a conversation with the user: not published. */
+function isUserRun(ctx) {
+  return !ctx?.trigger || ctx.trigger === "user";
 }
 
 /**
@@ -183,8 +201,10 @@ export function createHooks(config, logger = console) {
     /** before_prompt_build: search with the current request, return {prependContext} or nothing. */
     async beforePromptBuild(event, ctx) {
       const { userId, agentVersion } = identity(config, ctx);
-      // currentUserMessage is the request itself; `prompt` may contain reconstructed history.
-      const query = (event?.currentUserMessage || event?.prompt || "").replace(CONTEXT_BLOCK, "").trim();
+      // currentUserMessage, when the harness supplies it, is the request itself ("" = no textual request, which
+      // must not fall back to `prompt`, as that may carry reconstructed history); else `prompt` is the request.
+      const request = typeof event?.currentUserMessage === "string" ? event.currentUserMessage : event?.prompt;
+      const query = String(request ?? "").replace(CONTEXT_BLOCK, "").trim();
       if (!query) return undefined;
       try {
         const result = await postJson(config, "/api/search", {
@@ -204,9 +224,10 @@ export function createHooks(config, logger = console) {
 
     /** agent_end: publish the turn that just finished; returns the publish reply (or undefined). */
     async agentEnd(event, ctx) {
+      if (!isUserRun(ctx)) return undefined;
       const { userId, agentVersion, sessionId } = identity(config, ctx);
       const interactions = turnFromMessages(event?.messages);
-      if (!userId || !interactions.length) return undefined;
+      if (!interactions.length) return undefined;
       const runId = event?.runId ?? ctx?.runId;
       try {
         return await postJson(config, "/api/publish_interaction", {

@@ -1,5 +1,6 @@
-// Tests for the OpenClaw plugin, driven the way OpenClaw drives it: `register(api)` with an api whose `on()`
-// records typed hook registrations, then the handlers called with OpenClaw's event and context shapes.
+// Unit tests for the OpenClaw plugin: `register(api)` with an api whose `on()` records typed hook registrations,
+// then the handlers called with the event and context shapes OpenClaw's embedded runner really passes (as seen by
+// tests/test_integration_openclaw.py, which loads the plugin in the real `openclaw` runtime).
 //
 // The live tests need a running Reflexio service: REFLEXIO_TEST_URL (its base URL) and REFLEXIO_TEST_USER (a
 // fresh user id). tests/test_integration_openclaw.py starts the service, sets both and checks the lake afterwards.
@@ -7,7 +8,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import plugin, { postJson, renderContext, resolveConfig, turnFromMessages } from "../index.js";
+import plugin, { identity, postJson, renderContext, resolveConfig, turnFromMessages } from "../index.js";
 
 const URL = process.env.REFLEXIO_TEST_URL;
 const USER = process.env.REFLEXIO_TEST_USER;
@@ -47,6 +48,30 @@ test("config falls back to the environment, and the plugin config wins", () => {
   assert.equal(resolveConfig({}, env).apiKey, "k");
   assert.equal(resolveConfig({ url: "http://cfg:2" }, env).url, "http://cfg:2");
   assert.equal(resolveConfig(undefined, {}).url, "http://127.0.0.1:8081");
+});
+
+test("the user is the configured one, else the sender, else the local operator of the agent", () => {
+  const config = resolveConfig({});
+  // a channel run: the sender; a local CLI run (no sender): the agent's operator, never the session key
+  assert.equal(identity(config, { senderId: "u-1", agentId: "main", sessionKey: "agent:main:telegram:dm:1" }).userId,
+    "u-1");
+  assert.equal(identity(config, { channelContext: { sender: { id: "u-2" } } }).userId, "u-2");
+  const local = identity(config, { agentId: "ops", sessionKey: "agent:ops:explicit:s1", sessionId: "s1" });
+  assert.deepEqual(local, { userId: "openclaw:ops", agentVersion: "ops", sessionId: "s1" });
+  assert.equal(identity(config, undefined).userId, "openclaw:main");
+  assert.equal(identity(resolveConfig({ userId: "alice", agentVersion: "v1" }), { senderId: "u-1" }).userId, "alice");
+});
+
+test("heartbeat and cron runs are not published; an explicitly empty request searches nothing", async () => {
+  const { hooks, warnings } = loadPlugin({ url: "http://127.0.0.1:9", userId: "u" });
+  const messages = [{ role: "user", content: [{ type: "text", text: "HEARTBEAT" }] }];
+  for (const trigger of ["heartbeat", "cron"]) {
+    assert.equal(await hooks.agent_end.handler({ success: true, messages }, { trigger }), undefined);
+  }
+  // currentUserMessage "" means no textual request: `prompt` (possibly history) must not be searched
+  assert.equal(await hooks.before_prompt_build.handler({ prompt: "old history", currentUserMessage: "" }, {}),
+    undefined);
+  assert.deepEqual(warnings, []); // nothing was even attempted
 });
 
 test("the last turn of a transcript becomes interactions with tool errors kept verbatim", () => {
@@ -131,18 +156,20 @@ test("live: learned corrections are injected before the turn and the turn is pub
 
   const { hooks, warnings } = loadPlugin({ url: URL, agentVersion: "ops-agent" });
   const request = "Deploy the payments service to production, please.";
-  const injected = await hooks.before_prompt_build.handler(
-    { prompt: request, currentUserMessage: request, messages: [] }, agentContext("run-1"));
+  // the embedded runner passes only the prompt
+  const injected = await hooks.before_prompt_build.handler({ prompt: request }, agentContext("run-1"));
   assert.ok(injected?.prependContext, `no context injected; warnings: ${warnings}`);
   assert.match(injected.prependContext, /us-west-2/);
 
-  // agent_end with the transcript OpenClaw keeps: the injected block sits in the user message.
+  // agent_end with the run's transcript as OpenClaw passes it (older hosts kept the injected block in the user
+  // message: it is stripped either way)
   const reply = await hooks.agent_end.handler({
     runId: "run-1",
     success: true,
     durationMs: 1200,
     messages: [
-      { role: "user", content: `${injected.prependContext}\n\n${request}`, timestamp: Date.now() },
+      { role: "user", content: [{ type: "text", text: `${injected.prependContext}\n\n${request}` }],
+        timestamp: Date.now() },
       { role: "assistant",
         content: [{ type: "toolCall", id: "t1", name: "create_issue", arguments: { repo: "infra" } }] },
       { role: "toolResult", toolCallId: "t1", toolName: "create_issue", isError: true,

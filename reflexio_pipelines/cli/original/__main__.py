@@ -1,0 +1,3 @@
+from reflexio_pipelines.cli.original import main
+
+main()

@@ -1,0 +1,503 @@
+"""The `reflexio` commands: the original CLI's names and flags for the loop, each a call through the SDK.
+
+publish / interactions publish, search, context, user-profiles (also `profiles`) list/search/add, user-playbooks
+list/search/add, agent-playbooks list/search/add/update/update-status/approve/reject/delete/aggregate, status
+check/whoami, and `api` (any REST call). The original's other commands either have a REST call (`reflexio api ...`
+does it) or belong to its own deployment (services, auth, config, setup); they exit 2 and say what to use instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from reflexio_pipelines.cli.original.app import app, client, output, unsupported, unsupported_group, usage
+from reflexio_pipelines.cli.payload import Batch, PayloadError, parse_batches
+from reflexio_pipelines.sdk import render_context
+
+interactions_app = typer.Typer(help="Manage interactions (conversations).", no_args_is_help=True)
+profiles_app = typer.Typer(help="Manage user profiles.", no_args_is_help=True)
+user_playbooks_app = typer.Typer(help="Manage user playbooks.", no_args_is_help=True)
+agent_playbooks_app = typer.Typer(help="Manage agent playbooks.", no_args_is_help=True)
+status_app = typer.Typer(help="Server health and status.", no_args_is_help=True)
+app.add_typer(interactions_app, name="interactions")
+app.add_typer(profiles_app, name="user-profiles")
+app.add_typer(profiles_app, name="profiles", help="Manage user profiles (same as user-profiles).")
+app.add_typer(user_playbooks_app, name="user-playbooks")
+app.add_typer(agent_playbooks_app, name="agent-playbooks")
+app.add_typer(status_app, name="status")
+
+UserOpt = Annotated[str | None, typer.Option("--user-id", envvar="REFLEXIO_USER_ID", help="User identifier.")]
+AgentOpt = Annotated[str | None, typer.Option("--agent-version", envvar="REFLEXIO_AGENT_VERSION",
+                                              help="Agent version.")]  # fmt: skip
+LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="Maximum number of results.")]
+LifecycleOpt = Annotated[Literal["current", "pending", "archived"] | None,
+                         typer.Option("--status", help="Status filter (current/pending/archived).")]  # fmt: skip
+ApprovalOpt = Annotated[Literal["pending", "approved", "rejected"] | None,
+                        typer.Option("--playbook-status", help="Approval status (pending/approved/rejected).")]  # fmt: skip
+PlaybookNameOpt = Annotated[str | None, typer.Option("--playbook-name", help="Playbook name.")]
+PlaybookIdOpt = Annotated[int, typer.Option("--playbook-id", min=1, help="Playbook ID.")]
+
+
+def via_api(*calls: str) -> str:
+    """What to run instead of a command of the original that has no counterpart here but a REST call."""
+    return "use " + ", then ".join(f"`reflexio api {call}`" for call in calls) + " (request bodies: docs/api.md)"
+
+
+def _note(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _read_data(ctx: typer.Context, data: str) -> str:
+    """Inline JSON, or the contents of the file an `@path` names (the original's `--data`)."""
+    if not data.startswith("@"):
+        return data
+    path = Path(data[1:])
+    if not path.is_file():
+        usage(ctx, f"File not found: {path}")
+    return path.read_text(encoding="utf-8")
+
+
+# -- publish ------------------------------------------------------------------------------------------------------
+
+
+def publish(
+    ctx: typer.Context,
+    user_id: UserOpt = None,
+    session_id: Annotated[str | None, typer.Option("--session-id", help="Session ID for grouping.")] = None,
+    source: Annotated[str, typer.Option("--source", help="Source tag.")] = "cli",
+    agent_version: AgentOpt = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Return once learned from and searchable.")] = False,
+    user_message: Annotated[str | None, typer.Option("--user-message", help="Single-turn user message.")] = None,
+    agent_response: Annotated[str | None, typer.Option("--agent-response", help="Single-turn agent response.")] = None,
+    data: Annotated[str | None, typer.Option("--data", help="JSON string or @filepath.")] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="Path to a JSON/JSONL file.")] = None,
+    stdin: Annotated[bool, typer.Option("--stdin", help="Read JSON data from stdin.")] = False,
+    skip_aggregation: Annotated[bool, typer.Option("--skip-aggregation", help="Accepted; aggregation runs on its "
+                                                   "schedule or on demand here.")] = False,  # fmt: skip
+    force_extraction: Annotated[bool, typer.Option("--force-extraction", help="Accepted; every turn is extracted "
+                                                   "here, no stride is skipped.")] = False,  # fmt: skip
+) -> None:
+    """Publish interactions: --user-message + --agent-response, or a JSON/JSONL payload (--data, --file, --stdin)
+    of `{"interactions": [...], "user_id": ..., ...}` objects (or bare turns)."""
+    out = output(ctx)
+    if user_message is not None:
+        if agent_response is None:
+            usage(ctx, "--agent-response is required with --user-message")
+        batches = [Batch(turns=[{"role": "user", "content": user_message},
+                                {"role": "assistant", "content": agent_response}])]  # fmt: skip
+    else:
+        if data is not None:
+            raw = _read_data(ctx, data)
+        elif file is not None:
+            if not file.is_file():
+                usage(ctx, f"File not found: {file}")
+            raw = file.read_text(encoding="utf-8")
+        elif stdin:
+            raw = sys.stdin.read()
+        else:
+            usage(ctx, "Specify --user-message/--agent-response, --file, --stdin, or --data")
+        try:
+            batches = parse_batches(raw)
+        except PayloadError as exc:
+            usage(ctx, f"Invalid payload: {exc}")
+    defaults = {"user_id": user_id, "session_id": session_id, "agent_version": agent_version or "", "source": source}
+    publishes = [{**defaults, **batch.fields, "turns": batch.turns} for batch in batches]
+    if any(not p["user_id"] for p in publishes):
+        usage(ctx, "--user-id is required (or include 'user_id' in the JSON payload, or set REFLEXIO_USER_ID)")
+    results = []
+    with out.errors(), client(ctx) as api:
+        for p in publishes:
+            results.append(api.publish(p["user_id"], p["turns"], agent_version=p["agent_version"],
+                                       session_id=p["session_id"], source=p["source"], wait=wait))  # fmt: skip
+
+    def human() -> None:
+        for p, result in zip(publishes, results):
+            _note(f"Published ({p['user_id']}): {len(p['turns'])} turn(s), request {result.request_id}")
+            if wait:
+                _note(f"  Extraction: {result.profiles_added or 0} profile(s) added, "
+                      f"{result.playbooks_added or 0} playbook(s) added")  # fmt: skip
+            for warning in result.warnings:
+                _note(f"  Warning: {warning}")
+
+    out.emit(results[0] if len(results) == 1 else results, human)
+
+
+app.command("publish")(publish)
+interactions_app.command("publish")(publish)
+
+
+@interactions_app.command("list")
+def interactions_list(ctx: typer.Context, user_id: UserOpt = None, limit: LimitOpt = 20) -> None:
+    """A user's interactions, newest first."""
+    if not user_id:
+        usage(ctx, "--user-id is required here", via_api("GET /api/get_all_interactions") + " lists every user's")
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        turns = api.get_interactions(user_id, top_k=limit)
+    out.emit(turns, lambda: out.table(f"Interactions of {user_id}", ["id", "role", "content"],
+                                      [(t.interaction_id, t.role, t.content) for t in turns]),
+             meta=_page(turns, limit))  # fmt: skip
+
+
+for _name, _calls in (("search", ["POST /api/search_interactions --data '{...}'"]),
+                      ("delete", ["DELETE /api/delete_interaction --data '{...}'"]),
+                      ("delete-all", ["DELETE /api/delete_all_interactions"])):  # fmt: skip
+    unsupported(interactions_app, _name, via_api(*_calls))
+
+
+def _page(items: list[Any], limit: int) -> dict[str, Any]:
+    """The original's pagination meta of a list envelope."""
+    return {"count": len(items), "limit": limit, "has_more": len(items) == limit}
+
+
+# -- search, context ----------------------------------------------------------------------------------------------
+
+
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="Search query text.")],
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=100, help="Max results per type.")] = 5,
+    threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0, help="Similarity threshold.")] = 0.4,
+    user_id: Annotated[str | None, typer.Option("--user-id", help="Filter by user ID.")] = None,
+    agent_version: Annotated[str | None, typer.Option("--agent-version", help="Filter by agent version.")] = None,
+) -> None:
+    """Unified search across profiles and playbooks; prints the context block to inject into a prompt."""
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        result = api.search(query, user_id=user_id, agent_version=agent_version, top_k=top_k, threshold=threshold)
+
+    def human() -> None:
+        block = render_context(result)
+        if block:
+            typer.echo(block)  # verbatim: hooks inject stdout into the agent's prompt
+        _note(f"Found {len(result.profiles)} profiles, {len(result.agent_playbooks)} agent playbooks, "
+              f"{len(result.user_playbooks)} user playbooks")  # fmt: skip
+
+    out.emit(result, human)
+
+
+@app.command()
+def context(
+    ctx: typer.Context,
+    user_id: UserOpt = None,
+    agent_version: AgentOpt = None,
+    query: Annotated[str, typer.Option("--query", help="Search query.")] = "general preferences",
+) -> None:
+    """Formatted context for agent bootstrap injection (a user's profiles and the agent version's playbooks)."""
+    if not (user_id and agent_version):
+        usage(ctx, "--user-id and --agent-version are required for context bootstrap")
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        block = api.context(query, user_id=user_id, agent_version=agent_version)
+    out.emit({"context": block}, lambda: typer.echo(block) if block else _note("Nothing learned matches"))
+
+
+# -- user profiles ------------------------------------------------------------------------------------------------
+
+
+@profiles_app.command("list")
+def profiles_list(ctx: typer.Context, user_id: UserOpt = None, limit: LimitOpt = 20, status: LifecycleOpt = None) -> None:
+    """Profiles of a user (every user's without --user-id), newest first."""
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        if user_id:
+            profiles = api.get_profiles(user_id, top_k=limit, status_filter=[None if status in (None, "current")
+                                                                             else status])  # fmt: skip
+        else:
+            profiles = api.get_all_profiles(limit=limit, status=status)
+    out.emit(profiles, lambda: out.table("User profiles", ["id", "user", "content", "status"],
+                                         [(p.profile_id, p.user_id, p.content, p.status or "current") for p in profiles]),
+             meta=_page(profiles, limit))  # fmt: skip
+
+
+@profiles_app.command("search")
+def profiles_search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="Semantic search query for profiles.")],
+    user_id: UserOpt = None,
+    limit: LimitOpt = 10,
+    threshold: Annotated[float | None, typer.Option("--threshold", min=0.0, max=1.0)] = None,
+) -> None:
+    """A user's profiles matching a query."""
+    if not user_id:
+        usage(ctx, "--user-id is required: profiles are searched per user here")
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        profiles = api.search_profiles(user_id, query, top_k=limit, threshold=threshold)
+    out.emit(profiles, lambda: out.table(f"Profiles of {user_id}", ["id", "content"],
+                                         [(p.profile_id, p.content) for p in profiles]), meta=_page(profiles, limit))  # fmt: skip
+
+
+@profiles_app.command("add")
+def profiles_add(
+    ctx: typer.Context,
+    user_id: UserOpt = None,
+    content: Annotated[str, typer.Option("--content", help="Profile content text.")] = "",
+) -> None:
+    """Add a profile directly (no extraction); searchable at once."""
+    if not (user_id and content.strip()):
+        usage(ctx, "--user-id and --content are required")
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        result = api.add_user_profile(user_id, content, source="cli-manual")
+    out.emit(result, lambda: _note(f"Profile added for {user_id}: {content[:80]}"))
+
+
+for _name, _calls in (("delete", ["DELETE /api/delete_profile --data '{...}'"]),
+                      ("delete-all", ["DELETE /api/delete_all_profiles"]),
+                      ("regenerate", ["POST /api/rerun_profile_generation --data '{...}'",
+                                      "POST /api/upgrade_all_profiles --data '{}'"])):  # fmt: skip
+    unsupported(profiles_app, _name, via_api(*_calls))
+
+
+# -- user playbooks -----------------------------------------------------------------------------------------------
+
+
+@user_playbooks_app.command("list")
+def user_playbooks_list(ctx: typer.Context, user_id: UserOpt = None, limit: LimitOpt = 20,
+                        playbook_name: PlaybookNameOpt = None, agent_version: AgentOpt = None,
+                        status: LifecycleOpt = None) -> None:  # fmt: skip
+    """User playbooks, newest first."""
+    out = output(ctx)
+    status_filter = None if status is None else [None if status == "current" else status]
+    with out.errors(), client(ctx) as api:
+        playbooks = api.get_user_playbooks(user_id=user_id, agent_version=agent_version, playbook_name=playbook_name,
+                                           limit=limit, status_filter=status_filter)  # fmt: skip
+    out.emit(playbooks, lambda: _user_playbooks(out, playbooks), meta=_page(playbooks, limit))
+
+
+def _user_playbooks(out, playbooks) -> None:
+    out.table("User playbooks", ["id", "user", "agent version", "trigger", "content"],
+              [(p.user_playbook_id, p.user_id, p.agent_version, p.trigger, p.content) for p in playbooks])  # fmt: skip
+
+
+@user_playbooks_app.command("search")
+def user_playbooks_search(ctx: typer.Context, query: Annotated[str, typer.Argument(help="Search query.")],
+                          limit: LimitOpt = 10, agent_version: AgentOpt = None,
+                          user_id: UserOpt = None) -> None:  # fmt: skip
+    """User playbooks matching a query."""
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        playbooks = api.search_user_playbooks(query, user_id=user_id, agent_version=agent_version, top_k=limit)
+    out.emit(playbooks, lambda: _user_playbooks(out, playbooks), meta=_page(playbooks, limit))
+
+
+@user_playbooks_app.command("add")
+def user_playbooks_add(
+    ctx: typer.Context,
+    content: Annotated[str, typer.Option("--content", help="Playbook content text.")] = "",
+    playbook_name: Annotated[str, typer.Option("--playbook-name", help="Playbook name.")] = "agent_corrections",
+    trigger: Annotated[str | None, typer.Option("--trigger", help="When this playbook applies.")] = None,
+    rationale: Annotated[str | None, typer.Option("--rationale", help="Why this playbook matters.")] = None,
+    agent_version: Annotated[str | None, typer.Option("--agent-version", help="Agent version (default cli).")] = None,
+    user_id: UserOpt = None,
+) -> None:
+    """Add a user playbook directly (no extraction); searchable at once. Needs the user it belongs to."""
+    if not content.strip():
+        usage(ctx, "--content is required")
+    if not user_id:
+        usage(ctx, "--user-id is required: a user playbook belongs to a user here (or set REFLEXIO_USER_ID)")
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        result = api.add_user_playbook(user_id, content, agent_version=agent_version or "cli",
+                                       playbook_name=playbook_name, trigger=trigger, rationale=rationale)  # fmt: skip
+    out.emit(result, lambda: _note(f"User playbook added: {content[:80]}"))
+
+
+for _name, _calls in (("update", ["PUT /api/update_user_playbook --data '{...}'"]),
+                      ("delete", ["DELETE /api/delete_user_playbook --data '{...}'"]),
+                      ("delete-all", ["DELETE /api/delete_all_user_playbooks"]),
+                      ("regenerate", ["POST /api/rerun_playbook_generation --data '{...}'",
+                                      "POST /api/upgrade_all_user_playbooks --data '{}'"])):  # fmt: skip
+    unsupported(user_playbooks_app, _name, via_api(*_calls))
+
+
+# -- agent playbooks ----------------------------------------------------------------------------------------------
+
+
+def _agent_playbooks(out, playbooks) -> None:
+    out.table("Agent playbooks", ["id", "status", "agent version", "trigger", "content"],
+              [(p.agent_playbook_id, p.playbook_status, p.agent_version, p.trigger, p.content) for p in playbooks])  # fmt: skip
+
+
+@agent_playbooks_app.command("list")
+def agent_playbooks_list(ctx: typer.Context, limit: LimitOpt = 20, playbook_name: PlaybookNameOpt = None,
+                         agent_version: AgentOpt = None, playbook_status: ApprovalOpt = None) -> None:  # fmt: skip
+    """Agent playbooks (aggregated and added) with their approval status."""
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        playbooks = api.get_agent_playbooks(agent_version=agent_version, playbook_name=playbook_name,
+                                            playbook_status=playbook_status, limit=limit)  # fmt: skip
+    out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=_page(playbooks, limit))
+
+
+@agent_playbooks_app.command("search")
+def agent_playbooks_search(ctx: typer.Context, query: Annotated[str, typer.Argument(help="Search query.")],
+                           limit: LimitOpt = 10, agent_version: AgentOpt = None,
+                           playbook_status: ApprovalOpt = None) -> None:  # fmt: skip
+    """Agent playbooks matching a query (approved and pending unless --playbook-status)."""
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        playbooks = api.search_agent_playbooks(query, agent_version=agent_version, playbook_status=playbook_status,
+                                               top_k=limit)  # fmt: skip
+    out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=_page(playbooks, limit))
+
+
+@agent_playbooks_app.command("add")
+def agent_playbooks_add(
+    ctx: typer.Context,
+    content: Annotated[str, typer.Option("--content", help="Playbook content text.")] = "",
+    agent_version: AgentOpt = None,
+    playbook_name: Annotated[str, typer.Option("--playbook-name", help="Playbook name.")] = "agent_corrections",
+    playbook_status: Annotated[Literal["pending", "approved", "rejected"],
+                               typer.Option("--playbook-status", help="Approval status.")] = "pending",  # fmt: skip
+    trigger: Annotated[str | None, typer.Option("--trigger", help="When this playbook applies.")] = None,
+    rationale: Annotated[str | None, typer.Option("--rationale", help="Why this playbook matters.")] = None,
+) -> None:
+    """Add an agent playbook directly, outside aggregation; listed, approvable and searchable at once."""
+    if not (content.strip() and agent_version):
+        usage(ctx, "--content and --agent-version are required")
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        result = api.add_agent_playbook(content, agent_version, playbook_name=playbook_name, trigger=trigger,
+                                        rationale=rationale, playbook_status=playbook_status)  # fmt: skip
+    out.emit(result, lambda: _note(f"Agent playbook added: {content[:80]}"))
+
+
+@agent_playbooks_app.command("update")
+def agent_playbooks_update(ctx: typer.Context, playbook_id: PlaybookIdOpt,
+                           content: Annotated[str | None, typer.Option("--content", help="New content text.")] = None,
+                           playbook_name: PlaybookNameOpt = None) -> None:  # fmt: skip
+    """Edit an agent playbook's content or name (re-indexed); the approval status: update-status."""
+    if content is None and playbook_name is None:
+        usage(ctx, "Pass at least one of --content/--playbook-name to update.")
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        result = api.update_agent_playbook(playbook_id, content=content, playbook_name=playbook_name)
+    out.emit(result, lambda: _note(f"Agent playbook {playbook_id} updated"))
+
+
+def _set_status(ctx: typer.Context, playbook_id: int, status: str) -> None:
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        result = api.set_agent_playbook_status(playbook_id, status)
+    out.emit(result, lambda: _note(f"Agent playbook {playbook_id} status set to {status}"))
+
+
+@agent_playbooks_app.command("update-status")
+def agent_playbooks_update_status(
+    ctx: typer.Context,
+    playbook_id: PlaybookIdOpt,
+    status: Annotated[Literal["pending", "approved", "rejected"], typer.Option("--status", help="New approval status.")],
+) -> None:
+    """Approve, reject, or mark pending an agent playbook; applies to search at once."""
+    _set_status(ctx, playbook_id, status)
+
+
+PositionalId = Annotated[int | None, typer.Argument(min=1, help="Agent playbook ID (or --playbook-id).")]
+OptionalIdOpt = Annotated[int | None, typer.Option("--playbook-id", min=1, help="Agent playbook ID.")]
+
+
+def _one_id(ctx: typer.Context, positional: int | None, option: int | None) -> int:
+    if (positional is None) == (option is None):
+        usage(ctx, "give the agent playbook ID once: as an argument or with --playbook-id")
+    return positional if positional is not None else option
+
+
+@agent_playbooks_app.command("approve")
+def agent_playbooks_approve(ctx: typer.Context, playbook_id: PositionalId = None, id_option: OptionalIdOpt = None) -> None:
+    """Approve an agent playbook (update-status --status approved)."""
+    _set_status(ctx, _one_id(ctx, playbook_id, id_option), "approved")
+
+
+@agent_playbooks_app.command("reject")
+def agent_playbooks_reject(ctx: typer.Context, playbook_id: PositionalId = None, id_option: OptionalIdOpt = None) -> None:
+    """Reject an agent playbook: it leaves search at once and later aggregations keep it rejected."""
+    _set_status(ctx, _one_id(ctx, playbook_id, id_option), "rejected")
+
+
+@agent_playbooks_app.command("delete")
+def agent_playbooks_delete(ctx: typer.Context, playbook_id: PlaybookIdOpt) -> None:
+    """Delete an agent playbook by ID."""
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        result = api.delete_agent_playbook(playbook_id)
+    out.emit(result, lambda: _note(f"Deleted agent playbook {playbook_id}"))
+
+
+@agent_playbooks_app.command("aggregate")
+def agent_playbooks_aggregate(
+    ctx: typer.Context,
+    wait: Annotated[bool, typer.Option("--wait", help="Accepted: the call always returns after the run.")] = False,
+    agent_version: Annotated[str | None, typer.Option("--agent-version", help="Agent version (default: all).")] = None,
+    playbook_name: Annotated[str | None, typer.Option("--playbook-name", help="Playbook name (default: all).")] = None,
+) -> None:
+    """Cluster user playbooks into agent playbooks now: a Dagster aggregation run; returns when it is served."""
+    out = output(ctx)
+    scope = f"agent_version={agent_version or 'all'}, playbook_name={playbook_name or 'all'}"
+    with out.errors(), client(ctx) as api, out.progress(f"aggregating ({scope})"):
+        result = api.run_aggregation(agent_version=agent_version, playbook_name=playbook_name)
+    out.emit(result, lambda: _note(f"Aggregated ({scope}): {result.message}"))
+
+
+unsupported(agent_playbooks_app, "delete-all", via_api("DELETE /api/delete_all_agent_playbooks"))
+
+
+# -- status, api ----------------------------------------------------------------------------------------------------
+
+
+@status_app.command("check")
+def status_check(ctx: typer.Context) -> None:
+    """Check that the service is reachable and healthy."""
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        health = api.health()
+    data = {"status": health.status, "url": out.server_url, "index_version": health.index_version}
+    out.emit(data, lambda: typer.echo(f"Connected to {out.server_url} ({health.status})"))
+
+
+@status_app.command("whoami")
+def status_whoami(ctx: typer.Context) -> None:
+    """The organisation the API key belongs to, and where its data lives (masked)."""
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        me = api.whoami()
+    out.emit(me, lambda: typer.echo(f"Endpoint: {out.server_url}\nOrg: {me.org_id}\nStorage: {me.storage_type} → "
+                                    f"{me.storage_label}"))  # fmt: skip
+
+
+@app.command("api")
+def api_call(
+    ctx: typer.Context,
+    method: Annotated[str, typer.Argument(help="HTTP method (GET, POST, PUT, DELETE).")],
+    path: Annotated[str, typer.Argument(help="API path, e.g. /api/get_agent_playbooks.")],
+    data: Annotated[str | None, typer.Option("--data", help="JSON body string or @filepath.")] = None,
+) -> None:
+    """Call any REST endpoint directly (docs/api.md)."""
+    if method.upper() not in ("GET", "POST", "PUT", "DELETE"):
+        usage(ctx, f"unsupported method {method!r}: use GET, POST, PUT or DELETE")
+    try:
+        body = json.loads(_read_data(ctx, data)) if data is not None else None
+    except json.JSONDecodeError as exc:
+        usage(ctx, f"--data is not valid JSON: {exc}")
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        answer = api.request(method, path if path.startswith("/") else "/" + path, body)
+    out.emit(answer, lambda: typer.echo(json.dumps(answer, ensure_ascii=False, indent=2)))
+
+
+# -- the original's commands for its own deployment ---------------------------------------------------------------
+
+unsupported_group("services", "run the service with `reflexio-lake serve` (and the Dagster UI with `reflexio-lake ui`)")
+unsupported_group("auth", "pass --api-key / REFLEXIO_API_KEY and --server-url / REFLEXIO_URL; keys are created with "
+                  "`python -m serving keys create --org ID`")  # fmt: skip
+unsupported_group("config", via_api("GET /api/get_config") + " or `reflexio api POST /api/set_config --data @config.json`;"
+                  " storage and models are deployment settings (docs/configuration.md)")  # fmt: skip
+unsupported_group("doctor", "use `reflexio-lake doctor`")
+unsupported_group("setup", "the integrations are in reflexio_pipelines.integrations (docs/integrations.md)")
