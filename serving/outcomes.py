@@ -81,6 +81,7 @@ class OutcomeOverlay:
         self._lake, self._policy = lake, policy
         self._lock = threading.Lock()
         self._rows: dict[ItemRef, dict[str, Any]] = {}
+        self._flagged: dict[str, list[ItemRef]] = {}  # per entity: the few flagged items, so a search scans only them
         self._kept_at: dict[ItemRef, int] = {}
         self._versions: tuple[int | None, int | None] | None = None
 
@@ -91,8 +92,12 @@ class OutcomeOverlay:
             return
         rows = {ItemRef(r["entity"], r["item_id"]): r for r in self._lake.read_table("item_outcomes").to_pylist()}
         _, _, kept_at = log_state(self._lake.read_table("outcome_change_log").to_pylist())
+        flagged: dict[str, list[ItemRef]] = {}
+        for ref, row in rows.items():
+            if row["flagged"]:
+                flagged.setdefault(ref.entity, []).append(ref)
         with self._lock:
-            self._rows, self._kept_at, self._versions = rows, kept_at, versions
+            self._rows, self._flagged, self._kept_at, self._versions = rows, flagged, kept_at, versions
 
     def _held_out(self, ref: ItemRef, row: dict[str, Any] | None) -> bool:
         if row is None or not row["flagged"] or not self._policy.config.outcomes.hold_out_flagged:
@@ -105,8 +110,8 @@ class OutcomeOverlay:
     def excluded(self, entity: str) -> frozenset[str]:
         """Ids of `entity` held out of search (flagged, the setting on, not kept by a reviewer since)."""
         with self._lock:
-            return frozenset(ref.item_id for ref, row in self._rows.items()
-                             if ref.entity == entity and self._held_out(ref, row))  # fmt: skip
+            return frozenset(ref.item_id for ref in self._flagged.get(entity, ())
+                             if self._held_out(ref, self._rows[ref]))  # fmt: skip
 
     def annotate(self, entity: str, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The payloads with their `outcomes` counters (zeros for items never served)."""

@@ -175,9 +175,9 @@ def test_hooks_publish_the_session_and_inject_what_was_learned(tmp_path, setting
 
         # turn 1: a tool call that fails, then the wrong answer; Stop publishes it
         transcript.prompt(REQUEST)
+        command_line = "kubectl --context prod-us-east-1 apply -f payments.yaml"
         transcript.answer({"type": "thinking", "thinking": "Deploy with kubectl.", "signature": "x"},
-                          {"type": "tool_use", "id": "toolu_1", "name": "Bash",
-                           "input": {"command": "kubectl --context prod-us-east-1 apply -f payments.yaml"}})  # fmt: skip
+                          {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": command_line}})
         transcript.tool_result("toolu_1", TOOL_ERROR, is_error=True)
         transcript.answer({"type": "text", "text": WRONG})
         stop = run_hook(command["Stop"], payload("Stop", transcript.path, stop_hook_active=False), env)
@@ -198,8 +198,7 @@ def test_hooks_publish_the_session_and_inject_what_was_learned(tmp_path, setting
                                                 ("assistant", ACK)]  # fmt: skip
         assert {(r[3], r[4], r[5]) for r in rows} == {("my-repo", SESSION, "claude-code")}
         (tool,) = json.loads(rows[1][2])
-        assert tool == {"tool_name": "Bash", "tool_data": {
-            "input": {"command": "kubectl --context prod-us-east-1 apply -f payments.yaml"}, "error": TOOL_ERROR}}
+        assert tool == {"tool_name": "Bash", "tool_data": {"input": {"command": command_line}, "error": TOOL_ERROR}}
 
         launch(settings=settings, instance=instance)
         service.state.svc.index.refresh()
@@ -229,9 +228,9 @@ def test_transcript_reading_skips_what_is_not_conversation(tmp_path):
     transcript.prompt("<command-name>/model</command-name>\n<command-message>model</command-message>")
     transcript.prompt("<local-command-stdout>Set model to opus</local-command-stdout>")
     transcript.prompt(f"<reflexio_context>\nold block\n</reflexio_context>\n{REQUEST}")
-    transcript.answer({"type": "text", "text": "Checking."},
-                      {"type": "tool_use", "id": "t1", "name": "Write", "input": {"file_path": "a.txt",
-                                                                                  "content": "x" * 10_000}})  # fmt: skip
+    write = {"file_path": "a.txt", "content": "x" * 10_000}
+    transcript.answer({"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "t1", "name": "Write",
+                                                              "input": write})  # fmt: skip
     transcript.tool_result("t1", "File created successfully at: a.txt", is_error=False)
     transcript.answer({"type": "text", "text": "Done."})
     with transcript.path.open("a") as f:

@@ -93,9 +93,9 @@ def _chat_requests(model) -> list[dict]:
     return [json.loads(seen.body) for seen in model.state.stub.seen if seen.kind == "chat"]
 
 
-def _openclaw_config(home: Path, model_url: str, reflexio_url: str) -> None:
-    """OpenClaw's config before the plugin is installed: the stub model as the default model, only the Reflexio
-    plugin allowed to load (fast startup), and the plugin's entry as docs/integrations.md tells users to write it."""
+def _openclaw_config(home: Path, model_url: str) -> None:
+    """OpenClaw's config before the plugin is installed: the stub model as the default model, and only the Reflexio
+    plugin allowed to load (a faster startup)."""
     config = {
         "models": {"mode": "merge", "providers": {"stub": {
             "baseUrl": f"{model_url}/v1", "apiKey": MODEL_KEY, "api": "openai-completions",
@@ -104,8 +104,7 @@ def _openclaw_config(home: Path, model_url: str, reflexio_url: str) -> None:
                         "contextWindow": 128000, "maxTokens": 4096}]}}},
         "agents": {"defaults": {"model": {"primary": "stub/stub-model"}}},
         "skills": {"allowBundled": []},
-        "plugins": {"allow": ["reflexio"], "entries": {"reflexio": {
-            "enabled": True, "hooks": {"allowConversationAccess": True}, "config": {"url": reflexio_url}}}},
+        "plugins": {"allow": ["reflexio"]},
     }  # fmt: skip
     (home / ".openclaw").mkdir(parents=True)
     (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config, indent=2))
@@ -133,12 +132,19 @@ def test_openclaw_runtime_learns_a_correction_and_injects_it_in_the_next_session
     model = make_provider_stub("openai", MODEL_KEY, responder=_model)
     service = create_app(settings)
     with serve_app(model) as model_url, serve_app(service) as reflexio_url:
-        _openclaw_config(home, model_url, reflexio_url)
+        _openclaw_config(home, model_url)
+        # the install, as docs/integrations.md tells OpenClaw users
         installed = openclaw_runtime.run(home, "plugins", "install", "--link", PLUGIN_DIR, "--force",
                                          "--accept-capabilities", timeout=900)  # fmt: skip
         assert "Linked plugin path" in installed.stdout + installed.stderr, installed.stdout + installed.stderr
+        openclaw_runtime.run(home, "config", "set", "plugins.entries.reflexio.hooks.allowConversationAccess", "true",
+                             "--strict-json", timeout=900)  # fmt: skip
+        openclaw_runtime.run(home, "config", "set", "plugins.entries.reflexio.config",
+                             json.dumps({"url": reflexio_url}), "--strict-json", "--merge", timeout=900)  # fmt: skip
         config = json.loads((home / ".openclaw" / "openclaw.json").read_text())
-        assert str(PLUGIN_DIR) in config["plugins"]["load"]["paths"] and config["plugins"]["entries"]["reflexio"]
+        assert str(PLUGIN_DIR) in config["plugins"]["load"]["paths"]
+        assert config["plugins"]["entries"]["reflexio"] == {
+            "enabled": True, "hooks": {"allowConversationAccess": True}, "config": {"url": reflexio_url}}
 
         # session 1: a request, a wrong answer, the user's correction
         assert _turn(openclaw_runtime, home, "deploy-1", REQUEST) == WRONG

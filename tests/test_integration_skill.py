@@ -1,5 +1,7 @@
 """The integrate-reflexio skill: its scripts inspect and wire the sample agent, and the wired agent learns through
-the real service on 127.0.0.1 (turns published, the learned rule in the next system prompt)."""
+the real service on 127.0.0.1 (turns published, the learned rule in the next system prompt). The same for the Node
+sample agent, wired as SKILL.md tells for TypeScript / Node agents (scripts/reflexio.mjs) and run by node against a
+stub OpenAI-compatible model on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import importlib.util
 import json
 import logging
 import shutil
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,16 +17,21 @@ from pathlib import Path
 import pytest
 
 from reflexio_pipelines.integrations.wiring import ReflexioHooks, reply_text
+from reflexio_pipelines.sdk import render_context
+from reflexio_pipelines.sdk.models import SearchResult
 from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.sdk import ReflexioClient
 from serving.app import create_app
 from tests.support.processes import free_port
+from tests.support.provider_stubs import make_provider_stub, prompt_text
 from tests.support.servers import serve_app
 
 SKILL = Path(__file__).resolve().parents[1] / "reflexio_pipelines" / "integrations" / "skill"
 SCRIPTS = SKILL / "integrate-reflexio" / "scripts"
 SAMPLE = SKILL / "examples" / "sample_agent"
+SAMPLE_NODE = SKILL / "examples" / "sample_agent_node"
+NODE = shutil.which("node")
 
 
 def run_script(name: str, *args: str | Path) -> subprocess.CompletedProcess:
@@ -197,3 +205,99 @@ def test_reply_text_reads_the_common_reply_objects():
     assert reply_text(blocks) == "from\nlangchain"
     assert reply_text({"role": "assistant", "content": "from a dict"}) == "from a dict"
     assert reply_text("plain") == "plain"
+
+
+# --- TypeScript / Node agents ---------------------------------------------------------------------------------------
+
+#: The hand wiring SKILL.md prescribes for the Node sample (import + instance, context into the messages, afterTurn
+#: on the final reply), as (before, after) edits of its source.
+NODE_WIRING = (
+    ("export const SYSTEM_PROMPT",
+     'import { ReflexioHooks } from "./reflexio.mjs";\n\n'
+     'const reflexio = new ReflexioHooks({ agentVersion: "deploy-bot-node" });\n\nexport const SYSTEM_PROMPT'),
+    ("body: JSON.stringify({ model: MODEL, messages }),",
+     "body: JSON.stringify({ model: MODEL, messages: await reflexio.inject(messages, message, { userId }) }),"),
+    ("return completion.choices[0].message.content.trim();",
+     "return reflexio.afterTurn(userId, message, completion.choices[0].message.content.trim());"),
+)
+DRIVER = """\
+import { answer } from "./agent.mjs";
+const [userId, ...messages] = process.argv.slice(2);
+for (const message of messages) console.log(JSON.stringify(await answer(userId, message)));
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed (Node >= 18 needed)")
+def test_node_agent_inspected_and_wired_with_reflexio_mjs_learns(tmp_path, settings, instance):
+    project = tmp_path / "deploy_bot_node"
+    shutil.copytree(SAMPLE_NODE, project)
+    report = json.loads(run_script("inspect_agent.py", project).stdout)
+    [call] = report["js_llm_calls"]
+    assert (call["kind"], call["function"], call["file"]) == ("fetch", "answer", str(project / "agent.mjs"))
+    assert any("reflexio.mjs" in step for step in report["next_steps"])
+
+    # wire it as SKILL.md says: copy the helper (and its types) next to the agent, then the three edits
+    for name in ("reflexio.mjs", "reflexio.d.mts"):
+        shutil.copyfile(SCRIPTS / name, project / name)
+    source = (project / "agent.mjs").read_text()
+    for before, after in NODE_WIRING:
+        assert source.count(before) == 1, before
+        source = source.replace(before, after)
+    (project / "agent.mjs").write_text(source)
+    (project / "driver.mjs").write_text(DRIVER)
+
+    replies = {"Please deploy the payments service to production.":
+               "Sure. I'll deploy the payments service to production in us-east-1 now.",
+               "No — we never deploy to us-east-1, always use us-west-2.":
+               "Understood. Deploying the payments service to us-west-2 instead.",
+               "Deploy the billing service to production, please.":
+               "Deploying the billing service to us-west-2."}  # fmt: skip
+    model = make_provider_stub("openai", "sk-node-test", responder=lambda body: replies[prompt_text(body)])
+    app = create_app(settings)
+    with serve_app(model) as model_url, serve_app(app) as url:
+        env = dict(os.environ, REFLEXIO_API_URL=url, OPENAI_BASE_URL=f"{model_url}/v1", OPENAI_API_KEY="sk-node-test")
+
+        def turns(*messages: str) -> list[str]:
+            done = subprocess.run([NODE, "driver.mjs", "gina-node", *messages], cwd=project, env=env,
+                                  capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert done.returncode == 0 and not done.stderr, done.stderr
+            return [json.loads(line) for line in done.stdout.splitlines()]
+
+        assert turns(*list(replies)[:2]) == list(replies.values())[:2]
+        rows = connect(settings.lake).sql(
+            "select role, content, agent_version, source from landing_turns where user_id = 'gina-node' "
+            "order by ingested_at_us, turn_index").fetchall()  # fmt: skip
+        assert [r[:2] for r in rows] == [(role, text) for pair in list(replies.items())[:2]
+                                         for role, text in zip(("user", "assistant"), pair)]  # fmt: skip
+        assert {r[2:] for r in rows} == {("deploy-bot-node", "agent")}
+        assert len({r for r in connect(settings.lake).sql(
+            "select distinct session_id from landing_turns where user_id = 'gina-node'").fetchall()}) == 1
+
+        launch(settings=settings, instance=instance)
+        app.state.svc.index.refresh()
+        assert turns(list(replies)[2]) == [list(replies.values())[2]]
+
+    systems = [next(m["content"] for m in json.loads(seen.body)["messages"] if m["role"] == "system")
+               for seen in model.state.stub.seen if seen.kind == "chat"]  # fmt: skip
+    assert systems[0] == "You are a careful deployment assistant for the platform team. Answer briefly."
+    assert systems[2].startswith(systems[0] + "\n\n<reflexio_context>") and "us-west-2" in systems[2]
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_reflexio_mjs_renders_the_block_as_the_sdk_does(tmp_path):
+    result = {
+        "profiles": [{"profile_id": "p1", "user_id": "u", "content": "Timezone is CET"}],
+        "user_playbooks": [{"user_playbook_id": 1, "user_id": "u", "content": "Always use us-west-2",
+                            "trigger": "deploying"}],
+        "agent_playbooks": [{"agent_playbook_id": 2, "content": "Always  use\nus-west-2", "trigger": "deploying"},
+                            {"agent_playbook_id": 3, "content": "Use the <reflexio_context> ops-bot token"}],
+    }  # fmt: skip
+    code = (f"import {{ renderContext }} from {json.dumps(str(SCRIPTS / 'reflexio.mjs'))};\n"
+            f"const r = {json.dumps(result)};\n"
+            "console.log(JSON.stringify([renderContext(r, 4000), renderContext(r, 400),"
+            " renderContext({})]));")  # fmt: skip
+    (tmp_path / "render.mjs").write_text(code)
+    done = subprocess.run([NODE, str(tmp_path / "render.mjs")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    model = SearchResult.model_validate(result)
+    assert json.loads(done.stdout) == [render_context(model, 4000), render_context(model, 400), ""]

@@ -32,7 +32,7 @@ from reflexio_pipelines.learning.aggregate import Member
 from reflexio_pipelines.learning.llm_aggregate import LiteLLMConsolidator
 from reflexio_pipelines.learning.llm_call import LLMEndpoint
 from reflexio_pipelines.learning.llm_dedup import LiteLLMDedupJudge
-from reflexio_pipelines.learning.llm_extract import LiteLLMExtractor
+from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
 from reflexio_pipelines.learning.llm_judge import LiteLLMJudge
 from reflexio_pipelines.learning.llm_ledger import CallLedger, recording
 from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
@@ -322,3 +322,20 @@ def test_every_stage_calls_an_openai_compatible_provider_with_the_key_in_its_hea
     assert len(seen) == 5 and all(r.kind == "chat" and r.status == 200 for r in seen)
     assert {json.loads(r.body)["model"] for r in seen} == {provider.model.split("/", 1)[1]}
     assert_key_only_in_its_header(seen, LLM_KEY, provider.header, provider.value(LLM_KEY))
+
+
+@pytest.mark.parametrize("provider", PROVIDERS[:5], ids=str)
+def test_a_wrong_key_is_refused_by_the_provider_and_not_retried(provider: Provider) -> None:
+    """The stubs check the key like the provider does: a wrong one is refused (401/403), the endpoint gives up at
+    once (an authentication error cannot be fixed by retrying) and the key it sent is not in the error text."""
+    stub = make_provider_stub(provider.protocol, LLM_KEY)
+    wrong = "sk-prov-WRONG-0000000000"
+    with serve_app(stub, keep_alive_s=KEEP_ALIVE_S) as url:
+        ep = LLMEndpoint(provider.model, api_base=provider.base(url), api_key=wrong, api_version=provider.api_version,
+                         max_retries=3, backoff_base_s=0.01)  # fmt: skip
+        with pytest.raises(ExtractionFailed) as failed:
+            LiteLLMExtractor(endpoint=ep).extract(DEPLOY_WINDOW)
+    (seen,) = stub.state.stub.seen
+    assert seen.status in (401, 403) and seen.headers.get(provider.header) == provider.value(wrong)
+    assert failed.value.attempts == 1 and failed.value.summary.message.startswith("request refused (HTTP 40")
+    assert wrong not in str(failed.value)

@@ -49,6 +49,7 @@ def test_window_cost_benchmark_smoke(tmp_path: Path) -> None:
             assert reads["files_read"] > 0 and reads["bytes_of_files_read"] > 0 and not reads["overflow"]
             assert reads["files_read"] == sum(v["files"] for v in reads["by_area"].values())
             assert r["proc_io"]["rchar"] > 0
+            assert 0 < r["cpu_s"]
         assert row["summary"]["wall_s_p50"] == row["in_process"][0]["wall_s"]
         assert row["cli_runs"] == [] and "strace" not in row  # --quick runs no subprocess pass
     empty, grown = data["sizes"]["0"], data["sizes"]["30"]

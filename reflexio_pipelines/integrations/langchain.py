@@ -201,7 +201,8 @@ def with_system_context(messages: Sequence[BaseMessage], context: str) -> list[B
         return out
     if out and isinstance(out[0], SystemMessage):
         content = out[0].content
-        merged = f"{content}\n\n{context}" if isinstance(content, str) else [*content, {"type": "text", "text": context}]
+        block = {"type": "text", "text": context}
+        merged = f"{content}\n\n{context}" if isinstance(content, str) else [*content, block]
         out[0] = out[0].model_copy(update={"content": merged})
     else:
         out.insert(0, SystemMessage(context))
@@ -232,7 +233,8 @@ def exchange_interactions(messages: Sequence[BaseMessage]) -> list[dict[str, Any
                 interactions.append({"role": "user", "content": text})
         elif isinstance(message, AIMessage):
             for call in message.tool_calls:
-                tools[call.get("id") or call["name"]] = {"tool_name": call["name"], "tool_data": {"input": call["args"]}}
+                tools[call.get("id") or call["name"]] = {"tool_name": call["name"],
+                                                         "tool_data": {"input": call["args"]}}  # fmt: skip
             if not message.tool_calls:
                 answer(content_text(message.content))
         elif isinstance(message, ToolMessage):
@@ -382,14 +384,16 @@ class ReflexioChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                         run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:  # fmt: skip
+                         run_manager: AsyncCallbackManagerForLLMRun | None = None,
+                         **kwargs: Any) -> ChatResult:  # fmt: skip
         scope, prompt = await self._aprepare(messages, run_manager)
         reply = await self.llm.ainvoke(prompt, stop=stop, **kwargs)
         await self._apublish(scope, messages, reply)
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:  # fmt: skip
+                run_manager: CallbackManagerForLLMRun | None = None,
+                **kwargs: Any) -> Iterator[ChatGenerationChunk]:  # fmt: skip
         scope, prompt = self._prepare(messages, run_manager)
         reply: AIMessageChunk | None = None
         for chunk in self.llm.stream(prompt, stop=stop, **kwargs):

@@ -9,8 +9,8 @@
 
 They are subclasses of mem0's classes: every method, argument, return value and exception is mem0's own, and mem0
 stores its memories as it always does. `add()` additionally publishes the conversation (system messages left out)
-after mem0 accepted it: `user_id` → the Reflexio user, `agent_id` → agent version, `run_id` → session (without one,
-a user's adds form one session until a 10-minute pause); they are read from the keyword arguments or (platform
+after mem0 accepted it: `user_id` → the Reflexio user, `agent_id` → agent version, `run_id` → session (without
+one, a user's adds form one session until a 10-minute pause); they are read from the keyword arguments or (platform
 clients) from `filters` / `options.filters`, as mem0 accepts them. Without a user id nothing is published. A
 Reflexio failure is logged as a warning and never changes the result of the mem0 call.
 """

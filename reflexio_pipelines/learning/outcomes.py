@@ -37,6 +37,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 
 from reflexio_pipelines.learning.builtin import (
     _IMPERATIVE_VERBS,
@@ -204,14 +205,17 @@ class OutcomeResult:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _tokens(text: str) -> set[str]:
-    return {t for t in map(_fold, content_tokens(text)) if t not in _MARKERS}
+# Cached: an item's text is compared with every correction of its user's sessions.
+@lru_cache(maxsize=65_536)
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(t for t in map(_fold, content_tokens(text)) if t not in _MARKERS)
 
 
-def _polarity(text: str) -> tuple[set[str], list[set[str]]]:
+@lru_cache(maxsize=65_536)
+def _polarity(text: str) -> tuple[frozenset[str], tuple[frozenset[str], ...]]:
     """(asserted content words, negated spans): per clause, the words after a negation are one negated span."""
     asserted: set[str] = set()
-    negated: list[set[str]] = []
+    negated: list[frozenset[str]] = []
     for clause in _CLAUSE_RE.split(text):
         match = _NEGATION_RE.search(clause)
         if match is None:
@@ -221,10 +225,10 @@ def _polarity(text: str) -> tuple[set[str], list[set[str]]]:
         span = _tokens(clause[match.end() :])
         if span:
             negated.append(span)
-    return asserted, negated
+    return frozenset(asserted), tuple(negated)
 
 
-def _conflicts(spans: list[set[str]], asserted: set[str]) -> bool:
+def _conflicts(spans: tuple[frozenset[str], ...], asserted: frozenset[str]) -> bool:
     """A negated span mostly asserted by the other text (relative to the shorter of the two), sharing a non-verb."""
     return any(asserted and (span & asserted) - _VERBS
                and len(span & asserted) / min(len(span), len(asserted)) > CONFLICT_COVERAGE for span in spans)  # fmt: skip
@@ -408,12 +412,14 @@ def evaluate(closed: list[Session], all_sessions: list[Session], events: list[Re
 def _recurrence(session: Session, candidates: list[LearnedItem], served_to: Mapping[tuple[ItemRef, str], int],
                 served_version: Mapping[tuple[ItemRef, str], int], treated: bool) -> tuple[int, int]:  # fmt: skip
     """(corrections repeating an item learned and served before them, corrections repeating an item learned before
-    them, served or not) in one session. An item never counts for the correction it was learned from."""
+    them, served or not) in one session. Only items learned from earlier sessions count: what this session itself
+    taught (its correction, or the tool failure right before it) is not a lesson the agent already had."""
     recurring = repeated = 0
+    own_turns = {t.turn_id for t in session.turns}
+    earlier = [item for item in candidates if not item.source_turn_ids & own_turns]
     for index in corrected_turn_indexes(session):
         turn = session.turns[index]
-        learned = [item for item in candidates if item.learned_at <= turn.created_at
-                   and turn.turn_id not in item.source_turn_ids]  # fmt: skip
+        learned = [item for item in earlier if item.learned_at <= turn.created_at]
         repeats = [item for item in learned if relate(item, turn.content) == "repeats"]
         if not repeats:
             continue

@@ -4,6 +4,7 @@
 - `newcombe_difference`: the difference of two proportions (treated − control) with Newcombe's hybrid score
   interval (his method 10), built from the two Wilson intervals; it stays inside [-1, 1] and has close to nominal
   coverage where the plain Wald interval does not (small groups, rates near 0 or 1 — a 5 % control group is small).
+- `mean_interval`: the mean of one group with its t interval (benchmarks).
 - `welch_difference`: the difference of two means (treated − control) with Welch's t interval (unequal variances,
   Welch–Satterthwaite degrees of freedom). Counts per session are skewed, so with few sessions it is approximate.
 
@@ -80,6 +81,17 @@ def welch_difference(treated: Sequence[float], control: Sequence[float]) -> Diff
     df = (v1 + v2) ** 2 / ((v1**2 / (len(treated) - 1) if v1 else 0) + (v2**2 / (len(control) - 1) if v2 else 0))
     half = _t975(df) * se
     return Difference(_r(m1), _r(m2), _r(d), _r(d - half), _r(d + half), "welch")
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
+    """(mean, 95 % t interval low, high) of one group; no interval below 2 values."""
+    if not values:
+        return None, None, None
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return _r(mean), None, None
+    half = _t975(len(values) - 1) * math.sqrt(sum((x - mean) ** 2 for x in values) / (len(values) - 1) / len(values))
+    return _r(mean), _r(mean - half), _r(mean + half)
 
 
 def _t975(df: float) -> float:

@@ -50,8 +50,8 @@ from reflexio_pipelines.privacy.scope import (
     without_user,
 )
 from reflexio_pipelines.privacy.shared import SharedWording, shared_wording
-from reflexio_pipelines.search.index import current_version, list_versions, prune_versions, publish_index
-from reflexio_pipelines.storage import read_parquet, sync_dir, write_bytes, write_parquet
+from reflexio_pipelines.search.index import _local_copy, current_version, list_versions, prune_versions, publish_index
+from reflexio_pipelines.storage import is_remote, read_parquet, sync_dir, write_bytes, write_parquet
 
 #: Tables erased last, in this order: the ones the user's ids are collected from (agent playbook ids and their
 #: sole support; profile, playbook and turn ids). Every other table only references those ids and goes first.
@@ -287,6 +287,10 @@ def _republish_index(lake: Lake, embedder: Embedder) -> str:
     docs, _ = index_documents(lake)
     version = publish_index(lake.index_root, docs, embedder, cache=cache)
     prune_versions(lake.index_root, keep=1, stale_tmp_seconds=0)
+    if is_remote(lake.index_root):
+        # This host's cached copies of the pruned versions go now, not at the service's next swap (which may have
+        # happened already, while the old versions were still in the bucket).
+        _local_copy(lake.index_root, version)
     return version
 
 

@@ -157,10 +157,13 @@ class RequestBuilder:
         top_k: int = 5,
         threshold: float = 0.3,
         search_mode: SearchMode = "hybrid",
+        session_id: str | None = None,
     ) -> Call[SearchResult]:
-        """Hybrid search over profiles (only with `user_id`), user playbooks and agent playbooks."""
+        """Hybrid search over profiles (only with `user_id`), user playbooks and agent playbooks. `session_id` names
+        the session the answer is for (the outcome counters join it with what happened next); a user in the holdout
+        control group gets an empty result with `holdout=True`."""
         body = _drop_none(query=query, user_id=user_id, agent_version=agent_version, playbook_name=playbook_name,
-                          top_k=top_k, threshold=threshold, search_mode=search_mode)  # fmt: skip
+                          top_k=top_k, threshold=threshold, search_mode=search_mode, session_id=session_id)  # fmt: skip
         return Call("POST", "/api/search", _model(SearchResult), json=body)
 
     def context(
@@ -171,10 +174,12 @@ class RequestBuilder:
         agent_version: str | None = None,
         top_k: int = 5,
         max_chars: int = 4000,
+        session_id: str | None = None,
     ) -> Call[str]:
         """A prompt block for a system prompt: what was learned that is relevant to `query` (see `render_context`);
-        "" when nothing is. Searches with the service's default threshold and mode."""
-        search = self.search(query, user_id=user_id, agent_version=agent_version, top_k=top_k)
+        "" when nothing is (also for a user in the holdout control group). Searches with the service's default
+        threshold and mode; `session_id` as in `search`."""
+        search = self.search(query, user_id=user_id, agent_version=agent_version, top_k=top_k, session_id=session_id)
         return Call(search.method, search.path, lambda r: render_context(search.parse(r), max_chars), json=search.json)
 
     def get_profiles(

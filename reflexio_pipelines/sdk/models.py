@@ -118,6 +118,7 @@ class SearchResult(_Model):
     agent_playbooks: list[AgentPlaybook] = Field(default_factory=list)
     msg: str | None = ""
     index_version: str | None = None
+    holdout: bool = False  # the user is in the holdout control group: no learned context, by design
 
     @property
     def empty(self) -> bool:

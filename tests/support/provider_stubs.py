@@ -5,7 +5,8 @@ query parameter, the deployment / model in the path) and answers in that provide
 LiteLLM client code for each provider runs unchanged:
 
 - `openai` — also every OpenAI-compatible server (OpenRouter, DeepSeek, xAI, vLLM, …) under any path prefix:
-  `POST {prefix}/chat/completions`, `POST {prefix}/embeddings`; key `Authorization: Bearer`.
+  `POST {prefix}/chat/completions` (`"stream": true` answered as server-sent events, as agent runtimes such as
+  OpenClaw ask), `POST {prefix}/embeddings`; key `Authorization: Bearer`.
 - `azure` — `POST /openai/deployments/{deployment}/chat/completions?api-version=…` and `…/{deployment}/embeddings`
   (base64 vectors, as the openai SDK asks); key `api-key`; a missing `api-version` or unknown deployment is a 404.
 - `anthropic` — `POST /v1/messages` (`anthropic-version` and `max_tokens` required, `system` top-level, content

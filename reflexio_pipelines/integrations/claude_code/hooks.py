@@ -7,9 +7,9 @@ Claude Code runs a command hook with the event's JSON on stdin (`session_id`, `t
   `{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "<reflexio_context>…"}}`, which
   Claude Code adds to what the model sees with the prompt; nothing is printed when nothing was learned.
 - Stop (after every response) and SessionEnd → `publish`: publishes the part of the session transcript not published
-  yet — the prompts verbatim, the answers with their tool calls and exact tool errors — under the Claude Code session
-  id. Where it got to is kept per session in a small state file, and each publish carries an idempotency key, so a
-  repeated hook publishes nothing twice.
+  yet — the prompts verbatim, the answers with their tool calls and exact tool errors — under the Claude Code
+  session id. Where it got to is kept per session in a small state file, and each publish carries an idempotency
+  key, so a repeated hook publishes nothing twice.
 
 Both fail open: any failure is one line on stderr and exit status 0, so a prompt or a response is never blocked.
 Settings: `--server-url` (else $REFLEXIO_API_URL, else http://127.0.0.1:8081), $REFLEXIO_API_KEY (never written into
@@ -77,7 +77,11 @@ def user_id(option: str | None) -> str:
         return "claude-code-user"
 
 
-def _client(args: argparse.Namespace) -> ReflexioClient:
+def _client(args: argparse.Namespace, *, prompt: bool = False) -> ReflexioClient:
+    """The SDK client; before a prompt one short attempt (the UserPromptSubmit hook's budget is 15 s), after a
+    response a retry too."""
+    if prompt:
+        return ReflexioClient(base_url=args.server_url, timeout=min(args.timeout, 6.0), max_retries=0)
     return ReflexioClient(base_url=args.server_url, timeout=args.timeout, max_retries=1)
 
 
@@ -86,7 +90,7 @@ def context(payload: Mapping[str, Any], args: argparse.Namespace, out: TextIO) -
     prompt = str(payload.get("prompt") or "").strip()
     if not prompt:
         return
-    with _client(args) as client:
+    with _client(args, prompt=True) as client:
         block = client.context(prompt[:4096], user_id=user_id(args.user_id), agent_version=args.agent_version,
                                top_k=args.top_k, max_chars=args.max_chars)  # fmt: skip
     if block:
@@ -122,8 +126,8 @@ ACTIONS = {"context": context, "publish": publish}
 
 
 def parser() -> argparse.ArgumentParser:
-    cli = argparse.ArgumentParser(prog="python -m reflexio_pipelines.integrations.claude_code.hooks",
-                                  description="Claude Code hook commands for Reflexio (hook JSON on stdin).")  # fmt: skip
+    cli = argparse.ArgumentParser(prog=f"python -m {__name__}",
+                                  description="Claude Code hook commands for Reflexio (hook JSON on stdin).")
     cli.add_argument("action", choices=sorted(ACTIONS))
     cli.add_argument("--server-url", default=None, help="default: $REFLEXIO_API_URL, else http://127.0.0.1:8081")
     cli.add_argument("--user-id", default=None, help="default: $REFLEXIO_USER_ID, else the login name")

@@ -122,5 +122,7 @@ def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
     temporary.replace(path)
 
 
-def commands_for(python: str, options: Mapping[str, str | None], events: Sequence[str] = tuple(EVENTS)) -> dict[str, str]:
+def commands_for(python: str, options: Mapping[str, str | None],
+                 events: Sequence[str] = tuple(EVENTS)) -> dict[str, str]:  # fmt: skip
+    """event -> the hook command for it."""
     return {event: hook_command(python, EVENTS[event][0], options) for event in events}

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Find where a Python agent calls its model and where a turn is handled: a static scan with `ast` (nothing in the
-project is imported or run). Prints a JSON report; `wire_reflexio.py` acts on the same findings.
+"""Find where an agent calls its model and where a turn is handled: for Python a static scan with `ast`, for
+TypeScript / JavaScript a scan of the source text (nothing in the project is imported or run). Prints a JSON report;
+`wire_reflexio.py` acts on the Python findings, TypeScript / Node agents are wired by hand with `reflexio.mjs`.
 
     python inspect_agent.py PATH [PATH ...]      # files or directories (virtualenvs, caches and tests skipped)
 
@@ -18,6 +19,13 @@ For each model call the report names the argument the learned context goes into 
 A turn handler is the function containing a model call. For each one the report names the parameters carrying the
 user's message, the user id and the conversation id (by name), its return statements (where the turn ends), and
 whether the model call sits in a loop inside it (a REPL-style agent, whose turn ends at the end of the loop body).
+TypeScript / JavaScript (`.ts .tsx .mts .cts .js .jsx .mjs .cjs`, node_modules and build output skipped):
+`node_projects` lists each package.json with the agent frameworks it depends on, `js_llm_calls` each model call —
+openai (`.chat.completions.create`, `.responses.create`), anthropic (`.messages.create` / `.stream`), the Vercel AI
+SDK (`generateText`, `streamText`, `generateObject`, `streamObject`), LangChain.js (`.invoke` / `.stream` on a
+receiver named like a model) and `fetch` to a `/chat/completions` or `/v1/messages` URL — with the line, the
+enclosing function (best effort) and the argument the learned context goes into.
+
 Standard library only, so it runs in the agent project's own Python environment.
 """
 
@@ -219,12 +227,92 @@ def python_files(paths: list[Path]) -> list[Path]:
     files = []
     for root in paths:
         if root.is_file():
-            files.append(root)
+            if root.suffix == ".py":
+                files.append(root)
             continue
         for path in sorted(root.rglob("*.py")):
             if not SKIP_DIRS.intersection(part for part in path.relative_to(root).parts[:-1]):
                 files.append(path)
     return files
+
+
+# --- TypeScript / JavaScript ---------------------------------------------------------------------------------------
+
+JS_SUFFIXES = {".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs"}
+JS_SKIP_DIRS = SKIP_DIRS | {"node_modules", ".next", ".turbo", "out", "coverage", "__tests__"}
+#: (kind, pattern, the argument the learned context goes into)
+JS_CALLS = (
+    ("openai", re.compile(r"\.chat\.completions\.(?:create|stream|parse)\s*\("), "messages (the system message)"),
+    ("openai", re.compile(r"\.responses\.(?:create|stream)\s*\("), "instructions"),
+    ("anthropic", re.compile(r"\.messages\.(?:create|stream)\s*\("), "system"),
+    ("ai-sdk", re.compile(r"\b(?:generateText|streamText|generateObject|streamObject)\s*\("), "system"),
+    ("langchain", re.compile(r"\b(?:llm|model|chat|chatModel|chat_model|this\.llm|this\.model)\s*\.\s*"
+                             r"(?:invoke|stream|batch)\s*\("), "messages (the system message)"),  # fmt: skip
+    ("fetch", re.compile(r"\bfetch\s*\([^;]*?(?:/chat/completions|/v1/messages)"), "messages (the system message)"),
+)
+JS_FUNCTION = re.compile(
+    r"(?:function\s*\*?\s*([A-Za-z_$][\w$]*)\s*\(|"                       # function name(
+    r"(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s*)?(?:function\b|\([^)]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)|"
+    r"^\s*(?:public\s+|private\s+|protected\s+|static\s+)*(?:async\s+)?([A-Za-z_$][\w$]*)\s*\([^)]*\)\s*(?::[^{]*)?\{)",
+    re.M,
+)  # fmt: skip
+JS_FRAMEWORKS = ("openai", "@anthropic-ai/sdk", "ai", "@ai-sdk/openai", "@ai-sdk/anthropic", "langchain",
+                 "@langchain/core", "@langchain/openai", "@langchain/anthropic", "@langchain/langgraph",
+                 "@openai/agents", "@mastra/core", "openclaw")  # fmt: skip
+JS_KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "function", "await", "typeof", "new"}
+
+
+def js_files(paths: list[Path]) -> list[Path]:
+    """The TypeScript / JavaScript sources under `paths` (no declaration files, dependencies or build output)."""
+    files = []
+    for root in paths:
+        candidates = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in candidates:
+            if path.suffix not in JS_SUFFIXES or path.name.endswith((".d.ts", ".d.mts", ".d.cts")):
+                continue
+            parts = path.relative_to(root).parts[:-1] if root.is_dir() else ()
+            if not JS_SKIP_DIRS.intersection(parts):
+                files.append(path)
+    return files
+
+
+def _enclosing_function(source: str, offset: int) -> str | None:
+    """The name of the last function defined before `offset` (best effort, by text)."""
+    names = [next(n for n in m.groups() if n) for m in JS_FUNCTION.finditer(source, 0, offset)]
+    names = [n for n in names if n not in JS_KEYWORDS]
+    return names[-1] if names else None
+
+
+def scan_js(source: str, path: str) -> list[dict[str, Any]]:
+    calls = []
+    for kind, pattern, context_arg in JS_CALLS:
+        for match in pattern.finditer(source):
+            calls.append({"file": path, "line": source.count("\n", 0, match.start()) + 1, "kind": kind,
+                          "call": match.group(0).strip().rstrip("(").strip(), "context_arg": context_arg,
+                          "function": _enclosing_function(source, match.start())})  # fmt: skip
+    return sorted(calls, key=lambda c: c["line"])
+
+
+def node_projects(paths: list[Path]) -> list[dict[str, Any]]:
+    """Each package.json under `paths` (not in node_modules) with the agent frameworks it depends on."""
+    found = []
+    for root in paths:
+        manifests = [root / "package.json"] if root.is_dir() else []
+        if root.is_dir():
+            manifests += [p for p in sorted(root.rglob("package.json")) if p != root / "package.json"
+                          and not JS_SKIP_DIRS.intersection(p.relative_to(root).parts)]  # fmt: skip
+        for manifest in manifests:
+            if not manifest.is_file():
+                continue
+            try:
+                data = json.loads(manifest.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                continue
+            deps = {**data.get("dependencies", {}), **data.get("devDependencies", {})}
+            found.append({"dir": str(manifest.parent), "package": data.get("name"),
+                          "module_type": data.get("type", "commonjs"),
+                          "frameworks": [name for name in JS_FRAMEWORKS if name in deps]})  # fmt: skip
+    return found
 
 
 def public(finding: dict[str, Any]) -> dict[str, Any]:
@@ -256,7 +344,23 @@ def inspect_paths(paths: list[Path]) -> dict[str, Any]:
             report["next_steps"].append(f"{where}: no parameter carries the user's message; wire it by hand")
         else:
             report["next_steps"].append(f"{where}: wireable with wire_reflexio.py")
-    if not report["llm_calls"]:
+    report["node_projects"] = node_projects(paths)
+    report["js_llm_calls"] = []
+    for path in js_files(paths):
+        report["files_scanned"] += 1
+        try:
+            report["js_llm_calls"] += scan_js(path.read_text(encoding="utf-8"), str(path))
+        except UnicodeDecodeError as exc:
+            report["errors"].append({"file": str(path), "error": f"{type(exc).__name__}: {exc}"})
+    if any("openclaw" in p["frameworks"] for p in report["node_projects"]):
+        report["next_steps"].append("an OpenClaw agent: install the Reflexio OpenClaw plugin instead of wiring code "
+                                    "(docs/integrations.md#openclaw)")  # fmt: skip
+    for call in report["js_llm_calls"]:
+        where = f"{call['file']}:{call['line']} {call['function'] or '<top level>'}"
+        report["next_steps"].append(f"{where}: {call['kind']} call in TypeScript/JavaScript; wire by hand with "
+                                    f"scripts/reflexio.mjs (SKILL.md, TypeScript / Node agents): context into "
+                                    f"{call['context_arg']}, afterTurn when the reply is final")  # fmt: skip
+    if not report["llm_calls"] and not report["js_llm_calls"]:
         report["next_steps"].append("no model call found: look for a custom client wrapper and wire it by hand")
     return report
 
@@ -268,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     report = inspect_paths(args.paths)
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
-    return 0 if report["llm_calls"] else 1
+    return 0 if report["llm_calls"] or report["js_llm_calls"] else 1
 
 
 if __name__ == "__main__":
