@@ -45,7 +45,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 

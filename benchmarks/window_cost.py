@@ -17,8 +17,8 @@ Issue 15 item 7. Built-in extractor, local embedder, no network. Two parts:
        load are not counted); step durations from the instance's event log (`turns`, `user_learning`,
        `search_index`, the check, `serving_index`); lake reads by inotify and `/proc/self/io` (see NOTES);
      - the real CLI: a `python -m reflexio_pipelines materialize` subprocess (wall time incl. start-up);
-     - with strace available (`--strace auto`): one more CLI subprocess under `strace -f -y`, for the exact bytes
-       read from each lake table (its wall time is not a timing figure).
+     - with strace available (`--strace auto`): one more CLI subprocess per size under `strace -f -ttt -y`, for the
+       exact bytes read from each lake table and by each Dagster step (its wall time is not a timing figure).
    Ratios are against the empty lake (N = 0) measured in the same process; targets from the issue: <= 1.5x at 5k
    users, <= 2x at 50k ("not at issue size" when a smaller N stands in).
 2. **Index build on a simulated large index.** `build_index` on D synthetic documents (default 100k, `--index-docs
@@ -50,7 +50,6 @@ import re
 import resource
 import select
 import shutil
-import statistics
 import struct
 import subprocess
 import sys
@@ -1075,8 +1074,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
     p.add_argument("--sizes", type=_ints, default=[0, 5000],
-                   help="lake sizes in users (0 = the empty-lake baseline, always added); the issue's largest is "
-                        "50000 (about X min to build, see docs/operations.md)")  # fmt: skip
+                   help="lake sizes in users (0 = the empty-lake baseline, always added). Building is the cost: on "
+                        "2 shared cores ~17 min for 5000, ~75 min for 20000, hours for the issue's 50000 (once: "
+                        "lakes are cached in --workdir)")  # fmt: skip
     p.add_argument("--users-per-window", type=int, default=500, help="history users per earlier hourly window")
     p.add_argument("--turns-per-user", type=int, default=6)
     p.add_argument("--window-users", type=int, default=20, help="users of the measured window")

@@ -18,6 +18,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.privacy.erasure import (
@@ -30,6 +31,9 @@ from reflexio_pipelines.privacy.erasure import (
     salt_of,
 )
 from reflexio_pipelines.runs import exclusive
+
+if TYPE_CHECKING:  # serving.state imports this module
+    from serving.state import ServiceState
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +82,9 @@ class ErasureGate:
                     del self._local[user_id]
 
 
-def erase(state, user_id: str, finish_later: bool = True) -> ErasureResult:
+def erase(state: ServiceState, user_id: str, finish_later: bool = True) -> ErasureResult:
     """Erase `user_id` from the organisation's lake with their ingest paused, then forget their idempotency keys and
-    bring the index, the overlays and the query cache in line. `state` is the organisation's ServiceState.
+    bring the index, the overlays and the query cache in line (`state`: the organisation's).
 
     If pipeline runs kept writing the user's rows back (ErasureIncomplete, re-raised), the request stays in progress
     and, with `finish_later`, is finished in the background `FINISH_AFTER_S` later."""
@@ -111,7 +115,7 @@ def _log_table(name: str, rows: int) -> None:
     log.info("erasure: %s: %d rows", name, rows)
 
 
-def resume_interrupted(state) -> list[ErasureResult]:
+def resume_interrupted(state: ServiceState) -> list[ErasureResult]:
     """Finish every erasure still in progress on the organisation's lake (run at start-up, in the background).
 
     A failure is logged and leaves the request in progress: the user's publishes stay refused and the next start,

@@ -153,6 +153,18 @@ def _seed(lake: Lake) -> dict[str, int]:
                   "the same request fails twice", "Escalation cut repeated corrections.", "approved", 3, at - 86400),
     ]  # fmt: skip
     lake.replace_where("agent_playbooks", None, pa.Table.from_pylist(playbooks, schema=TABLES["agent_playbooks"]))
+    day = lambda ago: (now - timedelta(days=ago)).strftime("%Y-%m-%d")  # noqa: E731
+    holdout = [  # treated vs control for the after version: the evaluator's success rate and a heuristic signal
+        {"agent_version": AFTER, "evaluation_name": "default", "judge": "heuristic", "metric": "success_rate",
+         "period_start": day(8), "period_end": day(1), "treated_sessions": 170, "control_sessions": 14,
+         "treated_value": 0.8, "control_value": 0.5, "difference": 0.3, "ci_low": 0.05, "ci_high": 0.52,
+         "interval": "newcombe"},
+        {"agent_version": AFTER, "evaluation_name": "session_signals", "judge": "heuristic",
+         "metric": "corrections_per_session", "period_start": day(8), "period_end": day(1), "treated_sessions": 170,
+         "control_sessions": 14, "treated_value": 0.6, "control_value": 1.4, "difference": -0.8, "ci_low": -1.3,
+         "ci_high": -0.3, "interval": "welch"},
+    ]  # fmt: skip
+    lake.replace_where("impact_holdout", None, pa.Table.from_pylist(holdout, schema=TABLES["impact_holdout"]))
     success = 100.0 * sum(r["successes"] for r in impact) / sum(r["sessions_evaluated"] for r in impact)
     return {"reject": 101, "gone": 102, "approved": 103, "success_pct": round(success, 1)}
 
@@ -252,6 +264,17 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
             expect(corrections.locator("g[data-series]")).to_have_count(2)
             expect(corrections.locator("[data-point]")).to_have_count(len(BEFORE_DAYS) + len(AFTER_DAYS))
             expect(corrections.locator("[data-line]")).to_have_count(2)
+
+            # Treated vs control: one row per metric, the difference and its interval, improvements marked.
+            holdout = page.locator("[data-holdout-row]")
+            expect(holdout).to_have_count(2)
+            success_row = page.locator(f'[data-holdout-row="{AFTER}:success_rate"]')
+            expect(success_row.locator('[data-field="difference"]')).to_have_text("+30.0 pts")
+            expect(success_row.locator('[data-field="interval"]')).to_contain_text("+5.0 pts … +52.0 pts")
+            assert "diff-good" in (success_row.locator('[data-field="difference"]').get_attribute("class") or "")
+            fewer = page.locator(f'[data-holdout-row="{AFTER}:corrections_per_session"]')
+            expect(fewer.locator('[data-field="judge"]')).to_contain_text("heuristic")
+            assert "diff-good" in (fewer.locator('[data-field="difference"]').get_attribute("class") or "")
 
             # Legend, per-version table and summary cards.
             expect(page.locator("[data-legend-item]")).to_have_count(2)
@@ -460,6 +483,7 @@ def test_dashboard_after_the_demo_in_chromium(tmp_path: Path, instance) -> None:
             expect(page.locator('[data-testid="item-outcomes"]')).to_contain_text("heuristic")
             expect(page.locator('[data-testid="queue-row"]').first).to_be_visible()
             expect(page.locator('[data-card="success_rate"] [data-value]')).not_to_have_text("—")
+            expect(page.locator('[data-judge="summary-success"]')).to_contain_text("heuristic")
             expect(page.locator('[data-testid="errors"] [data-testid="error"]')).to_have_count(0)
             assert not console_errors, console_errors
             ARTIFACTS.mkdir(parents=True, exist_ok=True)

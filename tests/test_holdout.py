@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.learning.config import HoldoutSettings, parse_extraction_config, ConfigError
+from reflexio_pipelines.learning.config import ConfigError, HoldoutSettings, parse_extraction_config
 from reflexio_pipelines.learning.holdout import CONTROL, DEFAULT_SHARE, SHARE_ENV, TREATED, arm_of, default_share, share_for
 from reflexio_pipelines.learning.stats import newcombe_difference, welch_difference
 from reflexio_pipelines.runs import launch, run_evaluation

@@ -22,7 +22,6 @@ from tests.conftest import land
 
 USER, AGENT = "dana", "ops-v1"
 QUERY = "deploy the payments service"
-RULE = ItemRef("user_playbook", "")  # the id is learned
 
 
 def _conversation(session: str, turns: list[tuple[str, str]]) -> dict:

@@ -15,7 +15,6 @@ The matching rules are a HEURISTIC (learning/outcomes.py, labelled `outcome-heur
 lives there; this module reads and writes the lake.
 """
 
-
 import time
 from collections import Counter as Tally
 

@@ -450,10 +450,19 @@
     state.evaluations = [...seen.values()].sort((a, b) => b.sessions - a.sessions || a.key.localeCompare(b.key));
     if (!state.evaluations.some((e) => e.key === state.evaluation)) state.evaluation = state.evaluations.length ? state.evaluations[0].key : null;
     selectEvaluation(state.evaluation);
+    summaryJudge();
     const select = $('#evaluation');
     select.replaceChildren(...(state.evaluations.length ? state.evaluations : [{ key: '', name: 'none yet', judge: null }])
       .map((e) => h('option', { value: e.key, selected: e.key === state.evaluation }, e.key ? `${e.name} (${judgeLabel(e.judge)})` : 'no evaluations yet')));
     select.disabled = state.evaluations.length < 2;
+  }
+
+  // The summary card's success rate is over every evaluation: name every judge behind it.
+  function summaryJudge() {
+    const judges = [...new Set(state.evaluations.map((e) => e.judge || 'not recorded'))].sort();
+    if (!judges.length) return setJudge('summary-success', null, '');
+    setJudge('summary-success', judges.length === 1 ? judges[0] : null,
+      judges.length === 1 ? judgeLabel(judges[0]) : `judges: ${judges.join(', ')}`);
   }
 
   function selectEvaluation(key) {
@@ -660,7 +669,8 @@
         h('td', { 'data-field': 'interval' }, isNum(r.ci_low) ? `${fmtDiff(r.metric, r.ci_low)} … ${fmtDiff(r.metric, r.ci_high)}`
           : (r.control_sessions && r.treated_sessions ? 'too few sessions' : `no ${r.control_sessions ? 'treated' : 'control'} sessions yet`),
           r.interval ? h('span', { class: 'ci' }, r.interval) : null),
-        h('td', {}, r.period_start ? `${r.period_start} – ${r.period_end}` : '—'));
+        h('td', { title: r.period_start ? `${r.period_start} – ${r.period_end} (UTC days)` : '' },
+          r.period_start ? `${fmtDay(dayMs(r.period_start))} – ${fmtDay(dayMs(r.period_end))}` : '—'));
     });
     host.replaceChildren(h('div', { class: 'table-wrap' },
       h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, body))));
@@ -762,11 +772,13 @@
       const evaluatedNow = !card.percent || (stats[card.series] || []).length > 0 || now > 0;
       const value = card.percent ? (evaluatedNow && isNum(now) ? `${now.toFixed(1)}%` : '—') : fmtInt(now);
       return h('div', { class: 'card', 'data-card': card.key },
-        h('span', { class: 'card-label' }, card.label),
+        h('span', { class: 'card-label' }, card.label,
+          card.percent ? h('span', { class: 'judge', 'data-judge': 'summary-success' }) : null),
         h('span', { class: 'card-value', 'data-value': '' }, value),
         h('div', { class: 'card-foot' }, delta(now, before, card.percent, evaluatedNow),
           sparkline(stats[card.series] || [], card.color)));
     }));
+    summaryJudge();
   }
 
   function delta(now, before, percent, evaluatedNow) {
