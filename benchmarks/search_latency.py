@@ -707,7 +707,7 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
         # What serving.deps.service reads off a request: the tenant registry and the request's organisation.
         tenants = SimpleNamespace(state=lambda org_id: state)
         fake_request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(tenants=tenants)),
-                                       state=SimpleNamespace(org_id=state.org_id))  # fmt: skip
+                                       state=SimpleNamespace(org_id=state.org_id), headers={})  # fmt: skip
         # Query vectors as the router computes them (through the embedder's per-query cache).
         for _, q in QUERIES:
             state.query_vector(q, model_id)
