@@ -188,17 +188,19 @@ def run_evaluation(
     return {"run_id": run.run_id, "success": run.success, **counts}
 
 
-def rebuild_index(*, settings: Settings | None = None, instance: dg.DagsterInstance | None = None) -> str:
-    """Run `index_job` (rebuild the index over everything live, incl. manual curation, and publish it).
-    Returns the run id."""
+def rebuild_index(*, settings: Settings | None = None, instance: dg.DagsterInstance | None = None,
+                  compact: bool = False) -> str:  # fmt: skip
+    """Run `index_job` (index everything live, incl. manual curation, and publish it): a delta on the current
+    version, or with `compact` a full rebuild (a new base). Returns the run id."""
     from reflexio_pipelines.definitions import build_definitions
 
     settings = settings or load_settings()
     defs = build_definitions(settings)
     with _lake_lock(str(Lake.at(settings.lake).root)):
-        return _rebuild_index(defs, instance or default_instance())
+        return _rebuild_index(defs, instance or default_instance(), compact=compact)
 
 
-def _rebuild_index(defs: dg.Definitions, instance: dg.DagsterInstance) -> str:
-    run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=_RUN_CONFIG)
+def _rebuild_index(defs: dg.Definitions, instance: dg.DagsterInstance, *, compact: bool = False) -> str:
+    run_config = {**_RUN_CONFIG, "ops": {"search_index": {"config": {"compact": compact}}}}
+    run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=run_config)
     return run.run_id

@@ -1,4 +1,5 @@
-"""Schedules: aggregation daily, evaluation every 10 minutes (learning itself is driven by the landing sensor).
+"""Schedules: aggregation and index compaction daily, evaluation every 10 minutes (learning itself is driven by the
+landing sensor).
 
 Each tick requests one run per lake holding data: the code location's own lake, and in keyed mode every
 organisation's lake under `<lake>/orgs/` (organisations.py), each run pointed at its lake through run config
@@ -10,18 +11,21 @@ from __future__ import annotations
 
 import dagster as dg
 
-from reflexio_pipelines.jobs import aggregation_job, evaluation_job, lake_run_config
+from reflexio_pipelines.jobs import aggregation_job, evaluation_job, index_job, lake_run_config
 from reflexio_pipelines.organisations import DEFAULT_ORG, ORG_TAG, lakes_of
 from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.storage import lake_path
 
 
-def per_organisation(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
-    """One run request per lake for this tick; the run key (tick + organisation) makes a tick request each once."""
+def per_organisation(context: dg.ScheduleEvaluationContext, lake: LakeResource,
+                     run_config: dict | None = None) -> list[dg.RunRequest]:  # fmt: skip
+    """One run request per lake for this tick (with `run_config`'s op config); the run key (tick + organisation)
+    makes a tick request each once."""
     tick = context.scheduled_execution_time.strftime("%Y%m%dT%H%M") if context.scheduled_execution_time else "now"
     return [
         dg.RunRequest(run_key=f"{tick}:{org}", tags={ORG_TAG: org},
-                      run_config={} if org == DEFAULT_ORG else lake_run_config(str(root), lake.metadata_previews))
+                      run_config={**(run_config or {}),
+                                  **({} if org == DEFAULT_ORG else lake_run_config(str(root), lake.metadata_previews))})
         for org, root in lakes_of(lake_path(lake.root))
     ]  # fmt: skip
 
@@ -49,3 +53,16 @@ def aggregation_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResour
 )
 def evaluation_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
     return per_organisation(context, lake)
+
+
+@dg.schedule(
+    name="index_compaction",
+    job=index_job,
+    cron_schedule="30 3 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Rebuilds every organisation's search index from scratch at 03:30 UTC (after aggregation): the day's "
+    "delta segments and tombstones fold into a new base with its HNSW graph over every row.",
+)
+def index_compaction_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
+    return per_organisation(context, lake, {"ops": {"search_index": {"config": {"compact": True}}}})

@@ -80,5 +80,6 @@ def test_workspace_lists_assets_partitions_sensor_and_blocking_check(tmp_path: P
     assert {"playbook_embeddings", "agent_playbooks", "aggregation_change_log", "change_log"} <= set(assets)
     schedules = sorted(data["schedules"], key=lambda x: x["name"])
     assert schedules == [{"name": "daily_aggregation", "scheduleState": {"status": "RUNNING"}},
+                         {"name": "index_compaction", "scheduleState": {"status": "RUNNING"}},
                          {"name": "session_evaluation", "scheduleState": {"status": "RUNNING"}}]  # fmt: skip
     assert {"session_evaluations", "shadow_comparisons", "impact_metrics"} <= set(assets)

@@ -256,7 +256,7 @@ def world(tmp_path_factory) -> tuple[Path, list[dict]]:
             land(lake, CONVERSATIONS, at=T0)
             launch([key_of_moment(T0, GRANULARITY)], settings=settings, instance=instance)
             run_aggregation({"agent_version": "ops-1"}, settings=settings, instance=instance)
-            rebuild_index(settings=settings, instance=instance)
+            rebuild_index(settings=settings, instance=instance, compact=True)
             records = instance.fetch_materializations(dg.AssetKey("search_index"), limit=10).records
             builds = [{k: v.value for k, v in r.asset_materialization.metadata.items()} for r in reversed(records)]
     return tmp, builds
@@ -265,11 +265,15 @@ def world(tmp_path_factory) -> tuple[Path, list[dict]]:
 def test_pipeline_rebuild_of_the_same_lake_embeds_nothing(world):
     _, (window, aggregation, rebuild) = world
     texts = rebuild["embedding_cache/texts"]
+    assert window["build_mode"] == "full"  # the first version
     assert window["embedding_cache/embedded"] == window["embedding_cache/texts"] > 0
-    # The aggregation's build embedded only texts new to it (agent playbooks worded unlike any user's playbook);
-    # the rebuild nothing at all.
-    assert aggregation["embedding_cache/cached"] == window["embedding_cache/texts"]
-    assert aggregation["embedding_cache/embedded"] == aggregation["embedding_cache/texts"] - window["embedding_cache/texts"]
+    # The aggregation's build is a delta: it embedded only the texts of the documents it changed (agent playbooks
+    # worded unlike any user's playbook, and the members' playbooks whose status changed, already cached).
+    assert aggregation["build_mode"] == "incremental" and aggregation["docs_upserted"] > 0
+    assert aggregation["embedding_cache/texts"] < texts
+    assert aggregation["embedding_cache/embedded"] == aggregation["embedding_cache/texts"] - aggregation["embedding_cache/cached"] > 0
+    # The compaction rebuilds every document and embeds nothing at all.
+    assert rebuild["build_mode"] == "full" and rebuild["full_build_reason"] == "compaction requested"
     assert rebuild["embedding_cache/embedded"] == 0 and rebuild["embedding_cache/cached"] == texts
     assert rebuild["embedding_cache/files_read"] == rebuild["embedding_cache/files_total"] > 0  # a full build
 

@@ -34,7 +34,7 @@ def test_swaps_under_continuous_load_drop_nothing(settings, instance, landed):
             t.start()
         for _ in range(3):  # three new versions published while queries run
             before = app.state.svc.index.version
-            rebuild_index(settings=settings, instance=instance)
+            rebuild_index(settings=settings, instance=instance, compact=True)  # a full build: always a new version
             app.state.svc.index.refresh()
             assert app.state.svc.index.version != before
         stop.set()

@@ -14,10 +14,18 @@ from reflexio_pipelines.lake.curation import live_agent_playbooks
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
-from reflexio_pipelines.search.index import SearchDoc, activate_version, prune_versions, stage_index
+from reflexio_pipelines.search.incremental import stage_update
+from reflexio_pipelines.search.index import SearchDoc, activate_version, prune_versions
 from reflexio_pipelines.storage import LakePath
 
 SEARCH_INDEX = dg.AssetKey("search_index")
+
+
+class SearchIndexConfig(dg.Config):
+    """`compact`: build a new base from scratch (tombstones dropped, the HNSW graph over every row) instead of a
+    delta on the current version; the daily `index_compaction_schedule` asks for it."""
+
+    compact: bool = False
 
 
 @dg.asset(
@@ -25,21 +33,23 @@ SEARCH_INDEX = dg.AssetKey("search_index")
     group_name="serving",
     kinds={"tantivy", "numpy"},
     description="A new immutable hybrid index version (BM25 + dense vectors) over all live learned items: every "
-    "lifecycle status (search filters to current by default), manual curation applied.",
+    "lifecycle status (search filters to current by default), manual curation applied. Built as a delta on the "
+    "current version (only changed documents embedded and indexed) unless a full rebuild is due or asked for.",
 )
-def search_index(lake: LakeResource, embedder: EmbedderResource) -> dg.MaterializeResult:
+def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: EmbedderResource) -> dg.MaterializeResult:
     store = lake.get()
     cache = EmbeddingCache(store)  # opened before the documents are read (see EmbeddingCache)
     docs, counts = index_documents(store)
     model = embedder.get()
-    version = stage_index(store.index_root, docs, model, cache=cache)
+    staged = stage_update(store.index_root, docs, model, cache=cache, compact=config.compact)
     return dg.MaterializeResult(
         metadata={
-            "version": version,
+            "version": staged.version,
             "index_root": str(store.index_root),
             "embedder": model.model_id,
             "dagster/row_count": len(docs),
             **{f"expected_{entity}": n for entity, n in counts.items()},
+            **staged.metadata(),  # full / incremental / unchanged, and why
             **cache.stats.metadata(),  # texts embedded vs served from the lake's embedding cache
         }
     )

@@ -50,7 +50,14 @@ from reflexio_pipelines.privacy.scope import (
     without_user,
 )
 from reflexio_pipelines.privacy.shared import SharedWording, shared_wording
-from reflexio_pipelines.search.index import _local_copy, current_version, list_versions, prune_versions, publish_index
+from reflexio_pipelines.search.index import (
+    current_version,
+    list_versions,
+    local_copy,
+    prune_versions,
+    publish_index,
+    version_doc_files,
+)
 from reflexio_pipelines.storage import is_remote, read_parquet, sync_dir, write_bytes, write_parquet
 
 #: Tables erased last, in this order: the ones the user's ids are collected from (agent playbook ids and their
@@ -272,9 +279,10 @@ def _erase_operation_status(lake: Lake, user_id: str) -> None:
 def _index_mentions(lake: Lake, user_id: str) -> bool:
     """Whether any index version on disk holds a document of the user."""
     for version in list_versions(lake.index_root):
-        owners = read_parquet(lake.index_root / version / "docs.parquet", columns=["user_id"]).column("user_id")
-        if pc.any(pc.equal(owners, user_id)).as_py():
-            return True
+        for path in version_doc_files(lake.index_root, version):
+            owners = read_parquet(path, columns=["user_id"]).column("user_id")
+            if pc.any(pc.equal(owners, user_id)).as_py():
+                return True
     return False
 
 
@@ -290,7 +298,7 @@ def _republish_index(lake: Lake, embedder: Embedder) -> str:
     if is_remote(lake.index_root):
         # This host's cached copies of the pruned versions go now, not at the service's next swap (which may have
         # happened already, while the old versions were still in the bucket).
-        _local_copy(lake.index_root, version)
+        local_copy(lake.index_root, version)
     return version
 
 
@@ -422,8 +430,8 @@ def _user_ids(lake: Lake) -> set[str]:
                 for value in table.column(column).to_pylist():
                     ids.update(value if isinstance(value, list) else [value])
     for version in list_versions(lake.index_root):
-        docs = read_parquet(lake.index_root / version / "docs.parquet", columns=["user_id"])
-        ids.update(docs.column("user_id").to_pylist())
+        for path in version_doc_files(lake.index_root, version):
+            ids.update(read_parquet(path, columns=["user_id"]).column("user_id").to_pylist())
     for service in SERVICES.values():
         status = read_status(lake, service) or {}
         ids.update([*(status.get("processed_user_ids") or []), *(status.get("failed_user_ids") or []),

@@ -9,6 +9,13 @@ The pipeline builds a version directory with `publish_index`; the serving proces
     <index_root>/<version>/bm25/<type>/       one tantivy index per entity type (stores only the row number)
     <index_root>/<version>/vectors/<type>.npy float32 (rows, dim), L2-normalised, row-aligned with the docs
     <index_root>/<version>/ann/<type>.faiss   HNSW graph (see `ann`), only for types with >= hnsw_min_rows rows
+    <index_root>/<version>/delta/<name>/      docs.parquet + vectors/ of a later segment (see `search.incremental`)
+    <index_root>/<version>/tombstones/<type>.npy  rows of earlier segments that this version no longer holds
+
+A version is a base segment (the files above) plus zero or more delta segments appended by incremental builds:
+rows are numbered across segments in order, the BM25 index holds every live row (tantivy segments of its own),
+tombstones hide rows that were updated or deleted since, and the HNSW graph covers the base segment's rows only
+(delta rows are scanned exactly). Files of earlier versions are shared by hard link, never modified.
 
 Unlike the original system, the similarity threshold applies to the vector leg, the vector leg is a nearest
 neighbour search over every row that passes the filters (exact below `HNSW_MIN_ROWS` rows per type or when the
@@ -19,6 +26,7 @@ one text normalisation.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -29,7 +37,7 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -63,7 +71,8 @@ ENTITY_TYPES: tuple[str, ...] = ("profile", "user_playbook", "agent_playbook")
 SearchMode = Literal["hybrid", "vector", "fts"]
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "vector", "fts")
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: delta segments and tombstones; format 1 (one segment, no fingerprints) still loads
+_READABLE_FORMATS = (1, 2)
 TEXT_NORMALIZATION = "nfkc-casefold-nfkc-strip-controls-collapse-ws/v1"
 BM25_TOKENIZER = "en_stem"
 CURRENT_FILE = "CURRENT"
@@ -324,14 +333,23 @@ def _bm25_schema() -> Any:
     return builder.build()
 
 
-def _write_bm25(path: Path, docs: list[SearchDoc], norm_texts: list[str]) -> None:
+def _write_bm25(path: Path, docs: Sequence[SearchDoc], norm_texts: Sequence[str], *, first_row: int = 0,
+                dead_ids: Iterable[str] = ()) -> None:  # fmt: skip
+    """Index `docs` (rows from `first_row`) for BM25 at `path`: a new index, or, when `path` holds one (an
+    incremental build's hard-linked copy), new tantivy segments beside the old ones after deleting `dead_ids`.
+    tantivy never rewrites a segment file in place, so the older version sharing them is untouched."""
     import tantivy
 
-    path.mkdir(parents=True)
-    index = tantivy.Index(_bm25_schema(), path=str(path), reuse=False)
+    if (path / "meta.json").is_file():
+        index = tantivy.Index.open(str(path))
+    else:
+        path.mkdir(parents=True)
+        index = tantivy.Index(_bm25_schema(), path=str(path), reuse=False)
     # One indexing thread gives one segment whose doc order is the row order: reproducible builds.
     writer = index.writer(heap_size=64_000_000, num_threads=1)
-    for row, (doc, text) in enumerate(zip(docs, norm_texts, strict=True)):
+    for doc_id in dead_ids:  # deletes apply to docs added before them: a re-added doc_id below survives
+        writer.delete_documents_by_term("doc_id", doc_id)
+    for row, (doc, text) in enumerate(zip(docs, norm_texts, strict=True), start=first_row):
         tdoc = tantivy.Document()
         tdoc.add_text("text", text)
         tdoc.add_text("doc_id", doc.doc_id)
@@ -347,33 +365,52 @@ def _write_bm25(path: Path, docs: list[SearchDoc], norm_texts: list[str]) -> Non
     writer.wait_merging_threads()
 
 
-def _write_docs_parquet(path: Path, by_type: dict[str, list[SearchDoc]]) -> None:
+def payload_json(doc: SearchDoc) -> str:
+    """The payload as stored in docs.parquet (and hashed into the fingerprint); refuses non-JSON payloads."""
+    try:
+        return json.dumps(doc.payload, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"payload of {doc.doc_id!r} is not JSON-serialisable: {exc}") from None
+
+
+def doc_fingerprint(doc: SearchDoc, payload: str | None = None) -> str:
+    """A digest of everything a version stores about a doc (text, payload, filter fields, times): an incremental
+    build re-indexes a doc exactly when its fingerprint changed. `payload` is `payload_json(doc)` if known."""
+    fields = [doc.text, payload_json(doc) if payload is None else payload,
+              *(getattr(doc, name) for name in _STRING_FILTER_FIELDS), int(doc.created_at), doc.expires_at]  # fmt: skip
+    return hashlib.blake2b(json.dumps(fields, ensure_ascii=False).encode(), digest_size=16).hexdigest()
+
+
+def _write_docs_parquet(path: Path, by_type: Mapping[str, Sequence[SearchDoc]],
+                        first_rows: Mapping[str, int] | None = None) -> None:  # fmt: skip
+    """One segment's docs; rows of type t are numbered from first_rows[t] (0 for a base segment)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     columns: dict[str, list[Any]] = {
         "entity_type": [], "row": [], "doc_id": [], "text": [], "payload": [], "user_id": [], "agent_version": [],
         "playbook_name": [], "status": [], "playbook_status": [], "created_at": [], "expires_at": [],
+        "fingerprint": [],
     }  # fmt: skip
     for entity_type in ENTITY_TYPES:
-        for row, doc in enumerate(by_type[entity_type]):
+        first = (first_rows or {}).get(entity_type, 0)
+        for row, doc in enumerate(by_type.get(entity_type, ()), start=first):
+            payload = payload_json(doc)
             columns["entity_type"].append(entity_type)
             columns["row"].append(row)
             columns["doc_id"].append(doc.doc_id)
             columns["text"].append(doc.text)
-            try:
-                columns["payload"].append(json.dumps(doc.payload, ensure_ascii=False, allow_nan=False))
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"payload of {doc.doc_id!r} is not JSON-serialisable: {exc}") from None
+            columns["payload"].append(payload)
             for name in _STRING_FILTER_FIELDS:
                 columns[name].append(getattr(doc, name))
             columns["created_at"].append(int(doc.created_at))
             columns["expires_at"].append(doc.expires_at)
+            columns["fingerprint"].append(doc_fingerprint(doc, payload))
     schema = pa.schema(
         [("entity_type", pa.string()), ("row", pa.int64()), ("doc_id", pa.string()), ("text", pa.string()),
          ("payload", pa.string())]
         + [(name, pa.string()) for name in _STRING_FILTER_FIELDS]
-        + [("created_at", pa.int64()), ("expires_at", pa.int64())]
+        + [("created_at", pa.int64()), ("expires_at", pa.int64()), ("fingerprint", pa.string())]
     )  # fmt: skip
     pq.write_table(pa.table(columns, schema=schema), path)
 
@@ -452,8 +489,11 @@ def build_index(
         "created_at": now.isoformat(),
         "created_at_unix": int(now.timestamp()),
         "embedder": {"model_id": model_id, "dim": dim},
-        "counts": {t: len(by_type[t]) for t in ENTITY_TYPES},
+        "counts": {t: len(by_type[t]) for t in ENTITY_TYPES},  # live docs
+        "rows": {t: len(by_type[t]) for t in ENTITY_TYPES},  # rows over all segments, tombstoned ones included
         "vector_sha256": vector_digests,
+        "deltas": [],  # segments appended by incremental builds (search.incremental), in row order
+        "tombstones": {},  # entity type -> {"count", "sha256"} of tombstones/<type>.npy
         "ann_min_rows": int(hnsw_min_rows),
         "ann": ann,  # entity type -> HNSW file, digest, parameters; types absent here are searched exactly
         "docs_sha256": sha256_file(out_dir / "docs.parquet"),
@@ -487,27 +527,36 @@ def stage_index(
     hnsw_params: HnswParams = HnswParams(),
     cache: VectorCache | None = None,
 ) -> str:
-    """Build a new version under `index_root` and make it durable, without serving it yet.
+    """Build a new version under `index_root` (a full build) and make it durable, without serving it yet.
+
+    The pipeline stages, checks, then activates; `publish_index` does both at once. Returns the new version name.
+    The HNSW and cache options are `build_index`'s. `search.incremental.stage_update` stages a delta instead.
+    """
+
+    def build(out_dir: Path, version: str) -> None:
+        build_index(docs, embedder, out_dir, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
+                    cache=cache)  # fmt: skip
+
+    return stage_version(index_root, build)
+
+
+def stage_version(index_root: LakePath, build: Callable[[Path, str], Any]) -> str:
+    """Run `build(directory, version)` for a new version name and make the result durable under `index_root`.
 
     Readers never see a half-built version: it is built in a hidden temp dir and renamed into place (on object
-    storage: built locally and uploaded, manifest last, and a version without a manifest is not listed). The
-    pipeline stages, checks, then activates; `publish_index` does both at once. Returns the new version name. The
-    HNSW and cache options are `build_index`'s.
-    """
+    storage: built locally and uploaded, manifest last, and a version without a manifest is not listed)."""
     index_root = _as_root(index_root)
     version = new_version_id()
     if is_remote(index_root):
         with tempfile.TemporaryDirectory(prefix="reflexio-index-") as tmp:
             local = Path(tmp) / version
-            build_index(docs, embedder, local, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
-                        cache=cache)  # fmt: skip
+            build(local, version)
             upload_tree(local, index_root / version, last="manifest.json")
         return version
     index_root.mkdir(parents=True, exist_ok=True)
     tmp = index_root / f".tmp-{uuid.uuid4().hex}"
     try:
-        build_index(docs, embedder, tmp, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
-                    cache=cache)  # fmt: skip
+        build(tmp, version)
         fsync_tree(tmp)
         os.rename(tmp, index_root / version)
         fsync_path(index_root)
@@ -600,7 +649,7 @@ def _version_time(name: str) -> float:
     return datetime.strptime(name.split("-", 1)[0], "%Y%m%dT%H%M%S%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
-def _local_copy(root: LakePath, name: str) -> Path:
+def local_copy(root: LakePath, name: str) -> Path:
     """A local directory holding version `name` of the index at `root`: the version itself for a local index, a
     copy in the cache directory (downloaded once) for a remote one. Cached versions the remote no longer has are
     deleted, so an erased user's documents leave the cache with the next load."""
@@ -671,13 +720,37 @@ class _Table:
     expires_at: np.ndarray
     vectors: np.ndarray  # in RAM (a read-only view of `flat`): queries read rows at random, slow from an mmap
     flat: FlatVectors  # exact scans of filtered subsets
-    ann: HnswVectors | None  # the HNSW graph for large types (then `flat` is its storage)
+    ann: HnswVectors | None  # the HNSW graph for large types (then `flat` is its storage: the base segment's rows)
+    tail: np.ndarray  # with a graph, the vectors of the delta rows after it (scanned exactly); else empty
+    alive: np.ndarray | None  # False for tombstoned rows; None when every row is live
+    live: int  # rows not tombstoned
     bm25_schema: Any
     searcher: Any
 
     @property
     def size(self) -> int:
+        """Rows over all segments, tombstoned ones included (row numbers run up to this)."""
         return len(self.doc_ids)
+
+    @property
+    def tail_start(self) -> int:
+        """The first row whose vector is in `tail`, not in `vectors`."""
+        return len(self.vectors)
+
+    def gather(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The vectors of `rows`, wherever they live."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(self.tail):
+            return self.vectors[rows]
+        head = rows < self.tail_start
+        out = np.empty((len(rows), self.vectors.shape[1]), dtype=np.float32)
+        out[head] = self.vectors[rows[head]]
+        out[~head] = self.tail[rows[~head] - self.tail_start]
+        return out
+
+    def live_rows(self) -> np.ndarray:
+        """Row numbers of the live docs, ascending."""
+        return np.arange(self.size) if self.alive is None else np.flatnonzero(self.alive)
 
 
 @dataclass(frozen=True)
@@ -698,24 +771,80 @@ def _resolve_version_dir(index_root: LakePath, version: str | None) -> Path:
         raise SearchIndexError(f"no index published under {root} (no {CURRENT_FILE} file)")
     if not _VERSION_RE.match(name):
         raise SearchIndexError(f"invalid index version name {name!r}")
-    path = _local_copy(root, name)
+    path = local_copy(root, name)
     if not (path / "manifest.json").is_file():
         raise IndexCorrupt(f"index version {root / name} is missing or has no manifest.json")
     return path
 
 
-def _read_docs(path: Path) -> dict[str, dict[str, list[Any]]]:
-    """docs.parquet split per entity type, each sorted by row so that list index i is row i."""
+@dataclass(frozen=True)
+class _Segment:
+    """One segment of a version: its docs file and, per entity type, its vector file and that file's sha256."""
+
+    docs: Path
+    vectors: dict[str, tuple[Path, str]]
+
+
+def _segments(version_dir: Path, manifest: Mapping[str, Any]) -> list[_Segment]:
+    """The version's segments in row order: the base (the version's top-level files), then its deltas."""
+    def segment(directory: Path, digests: Mapping[str, str]) -> _Segment:
+        return _Segment(directory / "docs.parquet",
+                        {t: (directory / "vectors" / f"{t}.npy", digests[t]) for t in ENTITY_TYPES})  # fmt: skip
+
+    deltas = [segment(version_dir / "delta" / d["name"], d["vector_sha256"]) for d in manifest.get("deltas", [])]
+    return [segment(version_dir, manifest["vector_sha256"]), *deltas]
+
+
+def version_doc_files(index_root: LakePath, version: str) -> list[LakePath]:
+    """Every docs.parquet of a published version (base and delta segments): where its documents' words are."""
+    directory = _as_root(index_root) / version
+    manifest = json.loads((directory / "manifest.json").read_text())
+    return [directory / "docs.parquet", *(directory / "delta" / d["name"] / "docs.parquet"
+                                          for d in manifest.get("deltas", []))]  # fmt: skip
+
+
+_DOC_COLUMNS = ("entity_type", "row", "doc_id", "text", "payload", *_STRING_FILTER_FIELDS, "created_at", "expires_at")
+
+
+def _read_docs(paths: Sequence[Path]) -> dict[str, dict[str, list[Any]]]:
+    """The segments' docs split per entity type, each sorted by row so that list index i is row i."""
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    table = pa.concat_tables([pq.read_table(path, columns=list(_DOC_COLUMNS)) for path in paths])
     unknown = set(pc.unique(table["entity_type"]).to_pylist()) - set(ENTITY_TYPES)
     if unknown:
-        raise IndexCorrupt(f"{path} holds unknown entity types {sorted(unknown)}")
+        raise IndexCorrupt(f"{paths[0].parent} holds unknown entity types {sorted(unknown)}")
     return {
         t: table.filter(pc.equal(table["entity_type"], t)).sort_by("row").to_pydict() for t in ENTITY_TYPES
     }
+
+
+def read_tombstones(version_dir: Path, manifest: Mapping[str, Any], entity_type: str, verify: bool = True
+                    ) -> np.ndarray:  # fmt: skip
+    """Sorted rows of `entity_type` that the version no longer holds (empty when it has no tombstones)."""
+    entry = manifest.get("tombstones", {}).get(entity_type)
+    if not entry:
+        return np.zeros(0, dtype=np.int64)
+    path = version_dir / "tombstones" / f"{entity_type}.npy"
+    if verify and sha256_file(path) != entry["sha256"]:
+        raise IndexCorrupt(f"{path} does not match the sha256 in the manifest")
+    rows = np.load(path, allow_pickle=False)
+    if rows.dtype != np.int64 or rows.ndim != 1 or len(rows) != entry["count"]:
+        raise IndexCorrupt(f"{path} holds {rows.shape} {rows.dtype}, expected {entry['count']} int64 rows")
+    return rows
+
+
+def _segment_vectors(segment: _Segment, entity_type: str, rows: int, dim: int, verify: bool) -> np.ndarray:
+    """One segment's vectors of `entity_type`, checked against the manifest's digest and shape."""
+    path, digest = segment.vectors[entity_type]
+    if verify and sha256_file(path) != digest:
+        raise IndexCorrupt(f"{path} does not match the sha256 in the manifest")
+    stored = np.load(path, allow_pickle=False)
+    if stored.shape != (rows, dim) or stored.dtype != np.float32:
+        raise IndexCorrupt(f"{path} has shape {stored.shape} {stored.dtype}, expected ({rows}, {dim}) float32")
+    return stored
 
 
 def _open_searcher(path: Path) -> Any:
@@ -731,29 +860,41 @@ def _open_searcher(path: Path) -> Any:
 def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any]], dim: int, verify: bool,
                 manifest: dict[str, Any]) -> _Table:  # fmt: skip
     n = len(columns["doc_id"])
-    if n != manifest["counts"].get(entity_type, -1):
-        raise IndexCorrupt(f"{entity_type}: docs.parquet has {n} rows, manifest says {manifest['counts']}")
-    vector_path = version_dir / "vectors" / f"{entity_type}.npy"
-    if verify and sha256_file(vector_path) != manifest["vector_sha256"][entity_type]:
-        raise IndexCorrupt(f"{vector_path} does not match the sha256 in the manifest")
-    # The header check reads no data; an empty array cannot be mmapped.
-    stored = np.load(vector_path, mmap_mode="r" if n else None, allow_pickle=False)
-    if stored.shape != (n, dim) or stored.dtype != np.float32:
-        raise IndexCorrupt(f"{vector_path} has shape {stored.shape} {stored.dtype}, expected ({n}, {dim}) float32")
-    del stored
-    ann = _load_ann(version_dir, entity_type, n, dim, verify, manifest)
-    # Large types search their graph's storage (one copy of the vectors in RAM); small ones read the file.
-    flat = ann.flat if ann is not None else FlatVectors.from_array(np.load(vector_path, allow_pickle=False))
+    rows_by_type = manifest.get("rows", manifest["counts"])
+    if n != rows_by_type.get(entity_type, -1):
+        raise IndexCorrupt(f"{entity_type}: the docs files hold {n} rows, manifest says {rows_by_type}")
+    segments = _segments(version_dir, manifest)
+    delta_rows = [int(d["rows"][entity_type]) for d in manifest.get("deltas", [])]
+    sizes = [n - sum(delta_rows), *delta_rows]
+    parts = [_segment_vectors(seg, entity_type, size, dim, verify) for seg, size in zip(segments, sizes, strict=True)]
+    ann = _load_ann(version_dir, entity_type, sizes[0], dim, verify, manifest)
+    if ann is not None:
+        # The graph's storage holds the base rows (one copy of them in RAM); delta rows are scanned exactly.
+        flat = ann.flat
+        tail = np.concatenate(parts[1:]) if len(parts) > 1 else np.zeros((0, dim), dtype=np.float32)
+    else:
+        flat = FlatVectors.from_array(np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32))
+        tail = np.zeros((0, dim), dtype=np.float32)
+    del parts
+    tombstones = read_tombstones(version_dir, manifest, entity_type, verify)
+    alive = None
+    if len(tombstones):
+        alive = np.ones(n, dtype=bool)
+        alive[tombstones] = False
+    live = n - len(tombstones)
+    if live != manifest["counts"].get(entity_type, -1):
+        raise IndexCorrupt(f"{entity_type}: {live} live rows, manifest counts {manifest['counts']}")
     searcher = _open_searcher(version_dir / "bm25" / entity_type)
-    if searcher.num_docs != n:
-        raise IndexCorrupt(f"bm25/{entity_type} holds {searcher.num_docs} docs, expected {n}")
+    if searcher.num_docs != live:
+        raise IndexCorrupt(f"bm25/{entity_type} holds {searcher.num_docs} docs, expected {live}")
     doc_ids = [str(d) for d in columns["doc_id"]]
     id_rank = np.empty(n, dtype=np.int64)
     id_rank[np.argsort(np.asarray(doc_ids, dtype=object), kind="stable")] = np.arange(n)
+    live_rows = range(n) if alive is None else np.flatnonzero(alive).tolist()
     return _Table(
         entity_type=entity_type,
         doc_ids=doc_ids,
-        row_of={d: i for i, d in enumerate(doc_ids)},
+        row_of={doc_ids[i]: i for i in live_rows},
         id_rank=id_rank,
         payloads=list(columns["payload"]),
         texts=list(columns["text"]),
@@ -763,6 +904,9 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
         vectors=flat.vectors,
         flat=flat,
         ann=ann,
+        tail=tail,
+        alive=alive,
+        live=live,
         bm25_schema=_bm25_schema(),
         searcher=searcher,
     )
@@ -817,10 +961,11 @@ class LoadedIndex:
         are checked against the manifest's sha256."""
         version_dir = _resolve_version_dir(index_root, version)
         manifest = json.loads((version_dir / "manifest.json").read_text())
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise IndexCorrupt(f"{version_dir}: format_version {manifest.get('format_version')}, need {FORMAT_VERSION}")
+        if manifest.get("format_version") not in _READABLE_FORMATS:
+            raise IndexCorrupt(f"{version_dir}: format_version {manifest.get('format_version')}, "
+                               f"need one of {_READABLE_FORMATS}")  # fmt: skip
         dim = int(manifest["embedder"]["dim"])
-        columns = _read_docs(version_dir / "docs.parquet")
+        columns = _read_docs([segment.docs for segment in _segments(version_dir, manifest)])
         tables = {t: _load_table(version_dir, t, columns[t], dim, verify, manifest) for t in ENTITY_TYPES}
         return cls(version_dir, manifest, tables)
 
@@ -830,7 +975,7 @@ class LoadedIndex:
 
     def count(self, entity_type: str) -> int:
         """Number of docs of `entity_type` in this version (before any filtering)."""
-        return self._table(entity_type).size
+        return self._table(entity_type).live
 
     def check_embedder(self, embedder: Embedder) -> None:
         """Raise IndexModelMismatch unless `embedder` is the model this index's vectors were made with."""
@@ -845,21 +990,22 @@ class LoadedIndex:
         table = self._table(entity_type)
         column = table.strings[field]
         names = {code: value for value, code in column.vocab.items()}
-        return {doc_id: names.get(int(code)) for doc_id, code in zip(table.doc_ids, column.codes)}
+        return {table.doc_ids[row]: names.get(int(column.codes[row])) for row in table.live_rows()}
 
     def sample(self, entity_type: str, n: int) -> list[tuple[str, str]]:
         """Up to `n` (doc_id, text) pairs spread evenly over the version's docs, for sanity checks."""
         table = self._table(entity_type)
-        if table.size == 0:
+        live = table.live_rows()
+        if not len(live):
             return []
-        rows = np.unique(np.linspace(0, table.size - 1, num=min(n, table.size)).astype(int))
-        return [(table.doc_ids[r], table.texts[r]) for r in rows]
+        picks = np.unique(np.linspace(0, len(live) - 1, num=min(n, len(live))).astype(int))
+        return [(table.doc_ids[r], table.texts[r]) for r in live[picks]]
 
     def vector(self, entity_type: str, doc_id: str) -> np.ndarray | None:
         """The stored (unit) vector of one doc, or None if this version does not hold it."""
         table = self._table(entity_type)
         row = table.row_of.get(doc_id)
-        return None if row is None else np.array(table.vectors[row])
+        return None if row is None else table.gather([row])[0]
 
     def payload(self, entity_type: str, doc_id: str) -> dict | None:
         """The stored payload of one doc (a fresh dict), or None if this version does not hold it."""
@@ -878,7 +1024,7 @@ class LoadedIndex:
     def _select(self, table: _Table, filters: SearchFilters, exclude_ids: frozenset[str]) -> _Selection:
         """The admissible rows. Clauses that cannot exclude any row of this table are skipped here and in the BM25
         pushdown: at 333k rows each costs a pass over the column, and each tantivy clause a posting-list walk."""
-        mask = np.ones(table.size, dtype=bool)
+        mask = np.ones(table.size, dtype=bool) if table.alive is None else table.alive.copy()
         clauses: set[str] = set()
         now = int(time.time()) if filters.now is None else int(filters.now)
 
@@ -948,7 +1094,12 @@ class LoadedIndex:
         to the admitted rows by a faiss ID selector (see `HnswVectors.search`)."""
         mask = selection.mask
         if table.ann is not None:
-            rows, sims = table.ann.search(query_vector, limit, None if selection.admitted == table.size else mask)
+            rows, sims = table.ann.search(query_vector, limit, None if selection.admitted == table.size else
+                                          mask[: table.tail_start])  # fmt: skip
+            if len(table.tail):  # delta rows since the graph was built: few, scanned exactly
+                tail_rows = np.flatnonzero(mask[table.tail_start :])
+                rows = np.concatenate([rows, tail_rows + table.tail_start])
+                sims = np.concatenate([sims, table.tail[tail_rows] @ query_vector])
         elif selection.admitted * 4 >= table.size:
             # Most rows admitted: one matrix-vector product over all rows beats skipping the others.
             rows = np.flatnonzero(mask)
@@ -968,7 +1119,7 @@ class LoadedIndex:
 
         Q, Occur = tantivy.Query, tantivy.Occur
         text_query = Q.boolean_query([(Occur.Should, Q.term_query(table.bm25_schema, "text", t)) for t in terms])
-        rejected = table.size - selection.admitted
+        rejected = table.live - selection.admitted  # tombstoned rows are deleted in tantivy: never hits
         if rejected <= _POSTFILTER_MAX_ROWS:
             # Few rejected rows: fetch that many extra hits and drop them below; exact, and no filter clauses.
             clauses, fetch = [], limit + rejected
@@ -1070,7 +1221,7 @@ class LoadedIndex:
             missing = [row for row in ranked if row not in vector_hits]
             similarity.update({row: vector_hits[row] for row in ranked if row in vector_hits})
             if missing:
-                similarity.update(zip(missing, (table.vectors[missing] @ q).tolist()))
+                similarity.update(zip(missing, (table.gather(missing) @ q).tolist()))
         return [
             self._hit(table, row, scores[row], bm25_rank.get(row), vector_rank.get(row), similarity[row])
             for row in ranked

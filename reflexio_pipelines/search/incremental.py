@@ -1,0 +1,328 @@
+"""Incremental index versions: the next version costs in proportion to the documents that changed.
+
+`build_index` writes a version that is one base segment. `extend_index` makes the next version from a previous one
+without touching any of its files:
+
+- every file of the previous version is hard-linked into the new one (tantivy's small JSON files are copied,
+  since tantivy replaces them), so the previous version stays exactly as it was and keeps serving;
+- rows of docs that were deleted or changed are tombstoned (`tombstones/<type>.npy`, and deleted in tantivy);
+- new and changed docs become a delta segment (`delta/<version>/docs.parquet`, `vectors/<type>.npy`), with row
+  numbers after the previous version's last row, embedded through the vector cache, and added to BM25 as a new
+  tantivy segment (BM25 statistics stay global across segments, as in one index);
+- the HNSW graph is shared as it is: it covers the base rows, delta rows are scanned exactly;
+- beyond `MAX_DELTAS` segments the deltas are folded into one (their files concatenated: rows keep their
+  numbers, nothing is embedded or indexed again).
+
+`needs_compaction` says when a full rebuild (a new base without tombstones, the graph over every row) is due; the
+`search_index` asset does it then, or when asked (`compact`, the daily compaction schedule). A full rebuild from the
+same lake gives the same documents, vectors and search results (BM25 scores can differ slightly while tombstones
+exist: tantivy counts deleted docs in its term statistics until its segments merge).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reflexio_pipelines.files import sha256_file
+from reflexio_pipelines.learning.embedding import Embedder
+from reflexio_pipelines.search.ann import HNSW_MIN_ROWS, HnswParams
+from reflexio_pipelines.search.index import (
+    ENTITY_TYPES,
+    FORMAT_VERSION,
+    IndexModelMismatch,
+    SearchDoc,
+    VectorCache,
+    _embed_all,
+    _segments,
+    _validate_docs,
+    _write_bm25,
+    _write_docs_parquet,
+    current_version,
+    doc_fingerprint,
+    doc_owners,
+    local_copy,
+    normalize_text,
+    read_tombstones,
+    stage_index,
+    stage_version,
+)
+from reflexio_pipelines.storage import LakePath
+
+MAX_DELTAS = 8  # segments beyond the base before they are folded into one (bounds files per version and load)
+# A full rebuild is due once tombstoned plus delta rows exceed this share of the base (and at least
+# COMPACT_MIN_ROWS): searches then scan more dead and ungraphed rows than they would after a rebuild.
+COMPACT_FRACTION = 0.25
+COMPACT_MIN_ROWS = 1000
+_TANTIVY_LOCKS = (".tantivy-writer.lock", ".tantivy-meta.lock")
+
+Fingerprints = dict[str, dict[str, tuple[int, str]]]  # entity type -> doc_id -> (row, fingerprint), live docs
+
+
+@dataclass
+class IndexChanges:
+    """What a new version changes against the previous one: docs to (re)index and doc ids to drop."""
+
+    upserts: list[SearchDoc] = field(default_factory=list)
+    deleted: dict[str, list[str]] = field(default_factory=dict)  # entity type -> doc ids no longer in the lake
+
+    @property
+    def empty(self) -> bool:
+        return not self.upserts and not any(self.deleted.values())
+
+    def counts(self) -> dict[str, int]:
+        """How many docs are upserted and deleted (run metadata)."""
+        return {"docs_upserted": len(self.upserts), "docs_deleted": sum(len(v) for v in self.deleted.values())}
+
+
+def live_fingerprints(version_dir: Path, manifest: Mapping[str, Any]) -> Fingerprints | None:
+    """The previous version's live docs with their rows and fingerprints; None when the version predates
+    fingerprints (format 1), so it can only be replaced by a full build."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if manifest.get("format_version") != FORMAT_VERSION:
+        return None
+    columns = ["entity_type", "row", "doc_id", "fingerprint"]
+    table = pa.concat_tables([pq.read_table(s.docs, columns=columns) for s in _segments(version_dir, manifest)])
+    data = table.to_pydict()
+    out: Fingerprints = {t: {} for t in ENTITY_TYPES}
+    dead = {t: set(read_tombstones(version_dir, manifest, t).tolist()) for t in ENTITY_TYPES}
+    for entity_type, row, doc_id, fingerprint in zip(data["entity_type"], data["row"], data["doc_id"],
+                                                     data["fingerprint"], strict=True):  # fmt: skip
+        if row not in dead[entity_type]:
+            out[entity_type][doc_id] = (row, fingerprint)
+    return out
+
+
+def plan_changes(prior: Fingerprints, docs: Sequence[SearchDoc]) -> IndexChanges:
+    """The docs whose fingerprint is new or differs from `prior`, and the prior doc ids `docs` no longer hold.
+    Refuses the same bad docs `build_index` refuses."""
+    by_type = _validate_docs(docs)
+    changes = IndexChanges()
+    for entity_type in ENTITY_TYPES:
+        known = prior.get(entity_type, {})
+        for doc in by_type[entity_type]:
+            seen = known.get(doc.doc_id)
+            if seen is None or seen[1] != doc_fingerprint(doc):
+                changes.upserts.append(doc)
+        present = {doc.doc_id for doc in by_type[entity_type]}
+        changes.deleted[entity_type] = sorted(set(known) - present)
+    return changes
+
+
+def needs_compaction(manifest: Mapping[str, Any], changes: IndexChanges, *,
+                     hnsw_min_rows: int = HNSW_MIN_ROWS) -> str | None:  # fmt: skip
+    """Why the next version should be a full rebuild rather than a delta on `manifest`'s version, or None.
+
+    Small indexes (no HNSW graph) rebuild once dead and delta rows pass `COMPACT_FRACTION` of the base: cheap, and
+    it keeps them at one segment. Indexes with a graph wait for the scheduled compaction (rebuilding a graph over
+    1M rows takes an hour), unless their delta rows alone would need one (`hnsw_min_rows`)."""
+    if int(manifest.get("ann_min_rows", HNSW_MIN_ROWS)) != int(hnsw_min_rows):
+        return "the HNSW row threshold changed"
+    upserted = {t: 0 for t in ENTITY_TYPES}
+    for doc in changes.upserts:
+        upserted[doc.entity_type] += 1
+    for entity_type in ENTITY_TYPES:
+        total = int(manifest.get("rows", manifest["counts"])[entity_type])
+        delta = sum(int(d["rows"][entity_type]) for d in manifest.get("deltas", [])) + upserted[entity_type]
+        dead = int(manifest.get("tombstones", {}).get(entity_type, {}).get("count", 0))
+        dead += len(changes.deleted.get(entity_type, ())) + upserted[entity_type]  # at most: updates tombstone
+        base = total - (delta - upserted[entity_type])
+        if delta >= hnsw_min_rows:
+            return f"{entity_type}: {delta} delta rows would be scanned without a graph"
+        graphed = entity_type in manifest.get("ann", {})
+        if not graphed and dead + delta > max(COMPACT_MIN_ROWS, COMPACT_FRACTION * base):
+            return f"{entity_type}: {dead} dead and {delta} delta rows against a base of {base}"
+    return None
+
+
+def extend_index(prev_dir: Path, out_dir: Path, changes: IndexChanges, embedder: Embedder, *, version: str,
+                 cache: VectorCache | None = None) -> dict[str, Any]:  # fmt: skip
+    """Write the version after `prev_dir` into `out_dir` (absent or empty): `prev_dir`'s files shared by hard link,
+    `changes` applied as tombstones and one new delta segment. Returns the new manifest. `prev_dir` is never
+    modified. Raises IndexModelMismatch if `embedder` is not the model the previous version was built with."""
+    started = time.perf_counter()
+    manifest = json.loads((prev_dir / "manifest.json").read_text())
+    dim = int(embedder.dim)
+    if manifest["embedder"] != {"model_id": embedder.model_id, "dim": dim}:
+        raise IndexModelMismatch(f"version {manifest['version']} holds {manifest['embedder']} vectors, the embedder "
+                                 f"is {embedder.model_id!r} ({dim}-d): a full build is needed")  # fmt: skip
+    prior = live_fingerprints(prev_dir, manifest)
+    if prior is None:
+        raise ValueError(f"version {manifest['version']} has no fingerprints (format 1): a full build is needed")
+    by_type = _validate_docs(changes.upserts)
+    _link_tree(prev_dir, out_dir)
+
+    rows = {t: int(manifest.get("rows", manifest["counts"])[t]) for t in ENTITY_TYPES}
+    norm_texts = {t: [normalize_text(d.text) for d in by_type[t]] for t in ENTITY_TYPES}
+    owners: dict[str, frozenset[str]] = {}
+    for entity_type in ENTITY_TYPES:
+        for doc, text in zip(by_type[entity_type], norm_texts[entity_type], strict=True):
+            owners[text] = owners.get(text, frozenset()) | doc_owners(doc)
+    vectors = _embed_all([text for t in ENTITY_TYPES for text in norm_texts[t]], embedder, cache, owners)
+
+    delta_dir = out_dir / "delta" / version
+    (delta_dir / "vectors").mkdir(parents=True)
+    _write_docs_parquet(delta_dir / "docs.parquet", by_type, first_rows=rows)
+    tombstones: dict[str, dict[str, Any]] = {}
+    new_vectors: dict[str, np.ndarray] = {}
+    offset = 0
+    for entity_type in ENTITY_TYPES:
+        group = by_type[entity_type]
+        new_vectors[entity_type] = vectors[offset : offset + len(group)]
+        offset += len(group)
+        dead_ids = sorted({*changes.deleted.get(entity_type, ()), *(d.doc_id for d in group)}
+                          & set(prior[entity_type]))  # fmt: skip
+        dead_rows = np.asarray([prior[entity_type][d][0] for d in dead_ids], dtype=np.int64)
+        tombstones[entity_type] = _write_tombstones(out_dir, prev_dir, manifest, entity_type, dead_rows)
+        if group or dead_ids:
+            _write_bm25(out_dir / "bm25" / entity_type, group, norm_texts[entity_type], first_row=rows[entity_type],
+                        dead_ids=dead_ids)  # fmt: skip
+    deltas = [*manifest.get("deltas", []), _delta_entry(delta_dir, new_vectors)]
+    if len(deltas) > MAX_DELTAS:
+        deltas = [_fold_deltas(out_dir, deltas, version)]
+
+    now = datetime.now(timezone.utc)
+    live = {t: len(prior[t]) - len(set(changes.deleted.get(t, ())) & set(prior[t]))
+            + sum(1 for d in by_type[t] if d.doc_id not in prior[t]) for t in ENTITY_TYPES}  # fmt: skip
+    manifest.update({
+        "format_version": FORMAT_VERSION,
+        "version": version,
+        "created_at": now.isoformat(),
+        "created_at_unix": int(now.timestamp()),
+        "counts": live,
+        "rows": {t: rows[t] + len(by_type[t]) for t in ENTITY_TYPES},
+        "deltas": deltas,
+        "tombstones": {t: entry for t, entry in tombstones.items() if entry},
+        "base_version": manifest.get("base_version", manifest["version"]),
+        "build_seconds": round(time.perf_counter() - started, 3),
+    })  # fmt: skip
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """`dst` as a copy of `src` made of hard links, except files a new version rewrites: the manifest, the
+    tombstones, tantivy's meta files (tantivy replaces them by rename, but a copy keeps that from mattering) and its
+    lock files. Falls back to copying across file systems."""
+    for path in sorted(src.rglob("*")):
+        relative = path.relative_to(src)
+        target = dst / relative
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        if relative.parts[0] in ("manifest.json", "tombstones") or path.name in _TANTIVY_LOCKS:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".json":
+            shutil.copy2(path, target)
+            continue
+        try:
+            os.link(path, target)
+        except OSError:  # another file system (e.g. a remote index's local cache)
+            shutil.copy2(path, target)
+
+
+def _write_tombstones(out_dir: Path, prev_dir: Path, manifest: Mapping[str, Any], entity_type: str,
+                      dead_rows: np.ndarray) -> dict[str, Any]:  # fmt: skip
+    """The previous tombstones plus `dead_rows`, written for the new version; its manifest entry ({} if none)."""
+    rows = np.union1d(read_tombstones(prev_dir, manifest, entity_type), dead_rows).astype(np.int64)
+    if not len(rows):
+        return {}
+    path = out_dir / "tombstones" / f"{entity_type}.npy"
+    path.parent.mkdir(exist_ok=True)
+    np.save(path, rows, allow_pickle=False)
+    return {"count": int(len(rows)), "sha256": sha256_file(path)}
+
+
+def _delta_entry(delta_dir: Path, vectors: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Write a delta's vector files; return its manifest entry."""
+    digests = {}
+    for entity_type in ENTITY_TYPES:
+        path = delta_dir / "vectors" / f"{entity_type}.npy"
+        np.save(path, np.ascontiguousarray(vectors[entity_type], dtype=np.float32), allow_pickle=False)
+        digests[entity_type] = sha256_file(path)
+    return {
+        "name": delta_dir.name,
+        "rows": {t: int(len(vectors[t])) for t in ENTITY_TYPES},
+        "docs_sha256": sha256_file(delta_dir / "docs.parquet"),
+        "vector_sha256": digests,
+    }
+
+
+def _fold_deltas(out_dir: Path, deltas: Sequence[Mapping[str, Any]], version: str) -> dict[str, Any]:
+    """Concatenate the delta segments into one named `version` (rows keep their numbers); the folded segments'
+    directories leave the new version. Returns the folded segment's manifest entry."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dirs = [out_dir / "delta" / d["name"] for d in deltas]
+    table = pa.concat_tables([pq.read_table(d / "docs.parquet") for d in dirs])
+    vectors = {t: np.concatenate([np.load(d / "vectors" / f"{t}.npy", allow_pickle=False) for d in dirs])
+               for t in ENTITY_TYPES}  # fmt: skip
+    folded = out_dir / "delta" / f".fold-{version}"
+    (folded / "vectors").mkdir(parents=True)
+    pq.write_table(table, folded / "docs.parquet")
+    for d in dirs:
+        shutil.rmtree(d)
+    folded = folded.rename(out_dir / "delta" / version)
+    return _delta_entry(folded, vectors)
+
+
+@dataclass(frozen=True)
+class StagedBuild:
+    """What `stage_update` staged: the version and how it was made (run metadata)."""
+
+    version: str
+    mode: str  # "full" | "incremental" | "unchanged" (nothing changed: the current version is the result)
+    reason: str  # why a full build, or "" for an incremental one
+    changes: dict[str, int]  # docs upserted / deleted against the previous version
+    deltas: int  # delta segments in the staged version
+
+    def metadata(self) -> dict[str, Any]:
+        return {"build_mode": self.mode, "full_build_reason": self.reason or "-", "delta_segments": self.deltas,
+                **self.changes}  # fmt: skip
+
+
+def stage_update(index_root: LakePath, docs: Sequence[SearchDoc], embedder: Embedder, *,
+                 cache: VectorCache | None = None, compact: bool = False, hnsw_min_rows: int = HNSW_MIN_ROWS,
+                 hnsw_params: HnswParams = HnswParams()) -> StagedBuild:  # fmt: skip
+    """Stage the version that serves `docs`: a delta on the current version when that is cheaper and allowed, a
+    full build when `compact` is asked, nothing was published yet, the current version cannot be extended (other
+    embedder, format 1) or `needs_compaction` says so; no new version at all when nothing changed."""
+    current = current_version(index_root)
+    reason = "compaction requested" if compact else "no version published yet" if current is None else ""
+    if not reason:
+        prev_dir = local_copy(index_root, current)
+        manifest = json.loads((prev_dir / "manifest.json").read_text())
+        prior = live_fingerprints(prev_dir, manifest)
+        if prior is None:
+            reason = f"version {current} has no fingerprints (format {manifest.get('format_version')})"
+        elif manifest["embedder"] != {"model_id": embedder.model_id, "dim": int(embedder.dim)}:
+            reason = f"the embedder changed from {manifest['embedder']['model_id']}"
+        else:
+            changes = plan_changes(prior, docs)
+            reason = needs_compaction(manifest, changes, hnsw_min_rows=hnsw_min_rows) or ""
+    if reason:
+        version = stage_index(index_root, docs, embedder, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
+                              cache=cache)  # fmt: skip
+        return StagedBuild(version, "full", reason, {"docs_upserted": len(docs), "docs_deleted": 0}, 0)
+    if changes.empty:
+        return StagedBuild(current, "unchanged", "", changes.counts(), len(manifest.get("deltas", [])))
+    staged: dict[str, Any] = {}
+
+    def build(out_dir: Path, version: str) -> None:
+        staged.update(extend_index(prev_dir, out_dir, changes, embedder, version=version, cache=cache))
+
+    version = stage_version(index_root, build)
+    return StagedBuild(version, "incremental", "", changes.counts(), len(staged["deltas"]))
