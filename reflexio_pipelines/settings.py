@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from reflexio_pipelines.search.shards import ShardSelector
 
 
 class LLMSettings(BaseModel):
@@ -79,6 +81,34 @@ class Settings(BaseModel):
     #: Asset metadata in the Dagster UI may show rows of user data (previews). False in production: then Dagster's
     #: run storage, which erasure does not reach, holds counts only.
     metadata_previews: bool = True
+    #: Seconds without a heartbeat after which a rerun still marked `in_progress` is taken as interrupted (its
+    #: process died), so a new one can start. A rerun beats every quarter of this.
+    operation_stale_after_s: float = Field(120.0, gt=0)
+    #: Host header values the service answers besides loopback (127.0.0.1, localhost, ::1), e.g. a proxy's name;
+    #: `*.example.com` matches subdomains, `*` any host. Open mode checks the Host header against these (against
+    #: DNS rebinding); keyed mode checks it only when this is set.
+    allowed_hosts: list[str] = Field(default_factory=list)
+    #: The index shards this serving replica loads ("0,1"), of `index_shard_count`; empty = the whole index. A
+    #: shard is a hash bucket of user ids (search/shards.py); searches for other users answer 421.
+    index_shards: str = ""
+    index_shard_count: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _check_shards(self) -> Settings:
+        self.shard_selector()  # a bad shard list fails at start-up, naming the part
+        return self
+
+    def shard_selector(self) -> ShardSelector | None:
+        """The index shards this replica loads, None for the whole index (search/shards.py)."""
+        return ShardSelector.parse(self.index_shards, self.index_shard_count)
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        """`REFLEXIO_ALLOWED_HOSTS` is one comma-separated string."""
+        if isinstance(value, str):
+            return [host.strip() for host in value.split(",") if host.strip()]
+        return value
 
 
 class SettingsError(ValueError):
@@ -110,6 +140,10 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_API_KEYS_FILE": ("api_keys_file",),
     "REFLEXIO_ORG_LEARN_INTERVAL": ("org_learn_interval_s",),
     "REFLEXIO_METADATA_PREVIEWS": ("metadata_previews",),
+    "REFLEXIO_OPERATION_STALE_AFTER": ("operation_stale_after_s",),
+    "REFLEXIO_ALLOWED_HOSTS": ("allowed_hosts",),
+    "REFLEXIO_INDEX_SHARDS": ("index_shards",),
+    "REFLEXIO_INDEX_SHARD_COUNT": ("index_shard_count",),
 }
 
 

@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 from reflexio_pipelines.search.index import LoadedIndex, current_version
+from reflexio_pipelines.search.shards import ShardSelector
 from reflexio_pipelines.storage import LakePath
 
 log = logging.getLogger(__name__)
@@ -18,8 +19,10 @@ class IndexHolder:
     request never mixes two versions, and an old version stays alive until its last reader lets go of it.
     """
 
-    def __init__(self, index_root: LakePath, poll_interval_s: float = 0.5) -> None:
+    def __init__(self, index_root: LakePath, poll_interval_s: float = 0.5,
+                 shards: ShardSelector | None = None) -> None:  # fmt: skip
         self._root = index_root
+        self.shards = shards  # the index shards this replica loads (None = all)
         self._poll = poll_interval_s
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -39,7 +42,7 @@ class IndexHolder:
             if wanted is None or wanted == self.version:
                 return False
             try:
-                loaded = LoadedIndex.load(self._root, wanted)
+                loaded = LoadedIndex.load(self._root, wanted, shards=self.shards)
             except Exception:  # a broken version must not take down serving: keep answering from the old one
                 log.exception("could not load index version %s; keeping %s", wanted, self.version)
                 return False

@@ -8,15 +8,18 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 from reflexio_pipelines.privacy.erasure import active_erasures
 from reflexio_pipelines.search.index import LoadedIndex, embed_search_query
+from reflexio_pipelines.search.shards import shard_of
 from reflexio_pipelines.settings import Settings
 from serving.control import ControlOverlay
 from serving.curation import CurationOverlay
 from serving.erasures import ErasureGate, resume_interrupted
+from serving.errors import error
 from serving.fresh import FreshAdds
 from serving.index import IndexHolder
 from serving.landing import LandingWriter
@@ -63,7 +66,7 @@ class ServiceState:
     @classmethod
     def create(cls, settings: Settings, launcher: Launcher | None = None, org_id: str = "default") -> "ServiceState":
         lake = Lake.at(settings.lake)
-        index = IndexHolder(lake.index_root)
+        index = IndexHolder(lake.index_root, shards=settings.shard_selector())
         gate = ErasureGate(lake)
         return cls(
             settings=settings,
@@ -107,6 +110,15 @@ class ServiceState:
         self.index.close()
         self.fresh.close()
         self.retrievals.flush()
+
+    def misdirected(self, user_id: str | None) -> JSONResponse | None:
+        """421 when this replica's index shards do not hold `user_id` (the request belongs to another replica
+        group), naming the shard that does; None when it may answer."""
+        shards = self.index.shards
+        if shards is None or shards.holds(user_id):
+            return None
+        return error(421, f"user_id: this replica serves index shards {shards.describe()}; the user is in shard "
+                          f"{shard_of(user_id, shards.count)}", headers={"X-Reflexio-Shard": str(shard_of(user_id, shards.count))})  # fmt: skip
 
     def searchable(self) -> list[LoadedIndex]:
         """What a search reads: the served index version (if one was published) and the index of manual adds it does

@@ -369,6 +369,7 @@ def test_each_serving_group_carries_its_shards():
     groups = {d["spec"]["template"]["metadata"]["labels"]["reflexio.io/replica-group"]: d
               for d in component(docs, "serving")}  # fmt: skip
     assert {name: env_of(d)["REFLEXIO_INDEX_SHARDS"]["value"] for name, d in groups.items()} == {"a": "0,1", "b": "2,3"}
+    assert {env_of(d)["REFLEXIO_INDEX_SHARD_COUNT"]["value"] for d in groups.values()} == {"4"}
     assert {name: d["spec"]["replicas"] for name, d in groups.items()} == {"a": 2, "b": 3}
     services = objects(docs, "Service")
     for name, deployment in groups.items():

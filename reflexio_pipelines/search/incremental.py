@@ -147,17 +147,18 @@ def needs_compaction(manifest: Mapping[str, Any], changes: IndexChanges, *,
 
 
 def extend_index(prev_dir: Path, out_dir: Path, changes: IndexChanges, embedder: Embedder, *, version: str,
-                 cache: VectorCache | None = None) -> dict[str, Any]:  # fmt: skip
+                 cache: VectorCache | None = None, prior: Fingerprints | None = None) -> dict[str, Any]:  # fmt: skip
     """Write the version after `prev_dir` into `out_dir` (absent or empty): `prev_dir`'s files shared by hard link,
     `changes` applied as tombstones and one new delta segment. Returns the new manifest. `prev_dir` is never
-    modified. Raises IndexModelMismatch if `embedder` is not the model the previous version was built with."""
+    modified. `prior` is `live_fingerprints(prev_dir)` when the caller has it already. Raises IndexModelMismatch if
+    `embedder` is not the model the previous version was built with."""
     started = time.perf_counter()
     manifest = json.loads((prev_dir / "manifest.json").read_text())
     dim = int(embedder.dim)
     if manifest["embedder"] != {"model_id": embedder.model_id, "dim": dim}:
         raise IndexModelMismatch(f"version {manifest['version']} holds {manifest['embedder']} vectors, the embedder "
                                  f"is {embedder.model_id!r} ({dim}-d): a full build is needed")  # fmt: skip
-    prior = live_fingerprints(prev_dir, manifest)
+    prior = prior if prior is not None else live_fingerprints(prev_dir, manifest)
     if prior is None:
         raise ValueError(f"version {manifest['version']} has no fingerprints (format 1): a full build is needed")
     by_type = _validate_docs(changes.upserts)
@@ -322,7 +323,7 @@ def stage_update(index_root: LakePath, docs: Sequence[SearchDoc], embedder: Embe
     staged: dict[str, Any] = {}
 
     def build(out_dir: Path, version: str) -> None:
-        staged.update(extend_index(prev_dir, out_dir, changes, embedder, version=version, cache=cache))
+        staged.update(extend_index(prev_dir, out_dir, changes, embedder, version=version, cache=cache, prior=prior))
 
     version = stage_version(index_root, build)
     return StagedBuild(version, "incremental", "", changes.counts(), len(staged["deltas"]))

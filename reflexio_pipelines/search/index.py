@@ -47,6 +47,7 @@ import numpy as np
 
 from reflexio_pipelines.files import TMP_PREFIX, fsync_path, fsync_tree, sha256_file
 from reflexio_pipelines.learning.embedding import Embedder, EmbeddingError, embed_one, l2_normalize
+from reflexio_pipelines.search.shards import ShardSelector
 from reflexio_pipelines.search.ann import (
     ANN_KIND,
     HNSW_MIN_ROWS,
@@ -724,6 +725,8 @@ class _Table:
     tail: np.ndarray  # with a graph, the vectors of the delta rows after it (scanned exactly); else empty
     alive: np.ndarray | None  # False for tombstoned rows; None when every row is live
     live: int  # rows not tombstoned
+    bm25_live: int  # live docs in the BM25 index: `live`, or more when a shard selector loaded only some rows
+    local_of: np.ndarray | None  # sharded: the row of each version row here (-1 = not loaded); None = identity
     bm25_schema: Any
     searcher: Any
 
@@ -836,12 +839,14 @@ def read_tombstones(version_dir: Path, manifest: Mapping[str, Any], entity_type:
     return rows
 
 
-def _segment_vectors(segment: _Segment, entity_type: str, rows: int, dim: int, verify: bool) -> np.ndarray:
-    """One segment's vectors of `entity_type`, checked against the manifest's digest and shape."""
+def _segment_vectors(segment: _Segment, entity_type: str, rows: int, dim: int, verify: bool,
+                     mmap: bool = False) -> np.ndarray:  # fmt: skip
+    """One segment's vectors of `entity_type`, checked against the manifest's digest and shape (memory-mapped
+    with `mmap`, for a caller reading a few rows)."""
     path, digest = segment.vectors[entity_type]
     if verify and sha256_file(path) != digest:
         raise IndexCorrupt(f"{path} does not match the sha256 in the manifest")
-    stored = np.load(path, allow_pickle=False)
+    stored = np.load(path, allow_pickle=False, mmap_mode="r" if mmap and rows else None)
     if stored.shape != (rows, dim) or stored.dtype != np.float32:
         raise IndexCorrupt(f"{path} has shape {stored.shape} {stored.dtype}, expected ({rows}, {dim}) float32")
     return stored
@@ -858,7 +863,9 @@ def _open_searcher(path: Path) -> Any:
 
 
 def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any]], dim: int, verify: bool,
-                manifest: dict[str, Any]) -> _Table:  # fmt: skip
+                manifest: dict[str, Any], shards: ShardSelector | None = None) -> _Table:  # fmt: skip
+    """One entity type's rows of a version; with `shards`, only the rows of users those shards hold (see
+    `search.shards`), searched exactly (the version's HNSW graph holds every row's vector, so it is not loaded)."""
     n = len(columns["doc_id"])
     rows_by_type = manifest.get("rows", manifest["counts"])
     if n != rows_by_type.get(entity_type, -1):
@@ -866,31 +873,44 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
     segments = _segments(version_dir, manifest)
     delta_rows = [int(d["rows"][entity_type]) for d in manifest.get("deltas", [])]
     sizes = [n - sum(delta_rows), *delta_rows]
-    parts = [_segment_vectors(seg, entity_type, size, dim, verify) for seg, size in zip(segments, sizes, strict=True)]
-    ann = _load_ann(version_dir, entity_type, sizes[0], dim, verify, manifest)
+    keep = None if shards is None else np.flatnonzero([shards.holds(u) for u in columns["user_id"]])
+    if keep is not None and len(keep) == n:
+        keep = None
+    # Sharded: memory-mapped, so only the kept rows' vectors are ever read into RAM.
+    parts = [_segment_vectors(seg, entity_type, size, dim, verify, mmap=keep is not None)
+             for seg, size in zip(segments, sizes, strict=True)]  # fmt: skip
+    ann = _load_ann(version_dir, entity_type, sizes[0], dim, verify, manifest) if keep is None else None
+    tail = np.zeros((0, dim), dtype=np.float32)
     if ann is not None:
         # The graph's storage holds the base rows (one copy of them in RAM); delta rows are scanned exactly.
         flat = ann.flat
-        tail = np.concatenate(parts[1:]) if len(parts) > 1 else np.zeros((0, dim), dtype=np.float32)
+        if len(parts) > 1:
+            tail = np.concatenate(parts[1:])
     else:
-        flat = FlatVectors.from_array(np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32))
-        tail = np.zeros((0, dim), dtype=np.float32)
+        stacked = _stack_rows(parts, keep, dim)
+        flat = FlatVectors.from_array(stacked)
+        del stacked
     del parts
     tombstones = read_tombstones(version_dir, manifest, entity_type, verify)
-    alive = None
-    if len(tombstones):
-        alive = np.ones(n, dtype=bool)
-        alive[tombstones] = False
+    alive = np.ones(n, dtype=bool)
+    alive[tombstones] = False
     live = n - len(tombstones)
     if live != manifest["counts"].get(entity_type, -1):
         raise IndexCorrupt(f"{entity_type}: {live} live rows, manifest counts {manifest['counts']}")
     searcher = _open_searcher(version_dir / "bm25" / entity_type)
     if searcher.num_docs != live:
         raise IndexCorrupt(f"bm25/{entity_type} holds {searcher.num_docs} docs, expected {live}")
+    local_of = None
+    if keep is not None:
+        local_of = np.full(n, -1, dtype=np.int64)
+        local_of[keep] = np.arange(len(keep))
+        columns = {name: [values[i] for i in keep] for name, values in columns.items()}
+        alive = alive[keep]
+    n_loaded = len(columns["doc_id"])
     doc_ids = [str(d) for d in columns["doc_id"]]
-    id_rank = np.empty(n, dtype=np.int64)
-    id_rank[np.argsort(np.asarray(doc_ids, dtype=object), kind="stable")] = np.arange(n)
-    live_rows = range(n) if alive is None else np.flatnonzero(alive).tolist()
+    id_rank = np.empty(n_loaded, dtype=np.int64)
+    id_rank[np.argsort(np.asarray(doc_ids, dtype=object), kind="stable")] = np.arange(n_loaded)
+    live_rows = np.flatnonzero(alive).tolist()
     return _Table(
         entity_type=entity_type,
         doc_ids=doc_ids,
@@ -905,11 +925,29 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
         flat=flat,
         ann=ann,
         tail=tail,
-        alive=alive,
-        live=live,
+        alive=None if alive.all() else alive,
+        live=len(live_rows),
+        bm25_live=live,
+        local_of=local_of,
         bm25_schema=_bm25_schema(),
         searcher=searcher,
     )
+
+
+def _stack_rows(parts: Sequence[np.ndarray], keep: np.ndarray | None, dim: int) -> np.ndarray:
+    """The segments' vectors as one matrix, only the rows `keep` names (global row numbers) when given."""
+    if not parts:
+        return np.zeros((0, dim), dtype=np.float32)
+    if keep is None:
+        return np.concatenate(parts)
+    out = np.empty((len(keep), dim), dtype=np.float32)
+    start = filled = 0
+    for part in parts:
+        inside = keep[(keep >= start) & (keep < start + len(part))] - start
+        out[filled : filled + len(inside)] = part[inside]
+        filled += len(inside)
+        start += len(part)
+    return out
 
 
 def _load_ann(version_dir: Path, entity_type: str, n: int, dim: int, verify: bool,
@@ -954,11 +992,14 @@ class LoadedIndex:
         self.embedder_model_id: str = manifest["embedder"]["model_id"]
         self.dim: int = int(manifest["embedder"]["dim"])
         self._tables = tables
+        self.shards: ShardSelector | None = None  # the shards loaded; None = the whole version
 
     @classmethod
-    def load(cls, index_root: LakePath, version: str | None = None, *, verify: bool = True) -> LoadedIndex:
+    def load(cls, index_root: LakePath, version: str | None = None, *, verify: bool = True,
+             shards: ShardSelector | None = None) -> LoadedIndex:  # fmt: skip
         """Open `version` under `index_root` (None = the one CURRENT points at). With `verify`, vector files
-        are checked against the manifest's sha256."""
+        are checked against the manifest's sha256. With `shards`, only those shards' users' documents are loaded
+        (and shared ones); searches for them answer as the whole version does (`search.shards`)."""
         version_dir = _resolve_version_dir(index_root, version)
         manifest = json.loads((version_dir / "manifest.json").read_text())
         if manifest.get("format_version") not in _READABLE_FORMATS:
@@ -966,8 +1007,10 @@ class LoadedIndex:
                                f"need one of {_READABLE_FORMATS}")  # fmt: skip
         dim = int(manifest["embedder"]["dim"])
         columns = _read_docs([segment.docs for segment in _segments(version_dir, manifest)])
-        tables = {t: _load_table(version_dir, t, columns[t], dim, verify, manifest) for t in ENTITY_TYPES}
-        return cls(version_dir, manifest, tables)
+        tables = {t: _load_table(version_dir, t, columns[t], dim, verify, manifest, shards) for t in ENTITY_TYPES}
+        index = cls(version_dir, manifest, tables)
+        index.shards = shards
+        return index
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{t}={self.count(t)}" for t in ENTITY_TYPES)
@@ -1119,7 +1162,8 @@ class LoadedIndex:
 
         Q, Occur = tantivy.Query, tantivy.Occur
         text_query = Q.boolean_query([(Occur.Should, Q.term_query(table.bm25_schema, "text", t)) for t in terms])
-        rejected = table.live - selection.admitted  # tombstoned rows are deleted in tantivy: never hits
+        # Tombstoned rows are deleted in tantivy (never hits); rows of shards not loaded are hits to drop.
+        rejected = table.bm25_live - selection.admitted
         if rejected <= _POSTFILTER_MAX_ROWS:
             # Few rejected rows: fetch that many extra hits and drop them below; exact, and no filter clauses.
             clauses, fetch = [], limit + rejected
@@ -1135,6 +1179,9 @@ class LoadedIndex:
             return []
         rows = np.asarray(table.searcher.fast_field_values("row", [address for _, address in hits]), dtype=np.int64)
         scores = np.asarray([score for score, _ in hits], dtype=np.float64)
+        if table.local_of is not None:
+            rows = table.local_of[rows]
+            scores, rows = scores[rows >= 0], rows[rows >= 0]
         admissible = selection.mask[rows]  # post-filters what was not pushed down; keeps both legs consistent
         top, _ = _top_rows(rows[admissible], scores[admissible], table.id_rank, limit)
         return top.tolist()

@@ -125,6 +125,8 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
     control group gets the same shape with no learned items and `holdout: true` (serving/outcomes.py), unless the
     request carries `X-Reflexio-Holdout: off`; every answer to a user is logged (serving/retrievals.py)."""
     state: ServiceState = service(request)
+    if (misdirected := state.misdirected(body.user_id)) is not None:
+        return misdirected
     holdout = state.policy.holdout(body.user_id, body.agent_version, request.headers.get(HOLDOUT_HEADER))
     if holdout is not None and holdout.held_out:
         _log_search(state, body, holdout, {})
@@ -200,6 +202,8 @@ def search_agent_playbooks(body: SearchAgentPlaybooksRequest, request: Request) 
 def _single(request: Request, field: str, body: SearchProfilesRequest | SearchUserPlaybooksRequest
             | SearchAgentPlaybooksRequest, q: EntityQuery) -> dict:  # fmt: skip
     state: ServiceState = service(request)
+    if (misdirected := state.misdirected(getattr(body, "user_id", None))) is not None:
+        return misdirected
     indexes = state.searchable()
     if not indexes:
         return {"success": True, field: [], "msg": NO_INDEX}

@@ -1,0 +1,23 @@
+"""benchmarks/index_shards.py at a tiny size: both subprocesses load, the sharded one holds fewer documents and
+answers its users exactly as the whole index does (speed and RSS are the benchmark's to report, not asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_index_shards_benchmark_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "index_shards.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "index_shards.py"), "--docs", "2000",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(out.read_text())
+    whole, part = report["runs"]["whole"], report["runs"]["shards_0_1_of_4"]
+    assert report["answers_identical"] is True and part["users_searched"] == whole["users_searched"] > 0
+    assert part["docs_loaded"]["profile"] < whole["docs_loaded"]["profile"]
+    assert 0 < report["rss_ratio_sharded_over_whole"] and "RSS sharded / whole" in done.stdout
