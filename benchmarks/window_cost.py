@@ -994,11 +994,12 @@ def same_search_results(index_root: Path, a: str, b: str, embedder: Any) -> dict
                                                          filters=SearchFilters())] for index in (first, second)]  # fmt: skip
                 compared += 1
                 differing[mode] += hits[0] != hits[1]
-                overlap.append(len(set(hits[0]) & set(hits[1])) / max(1, len(hits[1])))
+                if hits[1]:
+                    overlap.append(len(set(hits[0]) & set(hits[1])) / len(hits[1]))
     # With tombstones, tantivy still counts the dead docs in its BM25 term statistics (until a compaction), which
     # can swap near-tied BM25 ranks; the vector leg is exact. An add-only change answers identically.
     return {"searches": compared, "differing_order": dict(differing), "top10_overlap_mean": round(
-        sum(overlap) / len(overlap), 4)}  # fmt: skip
+        sum(overlap) / max(1, len(overlap)), 4)}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -42,16 +42,14 @@ from reflexio_pipelines.search.index import (
     IndexModelMismatch,
     SearchDoc,
     VectorCache,
-    _embed_all,
+    _embed_docs,
     _segments,
     _validate_docs,
     _write_bm25,
     _write_docs_parquet,
     current_version,
     doc_fingerprint,
-    doc_owners,
     local_copy,
-    normalize_text,
     read_tombstones,
     stage_index,
     stage_version,
@@ -165,12 +163,7 @@ def extend_index(prev_dir: Path, out_dir: Path, changes: IndexChanges, embedder:
     _link_tree(prev_dir, out_dir)
 
     rows = {t: int(manifest.get("rows", manifest["counts"])[t]) for t in ENTITY_TYPES}
-    norm_texts = {t: [normalize_text(d.text) for d in by_type[t]] for t in ENTITY_TYPES}
-    owners: dict[str, frozenset[str]] = {}
-    for entity_type in ENTITY_TYPES:
-        for doc, text in zip(by_type[entity_type], norm_texts[entity_type], strict=True):
-            owners[text] = owners.get(text, frozenset()) | doc_owners(doc)
-    vectors = _embed_all([text for t in ENTITY_TYPES for text in norm_texts[t]], embedder, cache, owners)
+    norm_texts, vectors = _embed_docs(by_type, embedder, cache)
 
     delta_dir = out_dir / "delta" / version
     (delta_dir / "vectors").mkdir(parents=True)
