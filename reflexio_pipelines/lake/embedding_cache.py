@@ -277,6 +277,15 @@ def _writer_properties() -> Any:
     return WriterProperties(max_row_group_size=ROW_GROUP_ROWS)
 
 
+def compact(lake: Lake) -> None:
+    """Merge the small files of every bucket that collected `MAX_SMALL_FILES` of them (what stores do for the
+    buckets they write); for a cache filled in bulk."""
+    if _exists(lake.table_path(CACHE_TABLE)):
+        with lake.lock(LOCK):
+            _compact(lake, list(range(BUCKETS)))
+            _vacuum_removed(lake)
+
+
 def _compact(lake: Lake, buckets: list[int]) -> None:
     """Merge the small files of those of `buckets` that collected `MAX_SMALL_FILES` of them (caller holds LOCK)."""
     table = open_delta(lake.table_path(CACHE_TABLE))

@@ -817,8 +817,10 @@ def version_doc_files(index_root: LakePath, version: str) -> list[LakePath]:
 _DOC_COLUMNS = ("entity_type", "row", "doc_id", "text", "payload", *_STRING_FILTER_FIELDS, "created_at", "expires_at")
 
 
-def _read_docs(paths: Sequence[Path]) -> dict[str, dict[str, list[Any]]]:
-    """The segments' docs split per entity type, each sorted by row so that list index i is row i."""
+def _read_docs(paths: Sequence[Path], shards: ShardSelector | None = None) -> dict[str, dict[str, list[Any]]]:
+    """The segments' docs split per entity type, each sorted by row (list index i is row i unless `shards` keeps
+    only the rows of the users it holds, and docs of no user; the `row` column says which). Rows are filtered in
+    Arrow, before any becomes a Python object: a sharded replica never holds the others' texts, not even briefly."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -827,6 +829,10 @@ def _read_docs(paths: Sequence[Path]) -> dict[str, dict[str, list[Any]]]:
     unknown = set(pc.unique(table["entity_type"]).to_pylist()) - set(ENTITY_TYPES)
     if unknown:
         raise IndexCorrupt(f"{paths[0].parent} holds unknown entity types {sorted(unknown)}")
+    if shards is not None:
+        users = pc.unique(table["user_id"]).to_pylist()
+        held = pa.array([u for u in users if u is not None and shards.holds(u)], pa.string())
+        table = table.filter(pc.or_kleene(pc.is_null(table["user_id"]), pc.is_in(table["user_id"], value_set=held)))
     return {
         t: table.filter(pc.equal(table["entity_type"], t)).sort_by("row").to_pydict() for t in ENTITY_TYPES
     }
@@ -874,16 +880,17 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
                 manifest: dict[str, Any], shards: ShardSelector | None = None) -> _Table:  # fmt: skip
     """One entity type's rows of a version; with `shards`, only the rows of users those shards hold (see
     `search.shards`), searched exactly (the version's HNSW graph holds every row's vector, so it is not loaded)."""
-    n = len(columns["doc_id"])
     rows_by_type = manifest.get("rows", manifest["counts"])
-    if n != rows_by_type.get(entity_type, -1):
-        raise IndexCorrupt(f"{entity_type}: the docs files hold {n} rows, manifest says {rows_by_type}")
+    n = int(rows_by_type.get(entity_type, -1))
+    keep = None if shards is None else np.asarray(columns["row"], dtype=np.int64)  # `_read_docs` kept these rows
+    if keep is not None and len(keep) == n and (not n or keep[-1] == n - 1):
+        keep = None
+    if keep is None and len(columns["doc_id"]) != n:
+        raise IndexCorrupt(f"{entity_type}: the docs files hold {len(columns['doc_id'])} rows, manifest says "
+                           f"{rows_by_type}")  # fmt: skip
     segments = _segments(version_dir, manifest)
     delta_rows = [int(d["rows"][entity_type]) for d in manifest.get("deltas", [])]
     sizes = [n - sum(delta_rows), *delta_rows]
-    keep = None if shards is None else np.flatnonzero([shards.holds(u) for u in columns["user_id"]])
-    if keep is not None and len(keep) == n:
-        keep = None
     # Sharded: memory-mapped, so only the kept rows' vectors are ever read into RAM.
     parts = [_segment_vectors(seg, entity_type, size, dim, verify, mmap=keep is not None)
              for seg, size in zip(segments, sizes, strict=True)]  # fmt: skip
@@ -912,7 +919,6 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
     if keep is not None:
         local_of = np.full(n, -1, dtype=np.int64)
         local_of[keep] = np.arange(len(keep))
-        columns = {name: [values[i] for i in keep] for name, values in columns.items()}
         alive = alive[keep]
     n_loaded = len(columns["doc_id"])
     doc_ids = [str(d) for d in columns["doc_id"]]
@@ -1014,7 +1020,7 @@ class LoadedIndex:
             raise IndexCorrupt(f"{version_dir}: format_version {manifest.get('format_version')}, "
                                f"need one of {_READABLE_FORMATS}")  # fmt: skip
         dim = int(manifest["embedder"]["dim"])
-        columns = _read_docs([segment.docs for segment in _segments(version_dir, manifest)])
+        columns = _read_docs([segment.docs for segment in _segments(version_dir, manifest)], shards)
         tables = {t: _load_table(version_dir, t, columns[t], dim, verify, manifest, shards) for t in ENTITY_TYPES}
         index = cls(version_dir, manifest, tables)
         index.shards = shards
