@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -45,10 +44,6 @@ BUCKETS = 64
 #: Small files a bucket may collect from appends before they are compacted into files of `COMPACT_TARGET_BYTES`.
 MAX_SMALL_FILES = 8
 COMPACT_TARGET_BYTES = 8 << 20
-#: Rows per Parquet row group. Files are written in key order, so a row group spans a narrow range of keys and a
-#: lookup reads only the groups whose key statistics admit one of its keys: at 1M cached vectors a build's lookup
-#: of 110 texts read every bucket whole (~1.5 GB, 11 s) with one group per file.
-ROW_GROUP_ROWS = 1024
 #: Compaction and owner rewrites leave the files they replaced on disk for readers of an older snapshot (an analyst's
 #: DuckDB view); they are deleted once they have been out of the table this long (erasure deletes them at once).
 REMOVED_FILE_RETENTION_HOURS = 1
@@ -264,17 +259,11 @@ def _write(lake: Lake, rows: pa.Table, *, mode: str, predicate: str | None = Non
 
     path = lake.table_path(CACHE_TABLE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Key order within each bucket's file keeps row groups narrow (see ROW_GROUP_ROWS), also for rewrites.
+    # Key order within each bucket's file, also for rewrites (files' key statistics stay narrow).
     rows = rows.select(TABLES[CACHE_TABLE].names).cast(TABLES[CACHE_TABLE]).sort_by(
         [("bucket", "ascending"), ("text_sha256", "ascending")])
     write_deltalake(delta_uri(path), rows, mode=mode, predicate=predicate, partition_by=["bucket"],
-                    storage_options=delta_options(path), writer_properties=_writer_properties())  # fmt: skip
-
-
-def _writer_properties() -> Any:
-    from deltalake import WriterProperties
-
-    return WriterProperties(max_row_group_size=ROW_GROUP_ROWS)
+                    storage_options=delta_options(path))  # fmt: skip
 
 
 def compact(lake: Lake) -> None:
@@ -298,7 +287,7 @@ def _compact(lake: Lake, buckets: list[int]) -> None:
     if not full:
         return
     table.optimize.compact(partition_filters=[("bucket", "in", [str(b) for b in full])],
-                           target_size=COMPACT_TARGET_BYTES, writer_properties=_writer_properties())  # fmt: skip
+                           target_size=COMPACT_TARGET_BYTES)  # fmt: skip
 
 
 def _vacuum_removed(lake: Lake) -> None:

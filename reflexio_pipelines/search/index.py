@@ -825,17 +825,21 @@ def _read_docs(paths: Sequence[Path], shards: ShardSelector | None = None) -> di
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    table = pa.concat_tables([pq.read_table(path, columns=list(_DOC_COLUMNS)) for path in paths])
+    import pyarrow.dataset as ds
+
+    wanted = None
+    if shards is not None:
+        users = pc.unique(pa.concat_tables([pq.read_table(p, columns=["user_id"]) for p in paths])["user_id"])
+        held = [u for u in users.to_pylist() if u is not None and shards.holds(u)]
+        wanted = ds.field("user_id").is_null() | ds.field("user_id").isin(held)
+    table = pa.concat_tables([pq.read_table(path, columns=list(_DOC_COLUMNS), filters=wanted) for path in paths])
     unknown = set(pc.unique(table["entity_type"]).to_pylist()) - set(ENTITY_TYPES)
     if unknown:
         raise IndexCorrupt(f"{paths[0].parent} holds unknown entity types {sorted(unknown)}")
-    if shards is not None:
-        users = pc.unique(table["user_id"]).to_pylist()
-        held = pa.array([u for u in users if u is not None and shards.holds(u)], pa.string())
-        table = table.filter(pc.or_kleene(pc.is_null(table["user_id"]), pc.is_in(table["user_id"], value_set=held)))
-    return {
-        t: table.filter(pc.equal(table["entity_type"], t)).sort_by("row").to_pydict() for t in ENTITY_TYPES
-    }
+    out = {t: table.filter(pc.equal(table["entity_type"], t)).sort_by("row").to_pydict() for t in ENTITY_TYPES}
+    del table
+    pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise (RSS)
+    return out
 
 
 def read_tombstones(version_dir: Path, manifest: Mapping[str, Any], entity_type: str, verify: bool = True
