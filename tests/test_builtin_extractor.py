@@ -60,7 +60,7 @@ def test_deploy_region_correction() -> None:
     assert (result.extractor, result.model, result.prompt_version, result.llm_calls) == (
         "builtin-rules",
         "builtin",
-        "rules-v1",
+        "rules-v2",
         0,
     )
 
@@ -70,7 +70,6 @@ def test_deploy_region_correction() -> None:
     [
         ("I prefer dark mode.", "Prefers dark mode"),
         ("my name is Dana", "Name is Dana"),
-        ("I work as a data engineer at Acme", "Works as a data engineer at Acme"),
         ("I'm vegetarian.", "Is vegetarian"),
         ("I live in Lisbon with my partner.", "Lives in Lisbon with their partner"),
         ("I use Neovim for everything", "Uses Neovim for everything"),
@@ -112,7 +111,6 @@ def test_several_facts_in_one_turn_and_temporal_ttl() -> None:
         "I'm trying to fix the build.",
         "I like it!",
         "I'm sorry, I'm confused.",
-        "Please note that I'm vegetarian",  # a request sentence: skipped rather than guessed at
     ],
 )
 def test_questions_requests_and_passing_states_are_not_profiles(said: str) -> None:
@@ -158,7 +156,26 @@ def test_second_correction_keeps_the_original_request_as_situation() -> None:
 
 
 def test_correction_needs_a_preceding_agent_turn() -> None:
-    assert EXTRACTOR.extract(convo(("user", "Never deploy on Fridays."))).playbooks == []
+    assert EXTRACTOR.extract(convo(("user", "The deploy on Friday went fine."))).playbooks == []
+    assert EXTRACTOR.extract(convo(("user", "Wrong, use pnpm."))).playbooks == []
+
+
+def test_a_standing_instruction_needs_no_agent_turn() -> None:
+    (playbook,) = EXTRACTOR.extract(convo(("user", "Never deploy on Fridays."))).playbooks
+    assert (playbook.content, playbook.trigger) == ("Never deploy on Fridays.", "When deploying on Fridays")
+    assert playbook.rationale.startswith("The user gave a standing instruction")
+
+
+@pytest.mark.parametrize(
+    ("said", "profiles"),
+    [
+        ("I work as a data engineer at Acme", ["Works as a data engineer", "Works at Acme"]),  # two slots, two facts
+        ("I'm a staff engineer on the payments team.", ["Is a staff engineer", "Is on the payments team"]),
+        ("Please note that I'm vegetarian", ["Is vegetarian"]),  # the lead-in is politeness, the fact is stated
+    ],
+)
+def test_compound_and_prefaced_facts(said: str, profiles: list[str]) -> None:
+    assert [p.content for p in EXTRACTOR.extract(convo(("user", said))).profiles] == profiles
 
 
 def test_correction_without_request_in_window_uses_the_agent_answer_as_situation() -> None:

@@ -10,7 +10,7 @@ resolved is decided here, once, for every judge:
 - EXISTING only: ignored. A judge can never cause data loss (the original deleted rows here).
 
 Two judges implement the contract: `RuleDedupJudge` (offline, a heuristic: embedding similarity, recency and
-single-valued "slots" such as where the user lives) and the LLM judge in `llm_dedup.py`. Candidates for the judge
+single-valued "slots" such as where the user lives, learning/slots.py) and the LLM judge in `llm_dedup.py`. Candidates for the judge
 come from an embedding pre-filter, and the judge is not called at all when nothing is close — that is where the
 cost saving over the original's per-publish dedup comes from.
 """
@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+
+from reflexio_pipelines.learning.slots import is_typed
+from reflexio_pipelines.learning.slots import profile_slot as _profile_slot
 
 #: Cosine similarity at or above which two texts are considered the same statement (rule judge).
 SAME_STATEMENT = 0.9
@@ -166,7 +169,9 @@ def _same_text(a: str, b: str) -> bool:
 class RuleDedupJudge:
     """The offline judge (a heuristic, not a model): near-identical texts (cosine >= 0.9) are duplicates, and a
     NEW item with the same single-valued slot as an EXISTING one ("Lives in Berlin" vs "Lives in London")
-    conflicts with it, the newer statement winning. Vectors are passed in so nothing is embedded twice."""
+    conflicts with it, the newer statement winning. Two items in different slots are never grouped, however close
+    their wording ("Works at Acme" is the employer, "Works as a data engineer" the role). Vectors are passed in so
+    nothing is embedded twice."""
 
     def __init__(self, vectors: dict[str, np.ndarray]) -> None:
         self._vectors = vectors
@@ -197,28 +202,16 @@ class RuleDedupJudge:
     def _related(self, a: Candidate, b: Candidate) -> bool:
         if a.slot and a.slot == b.slot:
             return True
+        if is_typed(a.slot) and is_typed(b.slot):
+            # two profiles in different typed slots ("works at" is the employer, "works as" the role): never one
+            # superseding the other, however similar the wording
+            return False
         va, vb = self._vectors.get(a.item_id), self._vectors.get(b.item_id)
         return va is not None and vb is not None and float(va @ vb) >= SAME_STATEMENT
 
 
-_SLOT_PATTERNS = (
-    (re.compile(r"^(?:lives|is based|resides) in\b", re.I), "lives in"),
-    (re.compile(r"^name is\b", re.I), "name"),
-    (re.compile(r"^prefers to be called\b", re.I), "name"),
-    (re.compile(r"^works (?:as|at|for)\b", re.I), "works"),
-    (re.compile(r"^([\w'-]+(?: [\w'-]+){0,2}) (?:is|are)\b", re.I), None),  # "Timezone is CET" -> "timezone"
-)
-_NOT_SLOTS = {"is", "it", "this", "that", "there", "what", "who"}
-
-
 def profile_slot(content: str) -> str | None:
-    """The single-valued attribute a profile sets, if its wording shows one (heuristic; None when unsure)."""
-    text = content.strip()
-    for pattern, slot in _SLOT_PATTERNS:
-        match = pattern.match(text)
-        if match:
-            if slot is not None:
-                return slot
-            subject = match.group(1).lower()
-            return None if subject in _NOT_SLOTS else subject
-    return None
+    """The single-valued attribute a profile sets, if its wording shows one (heuristic; None when unsure): a typed
+    slot (location, diet, role, team, employer, timezone, name, language, first language; see learning/slots.py)
+    or the subject of a "<subject> is …" statement ("Phone number is …")."""
+    return _profile_slot(content)

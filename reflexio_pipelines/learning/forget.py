@@ -8,6 +8,8 @@ made here, the same way for the built-in rules and the LLM:
   a target word may also be met by a few related words (`address` by `lives`/`based`/`home`, `phone` by
   `mobile`, …, see `_ALIASES`); at least `TOKEN_COVERAGE` matches. "Lives in Paris" covers "Lives in Paris" fully
   but "Lives in Berlin" only half, so a request to forget Paris never removes Berlin;
+- or the target names a typed slot without its value and the profile is in that slot ("Their diet" removes "Is
+  vegan", "Where they work" removes "Works at Acme"; learning/slots.py);
 - or embedding similarity of at least `NEAR_PARAPHRASE` (a reworded fact: "Is vegetarian" / "Prefers vegetarian
   food"). Plain similarity is not enough on its own: "Lives in Paris" and "Lives in Berlin" are 0.5 apart.
 
@@ -23,6 +25,7 @@ import numpy as np
 
 from reflexio_pipelines.learning.builtin import content_tokens
 from reflexio_pipelines.learning.embedding import Embedder
+from reflexio_pipelines.learning.slots import profile_slot, slot_named
 
 #: Share of a target's content words a profile must contain (directly or through an alias) to match.
 TOKEN_COVERAGE = 0.75
@@ -37,6 +40,7 @@ _ALIAS_GROUPS = (
     ("employer", "job", "work", "works", "working", "company", "role", "profession"),
     ("name", "called"),
     ("birthday", "born", "birth", "age"),
+    ("kids", "kid", "children", "child", "son", "sons", "daughter", "daughters", "baby", "twins"),
 )
 
 
@@ -83,8 +87,9 @@ def match_profiles(target: str, profiles: list[str], embedder: Embedder) -> list
     vectors = embedder.embed([target, *profiles])
     similarities = np.asarray(vectors[1:] @ vectors[0], dtype=float)
     matches = []
+    named = slot_named(target) if profile_slot(target) is None else None  # "Their diet", not "Is vegan"
     for i, text in enumerate(profiles):
         coverage, similarity = token_coverage(target, text), float(similarities[i])
-        if coverage >= TOKEN_COVERAGE or similarity >= NEAR_PARAPHRASE:
+        if coverage >= TOKEN_COVERAGE or similarity >= NEAR_PARAPHRASE or (named and profile_slot(text) == named):
             matches.append(ForgetMatch(i, coverage, similarity))
     return matches

@@ -144,3 +144,6 @@ class ExtractionResult:
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: One-off fixes the user made within this conversation ("No, I meant the staging server"): they hold for the
+    #: session they were said in and are never stored as profiles or playbooks (the built-in rules fill it).
+    session_context: list[str] = field(default_factory=list)
