@@ -173,7 +173,8 @@ def build_sample_lake(root: str | Path, instance=None, log=print) -> dict:
     aggregation = run_aggregation({}, settings=settings, instance=instance)
     log(f"aggregation: {aggregation}")
 
-    with TestClient(create_app(settings)) as client:
+    # A loopback Host: the open service refuses other names (TestClient's default is "testserver").
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         rules = client.post("/api/get_agent_playbooks", json={"agent_version": VERSIONS[0]}).json()["agent_playbooks"]
         region = next((r for r in rules if "us-west-2" in r["content"]), None)
         if region is not None:  # a reviewer approves the region rule (control_log)

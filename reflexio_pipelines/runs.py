@@ -35,6 +35,36 @@ _locks_guard = threading.Lock()
 _RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
+def _no_logging_reset_per_run() -> None:
+    """Stop Dagster re-running `logging.config.dictConfig` at the start of every run when `dagster.yaml` names no
+    Python log handlers.
+
+    Dagster (1.13) calls it whenever the instance has any settings, only to collect the handlers `python_logs`
+    configures. The call holds the logging module's lock while it flushes and closes every handler of the process,
+    so a run starting in one thread deadlocks with a run logging in another (two organisations learning in
+    parallel, or one's wait_for_response publish beside another's sensor pass). With no handlers configured it
+    collects none: answer that without the call. A configured `dagster_handler_config` keeps Dagster's behaviour.
+    """
+    try:
+        from dagster._core.instance.methods.event_methods import EventMethods
+    except ImportError:  # another Dagster layout: nothing to patch
+        return
+    original = EventMethods.get_yaml_python_handlers
+    if getattr(original, "_reflexio_patched", False):
+        return
+
+    def get_yaml_python_handlers(self) -> list:
+        if not (self.get_python_log_dagster_handler_config() or {}).get("handlers"):
+            return []
+        return original(self)
+
+    get_yaml_python_handlers._reflexio_patched = True  # type: ignore[attr-defined]
+    EventMethods.get_yaml_python_handlers = get_yaml_python_handlers  # type: ignore[method-assign]
+
+
+_no_logging_reset_per_run()
+
+
 def _lake_lock(lake_root: str) -> threading.Lock:
     with _locks_guard:
         return _locks.setdefault(str(lake_root), threading.Lock())
@@ -69,10 +99,16 @@ def ensure_dagster_home(path: str | Path | None = None) -> Path:
     return home
 
 
+#: Opening the instance creates its SQLite storage on first use; two threads doing that at once (two organisations'
+#: first runs) race on `CREATE TABLE` and one run fails. One opening at a time.
+_instance_guard = threading.Lock()
+
+
 def default_instance() -> dg.DagsterInstance:
     """The persistent instance at $DAGSTER_HOME (shared with `dagster dev`, so runs are visible in the UI)."""
-    ensure_dagster_home()
-    return dg.DagsterInstance.get()
+    with _instance_guard:
+        ensure_dagster_home()
+        return dg.DagsterInstance.get()
 
 
 def launch(

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reflexio_pipelines.settings import Settings, load_settings
 from serving.routers import (
@@ -24,7 +25,9 @@ from serving.routers import (
     search,
 )
 from serving.autolearn import AutoLearner
+from serving import hosts
 from serving.bodylimit import BodySizeLimit
+from serving.errors import error
 from serving.ratelimit import RateLimiter, route_class
 from serving.state import Launcher
 from serving.tenancy import DEFAULT_ORG, Tenants
@@ -78,24 +81,31 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
             key = tenants.keys.verify(token.strip()) if scheme.lower() == "bearer" else None
             if key is None:
-                return JSONResponse(status_code=401, headers={"WWW-Authenticate": "Bearer"}, content={
-                    "success": False, "message": "missing or invalid API key: send 'Authorization: Bearer <key>'"})  # fmt: skip
+                return error(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", "message",
+                             headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
             cls = route_class(request.url.path)
             wait = limiter.allow(f"{key.key_id}:{cls}", key.limit(cls))
             if wait is not None:
-                return JSONResponse(status_code=429, headers={"Retry-After": str(max(1, round(wait)))}, content={
-                    "success": False, "message": f"rate limit of {key.limit(cls)} {cls} requests per minute "
-                                                 f"reached; retry in {wait:.1f} s"})  # fmt: skip
+                return error(429, f"rate limit of {key.limit(cls)} {cls} requests per minute reached; retry in "
+                                  f"{wait:.1f} s", "message", headers={"Retry-After": str(max(1, round(wait)))})  # fmt: skip
             request.state.org_id = key.org_id
         return await call_next(request)
 
-    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)  # outermost: runs before the guard
+    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)  # runs before the guard
+    allowed = hosts.allowed_hosts_for(tenants.keyed, settings.allowed_hosts)
+    if allowed is not None:  # outermost: a request from a rebinding page is refused before its body is read
+        app.add_middleware(hosts.HostAllowList, allowed_hosts=allowed)
+    _error_handlers(app)
+    return app
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Every error FastAPI or Starlette would answer themselves (`{"detail": ...}` or plain text) in the service's
+    one error shape instead."""
 
     @app.exception_handler(lifecycle.OperationFailed)
     async def operation_failed(request: Request, exc: lifecycle.OperationFailed) -> JSONResponse:
-        return JSONResponse(status_code=503, content={"success": False,
-                                                      "message": f"lifecycle run failed ({exc}); see the Dagster UI, "
-                                                                 "then retry"})  # fmt: skip
+        return error(503, f"lifecycle run failed ({exc}); see the Dagster UI, then retry", "message")
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -104,6 +114,24 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
             for e in exc.errors()
         ]
         summary = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
-        return JSONResponse(status_code=422, content={"success": False, "message": summary, "detail": errors})
+        # `detail` keeps the per-field list (the SDK's ValidationError.errors); the message is the summary
+        return error(422, summary, "message", extra={"detail": errors})
 
-    return app
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Unknown paths (404), wrong methods (405, with `Allow`) and any HTTPException a dependency raises."""
+        method, path = request.method, request.url.path
+        if exc.status_code == 404 and exc.detail == "Not Found":
+            message = f"{method} {path} does not exist on this service (see /docs)"
+        elif exc.status_code == 405:
+            allow = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow") or ""
+            message = f"{method} is not allowed on {path}" + (f"; use {allow}" if allow else "")
+        else:
+            message = str(exc.detail)
+        return error(exc.status_code, message, "message", headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception) -> JSONResponse:
+        """A bug: logged with its traceback by Starlette; the caller gets the shape, never the exception's text."""
+        log.error("unhandled %s in %s %s", type(exc).__name__, request.method, request.url.path)
+        return error(500, "internal error; the service logged it", "message")

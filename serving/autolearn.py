@@ -6,7 +6,8 @@ each organisation directory, it launches the same Dagster jobs for the pending w
 `$DAGSTER_HOME` and shown in the UI). Pending windows are recomputed from the landing files each time, so a
 restart loses nothing. Organisations learn in parallel (one pass in flight per organisation, in a small thread pool):
 a large pass of one organisation never holds back another's. Runs hold back incomplete windows of active sessions,
-as the sensor's do (`flush="due"`).
+as the sensor's do (`flush="due"`). Failures stay inside their organisation: one whose lake cannot be read or whose
+runs fail is logged and retried on the next tick, and every other organisation's pass goes ahead as usual.
 """
 
 from __future__ import annotations
@@ -54,8 +55,7 @@ class AutoLearner:
         for org in organisation_ids(lake_path(self._tenants.settings.lake)):
             if not self._running.get(org, _DONE).done():
                 continue
-            state = self._tenants.state(org)
-            keys = [p.partition_key for p in pending_windows(state.lake, GRANULARITY)]
+            keys = self._pending(org)
             if keys:
                 self._running[org] = self._pool.submit(self._learn, org, keys)
                 started.append(self._running[org])
@@ -65,13 +65,23 @@ class AutoLearner:
                 future.exception()
         return launched
 
-    def _learn(self, org: str, keys: list[str]) -> None:
-        state = self._tenants.state(org)
+    def _pending(self, org: str) -> list[str]:
+        """The organisation's pending windows; none (logged) when its state or lake cannot be read, so the
+        organisations after it in the loop are still looked at."""
         try:
+            state = self._tenants.state(org)
+            return [p.partition_key for p in pending_windows(state.lake, GRANULARITY)]
+        except Exception:  # its windows stay pending; the next tick looks again
+            log.exception("auto-learn: pending windows of organisation %s not readable", org)
+            return []
+
+    def _learn(self, org: str, keys: list[str]) -> None:
+        try:
+            state = self._tenants.state(org)
             state.launcher(keys, flush="due")
             state.index.refresh()
         except Exception:  # the windows stay pending; the next tick retries
-            log.exception("auto-learn pass failed for an organisation")
+            log.exception("auto-learn pass failed for organisation %s", org)
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):

@@ -7,8 +7,9 @@ encoding) is read up to the limit before the application sees any of it, so no h
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from serving.errors import error
 
 
 class BodySizeLimit:
@@ -25,7 +26,7 @@ class BodySizeLimit:
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None:
             if not length.isdigit() or int(length) > self.max_bytes:
-                await self._too_large(send)
+                await self._too_large(scope, receive, send)
                 return
             await self.app(scope, receive, send)
             return
@@ -38,7 +39,7 @@ class BodySizeLimit:
             body = message.get("body", b"")
             size += len(body)
             if size > self.max_bytes:
-                await self._too_large(send)
+                await self._too_large(scope, receive, send)
                 return
             chunks.append(body)
             more = message.get("more_body", False)
@@ -53,8 +54,5 @@ class BodySizeLimit:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, send: Any) -> None:
-        body = json.dumps({"success": False, "message": f"request body larger than {self.max_bytes} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
+        await error(413, f"request body larger than {self.max_bytes} bytes", "message")(scope, receive, send)

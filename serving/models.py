@@ -118,6 +118,9 @@ class PublishUserInteractionResponse(BaseModel):
     storage_label: str = ""
     profiles_added: int | None = None
     playbooks_added: int | None = None
+    #: With `wait_for_response`: whether the turns were learned from and indexed (False: learning failed, the
+    #: message says why, and the window is retried by a later run). Absent without it.
+    learned: bool | None = None
 
 
 class ConversationTurn(_Clean):
@@ -614,6 +617,12 @@ class OperationStatusInfo(BaseModel):
     stats: dict[str, Any] = Field(default_factory=dict)
     error_message: str | None = None
     progress_percentage: float = Field(0.0, ge=0.0, le=100.0)
+    #: The process running it and its last sign of life (a rerun whose process died is reported `failed` with
+    #: `interrupted: true`, and no longer blocks a new one).
+    owner_pid: int | None = None
+    owner_host: str | None = None
+    heartbeat_at: float | None = None
+    interrupted: bool = False
 
 
 class GetOperationStatusResponse(BaseModel):
@@ -625,10 +634,12 @@ class GetOperationStatusResponse(BaseModel):
 
 
 class CancelOperationRequest(_Clean):
-    """POST /api/cancel_operation: one service, or both when omitted."""
+    """POST /api/cancel_operation: one service, or both when omitted. `force` settles a hung rerun as cancelled at
+    once instead of asking it to stop before its next user."""
 
     model_config = ConfigDict(extra="ignore")
     service_name: Literal["profile_generation", "playbook_generation", "feedback_generation"] | None = None
+    force: bool = False
 
 
 class CancelOperationResponse(BaseModel):

@@ -23,6 +23,7 @@ from reflexio_pipelines.lake.io import Lake  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from reflexio_pipelines.settings import LLMSettings, Settings  # noqa: E402
+from serving import hosts  # noqa: E402
 from serving.app import create_app  # noqa: E402
 from tests.support.learned import keyed_service, learned_service  # noqa: E402, F401  (shared fixtures)
 from tests.support.openai_stub import make_openai_stub  # noqa: E402
@@ -30,6 +31,20 @@ from tests.support.servers import serve_app  # noqa: E402
 from serving.landing import LandingWriter  # noqa: E402
 from serving.models import PublishUserInteractionRequest  # noqa: E402
 from serving.routers.publish import landing_rows  # noqa: E402
+
+
+#: The service's own Host allow-list default, before the session fixture below widens it for tests.
+REAL_LOOPBACK_HOSTS = hosts.LOOPBACK_HOSTS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def testclient_host():
+    """Starlette's TestClient sends `Host: testserver`, which an open-mode service refuses (serving/hosts.py): tests
+    that drive the app through it are allowed that name. Session-scoped, so apps made by module fixtures get it too;
+    tests of the Host check put `REAL_LOOPBACK_HOSTS` back."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(hosts, "LOOPBACK_HOSTS", (*REAL_LOOPBACK_HOSTS, "testserver"))
+        yield
 
 
 @pytest.fixture

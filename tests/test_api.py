@@ -6,7 +6,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.settings import Settings, load_settings
 from serving.app import MAX_BODY_BYTES, create_app
+from serving.tenancy import KeyStore
+from tests.support.servers import serve_app
 
 
 @pytest.fixture
@@ -143,3 +146,154 @@ def test_index_from_another_embedding_model_is_searched_by_bm25_only(settings, i
         body = c.post("/api/search", json={"query": "us-west-2", "user_id": "u1"}).json()
     assert body["success"] and [p["content"] for p in body["user_playbooks"]] == ["always use us-west-2"]
     assert "another embedding model" in body["msg"]
+
+
+# -- one error shape everywhere ----------------------------------------------------------------------------------------
+
+
+def _documented_error(reply) -> str | None:
+    """What is wrong with an error answer's shape (None: `{"success": false, "message" | "msg": "<text>"}` as JSON,
+    docs/api.md); a 422 may add its per-field `detail` list."""
+    if "application/json" not in reply.headers.get("content-type", ""):
+        return f"not JSON: {reply.headers.get('content-type')} {reply.text[:100]!r}"
+    body = reply.json()
+    text = body.get("message") or body.get("msg") if isinstance(body, dict) else None
+    if not isinstance(body, dict) or body.get("success") is not False or not isinstance(text, str) or not text:
+        return f"not the documented shape: {str(body)[:200]}"
+    if "detail" in body and not (reply.status_code == 422 and isinstance(body["detail"], list)):
+        return f"FastAPI's `detail` shape: {str(body)[:200]}"
+    return None
+
+
+def _api_routes(routes: list) -> list:
+    """Every APIRoute, looking inside included routers (FastAPI wraps each in an object holding the original)."""
+    from fastapi.routing import APIRoute
+
+    found = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            found.extend(_api_routes(inner.routes))
+        elif isinstance(route, APIRoute):
+            found.append(route)
+    return found
+
+
+def _routes(app) -> list[tuple[str, str, bool]]:
+    """(method, path with its parameters filled, takes a JSON body) for every route of the app."""
+    routes = []
+    for route in _api_routes(app.routes):
+        path = route.path_format.format(**{name: "x" for name in route.param_convertors})
+        for method in sorted(route.methods - {"HEAD"}):
+            routes.append((method, path, route.body_field is not None))
+    return routes
+
+
+def test_every_route_answers_errors_in_the_documented_shape(settings, instance):
+    """Walk every route: a body of the wrong type (422), a method it does not take (405), and the answers that no
+    route makes (unknown path 404, oversize 413, a handler's exception 500) all carry the one error shape."""
+    app = create_app(settings)
+
+    async def boom() -> None:
+        raise RuntimeError("secret detail that must not reach the caller")
+
+    app.add_api_route("/api/_test_boom", boom, methods=["GET"])  # stands in for a bug in any handler
+    routes = _routes(app)
+    documented = {(m.upper(), p) for p, ops in app.openapi()["paths"].items() for m in ops}
+    assert documented <= {(m, p) for m, p, _ in routes} and len(routes) > 40  # every route of the schema is walked
+    wrong: list[str] = []
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for method, path, has_body in routes:
+            if has_body:  # a list where an object is expected: rejected before any run or write
+                reply = client.request(method, path, json=[["not", "an", "object"]])
+                if reply.status_code != 422 or _documented_error(reply):
+                    wrong.append(f"{method} {path} bad body -> {reply.status_code}: {_documented_error(reply)}")
+            other = "PATCH" if method != "PATCH" else "PUT"
+            reply = client.request(other, path)
+            if reply.status_code != 405 or _documented_error(reply) or not reply.headers.get("allow"):
+                wrong.append(f"{other} {path} -> {reply.status_code}: {_documented_error(reply)}")
+        extra = {
+            "unknown path": client.get("/api/no_such_route"),
+            "unknown page": client.get("/no/such/page"),
+            "bad query": client.get("/api/get_operation_status?service_name=nope"),
+            "malformed JSON": client.post("/api/search", content=b"{", headers={"content-type": "application/json"}),
+            "oversize": client.post("/api/search", content=b"{}", headers={"content-length": str(MAX_BODY_BYTES + 1)}),
+            "unknown asset": client.get("/dashboard/static/nope.js"),
+            "exception": client.get("/api/_test_boom"),
+        }
+    for name, reply in extra.items():
+        if reply.status_code < 400 or _documented_error(reply):
+            wrong.append(f"{name} -> {reply.status_code}: {_documented_error(reply)}")
+    assert not wrong, "\n".join(wrong)
+    assert extra["unknown path"].status_code == 404 and "does not exist" in extra["unknown path"].json()["message"]
+    assert extra["exception"].status_code == 500 and "secret" not in extra["exception"].text
+
+
+def test_keyed_mode_errors_are_in_the_documented_shape(keyed_service):
+    url, _, globex = keyed_service
+    import httpx
+
+    unauthorised = httpx.post(f"{url}/api/search", json={"query": "x"})
+    assert unauthorised.status_code == 401 and _documented_error(unauthorised) is None
+    limited = [httpx.post(f"{url}/api/search", json={"query": "x"}, headers={"Authorization": f"Bearer {globex}"})
+               for _ in range(3)][-1]  # fmt: skip
+    assert limited.status_code == 429 and _documented_error(limited) is None
+
+
+# -- Host header allow-list (DNS rebinding) ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def real_hosts(monkeypatch):
+    """The service's own default allow-list, without the `testserver` name tests/conftest.py adds."""
+    from serving import hosts
+    from tests.conftest import REAL_LOOPBACK_HOSTS
+
+    monkeypatch.setattr(hosts, "LOOPBACK_HOSTS", REAL_LOOPBACK_HOSTS)
+    return REAL_LOOPBACK_HOSTS
+
+
+def _host_answer(app, host: str, path: str = "/api/search"):
+    with TestClient(app, base_url=f"http://{host}") as client:
+        return client.post(path, json={"query": "x"}) if path.startswith("/api/") else client.get(path)
+
+
+def test_open_mode_answers_loopback_hosts_only_by_default(settings, instance, real_hosts):
+    assert real_hosts == ("127.0.0.1", "localhost", "[::1]")  # the documented default, nothing else
+    app = create_app(settings)
+    for host in ("127.0.0.1:8081", "localhost", "LOCALHOST:9", "[::1]:8081"):
+        assert _host_answer(app, host).status_code == 200, host
+    for host in ("evil.example", "evil.example:8081", "127.0.0.1.evil.example", "testserver", "localhost.evil"):
+        reply = _host_answer(app, host)
+        assert reply.status_code == 400 and _documented_error(reply) is None, (host, reply.text)
+        assert "REFLEXIO_ALLOWED_HOSTS" in reply.json()["message"]
+        assert _host_answer(app, host, "/no/such/page").status_code == 400  # before routing, for every path
+    assert _host_answer(app, "evil.example", "/health").status_code == 200  # probes address replicas by IP
+
+
+def test_allowed_hosts_extend_the_list_with_names_and_wildcards(settings, instance, real_hosts, monkeypatch):
+    monkeypatch.setenv("REFLEXIO_LAKE", settings.lake)
+    monkeypatch.setenv("REFLEXIO_ALLOWED_HOSTS", "reflexio.internal, *.corp.example")
+    loaded = load_settings()
+    assert loaded.allowed_hosts == ["reflexio.internal", "*.corp.example"]
+    app = create_app(loaded)
+    for host in ("reflexio.internal:8081", "api.corp.example", "localhost"):
+        assert _host_answer(app, host).status_code == 200, host
+    for host in ("corp.example", "corp.example.evil", "evil.example"):
+        assert _host_answer(app, host).status_code == 400, host
+    assert _host_answer(create_app(settings.model_copy(update={"allowed_hosts": ["*"]})), "any.where").status_code == 200
+
+
+def test_host_check_over_real_http_and_keyed_mode_left_to_its_keys(settings, instance, real_hosts, tmp_path):
+    import httpx
+
+    with serve_app(create_app(settings)) as url:
+        assert httpx.post(f"{url}/api/search", json={"query": "x"}).status_code == 200  # Host: 127.0.0.1:<port>
+        rebound = httpx.post(f"{url}/api/search", json={"query": "x"}, headers={"Host": "evil.example"})
+        assert rebound.status_code == 400 and _documented_error(rebound) is None
+    keys = tmp_path / "keys.json"
+    KeyStore(keys).create("acme")
+    keyed = Settings(lake=str(tmp_path / "keyed"), api_keys_file=str(keys), org_learn_interval_s=0)
+    assert _host_answer(create_app(keyed), "evil.example").status_code == 401  # no key: the key is the check
+    restricted = keyed.model_copy(update={"allowed_hosts": ["reflexio.internal"]})
+    assert _host_answer(create_app(restricted), "evil.example").status_code == 400  # opted in: checked too

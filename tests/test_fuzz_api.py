@@ -1,5 +1,5 @@
-"""Hostile input against the real service: schemathesis over every operation of the live OpenAPI schema, plus
-targeted cases (oversize bodies over real HTTP, wrong types named in the message, text that looks like
+"""Hostile input against the real service: schemathesis over every operation of the live OpenAPI schema (no server
+error, and the documented error shape on every 4xx), plus targeted cases (oversize bodies over real HTTP, wrong types named in the message, text that looks like
 instructions stored and served back as data).
 
 The service runs under uvicorn on 127.0.0.1 against a lake that already holds learned items and an index, so
@@ -65,8 +65,27 @@ RUN_LAUNCHING = {
 #: are the same either way.
 WAIT_PARAM = "wait_for_response"
 
-POSITIVE_CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
-NEGATIVE_CHECKS = [not_a_server_error, negative_data_rejection]
+
+
+def documented_error_shape(ctx, response, case) -> None:
+    """Every 4xx answer is the documented error shape (docs/api.md): JSON `{"success": false, "message" | "msg":
+    "<text>"}` — never FastAPI's `{"detail": ...}` (a 422 may add its per-field `detail` list next to the message)."""
+    if not 400 <= response.status_code < 500:
+        return None
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        raise AssertionError(f"{response.status_code} answer is not JSON: {response.content[:100]!r}") from None
+    text = body.get("message") or body.get("msg") if isinstance(body, dict) else None
+    if not isinstance(body, dict) or body.get("success") is not False or not isinstance(text, str) or not text:
+        raise AssertionError(f"{response.status_code} answer is not the documented error shape: {str(body)[:200]}")
+    if "detail" in body and not (response.status_code == 422 and isinstance(body["detail"], list)):
+        raise AssertionError(f"{response.status_code} answer in FastAPI's detail shape: {str(body)[:200]}")
+    return None
+
+
+POSITIVE_CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance, documented_error_shape]
+NEGATIVE_CHECKS = [not_a_server_error, negative_data_rejection, documented_error_shape]
 
 #: Text that tries to instruct whoever reads it. It must be stored and served back as data: the same words (minus
 #: control characters), never obeyed, never rewritten.

@@ -602,3 +602,23 @@ def test_commands_image_and_versions_agree_with_compose_and_the_image():
     service = objects(docs, "Service")[server["host"]]
     assert service["spec"]["ports"][0]["port"] == server["port"]
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "code-location"
+
+
+def test_the_service_answers_its_own_service_names_and_the_configured_hosts(tmp_path):
+    """In open mode the service refuses Host names it does not know (serving/hosts.py, DNS rebinding): the chart
+    names every Service that reaches it, plus serving.allowedHosts, in REFLEXIO_ALLOWED_HOSTS."""
+    from serving.hosts import host_allowed, normalise_pattern
+
+    def hosts_of(docs) -> list[str]:
+        (env,) = [c for c in objects(docs, "ConfigMap").values() if "REFLEXIO_ALLOWED_HOSTS" in c["data"]]
+        return [normalise_pattern(h) for h in env["data"]["REFLEXIO_ALLOWED_HOSTS"].split(",")]
+
+    allowed = hosts_of(rendered("sharded-s3-external-pg"))
+    for name in ("reflexio-serving", "reflexio-serving-a", "reflexio-serving-b.reflexio",
+                 "reflexio-serving-a.reflexio.svc", "reflexio-serving.reflexio.svc.cluster.local"):
+        assert host_allowed(name, allowed), name
+    assert not host_allowed("evil.example", allowed)
+    text = render_manifest({"serving": {"allowedHosts": ["reflexio.example.com", "*.corp.example"]}}, tmp_path)
+    custom = hosts_of(tuple(d for d in yaml.safe_load_all(text) if d))
+    assert host_allowed("reflexio.example.com", custom) and host_allowed("api.corp.example", custom)
+    assert host_allowed("reflexio-serving-main", custom)

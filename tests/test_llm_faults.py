@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 import dagster as dg
 import pytest
+from fastapi.testclient import TestClient
 
 from reflexio_pipelines.pending import pending_windows, windows_to_retry
 from reflexio_pipelines.lake.io import Lake
@@ -17,6 +18,7 @@ from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExt
 from reflexio_pipelines.partitions import GRANULARITY, window_of_key
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import LLMSettings, Settings
+from serving.app import create_app
 from tests.conftest import land_hourly
 from tests.support.openai_stub import FAULT_KINDS, FaultPlan, StubBehaviour, make_openai_stub
 from tests.support.servers import serve_app
@@ -202,3 +204,32 @@ def test_fault_plan_is_deterministic_per_body_and_occurrence():
     assert draws != [plan.draw(body, 2) for body in bodies]  # a retry of the same request draws again
     faulted = sum(d is not None for d in draws) / len(draws)
     assert abs(faulted - FAULT_RATE) < 0.07 and {d for d in draws if d} == set(FAULT_KINDS)
+
+
+def test_a_waiting_publish_says_learning_failed_when_the_llm_is_down(lake: Lake, instance):
+    """`wait_for_response=true` while every LLM call fails: the publish is accepted (200, stored), but the answer
+    says learning failed and why — never "learned and indexed" — and carries no provider text or key. Once the LLM
+    is back, the same window is learned and the next waiting publish says so."""
+    body = {"user_id": "lia", "interaction_data_list": [{"role": "user", "content": "I live in Porto."},
+                                                        {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+    down = make_openai_stub(StubBehaviour(error_first=10**6, error_status=500))
+    with serve_app(down) as base_url:
+        settings = Settings(lake=str(lake.root), llm=LLMSettings(
+            model="openai/stub", api_base=f"{base_url}/v1", api_key="sk-secret-value-42", max_retries=0,
+            backoff_base_s=0.01))  # fmt: skip
+        with TestClient(create_app(settings)) as client:
+            reply = client.post("/api/publish_interaction?wait_for_response=true", json=body)
+    assert down.state.calls > 0  # the LLM really was asked, and failed
+    assert reply.status_code == 200, reply.text
+    answer = reply.json()
+    assert answer["success"] is True and answer["request_id"]  # stored: the publish itself was accepted
+    assert "learned and indexed" not in answer["message"] and answer.get("learned") is False
+    assert answer["message"].startswith("stored; learning failed (") and "server error (HTTP 500)" in answer["message"]
+    assert any("server error (HTTP 500)" in w for w in answer["warnings"])
+    assert "sk-secret-value-42" not in reply.text and answer["profiles_added"] == 0
+
+    with serve_app(make_openai_stub()) as base_url:  # the LLM is back: the retry learns the window
+        with TestClient(create_app(_settings(lake, base_url))) as client:
+            again = client.post("/api/publish_interaction?wait_for_response=true",
+                                json={**body, "interaction_data_list": body["interaction_data_list"][:1]}).json()  # fmt: skip
+    assert again["learned"] is True and again["message"] == "stored, learned and indexed", again

@@ -14,8 +14,11 @@ import pytest
 from types import SimpleNamespace
 
 from reflexio_pipelines.demo.run import publish_payload
+from reflexio_pipelines.partitions import GRANULARITY
+from reflexio_pipelines.pending import pending_windows
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
+from serving.autolearn import AutoLearner
 from serving.tenancy import KeyStore
 from tests.support.servers import serve_app
 
@@ -152,3 +155,60 @@ def test_org_ids_are_validated_as_a_whole(tmp_path):
     (tmp_path / "orgs" / "acme").mkdir(parents=True)
     (tmp_path / "orgs" / "beta\n").mkdir()
     assert organisation_ids(tmp_path) == ["acme"]
+
+
+def _corrupt(lake: Path, table: str) -> None:
+    """Make one Delta table of a lake unreadable (its first commit is not JSON)."""
+    log = lake / "tables" / table / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    (log / "00000000000000000000.json").write_text("{this is not a delta commit")
+
+
+def _live_in(url: str, key: str, user: str, city: str, timeout_s: float = 120) -> None:
+    """Publish that `user` lives in `city`, then wait until the organisation's search finds it."""
+    body = {"user_id": user, "interaction_data_list": [{"role": "user", "content": f"I live in {city}."},
+                                                       {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+    assert httpx.post(url + "/api/publish_interaction", json=body, headers=_auth(key)).status_code == 200
+    query = {"query": "where does the user live", "user_id": user, "threshold": 0.0}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = httpx.post(url + "/api/search", json=query, headers=_auth(key)).json()["profiles"]
+        if any(city in p["content"] for p in found):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{user}'s publish was not learned and searchable within {timeout_s} s")
+
+
+def test_a_failing_organisation_does_not_stop_the_others_from_learning(tmp_path, instance, caplog):
+    """Keyed mode's own learning loop over three organisations: `aardvark`'s lake cannot be read (its pending
+    windows cannot even be listed), `beta`'s runs fail every time, `zulu` is healthy. Sorted first, the failing ones
+    must not hold zulu back: its publishes keep becoming searchable, pass after pass."""
+    keys_file = tmp_path / "keys.json"
+    store = KeyStore(keys_file)
+    keys = {org: store.create(org) for org in ("aardvark", "beta", "zulu")}
+    lake = tmp_path / "lake"
+    settings = Settings(lake=str(lake), api_keys_file=str(keys_file), org_learn_interval_s=0)
+    app = create_app(settings)
+    with serve_app(app) as url:
+        for org in ("aardvark", "beta"):
+            body = {"user_id": f"{org}-user", "interaction_data_list": [{"role": "user", "content": "I live in Rome."}]}
+            assert httpx.post(url + "/api/publish_interaction", json=body, headers=_auth(keys[org])).status_code == 200
+        _corrupt(lake / "orgs" / "aardvark", "extraction_failures")  # read to list pending windows
+        _corrupt(lake / "orgs" / "beta", "user_profiles")  # read by every learning run, not by the listing
+        with pytest.raises(Exception):  # the fault is real
+            pending_windows(app.state.tenants.state("aardvark").lake, GRANULARITY)
+
+        learner = AutoLearner(app.state.tenants, interval_s=0.2)  # the service's loop, at a test's pace
+        learner.start()
+        try:
+            _live_in(url, keys["zulu"], "zed", "Oslo")
+            _live_in(url, keys["zulu"], "yan", "Quito")  # and again on a later pass: the loop keeps going
+        finally:
+            learner.close()
+        failed = {r.getMessage() for r in caplog.records if r.name == "serving.autolearn"}
+        assert "auto-learn: pending windows of organisation aardvark not readable" in failed  # really tried, and
+        assert "auto-learn pass failed for organisation beta" in failed  # each failure logged under its org
+        for org in ("aardvark", "beta"):  # nothing of theirs was learned
+            profiles = httpx.post(url + "/api/get_profiles", json={"user_id": f"{org}-user"},
+                                  headers=_auth(keys[org])).json()  # fmt: skip
+            assert profiles.get("user_profiles") in ([], None), profiles

@@ -20,8 +20,11 @@ app = typer.Typer(
 )
 profiles_app = typer.Typer(help="User profiles (facts about users).", no_args_is_help=True)
 playbooks_app = typer.Typer(help="Playbooks (behaviour rules) and their approval.", no_args_is_help=True)
+operations_app = typer.Typer(help="Background operations (reruns): status, and cancel (--force clears a hung one).",
+                             no_args_is_help=True)  # fmt: skip
 app.add_typer(profiles_app, name="profiles")
 app.add_typer(playbooks_app, name="playbooks")
+app.add_typer(operations_app, name="operations")
 
 #: `--json` on every command (also accepted before the command name).
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document on stdout.")]

@@ -1,5 +1,5 @@
 """Commands that call the service through the SDK: publish, search, context, profiles, playbooks, aggregate, export,
-erase, erasures."""
+erase, erasures, operations."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Annotated, Literal
 
 import typer
 
-from reflexio_pipelines.cli.app import JsonFlag, app, client, output, playbooks_app, profiles_app
+from reflexio_pipelines.cli.app import JsonFlag, app, client, operations_app, output, playbooks_app, profiles_app
 from reflexio_pipelines.cli.output import EXIT_USAGE, Output
 from reflexio_pipelines.cli.payload import PayloadError, parse_batches
-from reflexio_pipelines.sdk import AgentPlaybook, PublishResult, SearchResult, UserPlaybook
+from reflexio_pipelines.sdk import AgentPlaybook, OperationStatus, PublishResult, SearchResult, UserPlaybook
 
 UserOpt = Annotated[str | None, typer.Option("--user-id", "-u", envvar="REFLEXIO_USER_ID", help="The user.")]
 AgentVersionOpt = Annotated[str | None, typer.Option("--agent-version", envvar="REFLEXIO_AGENT_VERSION",
@@ -70,8 +70,12 @@ def publish(
 
     def human() -> None:
         for p, r in zip(publishes, results):
-            learned = (f"; learned {r.profiles_added or 0} profile(s), {r.playbooks_added or 0} playbook(s), "
-                       "searchable now") if wait else ""  # fmt: skip
+            learned = ""
+            if wait and r.learned is False:  # stored, but nothing was learned from it: say so, not "searchable"
+                learned = f"; {r.message.removeprefix('stored; ')}"
+            elif wait:
+                learned = (f"; learned {r.profiles_added or 0} profile(s), {r.playbooks_added or 0} playbook(s), "
+                           "searchable now")  # fmt: skip
             out.out.print(f"✓ {len(p['turns'])} turn(s) for {p['user_id']} stored (request {r.request_id}){learned}",
                           markup=False)  # fmt: skip
             for warning in r.warnings:
@@ -275,3 +279,42 @@ def erasures(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     out.emit(result, lambda: out.table("Erasures", ["id", "status", "started", "completed", "rows"], [
         [e.erasure_id[:16], e.status or "", str(e.started_at or ""), str(e.completed_at or ""),
          str(sum(e.erased.values()))] for e in result.erasures]))  # fmt: skip
+
+
+#: The services whose background operations (reruns) have a status.
+SERVICES = ("profile_generation", "playbook_generation")
+ServiceOpt = Annotated[Literal["profile_generation", "playbook_generation"] | None,
+                       typer.Option("--service", help="One service (default: both).")]  # fmt: skip
+
+
+@operations_app.command("status")
+def operations_status(ctx: typer.Context, service: ServiceOpt = None, json_mode: JsonFlag = False) -> None:
+    """The last rerun of each service: in_progress, completed, failed (interrupted: its process died) or cancelled."""
+    out = output(ctx, json_mode)
+    with out.errors(), client(ctx) as api:
+        statuses: dict[str, OperationStatus | None] = {name: api.get_operation_status(name)
+                                                       for name in ([service] if service else SERVICES)}  # fmt: skip
+
+    def human() -> None:
+        out.table("Operations", ["service", "operation", "status", "progress", "message"], [
+            [name, s.operation_id or "", (s.status or "") + (" (interrupted)" if s.interrupted else ""),
+             f"{s.progress_percentage or 0:.0f}%", s.error_message or ""] if s else [name, "", "none ran", "", ""]
+            for name, s in statuses.items()])  # fmt: skip
+
+    out.emit({"success": True, "operations": statuses}, human)
+
+
+@operations_app.command("cancel")
+def operations_cancel(
+    ctx: typer.Context,
+    service: ServiceOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Clear it now instead of stopping it before its next user "
+                                                        "(for a rerun that hangs).")] = False,  # fmt: skip
+    json_mode: JsonFlag = False,
+) -> None:
+    """Stop a running rerun (before its next user; nothing of it is written), or with --force clear its status at
+    once. A rerun whose process died needs neither: `operations status` already shows it interrupted."""
+    out = output(ctx, json_mode)
+    with out.errors(), client(ctx) as api:
+        result = api.cancel_operation(service, force=force)
+    out.emit(result, lambda: out.out.print(f"✓ {result.msg}", markup=False))

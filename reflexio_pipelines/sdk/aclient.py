@@ -66,6 +66,7 @@ class AsyncReflexioClient(ClientBase):
     reject_agent_playbook = async_method(RequestBuilder.reject_agent_playbook)
     run_aggregation = async_method(RequestBuilder.run_aggregation)
     get_operation_status = async_method(RequestBuilder.get_operation_status)
+    cancel_operation = async_method(RequestBuilder.cancel_operation)
     export = async_method(RequestBuilder.export)
     erase = async_method(RequestBuilder.erase)
     erasures = async_method(RequestBuilder.erasures)

@@ -71,6 +71,7 @@ class ReflexioClient(ClientBase):
     reject_agent_playbook = sync_method(RequestBuilder.reject_agent_playbook)
     run_aggregation = sync_method(RequestBuilder.run_aggregation)
     get_operation_status = sync_method(RequestBuilder.get_operation_status)
+    cancel_operation = sync_method(RequestBuilder.cancel_operation)
     export = sync_method(RequestBuilder.export)
     erase = sync_method(RequestBuilder.erase)
     erasures = sync_method(RequestBuilder.erasures)

@@ -21,6 +21,7 @@ from reflexio_pipelines.sdk.models import (
     Ack,
     AgentPlaybook,
     AggregationResult,
+    CancelResult,
     EraseResult,
     Erasures,
     ExportFormat,
@@ -329,6 +330,12 @@ class RequestBuilder:
     def get_operation_status(self, service_name: str = "profile_generation") -> Call[OperationStatus | None]:
         """Progress of the last `profile_generation` or `playbook_generation` operation; None if none ran."""
         return Call("GET", "/api/get_operation_status", _operation_status, params={"service_name": service_name})
+
+    def cancel_operation(self, service_name: str | None = None, *, force: bool = False) -> Call[CancelResult]:
+        """Stop the running rerun of `service_name` (None = both) before its next user; `force` clears it at once
+        (a hung rerun). A rerun whose process died needs neither: it is reported as interrupted by itself."""
+        body = _drop_none(service_name=service_name, force=force or None)
+        return Call("POST", "/api/cancel_operation", _model(CancelResult), json=body)
 
     def export(self, user_id: str, format: ExportFormat = "json") -> Call[dict[str, Any] | bytes]:
         """Everything stored about `user_id`: a JSON document (dict), or with `format="parquet"` the bytes of a zip

@@ -48,6 +48,8 @@ class PublishResult(_Model):
     storage_label: str | None = None
     profiles_added: int | None = None
     playbooks_added: int | None = None
+    #: With `wait=True`: False when learning failed (the message says why; a later run retries the window).
+    learned: bool | None = None
 
 
 class BlockingIssue(_Model):
@@ -154,6 +156,20 @@ class OperationStatus(_Model):
     status: str | None = None
     operation_id: str | None = None
     error_message: str | None = None
+    started_at: int | None = None
+    completed_at: int | None = None
+    progress_percentage: float | None = None
+    #: Its process died without recording an end; `status` is then "failed" and a new rerun may start.
+    interrupted: bool = False
+    heartbeat_at: float | None = None
+
+
+class CancelResult(_Model):
+    """Which services' running operations were cancelled (or, forced, cleared)."""
+
+    success: bool = True
+    cancelled_services: list[str] = Field(default_factory=list)
+    msg: str | None = ""
 
 
 class EraseResult(_Model):

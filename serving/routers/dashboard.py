@@ -13,7 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
+
+from serving.errors import error
 
 router = APIRouter()
 
@@ -62,5 +64,5 @@ def dashboard_asset(name: str) -> Response:
     """The dashboard's script and style sheet."""
     media_type = ASSETS.get(name)
     if media_type is None:
-        return JSONResponse(status_code=404, content={"success": False, "msg": f"no dashboard asset {name!r}"})
+        return error(404, f"no dashboard asset {name!r}")
     return Response(_read(name), media_type=media_type, headers=HEADERS)

@@ -18,12 +18,16 @@ from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.operations import (
     SERVICE_ALIASES,
+    RUN_FIELDS,
     SERVICES,
+    OperationInProgress,
+    begin_operation,
+    clear_operation,
+    current_status,
+    heartbeat,
     new_operation_id,
-    read_status,
     request_cancel,
-    start_status,
-    write_status,
+    update_status,
 )
 from serving.deps import service
 from serving.errors import error
@@ -44,21 +48,27 @@ log = logging.getLogger(__name__)
 
 def _start_rerun(state: ServiceState, entity: str, config: dict) -> JSONResponse | str:
     service = SERVICES[entity]
-    current = read_status(state.lake, service)
-    if current and current.get("status") == "in_progress":
-        return error(409, f"{service} is already in progress")
+    stale_after = state.settings.operation_stale_after_s
+    beat = stale_after / 4  # several beats per timeout: one slow write does not make a live rerun look dead
     operation_id = new_operation_id()
-    config = dict(config, entity=entity, operation_id=operation_id)
-    start_status(state.lake, service, operation_id, config)
+    config = dict(config, entity=entity, operation_id=operation_id, heartbeat_s=beat, stale_after_s=stale_after)
+    try:
+        params = {k: v for k, v in config.items() if k not in RUN_FIELDS}
+        begin_operation(state.lake, service, operation_id, params, stale_after_s=stale_after)
+    except OperationInProgress as exc:
+        return error(409, f"{service} is already in progress (operation {exc.status.get('operation_id')}); poll "
+                          "get_operation_status, or cancel_operation to stop it", key="msg")  # fmt: skip
 
     def work() -> None:
-        try:
-            state.operate("rerun_job", config)
-            state.index.refresh()
-        except Exception as exc:  # recorded for get_operation_status; the service keeps serving
-            log.exception("rerun %s failed", operation_id)
-            write_status(state.lake, service, status="failed", error_message=type(exc).__name__,
-                         completed_at=int(time.time()))  # fmt: skip
+        # The heartbeat spans the whole run, including the wait for the lake's run lock before the Dagster op starts.
+        with heartbeat(state.lake, service, operation_id, beat):
+            try:
+                state.operate("rerun_job", config)
+                state.index.refresh()
+            except Exception as exc:  # recorded for get_operation_status; the service keeps serving
+                log.exception("rerun %s failed", operation_id)
+                update_status(state.lake, service, operation_id, status="failed", error_message=type(exc).__name__,
+                              completed_at=int(time.time()))  # fmt: skip
 
     threading.Thread(target=work, name=f"rerun-{operation_id}", daemon=True).start()
     return operation_id
@@ -146,25 +156,38 @@ def get_operation_status(request: Request, service_name: str = Query("profile_ge
     service_name = SERVICE_ALIASES.get(service_name, service_name)
     if service_name not in SERVICES.values():
         return error(422, f"service_name: must be one of {sorted(SERVICES.values())}")
-    status = read_status(service(request).lake, service_name)
+    state = service(request)
+    status = current_status(state.lake, service_name, state.settings.operation_stale_after_s)
     if status is None:
         return GetOperationStatusResponse(success=True, msg="no operation has run")
-    return GetOperationStatusResponse(success=True, operation_status=status, msg="")
+    shown = {k: v for k, v in status.items() if k != "owner_token"}  # the process's private name stays internal
+    return GetOperationStatusResponse(success=True, operation_status=shown, msg="")
 
 
 @router.post("/api/cancel_operation", response_model=CancelOperationResponse)
 def cancel_operation(body: CancelOperationRequest, request: Request) -> CancelOperationResponse:
     """Stop the running rerun of one service (or of both): it stops before its next user and writes nothing, its
-    status becomes `cancelled`. Services with nothing in progress are left alone (not listed)."""
-    lake = service(request).lake
+    status becomes `cancelled`. With `force`, the status is settled as `cancelled` at once (for a rerun that hangs:
+    if it ever goes on, it writes nothing). A rerun whose process died is settled as interrupted (failed) and not
+    listed. Services with nothing in progress are left alone (not listed)."""
+    state = service(request)
     cancelled = []
     wanted = [SERVICE_ALIASES.get(body.service_name, body.service_name)] if body.service_name else None
     for name in wanted or sorted(SERVICES.values()):
-        status = read_status(lake, name)
-        if status and status.get("status") == "in_progress" and status.get("operation_id"):
-            request_cancel(lake, name, status["operation_id"])
-            cancelled.append(name)
-    msg = f"cancelling {', '.join(cancelled)} before the next user" if cancelled else "no operation in progress"
+        status = current_status(state.lake, name, state.settings.operation_stale_after_s)
+        if not (status and status.get("status") == "in_progress" and status.get("operation_id")):
+            continue
+        if body.force:
+            clear_operation(state.lake, name, "force-cancelled through the API")
+        else:
+            request_cancel(state.lake, name, status["operation_id"])
+        cancelled.append(name)
+    if not cancelled:
+        msg = "no operation in progress"
+    elif body.force:
+        msg = f"cleared {', '.join(cancelled)}"
+    else:
+        msg = f"cancelling {', '.join(cancelled)} before the next user"
     return CancelOperationResponse(success=True, cancelled_services=cancelled, msg=msg)
 
 

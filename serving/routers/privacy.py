@@ -20,6 +20,7 @@ from reflexio_pipelines.privacy.erasure import erasure_requests
 from reflexio_pipelines.privacy.export import as_json, as_parquet_zip, export_user
 from serving import erasures
 from serving.deps import service
+from serving.errors import error
 from serving.models import EraseUserDataRequest, ExportUserDataRequest
 from serving.state import ServiceState
 
@@ -48,10 +49,8 @@ async def erase_user_data(body: EraseUserDataRequest, request: Request):
         result = await run_in_threadpool(erasures.erase, state, body.user_id)
     except Exception as exc:  # e.g. a lock held past its timeout or a full disk: the marker lets a retry finish it
         log.exception("erasure failed")
-        return JSONResponse(status_code=503, content={"success": False,
-                                                      "message": f"erasure interrupted ({type(exc).__name__}); "
-                                                                 "retry the same request to complete it (a restart "
-                                                                 "of the service resumes it too)"})  # fmt: skip
+        return error(503, f"erasure interrupted ({type(exc).__name__}); retry the same request to complete it (a "
+                          "restart of the service resumes it too)", "message")  # fmt: skip
     message = (f"erased {result.total} rows; index version {result.index_version} is being served"
                if result.total else "nothing of this user was left to erase")  # fmt: skip
     return {"success": True, "message": message, "erased": result.erased, "redacted": result.redacted,

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_key
 from serving.deps import service
+from serving.errors import error
 from serving.erasures import RETRY_AFTER_S
 from serving.landing import UserBeingErased
 from serving.models import MAX_ID, PublishUserInteractionRequest, PublishUserInteractionResponse
@@ -78,12 +79,11 @@ async def publish_interaction(
     try:
         receipt = await asyncio.wrap_future(state.writer.submit(request_id, landing_rows(body, request_id), key))
     except UserBeingErased:
-        return JSONResponse(status_code=409, headers={"Retry-After": str(RETRY_AFTER_S)}, content={
-            "success": False, "message": "this user is being erased: the turns were not stored; publish again once "
-                                         "the erasure has completed"})  # fmt: skip
+        return error(409, "this user is being erased: the turns were not stored; publish again once the erasure "
+                          "has completed", "message", headers={"Retry-After": str(RETRY_AFTER_S)})  # fmt: skip
     except Exception:
         log.exception("publish not stored")
-        return JSONResponse(status_code=503, content={"success": False, "message": "turns were not stored; retry"})
+        return error(503, "turns were not stored; retry", "message")
     response = PublishUserInteractionResponse(
         success=True,
         request_id=receipt.request_id,
@@ -99,7 +99,9 @@ async def _close_the_loop(state: ServiceState, ingested_at_us: int, request_id: 
     """Materialise the publish's window through Dagster, publish the index, and swap it in before answering.
 
     The run forces this user's turns through at once; other users' incomplete windows wait as in the sensor's
-    runs, so a publish that waits costs its own extraction, not everybody's."""
+    runs, so a publish that waits costs its own extraction, not everybody's. A run that could not learn the user's
+    batch (the LLM down, answers it kept rejecting) records it in `extraction_failures` and still succeeds: the
+    answer then says learning failed, and why, instead of "learned"."""
     moment = datetime.fromtimestamp(ingested_at_us / 1_000_000, tz=timezone.utc)
     key = key_of_moment(moment, GRANULARITY)
     try:
@@ -108,6 +110,7 @@ async def _close_the_loop(state: ServiceState, ingested_at_us: int, request_id: 
         log.exception("wait_for_response run failed")
         response.warnings.append(f"learning run for window {key} failed: {type(exc).__name__}")
         response.message = "stored; learning failed (will be retried)"
+        response.learned = False
         return
     await run_in_threadpool(state.index.refresh)
     window = window_of_key(key, GRANULARITY)
@@ -116,6 +119,19 @@ async def _close_the_loop(state: ServiceState, ingested_at_us: int, request_id: 
     response.profiles_added = sum(1 for r in profiles if r["generated_from_request_id"] == request_id
                                   and r["status"] != "forgotten")  # a forget tombstone adds nothing
     response.playbooks_added = sum(1 for r in playbooks if r["request_id"] == request_id)
+    failures = unlearned(state, window, user_id)
+    if failures:
+        response.learned = False
+        response.message = f"stored; learning failed ({failures[0]}); the window is retried by a later run"
+        response.warnings.extend(f"not learned: {reason}" for reason in failures)
+        return
+    response.learned = True
     response.message = "stored, learned and indexed"
 
 
+def unlearned(state: ServiceState, window: str, user_id: str) -> list[str]:
+    """Why the user's batch of `window` is still unlearned: its unresolved `extraction_failures` rows as
+    "<error class>: <fixed description>" (never provider text, so no key or prompt can leak), or [] if learned."""
+    rows = state.lake.read_table("extraction_failures", window, filters=[("user_id", "=", user_id)]).to_pylist()
+    reasons = (f"{r['error_class']}: {r['error_message']}" for r in rows if r["resolved_by_run"] is None)
+    return list(dict.fromkeys(reasons))

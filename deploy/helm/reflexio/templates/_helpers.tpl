@@ -164,3 +164,20 @@ securityContext:
 {{- define "reflexio.configChecksum" -}}
 checksum/config: {{ include (print .Template.BasePath "/configmaps.yaml") . | sha256sum }}
 {{- end -}}
+
+{{/*
+REFLEXIO_ALLOWED_HOSTS: the Host names the service answers besides loopback (serving/hosts.py, against DNS
+rebinding): its Services' in-cluster names (short, .namespace, .namespace.svc, .namespace.svc.cluster.local) and
+serving.allowedHosts (an ingress hostname, "*.example.com").
+*/}}
+{{- define "reflexio.allowedHosts" -}}
+{{- $fullname := include "reflexio.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $names := list (printf "%s-serving" $fullname) -}}
+{{- range .Values.serving.replicaGroups }}{{ $names = append $names (printf "%s-serving-%s" $fullname .name) }}{{ end -}}
+{{- $hosts := list -}}
+{{- range $names }}
+{{- $hosts = concat $hosts (list . (printf "%s.%s" . $ns) (printf "%s.%s.svc" . $ns) (printf "%s.%s.svc.cluster.local" . $ns)) -}}
+{{- end -}}
+{{- join "," (concat $hosts (.Values.serving.allowedHosts | default list)) -}}
+{{- end -}}
