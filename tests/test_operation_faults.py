@@ -107,6 +107,9 @@ def test_a_rerun_sigkilled_mid_run_is_interrupted_and_the_next_rerun_runs(tmp_pa
         done = _wait_status(client, lambda s: s["status"] != "in_progress")
         assert done["status"] == "completed" and done["operation_id"] == again.json()["operation_id"]
         assert done["processed_user_ids"] == ["kai"] and done["interrupted"] is False
+        for thread in threading.enumerate():  # the rerun re-indexes after it reports completed: let it end here
+            if thread.name.startswith("rerun-"):
+                thread.join(120)
     pending = [r for r in lake.read_table("user_profiles").to_pylist() if r["status"] == "pending"]
     assert {r["operation_id"] for r in pending} == {again.json()["operation_id"]}  # nothing of the killed one
 

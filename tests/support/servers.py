@@ -52,8 +52,11 @@ def serve_app(app: Any, *, startup_timeout: float = 15.0, shutdown_timeout: floa
     # keep_alive_s: how long an idle keep-alive connection stays open (uvicorn's default 5 s). A client that reuses a
     # pooled connection just as the server closes it gets a connection reset; servers that stand in for providers
     # (which keep connections open far longer) raise it so a slow machine does not hit that race.
+    # log_config=None: uvicorn's default dictConfig clears every existing handler under logging's module lock, and
+    # a thread of an earlier test still logging through a Dagster handler holds that handler's lock while it waits
+    # for the module lock: the two deadlock (seen once in CI, a 600 s timeout).
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="auto",
-                            timeout_keep_alive=keep_alive_s)
+                            timeout_keep_alive=keep_alive_s, log_config=None)
     server = uvicorn.Server(config)
     errors: list[BaseException] = []
 
