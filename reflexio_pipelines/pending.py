@@ -1,6 +1,7 @@
-"""Which windows need a run: landing files that no `turns` run has consumed yet, user batches a run could not
-learn (unresolved `extraction_failures` rows, e.g. the LLM kept failing), or turns a run held back that are now due
-(their session went quiet, or their window closed; `extraction_bookmarks.due_at_us`)."""
+"""Which windows need a run: landing files that no `turns` run has consumed yet, turns whose learning never
+committed (the run died between compacting and learning), user batches a run could not learn (unresolved
+`extraction_failures` rows, e.g. the LLM kept failing), or turns a run held back that are now due (their session
+went quiet, or their window closed; `extraction_bookmarks.due_at_us`)."""
 
 from __future__ import annotations
 
@@ -30,16 +31,19 @@ class PendingWindow:
     files: tuple[str, ...]
     retry_of: tuple[str, ...] = ()  # the unresolved failure ids a retry run is for
     due: tuple[str, ...] = ()  # markers of held-back turns now due (their due times; no user ids)
+    unlearned: tuple[str, ...] = ()  # a marker per attempt when learning never committed the consumed turns
 
     @property
     def digest(self) -> str:
         """Identifies this exact set of landing files and failures (a sensor run key: each is requested once)."""
-        return hashlib.sha256("\n".join(self.files + self.retry_of + self.due).encode()).hexdigest()[:16]
+        markers = self.files + self.retry_of + self.due + self.unlearned
+        return hashlib.sha256("\n".join(markers).encode()).hexdigest()[:16]
 
 
 def pending_windows(lake: Lake, granularity: Granularity, now_us: int | None = None) -> list[PendingWindow]:
-    """Windows whose committed landing files differ from what their last `turns` run consumed, with failed batches
-    to retry, or with held-back turns due by `now_us` (default: now), oldest first."""
+    """Windows whose committed landing files differ from what their last `turns` run consumed, whose consumed
+    turns learning has not committed (up to MAX_AUTOMATIC_RETRIES attempts), with failed batches to retry, or with
+    held-back turns due by `now_us` (default: now), oldest first."""
     by_key: dict[str, list] = defaultdict(list)
     for date, hour, path in lake.landing_hours():
         by_key[key_of_landing_hour(date, hour, granularity)].append(path)
@@ -47,8 +51,11 @@ def pending_windows(lake: Lake, granularity: Granularity, now_us: int | None = N
     for key in sorted(by_key):
         window = window_of_key(key, granularity)
         files = tuple(lake.relative(f) for f in lake.landing_files(by_key[key]))
-        if files and sorted(files) != lake.read_consumed(window):
+        consumed = lake.consumed_state(window)
+        if files and sorted(files) != consumed.files:
             pending.append(PendingWindow(key, window, files))
+        elif files and not consumed.learned and consumed.attempts <= MAX_AUTOMATIC_RETRIES:
+            pending.append(PendingWindow(key, window, files, unlearned=(f"unlearned:{consumed.attempts}",)))
     waiting = {p.partition_key for p in pending}
     for window, failure_ids in windows_to_retry(lake).items():
         key = key_of_window(window, granularity)

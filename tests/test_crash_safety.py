@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,9 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.partitions import GRANULARITY
+from reflexio_pipelines.pending import MAX_AUTOMATIC_RETRIES, pending_windows
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings
-from tests.support.processes import free_port, start_service, stop
+from tests.conftest import land
+from tests.support.openai_stub import StubBehaviour, make_openai_stub
+from tests.support.processes import child_env, free_port, start_service, stop
+from tests.support.servers import serve_app
 
 pytestmark = pytest.mark.e2e
 
@@ -110,3 +117,58 @@ def _windows(keys: list[str]) -> list[str]:
     from reflexio_pipelines.partitions import GRANULARITY, window_of_key
 
     return [window_of_key(k, GRANULARITY) for k in keys]
+
+
+def test_a_learning_run_killed_after_compaction_is_run_again(tmp_path: Path, samples, monkeypatch):
+    """`materialize` is SIGKILLed while its learning step waits for the LLM, after `turns` committed the window:
+    the window stays pending (its turns were compacted but never learned) and the next pass learns it."""
+    lake_dir, home = tmp_path / "lake", tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    lake = Lake.at(str(lake_dir))
+    land(lake, samples)
+    (window,) = {p.window for p in pending_windows(lake, GRANULARITY)}
+
+    hanging = make_openai_stub(StubBehaviour(delay_s=60))  # the extraction call never answers in time
+    with serve_app(hanging) as llm_url:
+        env = child_env(lake_dir, home, REFLEXIO_LLM_MODEL="openai/stub", REFLEXIO_LLM_API_BASE=f"{llm_url}/v1",
+                        REFLEXIO_LLM_API_KEY="k", REFLEXIO_LLM_MAX_RETRIES="0")  # fmt: skip
+        proc = subprocess.Popen([sys.executable, "-m", "reflexio_pipelines", "materialize", "--lake", str(lake_dir)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while hanging.state.calls == 0:  # inside the learning step: `turns` has committed
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+        finally:
+            stop(proc, signal.SIGKILL)
+    state = lake.consumed_state(window)
+    assert state.files and not state.learned  # compacted, consumed, never learned
+    assert lake.read_table("turns", window).num_rows > 0 and lake.read_table("user_profiles", window).num_rows == 0
+    (again,) = pending_windows(lake, GRANULARITY)
+    assert again.window == window and again.unlearned
+
+    result = launch(settings=Settings(lake=str(lake_dir)))  # the built-in extractor this time
+    assert result.partition_keys == [again.partition_key]
+    assert lake.read_table("user_profiles", window).num_rows > 0
+    assert lake.consumed_state(window).learned and pending_windows(lake, GRANULARITY) == []
+
+
+def test_a_window_whose_learning_keeps_dying_stops_being_retried(tmp_path: Path, samples):
+    """Each `turns` run that leaves learning uncommitted counts an attempt; past MAX_AUTOMATIC_RETRIES the window
+    waits for an operator, like failed batches, instead of being requested every sensor tick."""
+    lake = Lake.at(str(tmp_path / "lake"))
+    land(lake, samples)
+    (window,) = {p.window for p in pending_windows(lake, GRANULARITY)}
+    files = [lake.relative(f) for _, _, hour_dir in lake.landing_hours() for f in lake.landing_files([hour_dir])]
+    digests = set()
+    for _ in range(MAX_AUTOMATIC_RETRIES):
+        lake.write_consumed(window, files)  # a `turns` run, then the learning step died
+        (p,) = pending_windows(lake, GRANULARITY)
+        digests.add(p.digest)
+    assert len(digests) == MAX_AUTOMATIC_RETRIES  # each attempt is a new sensor run key
+    lake.write_consumed(window, files)
+    assert pending_windows(lake, GRANULARITY) == []
+    lake.mark_learned(window)
+    assert lake.consumed_state(window).learned and pending_windows(lake, GRANULARITY) == []

@@ -133,6 +133,8 @@ def user_learning(
                                       output.learned_users, window=window, run_id=run_id, at=int(time.time()))  # fmt: skip
             versions = {name: store.replace_window(name, window, table) for name, table in arrow.items()}
             store.replace_window("extraction_failures", window, pa.Table.from_pylist(failures, TABLES["extraction_failures"]))
+            # only now: a run that dies before this line leaves the window pending, so the sensor runs it again
+            store.mark_learned(window)
     failed = [f for f in output.failures if f.stage != "blocked"]
     if output.failures:
         # ids and error classes only: no turn content, no provider text

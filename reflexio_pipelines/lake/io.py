@@ -3,7 +3,7 @@
 Layout (see lake/README.md):
     landing/turns/date=YYYY-MM-DD/hour=HH/<ingested_us>-<rand>.parquet   immutable landing files
     tables/<name>/                                                       Delta tables, partitioned by `window`
-    state/consumed/<window>.json                                         landing files a `turns` run consumed
+    state/consumed/<window>.json                                         landing files a `turns` run consumed, learned?
     indexes/search/<version>/, indexes/search/CURRENT                    published search index versions
     _locks/                                                              cross-process write locks
 """
@@ -40,6 +40,17 @@ def landing_hour_dir(landing_root: LakePath, moment: datetime) -> LakePath:
     """The landing directory for the UTC hour containing `moment`."""
     moment = moment.astimezone(timezone.utc)
     return landing_root / f"date={moment:%Y-%m-%d}" / f"hour={moment:%H}"
+
+
+@dataclass(frozen=True)
+class ConsumedState:
+    """A window's `state/consumed/<window>.json`: the landing files in its `turns` table, whether the learning step
+    has committed since they were (`learned`), and how many `turns` runs have left them unlearned (`attempts`; a
+    window whose learning keeps dying is not retried for ever, `pending.MAX_AUTOMATIC_RETRIES`)."""
+
+    files: list[str]
+    learned: bool = True
+    attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -100,15 +111,42 @@ class Lake:
             files.extend(p for p in sorted(hour_dir.glob("*.parquet")) if not p.name.startswith(TMP_PREFIX))
         return files
 
-    def read_consumed(self, window: str) -> list[str]:
-        """Landing files (relative paths) that the last successful `turns` run for `window` consumed."""
+    def consumed_state(self, window: str) -> ConsumedState:
+        """What the last `turns` run of `window` consumed, and whether learning has committed since."""
         path = self.consumed_path(window)
         if not path.exists():
-            return []
-        return json.loads(path.read_text())["files"]
+            return ConsumedState(files=[])
+        data = json.loads(path.read_text())
+        # a list written before `learned` existed was only written by runs whose learning is not tracked: learned
+        return ConsumedState(files=data["files"], learned=data.get("learned", True), attempts=data.get("attempts", 0))
+
+    def read_consumed(self, window: str) -> list[str]:
+        """Landing files (relative paths) that the last successful `turns` run for `window` consumed."""
+        return self.consumed_state(window).files
 
     def write_consumed(self, window: str, files: list[str]) -> None:
-        write_bytes(self.consumed_path(window), json.dumps({"files": sorted(files)}).encode())
+        """Record the landing files a `turns` run has just committed to the table, not yet learned from: until
+        `mark_learned`, the window stays pending (a run that dies between the two steps is run again)."""
+        before = self.consumed_state(window)
+        attempts = 1 if before.learned else before.attempts + 1
+        self._write_consumed(window, ConsumedState(sorted(files), learned=False, attempts=attempts))
+
+    def drop_consumed(self, window: str, name: str) -> None:
+        """Forget one consumed landing file (erasure deleted it), keeping the window's learning state."""
+        before = self.consumed_state(window)
+        if name in before.files:
+            self._write_consumed(window, ConsumedState([f for f in before.files if f != name], before.learned,
+                                                       before.attempts))  # fmt: skip
+
+    def mark_learned(self, window: str) -> None:
+        """Learning has committed the window's tables from every turn the consumed files hold."""
+        before = self.consumed_state(window)
+        if not before.learned:
+            self._write_consumed(window, ConsumedState(before.files))
+
+    def _write_consumed(self, window: str, state: ConsumedState) -> None:
+        body = {"files": state.files, "learned": state.learned, "attempts": state.attempts}
+        write_bytes(self.consumed_path(window), json.dumps(body).encode())
 
     def relative(self, path: LakePath) -> str:
         return str(path.relative_to(self.root))

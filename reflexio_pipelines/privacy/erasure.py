@@ -253,9 +253,7 @@ def _erase_landing(lake: Lake, user_id: str) -> int:
             else:
                 hit.path.unlink()
                 sync_dir(hit.path.parent)
-                name, consumed = lake.relative(hit.path), lake.read_consumed(hit.window)
-                if name in consumed:
-                    lake.write_consumed(hit.window, [f for f in consumed if f != name])
+                lake.drop_consumed(hit.window, lake.relative(hit.path))
     return removed
 
 
@@ -292,8 +290,8 @@ def _republish_index(lake: Lake, embedder: Embedder) -> str:
     A serving process still holding an old version keeps reading it from its open files until its watcher swaps
     to CURRENT (every 0.5 s); the bytes are gone from the directory at once."""
     cache = EmbeddingCache(lake)  # before the documents are read (see EmbeddingCache)
-    docs, _ = index_documents(lake)
-    version = publish_index(lake.index_root, docs, embedder, cache=cache)
+    docs, _, sources = index_documents(lake)
+    version = publish_index(lake.index_root, docs, embedder, cache=cache, sources=sources)
     prune_versions(lake.index_root, keep=1, stale_tmp_seconds=0)
     if is_remote(lake.index_root):
         # This host's cached copies of the pruned versions go now, not at the service's next swap (which may have
