@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from reflexio_pipelines.assets.metadata import preview
 from reflexio_pipelines.lake.llm_calls import ledger_written
+from reflexio_pipelines.lake.reads import counting_reads
 from reflexio_pipelines.lake.records import live_turns, user_states
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.carry import ITEM_TABLES, WINDOW_TABLES, window_rows
@@ -105,7 +106,7 @@ def user_learning(
     with ledger_written(store, run_id=run_id, asset="user_learning", window=window):
         # The whole step holds the window's lock: a second run of the window (the sensor does not wait for the
         # first) starts from the bookmarks the first one committed, instead of extracting the same turns again.
-        with store.lock(f"window-{window}"):
+        with store.lock(f"window-{window}"), counting_reads() as reads:
             turns = live_turns(store, window)
             users = sorted({t.user_id for t in turns})
             previous = _previous_rows(store, window, config.rebuild)
@@ -164,6 +165,10 @@ def user_learning(
         "turns_held_back": stats.turns_held,
         "extractor": ", ".join(sorted(stats.extractors)) or "none",
     }
+    # what the step read of the lake (after Delta file skipping): should follow the window's users, not the lake
+    read = reads.metadata()
+    cost.update({k: v for k, v in read.items() if k != "lake_reads"})
+    cost["lake_reads"] = dg.MetadataValue.json(read["lake_reads"])
     for name, table in arrow.items():
         yield dg.MaterializeResult(
             asset_key=name,

@@ -67,9 +67,9 @@ def record(lake: Lake, ops: Iterable[CurationOp], actor: str = "api") -> list[di
     return rows
 
 
-def read_ops(lake: Lake, entity: str | None = None) -> list[dict[str, Any]]:
-    """The log in order (optionally one entity's ops), `fields` decoded."""
-    rows = sorted(lake.read_table("curation_log").to_pylist(), key=lambda r: r["seq"])
+def read_ops(lake: Lake, entity: str | None = None, filters: list[tuple] | None = None) -> list[dict[str, Any]]:
+    """The log in order (optionally one entity's ops, and only rows matching DNF `filters`), `fields` decoded."""
+    rows = sorted(lake.read_table("curation_log", filters=filters).to_pylist(), key=lambda r: r["seq"])
     return [dict(r, fields=json.loads(r["fields"] or "{}")) for r in rows if entity is None or r["entity"] == entity]
 
 

@@ -5,18 +5,22 @@ An index build asks the cache for the vectors of every text it needs and embeds 
 a build served from the cache gives the same bytes as one that embedded everything.
 
 Table `tables/embedding_cache` (schema `lake.schemas.EMBEDDING_CACHE`), partitioned by `bucket` (the first byte of
-the text hash modulo `BUCKETS`): a lookup reads only the partitions of the hashes it needs, and within them only the
-files whose `model_id` statistics match. Rows name their owners: every user whose document held the text in a build
-since the row was stored (a profile's or user playbook's user; an agent playbook's member users), so a text two
-users wrote, or an agent playbook worded like one of its members' playbooks, lists them all.
+the text hash modulo `BUCKETS`). A lookup reads only the partitions of the hashes it needs, and in two steps: the key
+columns of their files, then the vectors of only the rows that matched (most texts a delta build looks up are new:
+reading every candidate file's vectors made a 120-text lookup on a 1M-vector cache take 2.9 s, measured). Rows
+name their owners: every user whose document held the text in a build since the row was stored (a profile's or user
+playbook's user; an agent playbook's member users; a turn's user), so a text two users wrote, or an agent playbook
+worded like one of its members' playbooks, lists them all. Owners a cached text gains later are appended as owner
+rows (same key, an empty vector) rather than rewriting the vector row's bucket: rewriting the buckets of 20 claimed
+texts on a 1M-vector cache took 22 s, and short turns ("thanks!") gain owners in almost every build.
 
-- **Concurrency.** Reads and writes hold the lake lock `embedding-cache`. A build stores its new vectors in one
-  Delta commit (an append; a rewrite of the buckets concerned when cached rows gain owners); under the lock it first
-  drops texts another build added since its lookup, so two racing builds may embed a text twice but store it once.
-  When a bucket has collected `MAX_SMALL_FILES` small files, they are compacted (a second commit, now and then).
-- **Erasure.** `erase_owner` deletes every row naming the user among its owners, also rows other users share (the
-  next build embeds the text again for them), rewriting only the buckets that held such rows, then purges the
-  table's history (`Lake.purge_history`). A build that read its documents before an erasure and stores its vectors
+- **Concurrency.** Reads and writes hold the lake lock `embedding-cache`. A build stores its new vectors and owner
+  rows in one Delta commit (an append); under the lock it first drops texts another build added since its lookup,
+  so two racing builds may embed a text twice but store it once. When a bucket has collected `MAX_SMALL_FILES`
+  small files, they are compacted (a second commit, now and then).
+- **Erasure.** `erase_owner` deletes every row of a text whose owners (over all its rows) include the user, also
+  texts other users share (the next build embeds the text again for them), rewriting only the buckets that held
+  such rows, then purges the table's history (`Lake.purge_history`). A build that read its documents before an erasure and stores its vectors
   after it would put the user's texts back: every erasure bumps an epoch (`state/embedding_cache/erasure_epoch`),
   an `EmbeddingCache` notes it when opened (before the build reads documents) and stores nothing if it changed.
 """
@@ -27,10 +31,12 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
@@ -41,12 +47,20 @@ LOCK = "embedding-cache"
 #: Hash partitions. Few enough that a build's append writes at most this many files; enough that a lookup of a
 #: handful of texts reads a small share of the table.
 BUCKETS = 64
-#: Small files a bucket may collect from appends before they are compacted into files of `COMPACT_TARGET_BYTES`.
+#: Small files (under `APPEND_FILE_BYTES`) a bucket may collect from builds' appends before a build merges them into
+#: one. Merging only those keeps the build's share of compaction to a few small files: merging every file under
+#: 8 MB, as builds did, rewrote most of a 1M-vector cache's 2 GB every eighth build (6.9 s of one store, measured).
 MAX_SMALL_FILES = 8
+APPEND_FILE_BYTES = 1 << 20
+#: The files `compact` (the nightly index compaction, a bulk fill) merges buckets into: fewer files per lookup.
 COMPACT_TARGET_BYTES = 8 << 20
 #: Compaction and owner rewrites leave the files they replaced on disk for readers of an older snapshot (an analyst's
 #: DuckDB view); they are deleted once they have been out of the table this long (erasure deletes them at once).
 REMOVED_FILE_RETENTION_HOURS = 1
+#: Rows per Parquet row group of the cache's files. A lookup reads the vectors of a matching row's whole row group:
+#: 1,024 rows are 1.5 MB of 384-d vectors, where files written with the writer's default (one row group per file)
+#: made a 20-hit lookup on a 1M-vector cache decode ~500 MB (1.0 s of its 1.4 s, measured).
+ROW_GROUP_ROWS = 1024
 
 
 def text_key(text: str) -> str:
@@ -90,6 +104,7 @@ class EmbeddingCache:
         self._lake = lake
         self._epoch = read_epoch(lake)
         self._owners: dict[str, frozenset[str]] = {}  # key -> owners stored, for the keys `lookup` found
+        self._looked_at: frozenset[str] = frozenset()  # the data files `lookup` read the keys of
         self.stats = CacheStats()
 
     def lookup(self, model_id: str, dim: int, texts: Sequence[str]) -> dict[str, np.ndarray]:
@@ -97,10 +112,10 @@ class EmbeddingCache:
         model and dimension."""
         keys = [text_key(t) for t in texts]
         with self._lake.lock(LOCK):
-            rows = _scan(self._lake, keys, model_id, dim, ["text_sha256", "vector", "owner_user_ids"], self.stats)
+            rows, self._looked_at = _scan(self._lake, keys, model_id, dim, ["text_sha256", "vector", "owner_user_ids"],
+                                          self.stats)  # fmt: skip
         found = _vectors(rows, dim)
-        self._owners.update(zip(rows.column("text_sha256").to_pylist(),
-                                (frozenset(o or ()) for o in rows.column("owner_user_ids").to_pylist())))  # fmt: skip
+        self._owners.update({k: v for k, v in _owners(rows).items() if k in found})
         out = {text: found[key] for text, key in zip(texts, keys) if key in found}
         self.stats.texts += len(texts)
         self.stats.cached += len(out)
@@ -121,21 +136,25 @@ class EmbeddingCache:
             if read_epoch(self._lake) != self._epoch:
                 self.stats.not_stored_after_erasure += len(texts) + len(grown)
                 return
-            present = set(_scan(self._lake, keys, model_id, dim, ["text_sha256"]).column("text_sha256").to_pylist())
-            fresh = [i for i, key in enumerate(keys) if key not in present]
+            # What builds committed since the lookup (usually nothing: only files added since are read)
+            since, _ = _scan(self._lake, keys + sorted(grown), model_id, dim, ["text_sha256", "owner_user_ids"],
+                             skip=self._looked_at)  # fmt: skip
+            stored = _owners(since)
+            fresh = [i for i, key in enumerate(keys) if key not in stored]
+            # Texts another build stored meanwhile may lack owners this build saw: claimed like the looked-up ones.
+            known = {k: self._owners.get(k, frozenset()) | stored.get(k, frozenset())
+                     for k in (self._owners.keys() | stored.keys()) & claims.keys()}  # fmt: skip
+            claimed = {k: claims[k] - owners for k, owners in known.items() if claims[k] - owners}
             new = _rows(model_id, dim, [keys[i] for i in fresh], np.asarray(vectors)[fresh],
                         [claims.get(keys[i], frozenset()) for i in fresh])  # fmt: skip
-            # Rows another build stored since the lookup may lack owners this build saw: claimed like the others.
-            claimed = {k: claims[k] for k in grown | (present & claims.keys())}
             if claimed:
-                self.stats.owners_added += _claim(self._lake, model_id, dim, claimed, new)
-            elif fresh:
+                new = pa.concat_tables([new, _owner_rows(model_id, dim, claimed)])
+            if new.num_rows:
                 _write(self._lake, new, mode="append")
-            if fresh:
-                _compact(self._lake, sorted({bucket_of(keys[i]) for i in fresh}))
-            if fresh or claimed:
+                _compact(self._lake, sorted(set(new.column("bucket").to_pylist())))
                 _vacuum_removed(self._lake)
             self.stats.stored += len(fresh)
+            self.stats.owners_added += len(claimed)
 
 
 def erase_owner(lake: Lake, user_id: str) -> tuple[int, int]:
@@ -148,11 +167,14 @@ def erase_owner(lake: Lake, user_id: str) -> tuple[int, int]:
         write_bytes(_epoch_path(lake), str(read_epoch(lake) + 1).encode())
         if _exists(path):
             table = open_delta(path)
-            owners = table.to_pyarrow_table(columns=["owner_user_ids", "bucket"])  # no vectors: small
-            buckets = sorted(set(owners.filter(_owned_by(owners, user_id)).column("bucket").to_pylist()))
+            owners = table.to_pyarrow_table(columns=["text_sha256", "owner_user_ids", "bucket"])  # no vectors: small
+            owned = owners.filter(_owned_by(owners, user_id))
+            buckets = sorted(set(owned.column("bucket").to_pylist()))
             if buckets:
                 rows = table.to_pyarrow_table(filters=[("bucket", "in", buckets)])
-                keep = rows.filter(pc.invert(_owned_by(rows, user_id)))
+                # every row of an owned text: its vector row may predate the owner row that names the user
+                gone = pc.is_in(rows.column("text_sha256"), value_set=owned.column("text_sha256"))
+                keep = rows.filter(pc.invert(gone))
                 deleted = rows.num_rows - keep.num_rows
                 # The predicate names bucket numbers only, never the user (see `Lake.replace_windows`).
                 _write(lake, keep, mode="overwrite", predicate=f"bucket IN ({', '.join(map(str, buckets))})")
@@ -185,44 +207,61 @@ def _owned_by(table: pa.Table, user_id: str) -> pa.Array:
 
 
 def _scan(lake: Lake, keys: Sequence[str], model_id: str, dim: int, columns: list[str],
-          stats: CacheStats | None = None) -> pa.Table:  # fmt: skip
-    """The rows of `keys` for this model and dimension, reading only their buckets' files."""
+          stats: CacheStats | None = None, *, skip: frozenset[str] = frozenset()) -> tuple[pa.Table, frozenset[str]]:  # fmt: skip
+    """The rows (vector and owner rows) of `keys` for this model and dimension, read from their buckets' data files
+    except `skip`: the key columns of every candidate file (one threaded scan), then `columns` from only the files
+    that hold a match. Returns the rows and the files looked at (with `skip`): a later scan of the same keys under
+    the lock reads only files committed since."""
     path = lake.table_path(CACHE_TABLE)
     if not keys or not _exists(path):
-        return pa.table({c: pa.array([], TABLES[CACHE_TABLE].field(c).type) for c in columns})
+        return _empty(columns), skip
     table = open_delta(path)
     buckets = sorted({bucket_of(k) for k in keys})
+    dataset = table.to_pyarrow_dataset()
+    fragments = [f for f in dataset.get_fragments(filter=pc.field("bucket").isin(buckets)) if f.path not in skip]
     if stats is not None:
-        files = pa.table(table.get_add_actions(flatten=True)).column("partition.bucket").to_pylist()
-        wanted = set(buckets)
-        stats.files_total = len(files)
-        stats.files_read += sum(1 for b in files if b in wanted)
-    wanted_keys = sorted(set(keys))
-    rows = table.to_pyarrow_table(columns=columns, filters=[("bucket", "in", buckets), ("model_id", "=", model_id),
-                                                           ("dim", "=", dim), ("text_sha256", "in", wanted_keys)])  # fmt: skip
-    return rows.filter(pc.is_in(rows.column("text_sha256"), value_set=pa.array(wanted_keys, pa.string())))
+        stats.files_total = len(table.file_uris())
+        stats.files_read += len(fragments)
+    looked_at = skip | {f.path for f in fragments}
+
+    def files(subset: list) -> ds.FileSystemDataset:
+        return ds.FileSystemDataset(subset, dataset.schema, dataset.format, dataset.filesystem)
+
+    match = (pc.field("text_sha256").isin(pa.array(sorted(set(keys)), pa.string()))
+             & (pc.field("model_id") == model_id) & (pc.field("dim") == dim))  # fmt: skip
+    held = set(files(fragments).to_table(columns=["__filename"], filter=match).column("__filename").to_pylist())
+    if not held:
+        return _empty(columns), looked_at
+    return files([f for f in fragments if f.path in held]).to_table(columns=columns, filter=match), looked_at
 
 
-def _claim(lake: Lake, model_id: str, dim: int, claims: dict[str, frozenset[str]], new: pa.Table) -> int:
-    """One commit rewriting the buckets of `claims` and `new`: the claimed rows with the claimed owners added,
-    `new` appended. Returns the rows whose owner lists grew."""
-    buckets = sorted({bucket_of(k) for k in claims} | set(new.column("bucket").to_pylist()))
-    rows = open_delta(lake.table_path(CACHE_TABLE)).to_pyarrow_table(filters=[("bucket", "in", buckets)])
-    keys, models, dims = (rows.column(c).to_pylist() for c in ("text_sha256", "model_id", "dim"))
-    owners, grown = rows.column("owner_user_ids").to_pylist(), 0
-    for i, (key, model, row_dim) in enumerate(zip(keys, models, dims)):
-        extra = claims.get(key, frozenset()) - set(owners[i] or ()) if (model, row_dim) == (model_id, dim) else None
-        if extra:
-            owners[i], grown = sorted({*(owners[i] or ()), *extra}), grown + 1
-    if not grown:  # another build added them meanwhile: only the new rows to store
-        if new.num_rows:
-            _write(lake, new, mode="append")
-        return 0
-    rows = rows.set_column(rows.schema.get_field_index("owner_user_ids"), "owner_user_ids",
-                           pa.array(owners, pa.list_(pa.string())))  # fmt: skip
-    merged = pa.concat_tables([rows.select(new.column_names).cast(new.schema), new])
-    _write(lake, merged, mode="overwrite", predicate=f"bucket IN ({', '.join(map(str, buckets))})")
-    return grown
+def _empty(columns: list[str]) -> pa.Table:
+    return pa.table({c: pa.array([], TABLES[CACHE_TABLE].field(c).type) for c in columns})
+
+
+def _owners(rows: pa.Table) -> dict[str, frozenset[str]]:
+    """text_sha256 -> its owners over all its scanned rows (the vector row and any owner rows)."""
+    out: dict[str, frozenset[str]] = {}
+    for key, owners in zip(rows.column("text_sha256").to_pylist(), rows.column("owner_user_ids").to_pylist()):
+        out[key] = out.get(key, frozenset()) | frozenset(owners or ())
+    return out
+
+
+def _owner_rows(model_id: str, dim: int, claims: Mapping[str, frozenset[str]]) -> pa.Table:
+    """Rows that add owners to cached texts: the key, the new owners and an empty vector (`_vectors` skips it)."""
+    keys = sorted(claims)
+    return pa.table(
+        {
+            "model_id": [model_id] * len(keys),
+            "dim": pa.array([dim] * len(keys), pa.int32()),
+            "text_sha256": keys,
+            "vector": pa.array([[]] * len(keys), pa.list_(pa.float32())),
+            "owner_user_ids": [sorted(claims[k]) for k in keys],
+            "created_at": [int(time.time())] * len(keys),
+            "bucket": pa.array([bucket_of(k) for k in keys], pa.int32()),
+        },
+        schema=TABLES[CACHE_TABLE],
+    )
 
 
 def _vectors(rows: pa.Table, dim: int) -> dict[str, np.ndarray]:
@@ -263,31 +302,39 @@ def _write(lake: Lake, rows: pa.Table, *, mode: str, predicate: str | None = Non
     rows = rows.select(TABLES[CACHE_TABLE].names).cast(TABLES[CACHE_TABLE]).sort_by(
         [("bucket", "ascending"), ("text_sha256", "ascending")])
     write_deltalake(delta_uri(path), rows, mode=mode, predicate=predicate, partition_by=["bucket"],
-                    storage_options=delta_options(path))  # fmt: skip
+                    storage_options=delta_options(path), writer_properties=_writer_properties())  # fmt: skip
+
+
+def _writer_properties() -> Any:
+    from deltalake import WriterProperties
+
+    return WriterProperties(max_row_group_size=ROW_GROUP_ROWS)
 
 
 def compact(lake: Lake) -> None:
-    """Merge the small files of every bucket that collected `MAX_SMALL_FILES` of them (what stores do for the
-    buckets they write); for a cache filled in bulk."""
+    """Merge every bucket's files under `COMPACT_TARGET_BYTES` into files of about that size (the nightly index
+    compaction; after a bulk fill), so a lookup opens few files per bucket."""
     if _exists(lake.table_path(CACHE_TABLE)):
         with lake.lock(LOCK):
-            _compact(lake, list(range(BUCKETS)))
+            _compact(lake, list(range(BUCKETS)), small_bytes=COMPACT_TARGET_BYTES, min_files=2)
             _vacuum_removed(lake)
 
 
-def _compact(lake: Lake, buckets: list[int]) -> None:
-    """Merge the small files of those of `buckets` that collected `MAX_SMALL_FILES` of them (caller holds LOCK)."""
+def _compact(lake: Lake, buckets: list[int], *, small_bytes: int = APPEND_FILE_BYTES,
+             min_files: int = MAX_SMALL_FILES) -> None:  # fmt: skip
+    """Merge the files under `small_bytes` of those of `buckets` that hold `min_files` of them into files of up to
+    `small_bytes` (caller holds LOCK)."""
     table = open_delta(lake.table_path(CACHE_TABLE))
     actions = pa.table(table.get_add_actions(flatten=True))
     small: dict[int, int] = {}
     for bucket, size in zip(actions.column("partition.bucket").to_pylist(), actions.column("size_bytes").to_pylist()):
-        if size < COMPACT_TARGET_BYTES:
+        if size < small_bytes:
             small[bucket] = small.get(bucket, 0) + 1
-    full = [b for b in buckets if small.get(b, 0) >= MAX_SMALL_FILES]
+    full = [b for b in buckets if small.get(b, 0) >= min_files]
     if not full:
         return
-    table.optimize.compact(partition_filters=[("bucket", "in", [str(b) for b in full])],
-                           target_size=COMPACT_TARGET_BYTES)  # fmt: skip
+    table.optimize.compact(partition_filters=[("bucket", "in", [str(b) for b in full])], target_size=small_bytes,
+                           writer_properties=_writer_properties())  # fmt: skip
 
 
 def _vacuum_removed(lake: Lake) -> None:

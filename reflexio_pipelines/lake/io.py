@@ -22,6 +22,7 @@ from filelock import FileLock
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random
 
 from reflexio_pipelines.files import TMP_PREFIX
+from reflexio_pipelines.lake.reads import note_read
 from reflexio_pipelines.lake.schemas import OPERATION_TABLES, TABLES
 from reflexio_pipelines.storage import (
     LakePath,
@@ -163,7 +164,7 @@ class Lake:
         filters = [*(filters or []), *([("window", "=", window)] if window is not None else [])] or None
         # A data file of the version opened can be vacuumed before it is read (erasure purges history at once):
         # then the table is opened again at its new version.
-        table = read_vanishing(lambda: open_delta(path).to_pyarrow_table(filters=filters))
+        table = read_vanishing(lambda: _read_delta(name, path, filters))
         for field in schema:
             # A column added to the schema after this table was last written: null until a write adds it (writes
             # merge additive schema changes, see `_overwrite`).
@@ -297,3 +298,9 @@ _COMMIT_RETRIES = Retrying(retry=retry_if_exception(_commit_conflict), stop=stop
 
 def _quote(value: str) -> str:
     return value.replace("'", "''")
+
+
+def _read_delta(name: str, path: LakePath, filters: list[tuple] | None) -> pa.Table:
+    table = open_delta(path)
+    note_read(name, table, filters)
+    return table.to_pyarrow_table(filters=filters)

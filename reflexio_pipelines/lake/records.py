@@ -85,8 +85,11 @@ def live_rows(lake: Lake, entity: str, filters: list[tuple] | None = None,
     curation (lake/curation.py: adds and edits join before supersession; deletions apply last, so deleting an
     item never brings back the one it replaced)."""
     table, id_column, order_column = ENTITY_TABLES[entity]
-    overlay = status_overlay(lake.read_table("lifecycle_events").to_pylist(), entity)
-    ops = read_ops(lake, entity)
+    # Lifecycle events and curation ops of profiles and user playbooks name the item's user: a read for some users
+    # needs only theirs (a window's state reads follow the window's users, not the lake's size).
+    users = [f for f in filters or () if f[0] == "user_id"] or None
+    overlay = status_overlay(lake.read_table("lifecycle_events", filters=users).to_pylist(), entity)
+    ops = read_ops(lake, entity, filters=users)
     rows = apply_adds_and_updates(lake.read_table(table, filters=filters).to_pylist(), ops, id_column, filters)
     gone = deleted_ids(ops)
     return [r for r in current_rows(rows, id_column, order_column, overlay, statuses) if str(r[id_column]) not in gone]
