@@ -290,8 +290,8 @@ def _republish_index(lake: Lake, embedder: Embedder) -> str:
     A serving process still holding an old version keeps reading it from its open files until its watcher swaps
     to CURRENT (every 0.5 s); the bytes are gone from the directory at once."""
     cache = EmbeddingCache(lake)  # before the documents are read (see EmbeddingCache)
-    docs, _, sources = index_documents(lake)
-    version = publish_index(lake.index_root, docs, embedder, cache=cache, sources=sources)
+    docs, _ = index_documents(lake)
+    version = publish_index(lake.index_root, docs, embedder, cache=cache)
     prune_versions(lake.index_root, keep=1, stale_tmp_seconds=0)
     if is_remote(lake.index_root):
         # This host's cached copies of the pruned versions go now, not at the service's next swap (which may have
