@@ -20,9 +20,10 @@ texts on a 1M-vector cache took 22 s, and short turns ("thanks!") gain owners in
   small files, they are compacted (a second commit, now and then).
 - **Erasure.** `erase_owner` deletes every row of a text whose owners (over all its rows) include the user, also
   texts other users share (the next build embeds the text again for them), rewriting only the buckets that held
-  such rows, then purges the table's history (`Lake.purge_history`). A build that read its documents before an erasure and stores its vectors
-  after it would put the user's texts back: every erasure bumps an epoch (`state/embedding_cache/erasure_epoch`),
-  an `EmbeddingCache` notes it when opened (before the build reads documents) and stores nothing if it changed.
+  such rows, then purges the table's history (`Lake.purge_history`). A build that read its documents before an
+  erasure and stores its vectors after it would put the user's texts back: every erasure bumps an epoch
+  (`state/embedding_cache/erasure_epoch`), an `EmbeddingCache` notes it when opened (before the build reads
+  documents) and stores nothing if it changed.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ BUCKETS = 64
 #: 8 MB, as builds did, rewrote most of a 1M-vector cache's 2 GB every eighth build (6.9 s of one store, measured).
 MAX_SMALL_FILES = 8
 APPEND_FILE_BYTES = 1 << 20
-#: The files `compact` (the nightly index compaction, a bulk fill) merges buckets into: fewer files per lookup.
+#: The files `compact` merges buckets into (after a bulk fill; the nightly index compaction does not call it yet):
+#: fewer files per lookup.
 COMPACT_TARGET_BYTES = 8 << 20
 #: Compaction and owner rewrites leave the files they replaced on disk for readers of an older snapshot (an analyst's
 #: DuckDB view); they are deleted once they have been out of the table this long (erasure deletes them at once).
@@ -250,18 +252,7 @@ def _owners(rows: pa.Table) -> dict[str, frozenset[str]]:
 def _owner_rows(model_id: str, dim: int, claims: Mapping[str, frozenset[str]]) -> pa.Table:
     """Rows that add owners to cached texts: the key, the new owners and an empty vector (`_vectors` skips it)."""
     keys = sorted(claims)
-    return pa.table(
-        {
-            "model_id": [model_id] * len(keys),
-            "dim": pa.array([dim] * len(keys), pa.int32()),
-            "text_sha256": keys,
-            "vector": pa.array([[]] * len(keys), pa.list_(pa.float32())),
-            "owner_user_ids": [sorted(claims[k]) for k in keys],
-            "created_at": [int(time.time())] * len(keys),
-            "bucket": pa.array([bucket_of(k) for k in keys], pa.int32()),
-        },
-        schema=TABLES[CACHE_TABLE],
-    )
+    return _rows(model_id, dim, keys, np.empty((len(keys), 0), np.float32), [claims[k] for k in keys])
 
 
 def _vectors(rows: pa.Table, dim: int) -> dict[str, np.ndarray]:
@@ -275,10 +266,12 @@ def _vectors(rows: pa.Table, dim: int) -> dict[str, np.ndarray]:
 
 
 def _rows(model_id: str, dim: int, keys: list[str], vectors: np.ndarray, owners: Sequence[frozenset[str]]) -> pa.Table:
-    """New cache rows, sorted by (bucket, key) so each bucket's file is in key order."""
+    """New cache rows, sorted by (bucket, key) so each bucket's file is in key order; `vectors` is (n, dim), or
+    (n, 0) for owner rows."""
     order = sorted(range(len(keys)), key=lambda i: (bucket_of(keys[i]), keys[i]))
+    width = vectors.shape[1]
     flat = np.ascontiguousarray(vectors[order], dtype=np.float32).reshape(-1)
-    offsets = pa.array(np.arange(0, (len(order) + 1) * dim, dim, dtype=np.int32))
+    offsets = pa.array(np.arange(len(order) + 1, dtype=np.int32) * width)
     return pa.table(
         {
             "model_id": [model_id] * len(order),
@@ -312,8 +305,8 @@ def _writer_properties() -> Any:
 
 
 def compact(lake: Lake) -> None:
-    """Merge every bucket's files under `COMPACT_TARGET_BYTES` into files of about that size (the nightly index
-    compaction; after a bulk fill), so a lookup opens few files per bucket."""
+    """Merge every bucket's files under `COMPACT_TARGET_BYTES` into files of about that size (after a bulk fill),
+    so a lookup opens few files per bucket."""
     if _exists(lake.table_path(CACHE_TABLE)):
         with lake.lock(LOCK):
             _compact(lake, list(range(BUCKETS)), small_bytes=COMPACT_TARGET_BYTES, min_files=2)
