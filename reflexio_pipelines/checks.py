@@ -8,6 +8,8 @@ import numpy as np
 
 from reflexio_pipelines.assets.search_index import expected_counts, search_index, staged_version
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
+from reflexio_pipelines.search.conversation import CONTEXT_AFTER, CONTEXT_BEFORE
+from reflexio_pipelines.search.conversation import ENTITY as INTERACTION
 from reflexio_pipelines.search.index import ENTITY_TYPES, LoadedIndex, SearchFilters, embed_search_query
 
 SELF_RETRIEVAL_SAMPLE = 3
@@ -60,18 +62,20 @@ def self_retrieval_problems(index: LoadedIndex, model) -> list[str]:
     """Each sampled document must be found by its own text (catches misaligned vectors or a broken BM25 leg).
 
     Several users can hold the very same text (one correction, many users); the cut-off widens by the number of
-    identical twins so a tie is not mistaken for a miss."""
+    identical twins so a tie is not mistaken for a miss. A turn's text holds its neighbours' lines, so the cut-off
+    also widens by the neighbours a window holds: they can match its text as well as it does."""
     problems = []
     # now=0: expired profiles stay in the index (hidden at query time) and must be findable here too.
     everything = SearchFilters(statuses=("current", "pending", "archived", "superseded"), playbook_statuses=None,
                                now=0)
     for entity in ENTITY_TYPES:
         twins = Counter(text for _, text in index.sample(entity, index.count(entity)))
+        shared = CONTEXT_BEFORE + CONTEXT_AFTER if entity == INTERACTION else 0
         for doc_id, text in index.sample(entity, SELF_RETRIEVAL_SAMPLE):
             query = embed_search_query(model, text)
-            hits = index.search(entity, text, query, top_k=4 + twins[text], threshold=0.0, mode="hybrid",
-                                filters=everything)  # fmt: skip
+            top_k = 4 + twins[text] + shared
+            hits = index.search(entity, text, query, top_k=top_k, threshold=0.0, mode="hybrid", filters=everything)
             if doc_id not in {hit.doc_id for hit in hits} and not _tied_out(index, entity, doc_id, text, query,
-                                                                            4 + twins[text], everything):
+                                                                            top_k, everything):
                 problems.append(f"{entity} {doc_id} is not found by its own text")
     return problems

@@ -1,7 +1,8 @@
 """Which windows need a run: landing files that no `turns` run has consumed yet, turns whose learning never
 committed (the run died between compacting and learning), user batches a run could not learn (unresolved
 `extraction_failures` rows, e.g. the LLM kept failing), or turns a run held back that are now due (their session
-went quiet, or their window closed; `extraction_bookmarks.due_at_us`)."""
+went quiet, or their window closed; `extraction_bookmarks.due_at_us`). Also which landing files hold turns the
+served index version has not taken in (`landing_files_after`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import hashlib
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.partitions import (
@@ -18,6 +20,7 @@ from reflexio_pipelines.partitions import (
     window_end,
     window_of_key,
 )
+from reflexio_pipelines.storage import LakePath
 
 #: A window whose batches failed in this many runs is no longer retried automatically (re-materialise it by hand
 #: once the cause is fixed): a provider that is down for good must not be called every sensor tick forever.
@@ -92,3 +95,19 @@ def windows_to_retry(lake: Lake) -> dict[str, tuple[str, ...]]:
             ids[row["window"]].append(row["failure_id"])
             runs[row["window"]].add(row["run_id"])
     return {w: tuple(sorted(f)) for w, f in ids.items() if len(runs[w]) < MAX_AUTOMATIC_RETRIES}
+
+
+def landing_files_after(lake: Lake, watermark_us: int) -> list[LakePath]:
+    """Committed landing files whose turns were ingested after `watermark_us` (the name starts with the ingest
+    instant), oldest first: the turns an index version with that turn watermark does not hold. Lists only the
+    landing hours from the watermark's on."""
+    start = datetime.fromtimestamp(watermark_us / 1_000_000, tz=timezone.utc)
+    first = (f"{start:%Y-%m-%d}", f"{start:%H}")
+    hours = [path for date, hour, path in lake.landing_hours() if (date, hour) >= first]
+    return [p for p in lake.landing_files(hours) if landing_ingested_us(p.name) > watermark_us]
+
+
+def landing_ingested_us(name: str) -> int:
+    """The ingest instant (unix microseconds) a landing file's name starts with; -1 for another name."""
+    head = name.split("-", 1)[0]
+    return int(head) if head.isdigit() else -1

@@ -1,4 +1,6 @@
-"""Sensor: newly landed files (and held-back turns that fell due) become runs of `learn_job` for their window.
+"""Sensors: newly landed files (and held-back turns that fell due) become runs of `learn_job` for their window;
+turns the served index version does not hold yet become an `index_job` run that takes them in
+(`interaction_index_sensor`).
 
 Its runs hold back an incomplete window of a session that is still active (`flush="due"`, see
 learning/windows.py), so running often under steady traffic costs the same LLM calls as one pass, and it ticks
@@ -18,9 +20,10 @@ UNFINISHED = [
     dg.DagsterRunStatus.STARTED,
 ]
 
-from reflexio_pipelines.jobs import learn_job, learning_run_config
+from reflexio_pipelines.jobs import index_job, learn_job, learning_run_config
 from reflexio_pipelines.partitions import GRANULARITY
-from reflexio_pipelines.pending import pending_windows
+from reflexio_pipelines.pending import landing_files_after, pending_windows
+from reflexio_pipelines.search.index import current_version, turns_watermark
 from reflexio_pipelines.resources import LakeResource
 
 
@@ -53,3 +56,23 @@ def _windows_in_flight(instance: dg.DagsterInstance, keys: list[str]) -> set[str
         return set()
     runs = instance.get_run_records(dg.RunsFilter(job_name=learn_job.name, statuses=UNFINISHED), limit=100)
     return {r.dagster_run.tags.get("dagster/partition") for r in runs} & set(keys)
+
+
+@dg.sensor(
+    job=index_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Requests an index_job run that takes in the turns published since the served index version (each "
+    "new turn embedded once); until it is served, search_interactions covers them from landing files.",
+)
+def interaction_index_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult:
+    store = lake.get()
+    newer = landing_files_after(store, turns_watermark(store.index_root))
+    if not newer:
+        return dg.SensorResult(skip_reason="the served index holds every published turn")
+    if context.instance.get_run_records(dg.RunsFilter(job_name=index_job.name, statuses=UNFINISHED), limit=1):
+        return dg.SensorResult(skip_reason="an index_job run is in flight")
+    # Keyed by the version and the newest file: requested once per new turns, again only after a new version.
+    key = f"turns:{current_version(store.index_root)}:{newer[-1].name}"
+    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=key, run_config={
+        "ops": {"search_index": {"config": {"index_turns": True}}}})])  # fmt: skip

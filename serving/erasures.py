@@ -102,6 +102,7 @@ def erase(state: ServiceState, user_id: str, finish_later: bool = True) -> Erasu
                 timer.start()
             raise
         state.writer.forget_user(user_id)  # before publishes resume: an old key is no duplicate any more
+        state.recent_turns.forget_user(user_id)
     clear = getattr(state.embedder, "clear_query_cache", None)  # cached query texts can quote the user
     if clear is not None:
         clear()

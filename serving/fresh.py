@@ -25,7 +25,7 @@ import numpy as np
 
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
-from reflexio_pipelines.search.index import ENTITY_TYPES, LoadedIndex, SearchDoc, build_index, new_version_id
+from reflexio_pipelines.search.index import LoadedIndex, SearchDoc, build_index, new_version_id
 from serving.curation import CurationOverlay
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class FreshAdds:
             return self._index
 
     def _rebuild(self, served: LoadedIndex | None, key: tuple[str | None, int]) -> None:
-        docs = [doc for entity in ENTITY_TYPES for doc in _DOCS[entity](self._curation.added_rows(entity))
+        docs = [doc for entity in _DOCS for doc in _DOCS[entity](self._curation.added_rows(entity))
                 if served is None or served.payload(entity, doc.doc_id) is None]  # fmt: skip
         signature = _signature(docs)
         if signature == self._signature:  # e.g. a delete of a learned item, or the log re-read by the watcher

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 from reflexio_pipelines.privacy.erasure import active_erasures
-from reflexio_pipelines.search.index import LoadedIndex, embed_search_query
+from reflexio_pipelines.search.index import TURNS_WATERMARK, LoadedIndex, embed_search_query, version_watermark
 from reflexio_pipelines.search.shards import shard_of
 from reflexio_pipelines.settings import Settings
 from serving.control import ControlOverlay
@@ -24,6 +24,7 @@ from serving.fresh import FreshAdds
 from serving.index import IndexHolder
 from serving.landing import LandingWriter
 from serving.outcomes import LearningPolicy, OutcomeOverlay
+from serving.recent_turns import RecentTurns
 from serving.reindex import Reindexer
 from serving.retrievals import RetrievalLog
 
@@ -55,11 +56,13 @@ class ServiceState:
     fresh: FreshAdds = field(init=False)  # embeds with this state's (lazily created) embedder
     policy: LearningPolicy = field(init=False)  # the organisation's holdout and outcome settings
     outcomes: OutcomeOverlay = field(init=False)  # outcome counters and the items held out of search
+    recent_turns: RecentTurns = field(init=False)  # turns published since the served version took in turns
 
     def __post_init__(self) -> None:
         self.fresh = FreshAdds(self.curation, lambda: self.embedder)
         self.policy = LearningPolicy(self.lake, self.settings.extraction_config)
         self.outcomes = OutcomeOverlay(self.lake, self.policy)
+        self.recent_turns = RecentTurns(self.lake)
         if self.gate is None:
             self.gate = ErasureGate(self.lake)
 
@@ -102,6 +105,7 @@ class ServiceState:
         self.curation.refresh()
         self.policy.refresh()
         self.outcomes.refresh()
+        self.recent_turns.refresh(self.turns_watermark(self.index.index))
         self.retrievals.flush()
 
     def close(self) -> None:
@@ -126,6 +130,11 @@ class ServiceState:
         served = self.index.index  # one version for the whole request, even if a swap happens meanwhile
         fresh = self.fresh.index(served)
         return [i for i in (served, fresh) if i is not None]
+
+    @staticmethod
+    def turns_watermark(served: LoadedIndex | None) -> int:
+        """Up to which ingest instant (unix µs) the `served` version holds turns (0 without a version)."""
+        return version_watermark(served.manifest, TURNS_WATERMARK) if served is not None else 0
 
     @property
     def embedder(self) -> Embedder:

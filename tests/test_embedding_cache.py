@@ -264,6 +264,14 @@ def world(tmp_path_factory) -> tuple[Path, list[dict]]:
     return tmp, builds
 
 
+def test_the_daily_compaction_merges_the_embedding_caches_small_files(world):
+    tmp, _ = world
+    table = open_delta(Lake.at(tmp / "lake").table_path(CACHE_TABLE))
+    assert any(entry.get("operation") == "OPTIMIZE" for entry in table.history())  # the compact rebuild merged
+    buckets = pa.table(table.get_add_actions(flatten=True)).column("partition.bucket").to_pylist()
+    assert len(buckets) == len(set(buckets))  # one file per bucket left
+
+
 def test_pipeline_rebuild_of_the_same_lake_embeds_nothing(world):
     _, (window, aggregation, rebuild) = world
     texts = rebuild["embedding_cache/texts"]

@@ -5,7 +5,8 @@ Words are planted in the erased user's turns, among them some that reach shared 
 playbooks (a service only they deploy, their employer in a question). The world's agent playbooks are consolidated
 as before issue #19 (a member's wording copied), so they quote the user, as rules consolidated by an LLM that copied
 a member, or approved before, may. After an erasure through the real HTTP API, after the next aggregation and after
-a second erasure, every file under the lake (landing, tables and their Delta logs, state, index versions) and under
+a second erasure, every file under the lake (landing, tables and their Delta logs, state, index versions: base and
+delta segments, turns included, issue #21) and under
 `$DAGSTER_HOME` (run storage; previews off) is scanned: raw bytes, decoded Parquet (rows and footer statistics) and
 every term of every tantivy index; no trace of the user's id (in the lake) or of their planted words may remain.
 """
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
+from reflexio_pipelines.definitions import build_definitions
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning import aggregate
@@ -121,6 +123,9 @@ def world(tmp_path_factory) -> Path:
         with dg.DagsterInstance.get() as instance:  # runs recorded on disk, in the $DAGSTER_HOME that is scanned
             land(lake, CONVERSATIONS, at=T0)  # one group commit: landing files mixing several users
             launch([key_of_moment(T0, GRANULARITY)], settings=settings, instance=instance)
+            # Turns into the index (interaction_index_sensor's run); the runs below add delta segments on top.
+            assert build_definitions(settings).resolve_job_def("index_job").execute_in_process(
+                instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}}).success
             run_operation("rerun_job", {"entity": "profile", "operation_id": "op-rerun", "user_id": ZED},
                           settings=settings, instance=instance)  # fmt: skip
             run_operation("lifecycle_job", {"entity": "profile", "op": "upgrade", "operation_id": "op-up",
@@ -309,8 +314,15 @@ def test_erasure_over_http_leaves_no_trace_keeps_others_and_is_idempotent(env, c
         # Dagster's run storage keeps run configs (a rerun for ZED names ZED, docs/operations.md), never words.
         return leftovers(lake.root, NEEDLES)[2] + [(f"$DAGSTER_HOME/{p}", n) for p, n in leftovers(home, ZED_WORDS)[2]]
 
+    assert _indexed_turns(lake, ZED) > 0, "ZED's turns must be in the index versions before erasure"
     app = create_app(settings)
     with serve_app(app) as base_url:
+        turns = _found_turns(base_url, "Quixotica cat Zanzibarville")  # from the index version
+        assert any("Quixotica" in t["content"] for t in turns)
+        deadline = time.monotonic() + 5  # the landing-only turn: the overlay reads it on the watcher's tick
+        while not any("Wobbleton" in t["content"] for t in _found_turns(base_url, "Wobbleton dog")):
+            assert time.monotonic() < deadline, "the unindexed turn never reached the recent-turns overlay"
+            time.sleep(0.2)
         unknown = _erase(base_url, "nobody-here").json()  # not an error, and nothing to rebuild
         assert unknown["success"] and set(unknown["erased"].values()) == {0}
         assert unknown["index_version"] == lake.index_root.joinpath("CURRENT").read_text().strip()
@@ -326,6 +338,8 @@ def test_erasure_over_http_leaves_no_trace_keeps_others_and_is_idempotent(env, c
         for query in ("Quixotica cat", "Zanzibarville", "deploy region"):
             hits = httpx.post(f"{base_url}/api/search", json={"query": query, "user_id": ZED, "threshold": 0.0}).json()
             assert hits["profiles"] == [] and hits["user_playbooks"] == [], query
+        for query in ("Quixotica cat Zanzibarville", "Wobbleton dog"):  # index and overlay alike
+            assert _found_turns(base_url, query) == [], query
         others = httpx.post(f"{base_url}/api/search", json={"query": "which region to deploy to", "user_id": "ann",
                                                              "threshold": 0.0}).json()  # fmt: skip
         assert any("us-west-2" in p["content"] for p in others["user_playbooks"])
@@ -357,6 +371,23 @@ def test_erasure_over_http_leaves_no_trace_keeps_others_and_is_idempotent(env, c
     assert marker["status"] == "completed" and ZED not in json.dumps(marker) and marker["erased"]["turns"] > 0
     versions = sorted(v.name for v in lake.index_root.iterdir() if v.is_dir())
     assert versions[0] >= body["index_version"]  # no version built before the erasure survives (names sort by time)
+    assert _indexed_turns(lake, ZED) == 0 and _indexed_turns(lake, "ann") > 0  # others' turns stay searchable
+
+
+def _found_turns(base_url: str, query: str) -> list[dict]:
+    """ZED's turns search_interactions finds for `query`."""
+    reply = httpx.post(f"{base_url}/api/search_interactions", json={"user_id": ZED, "query": query, "top_k": 10})
+    assert reply.status_code == 200, reply.text
+    return reply.json()["interactions"]
+
+
+def _indexed_turns(lake: Lake, user_id: str) -> int:
+    """Turn documents of `user_id` in every segment (base and deltas) of every index version on disk."""
+    from reflexio_pipelines.search.index import list_versions, version_doc_files
+
+    return sum(pq.read_table(path, columns=["entity_type", "user_id"]).to_pylist().count(
+        {"entity_type": "interaction", "user_id": user_id})
+        for version in list_versions(lake.index_root) for path in version_doc_files(lake.index_root, version))  # fmt: skip
 
 
 def test_agent_playbook_supported_only_by_the_erased_user_goes(env):

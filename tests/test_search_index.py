@@ -142,9 +142,9 @@ def test_query_terms_are_stemmed_words_only() -> None:
 def test_manifest_and_counts(index: LoadedIndex) -> None:
     assert index.embedder_model_id == "all-MiniLM-L6-v2-onnx-int8"
     assert index.dim == 384
-    assert [index.count(t) for t in ENTITY_TYPES] == [9, 5, 6]
+    assert [index.count(t) for t in ENTITY_TYPES] == [9, 5, 6, 0]
     manifest = json.loads((index.path / "manifest.json").read_text())
-    assert manifest["counts"] == {"profile": 9, "user_playbook": 5, "agent_playbook": 6}
+    assert manifest["counts"] == {"profile": 9, "user_playbook": 5, "agent_playbook": 6, "interaction": 0}
     assert set(manifest["vector_sha256"]) == set(ENTITY_TYPES)
     assert manifest["version"] == index.version
     assert (index.path / "docs.parquet").is_file()
@@ -218,7 +218,7 @@ def test_unknown_mode_and_type_rejected(index: LoadedIndex) -> None:
     with pytest.raises(ValueError):
         index.search("profile", "x", None, top_k=5, threshold=0.5, mode="semantic", filters=F)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        index.search("interaction", "x", None, top_k=5, threshold=0.5, mode="fts", filters=F)
+        index.search("turn", "x", None, top_k=5, threshold=0.5, mode="fts", filters=F)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -365,7 +365,7 @@ def test_failed_build_leaves_no_version(tmp_path: Path, embedder: LocalMiniLMEmb
 
 def test_build_refuses_bad_input(tmp_path: Path, embedder: LocalMiniLMEmbedder) -> None:
     with pytest.raises(ValueError, match="entity_type"):
-        build_index([SearchDoc("interaction", "i1", "x", {})], embedder, tmp_path / "a")
+        build_index([SearchDoc("turn", "i1", "x", {})], embedder, tmp_path / "a")
     with pytest.raises(ValueError, match="JSON"):
         build_index([SearchDoc("profile", "p1", "x", {"bad": {1, 2}})], embedder, tmp_path / "b")
 

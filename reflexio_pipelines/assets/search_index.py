@@ -8,14 +8,22 @@ import dagster as dg
 
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
 from reflexio_pipelines.lake.control import decisions
-from reflexio_pipelines.lake.embedding_cache import EmbeddingCache
+from reflexio_pipelines.lake.embedding_cache import EmbeddingCache, compact as compact_cache
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.curation import live_agent_playbooks
+from reflexio_pipelines.lake.interactions import turn_rows
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
+from reflexio_pipelines.search.conversation import turn_docs
 from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
 from reflexio_pipelines.search.incremental import stage_update
-from reflexio_pipelines.search.index import SearchDoc, activate_version, prune_versions
+from reflexio_pipelines.search.index import (
+    TURNS_WATERMARK,
+    SearchDoc,
+    activate_version,
+    prune_versions,
+    turns_watermark,
+)
 from reflexio_pipelines.storage import LakePath
 
 SEARCH_INDEX = dg.AssetKey("search_index")
@@ -23,9 +31,15 @@ SEARCH_INDEX = dg.AssetKey("search_index")
 
 class SearchIndexConfig(dg.Config):
     """`compact`: build a new base from scratch (tombstones dropped, the HNSW graph over every row) instead of a
-    delta on the current version; the daily `index_compaction_schedule` asks for it."""
+    delta on the current version; the daily `index_compaction_schedule` asks for it.
+
+    `index_turns`: also take in every turn published since the current version (embedding each new turn's line once,
+    through the embedding cache). Off, a build keeps exactly the turns the current version holds: learning runs
+    (`materialize`, the landing sensor) never wait on turn embeddings; `interaction_index_sensor` runs `index_job`
+    with it on shortly after turns land, and serving covers the turns in between (serving/recent_turns.py)."""
 
     compact: bool = False
+    index_turns: bool = False
 
 
 @dg.asset(
@@ -33,15 +47,19 @@ class SearchIndexConfig(dg.Config):
     group_name="serving",
     kinds={"tantivy", "numpy"},
     description="A new immutable hybrid index version (BM25 + dense vectors) over all live learned items: every "
-    "lifecycle status (search filters to current by default), manual curation applied. Built as a delta on the "
+    "lifecycle status (search filters to current by default), manual curation applied; and the live turns with "
+    "their conversational context up to the version's turn watermark (all of them with `index_turns`). Built as a "
+    "delta on the "
     "current version (only changed documents embedded and indexed) unless a full rebuild is due or asked for.",
 )
 def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: EmbedderResource) -> dg.MaterializeResult:
     store = lake.get()
     cache = EmbeddingCache(store)  # opened before the documents are read (see EmbeddingCache)
-    docs, counts = index_documents(store)
+    docs, counts, watermarks = index_documents(store, new_turns=config.index_turns)
     model = embedder.get()
-    staged = stage_update(store.index_root, docs, model, cache=cache, compact=config.compact)
+    staged = stage_update(store.index_root, docs, model, cache=cache, compact=config.compact, watermarks=watermarks)
+    if config.compact:  # the daily compaction also merges the small files appends left in the embedding cache
+        compact_cache(store)
     return dg.MaterializeResult(
         metadata={
             "version": staged.version,
@@ -49,20 +67,32 @@ def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: Embedd
             "embedder": model.model_id,
             "dagster/row_count": len(docs),
             **{f"expected_{entity}": n for entity, n in counts.items()},
+            **watermarks,
             **staged.metadata(),  # full / incremental / unchanged, and why
             **cache.stats.metadata(),  # texts embedded vs served from the lake's embedding cache
         }
     )
 
 
-def index_documents(store: Lake) -> tuple[list[SearchDoc], dict[str, int]]:
-    """Every document an index version holds and how many of each entity type; shared with per-user erasure,
-    which publishes a version without the erased user through the same path."""
+def index_documents(store: Lake, new_turns: bool = False) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:
+    """Every document an index version holds, how many of each entity type, and the version's watermarks; shared
+    with per-user erasure, which publishes a version without the erased user through the same path.
+
+    Turns: those ingested up to the current version's watermark (`TURNS_WATERMARK`), or with `new_turns` every
+    live turn (the watermark then moves to the newest one). Turns deleted or erased since leave either way."""
     profiles = profile_docs(live_rows(store, "profile", statuses=LIFECYCLE_STATUSES))
     playbooks = user_playbook_docs(live_rows(store, "user_playbook", statuses=LIFECYCLE_STATUSES))
     agent = agent_playbook_docs(live_agent_playbooks(store), decisions(store))
-    counts = {"profile": len(profiles), "user_playbook": len(playbooks), "agent_playbook": len(agent)}
-    return profiles + playbooks + agent, counts
+    through = turns_watermark(store.index_root)
+    # Nothing to read while no version holds turns and none are taken in (learning runs before the first turn
+    # indexing run); otherwise every live turn, as for the other entity types.
+    rows = turn_rows(store) if new_turns or through else []
+    if new_turns:
+        through = max([through, *(r["ingested_at_us"] for r in rows)])
+    turns = turn_docs(r for r in rows if r["ingested_at_us"] <= through)
+    counts = {"profile": len(profiles), "user_playbook": len(playbooks), "agent_playbook": len(agent),
+              "interaction": len(turns)}  # fmt: skip
+    return profiles + playbooks + agent + turns, counts, {TURNS_WATERMARK: through}
 
 
 @dg.asset(

@@ -145,11 +145,13 @@ def needs_compaction(manifest: Mapping[str, Any], changes: IndexChanges, *,
 
 
 def extend_index(prev_dir: Path, out_dir: Path, changes: IndexChanges, embedder: Embedder, *, version: str,
-                 cache: VectorCache | None = None, prior: Fingerprints | None = None) -> dict[str, Any]:  # fmt: skip
+                 cache: VectorCache | None = None, prior: Fingerprints | None = None,
+                 watermarks: Mapping[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
     """Write the version after `prev_dir` into `out_dir` (absent or empty): `prev_dir`'s files shared by hard link,
     `changes` applied as tombstones and one new delta segment. Returns the new manifest. `prev_dir` is never
-    modified. `prior` is `live_fingerprints(prev_dir)` when the caller has it already. Raises IndexModelMismatch if
-    `embedder` is not the model the previous version was built with."""
+    modified. `prior` is `live_fingerprints(prev_dir)` when the caller has it already; `watermarks` replace the
+    previous version's (None keeps them). Raises IndexModelMismatch if `embedder` is not the model the previous
+    version was built with."""
     started = time.perf_counter()
     manifest = json.loads((prev_dir / "manifest.json").read_text())
     dim = int(embedder.dim)
@@ -200,6 +202,7 @@ def extend_index(prev_dir: Path, out_dir: Path, changes: IndexChanges, embedder:
         "tombstones": {t: entry for t, entry in tombstones.items() if entry},
         "base_version": manifest.get("base_version", manifest["version"]),
         "build_seconds": round(time.perf_counter() - started, 3),
+        "watermarks": dict(manifest.get("watermarks", {}) if watermarks is None else watermarks),
     })  # fmt: skip
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
@@ -290,10 +293,12 @@ class StagedBuild:
 
 def stage_update(index_root: LakePath, docs: Sequence[SearchDoc], embedder: Embedder, *,
                  cache: VectorCache | None = None, compact: bool = False, hnsw_min_rows: int = HNSW_MIN_ROWS,
-                 hnsw_params: HnswParams = HnswParams()) -> StagedBuild:  # fmt: skip
+                 hnsw_params: HnswParams = HnswParams(),
+                 watermarks: Mapping[str, int] | None = None) -> StagedBuild:  # fmt: skip
     """Stage the version that serves `docs`: a delta on the current version when that is cheaper and allowed, a
     full build when `compact` is asked, nothing was published yet, the current version cannot be extended (other
-    embedder, format 1) or `needs_compaction` says so; no new version at all when nothing changed."""
+    embedder, format 1, an entity type it predates) or `needs_compaction` says so; no new version at all when
+    nothing changed (then the current version's watermarks stay). `watermarks` go into the staged manifest."""
     current = current_version(index_root)
     reason = "compaction requested" if compact else "no version published yet" if current is None else ""
     if not reason:
@@ -304,19 +309,22 @@ def stage_update(index_root: LakePath, docs: Sequence[SearchDoc], embedder: Embe
             reason = f"version {current} has no fingerprints (format {manifest.get('format_version')})"
         elif manifest["embedder"] != {"model_id": embedder.model_id, "dim": int(embedder.dim)}:
             reason = f"the embedder changed from {manifest['embedder']['model_id']}"
+        elif missing := [t for t in ENTITY_TYPES if t not in manifest["counts"]]:
+            reason = f"version {current} predates entity types {missing}"
         else:
             changes = plan_changes(prior, docs)
             reason = needs_compaction(manifest, changes, hnsw_min_rows=hnsw_min_rows) or ""
     if reason:
         version = stage_index(index_root, docs, embedder, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
-                              cache=cache)  # fmt: skip
+                              cache=cache, watermarks=watermarks)  # fmt: skip
         return StagedBuild(version, "full", reason, {"docs_upserted": len(docs), "docs_deleted": 0}, 0)
     if changes.empty:
         return StagedBuild(current, "unchanged", "", changes.counts(), len(manifest.get("deltas", [])))
     staged: dict[str, Any] = {}
 
     def build(out_dir: Path, version: str) -> None:
-        staged.update(extend_index(prev_dir, out_dir, changes, embedder, version=version, cache=cache, prior=prior))
+        staged.update(extend_index(prev_dir, out_dir, changes, embedder, version=version, cache=cache, prior=prior,
+                                   watermarks=watermarks))  # fmt: skip
 
     version = stage_version(index_root, build)
     return StagedBuild(version, "incremental", "", changes.counts(), len(staged["deltas"]))

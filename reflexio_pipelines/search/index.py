@@ -68,7 +68,9 @@ from reflexio_pipelines.storage import (
     write_bytes,
 )
 
-ENTITY_TYPES: tuple[str, ...] = ("profile", "user_playbook", "agent_playbook")
+#: "interaction": published turns with their conversational context (search/conversation.py), served by
+#: search_interactions only; the other three are learned items.
+ENTITY_TYPES: tuple[str, ...] = ("profile", "user_playbook", "agent_playbook", "interaction")
 SearchMode = Literal["hybrid", "vector", "fts"]
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "vector", "fts")
 
@@ -77,6 +79,7 @@ _READABLE_FORMATS = (1, 2)
 TEXT_NORMALIZATION = "nfkc-casefold-nfkc-strip-controls-collapse-ws/v1"
 BM25_TOKENIZER = "en_stem"
 CURRENT_FILE = "CURRENT"
+TURNS_WATERMARK = "turns_ingested_through_us"  # manifest watermark: the version holds live turns ingested up to it
 
 _NEVER = np.iinfo(np.int64).max  # expires_at of docs that never expire
 _EMBED_CHUNK = 512  # texts per embedder.embed call while building (the embedder batches further itself)
@@ -123,6 +126,10 @@ class SearchDoc:
     # Users whose words the text holds besides `user_id` (an agent playbook's member users). Not stored in the
     # index: the embedding cache records them, so erasing any of them removes the text's cached vector.
     contributors: tuple[str, ...] = ()
+    # (text, weight) pairs whose weighted sum of embeddings, normalised, is the doc's vector; empty = embed `text`.
+    # A turn's vector is its own text's plus its neighbours' (search/conversation.py): each text is embedded once
+    # (through the cache), however many windows it appears in.
+    vector_parts: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -302,13 +309,29 @@ def _embed_all(texts: list[str], embedder: Embedder, cache: VectorCache | None =
 def _embed_docs(by_type: Mapping[str, Sequence[SearchDoc]], embedder: Embedder, cache: VectorCache | None
                 ) -> tuple[dict[str, list[str]], np.ndarray]:  # fmt: skip
     """Per entity type the docs' normalised texts, and their vectors in type order then doc order. Every type's
-    texts in one call: one cache lookup and one cache commit per build, each shared text once."""
+    texts in one call: one cache lookup and one cache commit per build, each shared text once. A doc with
+    `vector_parts` gets the normalised weighted sum of its parts' vectors."""
     norm_texts = {t: [normalize_text(d.text) for d in by_type.get(t, ())] for t in ENTITY_TYPES}
     owners: dict[str, frozenset[str]] = {}
+    inputs: list[str] = []  # every doc's texts to embed, doc after doc
+    weights: list[float] = []
+    starts: list[int] = []  # where each doc's texts begin in `inputs`
     for entity_type in ENTITY_TYPES:
         for doc, text in zip(by_type.get(entity_type, ()), norm_texts[entity_type], strict=True):
-            owners[text] = owners.get(text, frozenset()) | doc_owners(doc)
-    return norm_texts, _embed_all([text for t in ENTITY_TYPES for text in norm_texts[t]], embedder, cache, owners)
+            parts = [(normalize_text(p), w) for p, w in doc.vector_parts] or [(text, 1.0)]
+            starts.append(len(inputs))
+            for part, weight in parts:
+                inputs.append(part)
+                weights.append(weight)
+                owners[part] = owners.get(part, frozenset()) | doc_owners(doc)
+    vectors = _embed_all(inputs, embedder, cache, owners)
+    if len(inputs) == len(starts):  # one text per doc: its vector as embedded
+        return norm_texts, vectors
+    out = vectors[starts]  # docs without parts keep their vector bit for bit
+    mixed = [i for i, doc in enumerate(d for t in ENTITY_TYPES for d in by_type.get(t, ())) if doc.vector_parts]
+    sums = np.add.reduceat(vectors * np.asarray(weights, dtype=np.float32)[:, None], starts, axis=0)
+    out[mixed] = l2_normalize(sums[mixed])
+    return norm_texts, out
 
 
 def _embed_texts(texts: list[str], embedder: Embedder, dim: int) -> np.ndarray:
@@ -393,6 +416,8 @@ def doc_fingerprint(doc: SearchDoc) -> str:
     payload with its keys reordered would only be re-indexed once, needlessly)."""
     fields = (doc.text, doc.payload, *(getattr(doc, name) for name in _STRING_FILTER_FIELDS), doc.created_at,
               doc.expires_at)  # fmt: skip
+    if doc.vector_parts:  # only then: docs without parts keep the fingerprints earlier versions stored
+        fields += (doc.vector_parts,)
     return hashlib.blake2b(repr(fields).encode(), digest_size=16).hexdigest()
 
 
@@ -455,6 +480,7 @@ def build_index(
     hnsw_min_rows: int = HNSW_MIN_ROWS,
     hnsw_params: HnswParams = HnswParams(),
     cache: VectorCache | None = None,
+    watermarks: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Build a self-contained index version in `out_dir` (which must not exist or be empty); return its manifest.
 
@@ -462,6 +488,7 @@ def build_index(
     are then stored in it: one lookup and one store per build) and indexed for BM25. Entity types with at least
     `hnsw_min_rows` rows also get an HNSW graph (`hnsw_params`) for their vector leg. Refuses unknown entity
     types, duplicate ids, non-JSON payloads and embedders whose vectors do not match their stated dim.
+    `watermarks` go into the manifest as they are (e.g. up to which ingest instant the version holds turns).
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -509,6 +536,7 @@ def build_index(
         "text_normalization": TEXT_NORMALIZATION,
         "bm25_tokenizer": BM25_TOKENIZER,
         "build_seconds": round(time.perf_counter() - started, 3),
+        "watermarks": dict(watermarks or {}),
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
@@ -535,16 +563,18 @@ def stage_index(
     hnsw_min_rows: int = HNSW_MIN_ROWS,
     hnsw_params: HnswParams = HnswParams(),
     cache: VectorCache | None = None,
+    watermarks: Mapping[str, int] | None = None,
 ) -> str:
     """Build a new version under `index_root` (a full build) and make it durable, without serving it yet.
 
     The pipeline stages, checks, then activates; `publish_index` does both at once. Returns the new version name.
-    The HNSW and cache options are `build_index`'s. `search.incremental.stage_update` stages a delta instead.
+    The HNSW, cache and watermark options are `build_index`'s. `search.incremental.stage_update` stages a delta
+    instead.
     """
 
     def build(out_dir: Path, version: str) -> None:
         build_index(docs, embedder, out_dir, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
-                    cache=cache)  # fmt: skip
+                    cache=cache, watermarks=watermarks)  # fmt: skip
 
     return stage_version(index_root, build)
 
@@ -591,12 +621,13 @@ def publish_index(
     hnsw_min_rows: int = HNSW_MIN_ROWS,
     hnsw_params: HnswParams = HnswParams(),
     cache: VectorCache | None = None,
+    watermarks: Mapping[str, int] | None = None,
 ) -> str:
     """Stage a new version and point CURRENT at it. Publishes to one root should be serialised (one
-    index-building run at a time): the last to finish sets CURRENT. Returns the new version name. The HNSW and
-    cache options are `build_index`'s."""
+    index-building run at a time): the last to finish sets CURRENT. Returns the new version name. The HNSW, cache
+    and watermark options are `build_index`'s."""
     version = stage_index(index_root, docs, embedder, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
-                          cache=cache)  # fmt: skip
+                          cache=cache, watermarks=watermarks)  # fmt: skip
     activate_version(index_root, version)
     return version
 
@@ -610,6 +641,20 @@ def current_version(index_root: LakePath) -> str | None:
     if not _VERSION_RE.match(name):
         raise IndexCorrupt(f"{index_root}/{CURRENT_FILE} holds an invalid version name {name!r}")
     return name
+
+
+def version_watermark(manifest: Mapping[str, Any], name: str) -> int:
+    """A watermark a version's manifest records (0 when it records none: built before watermarks existed)."""
+    return int(manifest.get("watermarks", {}).get(name, 0))
+
+
+def turns_watermark(index_root: LakePath) -> int:
+    """Up to which ingest instant (unix microseconds) the current version holds turns; 0 if none published."""
+    version = current_version(index_root)
+    if version is None:
+        return 0
+    manifest = json.loads((_as_root(index_root) / version / "manifest.json").read_text())
+    return version_watermark(manifest, TURNS_WATERMARK)
 
 
 def list_versions(index_root: LakePath) -> list[str]:
@@ -799,8 +844,10 @@ class _Segment:
 def _segments(version_dir: Path, manifest: Mapping[str, Any]) -> list[_Segment]:
     """The version's segments in row order: the base (the version's top-level files), then its deltas."""
     def segment(directory: Path, digests: Mapping[str, str]) -> _Segment:
+        # A version built before an entity type existed has no files for it (digests name the types it has).
         return _Segment(directory / "docs.parquet",
-                        {t: (directory / "vectors" / f"{t}.npy", digests[t]) for t in ENTITY_TYPES})  # fmt: skip
+                        {t: (directory / "vectors" / f"{t}.npy", digests[t]) for t in ENTITY_TYPES
+                         if t in digests})  # fmt: skip
 
     deltas = [segment(version_dir / "delta" / d["name"], d["vector_sha256"]) for d in manifest.get("deltas", [])]
     return [segment(version_dir, manifest["vector_sha256"]), *deltas]
@@ -952,6 +999,16 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
     )
 
 
+def _empty_table(entity_type: str, dim: int) -> _Table:
+    """The rows of an entity type a version built before that type existed holds: none."""
+    flat = FlatVectors.from_array(np.zeros((0, dim), dtype=np.float32))
+    return _Table(entity_type=entity_type, doc_ids=[], row_of={}, id_rank=np.zeros(0, dtype=np.int64), payloads=[],
+                  texts=[], strings={name: _Column.encode([]) for name in _STRING_FILTER_FIELDS},
+                  created_at=np.zeros(0, dtype=np.int64), expires_at=np.zeros(0, dtype=np.int64), vectors=flat.vectors,
+                  flat=flat, ann=None, tail=np.zeros((0, dim), dtype=np.float32), alive=None, live=0, bm25_live=0,
+                  local_of=None, bm25_schema=None, searcher=None)  # fmt: skip
+
+
 def _stack_rows(parts: Sequence[np.ndarray], keep: np.ndarray | None, dim: int) -> np.ndarray:
     """The segments' vectors as one matrix, only the rows `keep` names (global row numbers) when given."""
     if not parts:
@@ -1025,7 +1082,8 @@ class LoadedIndex:
                                f"need one of {_READABLE_FORMATS}")  # fmt: skip
         dim = int(manifest["embedder"]["dim"])
         columns = _read_docs([segment.docs for segment in _segments(version_dir, manifest)], shards)
-        tables = {t: _load_table(version_dir, t, columns[t], dim, verify, manifest, shards) for t in ENTITY_TYPES}
+        tables = {t: _load_table(version_dir, t, columns[t], dim, verify, manifest, shards) if t in manifest["counts"]
+                  else _empty_table(t, dim) for t in ENTITY_TYPES}  # fmt: skip
         index = cls(version_dir, manifest, tables)
         index.shards = shards
         return index

@@ -1,23 +1,23 @@
-"""BM25 over a handful of turns (one user's interactions), built in memory per query.
+"""BM25 over a handful of texts, built in memory per query: the turns published since the served index version
+took in turns (serving/recent_turns.py), few by construction.
 
-Turns are not part of the precomputed index (they are many and rarely searched); one user's turns are few enough
-that a RAM index per request costs about a millisecond per hundred turns. Text goes through the same
-normalisation and stemming as the precomputed index, so a query matches turns the way it matches learned items.
+Text goes through the same normalisation and stemming as the precomputed index, so a query matches these turns the
+way it matches indexed ones.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from reflexio_pipelines.search.index import BM25_TOKENIZER, normalize_text, query_terms
 
 
-def rank_turns(rows: list[dict[str, Any]], query: str, limit: int) -> list[dict[str, Any]]:
-    """`rows` (newest first) ranked by BM25 of content + action description against `query`; without query
-    terms, the first `limit` rows unchanged. Ties keep the input order."""
+def rank_texts(texts: Sequence[str], query: str, limit: int) -> list[int]:
+    """Positions of the `limit` texts best matching `query` by BM25, best first (ties: lower position first);
+    [] without query terms."""
     terms = query_terms(query)
-    if not terms or not rows:
-        return rows[:limit]
+    if not terms or not texts:
+        return []
     import tantivy
 
     builder = tantivy.SchemaBuilder()
@@ -26,10 +26,9 @@ def rank_turns(rows: list[dict[str, Any]], query: str, limit: int) -> list[dict[
     schema = builder.build()
     index = tantivy.Index(schema)  # no path: in memory
     writer = index.writer(heap_size=15_000_000, num_threads=1)
-    for position, row in enumerate(rows):
-        text = normalize_text(f"{row.get('content') or ''} {row.get('user_action_description') or ''}")
+    for position, text in enumerate(texts):
         document = tantivy.Document()
-        document.add_text("text", text)
+        document.add_text("text", normalize_text(text))
         document.add_unsigned("row", position)  # the schema's u64 (the keyword constructor sends an i64)
         writer.add_document(document)
     writer.commit()
@@ -40,5 +39,4 @@ def rank_turns(rows: list[dict[str, Any]], query: str, limit: int) -> list[dict[
         [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "text", term)) for term in terms]
     )
     hits = searcher.search(query_obj, limit).hits
-    ranked = sorted(((-score, searcher.doc(address)["row"][0]) for score, address in hits))
-    return [rows[position] for _, position in ranked]
+    return [position for _, position in sorted((-score, searcher.doc(address)["row"][0]) for score, address in hits)]

@@ -84,6 +84,7 @@ async def publish_interaction(
     except Exception:
         log.exception("publish not stored")
         return error(503, "turns were not stored; retry", "message")
+    state.recent_turns.landed(receipt.landing_file)  # searchable by this replica's very next search
     response = PublishUserInteractionResponse(
         success=True,
         request_id=receipt.request_id,

@@ -14,8 +14,8 @@ from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.search.documents import profile_view, user_playbook_view
-from reflexio_pipelines.search.turns import rank_turns
 from serving.deps import service
+from serving.interaction_search import search_turns
 from serving.models import (
     GetInteractionsRequest,
     GetProfilesRequest,
@@ -110,16 +110,20 @@ def get_all_interactions(request: Request, limit: int = Query(100, ge=1, le=10_0
 
 @router.post("/api/search_interactions")
 def search_interactions(body: SearchInteractionsRequest, request: Request) -> dict:
-    """One user's turns ranked by BM25 against `query` (newest first without one). Turns are not in the
-    precomputed index, so every mode ranks by BM25 over the user's turns; the message says so."""
+    """One user's turns ranked against `query` from the precomputed index (hybrid over each turn with its
+    neighbours and session date) plus the turns published since (serving/interaction_search.py); each with its
+    `neighbours`. Without a query: the newest turns, read from the lake."""
+    limit = body.top_k or body.most_recent_k or 10
+    state = service(request)
+    if (body.query or "").strip():
+        views, notes = search_turns(state, body.user_id, body.query, limit, body.search_mode, body.start_unix,
+                                    body.end_unix, body.request_id)  # fmt: skip
+        return {"success": True, "interactions": views, "msg": "; ".join(notes)}
     filters = _turn_filters(body.user_id, body.start_unix, body.end_unix)
     if body.request_id:
         filters.append(("request_id", "=", body.request_id))
-    rows = turn_rows(service(request).lake, filters)
-    limit = body.top_k or body.most_recent_k or 10
-    ranked = rank_turns(rows, body.query or "", limit)
-    msg = "interactions are ranked by BM25 only" if body.query and body.search_mode != "fts" else ""
-    return {"success": True, "interactions": [interaction_view(r) for r in ranked], "msg": msg}
+    rows = turn_rows(state.lake, filters)
+    return {"success": True, "interactions": [interaction_view(r) for r in rows[:limit]], "msg": ""}
 
 
 @router.post("/api/get_requests")

@@ -1,0 +1,43 @@
+"""Smoke test of benchmarks/interaction_search.py at a tiny size: one pair's conversation (650 turns, 20 questions)
+and a "large" user of two copies of it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_benchmark():
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmark imports its corpus module
+    spec = importlib.util.spec_from_file_location("interaction_search_bench", ROOT / "benchmarks" / "interaction_search.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_interaction_search_benchmark_smoke(tmp_path: Path) -> None:
+    bench = _load_benchmark()
+    out = tmp_path / "interaction_search.json"
+    returned = bench.main(["--users", "1", "--big-turns", "1300", "--trials", "1", "--output", str(out)])
+    data = json.loads(out.read_text())
+    assert data == json.loads(json.dumps(returned))
+    small = data["long_conversations"]
+    assert small["turns_per_user"] == 650 and small["index_build"]["turns"] == 650
+    recall = small["ours"]["recall"]
+    assert set(recall) == {"overall", "single_hop", "multi_hop", "temporal", "speaker", "context"}
+    assert recall["overall"]["n"] == 20
+    assert recall["overall"]["recall@1"] <= recall["overall"]["recall@5"] <= recall["overall"]["recall@10"]
+    assert recall["overall"]["recall@10"] > small["baseline"]["recall"]["overall"]["recall@10"]
+    for side in ("ours", "baseline"):
+        assert small[side]["cold"]["calls"] == 20 and small[side]["warm"]["p50_ms"] > 0
+    large = data["large_user"]
+    assert large["turns_per_user"] == 1300 and large["index_build"]["turns"] == 1300
+    assert large["ours"]["warm"]["p95_ms"] >= large["ours"]["warm"]["p50_ms"]
