@@ -31,6 +31,9 @@ Phases (`--phase`, comma-separated, default all):
    carrying a unique marker, polled with `POST /api/search` for its user until found.
 5. `orgs` — keyed mode, two organisations: B's `wait_for_response` publish latency alone and while A runs a large
    pass (A publishes many users, then its own `wait_for_response` publish starts the run); ratio.
+6. `shards` — one window (`--shards-users` users) learned by one materialize pass with `REFLEXIO_LEARNING_SHARDS=1`
+   and with 4 (the multiprocess executor, a process per shard), at the same calls in flight per learning process
+   (`--shards-concurrency`: each process or machine brings its own workers); speedup of the extraction run.
 
     .venv/bin/python benchmarks/learning_throughput.py [--phase all] [--users 500] [--serial-users 50] ...
     .venv/bin/python benchmarks/learning_throughput.py --phase rounds --rounds-users 20 --rounds 4
@@ -76,11 +79,13 @@ os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
 
 import httpx  # noqa: E402
 
+from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER  # noqa: E402
+
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "learning_throughput.json"
 HOST = "127.0.0.1"
 STUB_MODEL = "openai/stub"
 STUB_KEY = "bench-key"
-PHASES = ("throughput", "rounds", "sensor", "latency", "orgs")
+PHASES = ("throughput", "rounds", "sensor", "latency", "orgs", "shards")
 
 #: The issue's "Done means" (issue 14), checked against what this run measured.
 INSTANCE_YAML = """\
@@ -102,6 +107,7 @@ TARGETS = {
     "latency_p95_s_max_stub_1s": 60.0,
     "latency_p95_s_max_builtin": 30.0,
     "orgs_ratio_max": 1.5,
+    "shards_speedup_min": 3.0,
 }
 
 NOTES = [
@@ -876,9 +882,9 @@ class Run:
             "runtime_s": {},
         }
 
-    def workspace(self, name: str) -> Workspace:
+    def workspace(self, name: str, env: dict[str, str] | None = None) -> Workspace:
         self._counter += 1
-        return Workspace(self.workdir / f"{self._counter:02d}-{name}", self.extra_env)
+        return Workspace(self.workdir / f"{self._counter:02d}-{name}", {**self.extra_env, **(env or {})})
 
     def stub(self, delay_s: float) -> Stub:
         if self._stub is None:
@@ -908,9 +914,10 @@ class Run:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def one_pass(run: Run, name: str, stream: Stream, llm: LLM) -> dict:
-    """Fresh lake: publish the stream over HTTP, stop the service, one timed materialize; stub and lake counts."""
-    ws = run.workspace(name)
+def one_pass(run: Run, name: str, stream: Stream, llm: LLM, env: dict[str, str] | None = None) -> dict:
+    """Fresh lake: publish the stream over HTTP, stop the service, one timed materialize; stub and lake counts.
+    `env`: more settings for this pass's processes (e.g. REFLEXIO_LEARNING_SHARDS)."""
+    ws = run.workspace(name, env)
     ledger = Ledger()
     service = Service(ws, llm)
     try:
@@ -1295,7 +1302,10 @@ class Prober:
         if self.stop.is_set():
             return
         try:
-            reply = client.post("/api/search", json={"query": probe.query, "user_id": probe.user_id, "top_k": 5})
+            # the holdout control group (5 % of users by default) is served no learned items by design: this
+            # measures when an item becomes searchable, so the probes opt out of it as a debugging caller does
+            reply = client.post("/api/search", json={"query": probe.query, "user_id": probe.user_id, "top_k": 5},
+                                headers={HOLDOUT_HEADER: "off"})  # fmt: skip
             with self._lock:
                 self.searches += 1
             if reply.status_code == 200:
@@ -1580,6 +1590,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--orgs-delay", type=float, default=1.0)
     g.add_argument("--orgs-quiet-s", type=float, default=35.0,
                    help="wait after A's publishes so its sessions are quiet (not held back) when its pass starts")
+    g = p.add_argument_group("shards")
+    g.add_argument("--shards-users", type=int, default=200)
+    g.add_argument("--shards", type=_ints, default=[4], help="shard counts measured against 1 shard")
+    g.add_argument("--shards-concurrency", type=int, default=4,
+                   help="REFLEXIO_LLM_CONCURRENCY of every learning process (calls in flight per machine)")
+    g.add_argument("--shards-delay", type=float, default=1.0)
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--workdir", help="keep lakes, Dagster homes and logs here (default: a temp dir, removed)")
     p.add_argument("--keep", action="store_true", help="keep the temp work dir")
@@ -1592,8 +1608,51 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Phase 6: one window fanned out over shards
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def phase_shards(run: Run) -> dict:
+    """One window learned in one materialize pass with REFLEXIO_LEARNING_SHARDS=1 and with each of `--shards`
+    (the multiprocess executor, a process per shard), at the same calls in flight per learning process: what
+    fanning a window out over processes (or machines, each with its own workers) buys when the LLM bounds it."""
+    a = run.args
+    stream = make_stream(a.shards_users, a.turns_per_user, a.seed)
+    out: dict[str, Any] = {"users": a.shards_users, "turns": stream.turns, "delay_s": a.shards_delay,
+                           "concurrency_per_process": a.shards_concurrency, "by_shards": {}}  # fmt: skip
+    for count in (1, *a.shards):
+        llm = run.llm(a.shards_delay, a.shards_concurrency)
+        row = one_pass(run, f"shards-{count}", stream, llm, env={"REFLEXIO_LEARNING_SHARDS": str(count)})
+        out["by_shards"][str(count)] = row
+        run.report["phases"]["shards"] = out
+        run.save()
+    base = out["by_shards"]["1"]
+    rows = []
+    for count, row in out["by_shards"].items():
+        row["speedup_extract_run"] = ratio(base["extract_run_s"], row["extract_run_s"])
+        row["speedup_materialize"] = ratio(base["materialize_s"], row["materialize_s"])
+        rows.append([count, row["turns_learned"], row["materialize_s"], row["extract_run_s"], row["stub"]["calls"],
+                     row["stub"]["max_in_flight"], row["speedup_extract_run"], row["speedup_materialize"]])  # fmt: skip
+    table(f"6. one window on shards ({a.shards_users} users, {a.shards_delay} s/call, REFLEXIO_LLM_CONCURRENCY="
+          f"{a.shards_concurrency} per process, multiprocess executor)",
+          ["shards", "learned", "total s", "run s", "calls", "in flight", "x run", "x total"], rows,
+          [8, 9, 9, 9, 8, 10, 8, 8])  # fmt: skip
+    four = out["by_shards"].get("4")
+    if four is not None:
+        run.report["targets"]["shards_4_vs_1"] = {
+            "target": f"one window on 4 shards >= {TARGETS['shards_speedup_min']}x faster than on 1 (1 s LLM)",
+            "measured": {"speedup_extract_run": four["speedup_extract_run"],
+                         "speedup_materialize": four["speedup_materialize"],
+                         "turns_learned": [base["turns_learned"], four["turns_learned"]]},
+            "met": (four["speedup_extract_run"] or 0) >= TARGETS["shards_speedup_min"]
+                   and four["turns_learned"] == base["turns_learned"] == stream.turns,
+        }  # fmt: skip
+    return out
+
+
 RUNNERS = {"throughput": phase_throughput, "rounds": phase_rounds, "sensor": phase_sensor, "latency": phase_latency,
-           "orgs": phase_orgs}  # fmt: skip
+           "orgs": phase_orgs, "shards": phase_shards}  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> dict:

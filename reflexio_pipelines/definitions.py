@@ -7,13 +7,13 @@ import os
 import dagster as dg
 from pydantic import SecretStr
 
-from reflexio_pipelines.assets import aggregation, evaluation, learning, outcomes, search_index, turns
+from reflexio_pipelines.assets import aggregation, evaluation, learning, learning_shards, outcomes, search_index, turns
 from reflexio_pipelines.checks import search_index_is_servable
 from reflexio_pipelines.jobs import aggregation_job, evaluation_job, extract_job, index_job, learn_job
 from reflexio_pipelines.operations import lifecycle_job, rerun_job
 from reflexio_pipelines.schedules import aggregation_schedule, evaluation_schedule, index_compaction_schedule
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
-from reflexio_pipelines.sensors import landing_sensor
+from reflexio_pipelines.sensors import interaction_index_sensor, landing_sensor
 from reflexio_pipelines.settings import Settings, load_settings
 
 
@@ -48,6 +48,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             rpm=settings.llm.rpm,
             tpm=settings.llm.tpm,
             extraction_config=resolve_extraction_config(lake.extraction_config(settings.extraction_config)).to_json(),
+            shards=settings.learning_shards,
         ),
         "embedder": EmbedderResource(
             model=settings.embedder.model,
@@ -62,16 +63,32 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
 def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     """Assets, checks, jobs, sensor and resources, configured from `settings` (default: file + environment)."""
     settings = settings or load_settings()
+    sharded = settings.learning_shards > 1
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([turns, learning, aggregation, evaluation, outcomes, search_index]),
+        assets=dg.load_assets_from_modules([turns, learning_shards if sharded else learning, aggregation, evaluation,
+                                            outcomes, search_index]),  # fmt: skip
         asset_checks=[search_index_is_servable],
         jobs=[learn_job, extract_job, index_job, aggregation_job, evaluation_job, rerun_job, lifecycle_job],
         schedules=[aggregation_schedule, evaluation_schedule, index_compaction_schedule],
-        sensors=[landing_sensor],
+        sensors=[landing_sensor, interaction_index_sensor],
         resources=build_resources(settings),
-        # Steps of one run are small and sequential; a process per step (the multiprocess default under the
-        # daemon) costs seconds each on a 2-core box. A Kubernetes deployment may override this (deployment.md).
-        executor=dg.in_process_executor,
+        executor=executor(settings),
+    )
+
+
+def executor(settings: Settings) -> dg.ExecutorDefinition:
+    """In-process for an unsharded deployment: its steps are small and sequential, and a process per step (the
+    multiprocess default under the daemon) costs seconds each on a 2-core box. Fanned-out learning needs its
+    shards in parallel processes: the multiprocess executor, as many at once as there are shards, forking each
+    step from a server that has imported the code location (and LiteLLM when a model is configured) once, so a
+    step starts in well under a second instead of paying those imports again. A Kubernetes deployment may
+    override this with `k8s_job_executor` (deployment.md)."""
+    if settings.learning_shards <= 1:
+        return dg.in_process_executor
+    preload = ["reflexio_pipelines.definitions", *(["litellm"] if settings.llm.model.strip() else [])]
+    return dg.multiprocess_executor.configured(
+        {"max_concurrent": settings.learning_shards, "start_method": {"forkserver": {"preload_modules": preload}}},
+        name="sharded_multiprocess",
     )
 
 

@@ -137,15 +137,39 @@ def launch(
         instance = instance or default_instance()
         keys = partition_keys if partition_keys is not None else [p.partition_key for p in pending_windows(lake, GRANULARITY)]
         result = LaunchResult(partition_keys=list(keys))
+        run_config = {**_RUN_CONFIG, **learning_run_config(flush, flush_users)}
         for key in keys:
-            run = defs.resolve_job_def("extract_job").execute_in_process(
-                partition_key=key, instance=instance, run_config={**_RUN_CONFIG, **learning_run_config(flush, flush_users)}
-            )
-            result.run_ids.append(run.run_id)
+            result.run_ids.append(_extract(defs, settings, instance, key, run_config))
         if rebuild_index and (keys or current_version(lake.index_root) is None):
             result.run_ids.append(_rebuild_index(defs, instance))
         result.index_version = current_version(lake.index_root)
         return result
+
+
+def _extract(defs: dg.Definitions, settings: Settings, instance: dg.DagsterInstance, partition_key: str,
+             run_config: dict) -> str:  # fmt: skip
+    """One `extract_job` run of a window; its run id. Raises as `execute_in_process` does when the run fails.
+
+    Unsharded, in this process. With `learning_shards` > 1, through the definitions' multiprocess executor, so
+    that the shards learn in parallel processes. Those load the code location as the daemon's runs do: from the
+    environment and config file, with this launch's lake and shard count."""
+    if settings.learning_shards <= 1:
+        job = defs.resolve_job_def("extract_job")
+        return job.execute_in_process(partition_key=partition_key, instance=instance, run_config=run_config).run_id
+    job = dg.build_reconstructable_job(__name__, extract_job.__name__, reconstructable_kwargs={
+        "lake": str(Lake.at(settings.lake).root), "learning_shards": settings.learning_shards})  # fmt: skip
+    with dg.execute_job(job, instance=instance, run_config=run_config, tags={"dagster/partition": partition_key},
+                        raise_on_error=True) as run:  # fmt: skip
+        return run.run_id
+
+
+def extract_job(lake: str, learning_shards: int) -> dg.JobDefinition:
+    """`extract_job` of the code location the environment configures, on `lake` with `learning_shards` (what the
+    processes of a fanned-out run load: a reconstructable job is named by a module-level function)."""
+    from reflexio_pipelines.definitions import build_definitions
+
+    settings = load_settings({"lake": lake, "learning_shards": learning_shards})
+    return build_definitions(settings).resolve_job_def("extract_job")
 
 
 #: job name -> the op whose config and output an operation uses

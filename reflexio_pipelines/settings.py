@@ -92,6 +92,9 @@ class Settings(BaseModel):
     #: shard is a hash bucket of user ids (search/shards.py); searches for other users answer 421.
     index_shards: str = ""
     index_shard_count: int = Field(1, ge=1)
+    #: Parallel steps a window's learning is split into (shards of its users, assets/learning_shards.py), run by
+    #: the multiprocess executor (or k8s_job_executor); 1 = the window learned in one step.
+    learning_shards: int = Field(1, ge=1)
 
     @model_validator(mode="after")
     def _check_shards(self) -> Settings:
@@ -143,6 +146,7 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_OPERATION_STALE_AFTER": ("operation_stale_after_s",),
     "REFLEXIO_ALLOWED_HOSTS": ("allowed_hosts",),
     "REFLEXIO_INDEX_SHARDS": ("index_shards",),
+    "REFLEXIO_LEARNING_SHARDS": ("learning_shards",),
     "REFLEXIO_INDEX_SHARD_COUNT": ("index_shard_count",),
 }
 

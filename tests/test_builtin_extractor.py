@@ -238,6 +238,25 @@ def test_polite_replies_are_not_corrections(reply: str) -> None:
     assert EXTRACTOR.extract(window).playbooks == []
 
 
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Reply to the customer asking about the late delivery. A short answer is fine for now.",
+        "Answer the email from the finance team.",
+        "Format the release notes for the wiki.",
+    ],
+)
+def test_a_new_task_whose_verb_is_a_style_word_is_not_feedback(task: str) -> None:
+    # "reply" / "answer" / "format" are also nouns of answer style ("Keep replies short"): as the verb opening a
+    # request they name a new task, so the answer before it was not corrected (a heuristic; learning/builtin.py)
+    window = convo(("user", "Tell me a short joke."), ("assistant", "Why did the spreadsheet go to therapy?"),
+                   ("user", task))  # fmt: skip
+    assert EXTRACTOR.extract(window).playbooks == []
+    styled = convo(("user", "Tell me a short joke."), ("assistant", "Why did the spreadsheet go to therapy?"),
+                   ("user", "Reply in two sentences max."))  # fmt: skip
+    assert [p.content for p in EXTRACTOR.extract(styled).playbooks] == ["Reply in two sentences max."]
+
+
 def test_chit_chat_yields_nothing() -> None:
     window = convo(
         ("user", "Hello there!"),

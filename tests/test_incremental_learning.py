@@ -372,3 +372,34 @@ def test_turns_compacts_only_new_landing_files_and_a_crash_before_the_consumed_l
     # a consumed file vanished (not through erasure, which updates the list): the window is compacted afresh
     (lake.root / consumed[-1]).unlink()
     assert compact()["compaction"] == "full"
+
+
+def test_turns_falling_due_during_a_run_are_learned_by_that_run(lake: Lake, settings: Settings, instance):
+    from reflexio_pipelines.window_pass import Learner, learn_and_commit
+
+    land(lake, [_conversation(user, part) for user in USERS[:3] for part in (0, 1)], at=START)
+    resources = build_resources(settings)
+    assert dg.materialize([turns], partition_key=KEY, resources=resources, instance=instance).success
+    extractor, embedder = resources["extractor"], resources["embedder"]
+    learner = Learner(extractor.get(), embedder.get(), extractor.dedup_judge_factory(), extractor.get_config())
+    landed = _us(START) + 2 * SECOND_US
+
+    def clock(*seconds: float):
+        moments = iter(seconds)
+        last = [seconds[0]]
+
+        def pace() -> Pace:
+            last[0] = next(moments, last[0])
+            return Pace(quiet_us=30 * SECOND_US, now_us=landed + int(last[0] * SECOND_US), flush=False)
+
+        return pace
+
+    # the sessions stay active for the whole run: held back, one pass only
+    output, committed = learn_and_commit(lake, WINDOW, learner, clock(5, 6), run_id="still-active")
+    assert output.stats.turns_extracted == 0 and output.stats.turns_held == 12
+    assert all(b["held_turns"] == 4 for b in committed.tables["extraction_bookmarks"].to_pylist())
+    # they go quiet while the run learns: the run makes another pass and learns them
+    output, committed = learn_and_commit(lake, WINDOW, learner, clock(10, 40, 41, 42), run_id="goes-quiet")
+    assert output.stats.turns_extracted == 12
+    assert all(b["held_turns"] == 0 for b in committed.tables["extraction_bookmarks"].to_pylist())
+    assert {r["user_id"] for r in committed.tables["user_playbooks"].to_pylist()} == set(USERS[:3])

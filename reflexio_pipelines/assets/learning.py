@@ -16,26 +16,28 @@ Each turn is extracted once, however often the window runs: a run continues from
 window left (their items are state, written back unchanged, learning/carry.py) and extracts only the turns after
 them. Which of those go through now is the run config's `flush` (learning/windows.py `ready_turns`): `all` for a
 deliberate run (the default: `materialize`, the UI, a backfill), `due` for the sensor's runs, which hold back an
-incomplete window of a session that is still active. `rebuild` re-extracts the window from scratch instead.
+incomplete window of a session that is still active. `rebuild` re-extracts the window from scratch instead. A
+session that goes quiet while a run learns is learned by that run: after its commit the run makes another pass
+over the held-back turns that fell due meanwhile (window_pass.py `CATCH_UP_PASSES`), instead of leaving them to a
+next run that could start only after this one.
+
+The learning itself is window_pass.py (Dagster-free); assets/learning_shards.py fans the same work out over
+shards of the window's users (`REFLEXIO_LEARNING_SHARDS`).
 """
 
 import time
 from typing import Literal
 
 import dagster as dg
-import pyarrow as pa
 
 from reflexio_pipelines.assets.metadata import preview
 from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.reads import counting_reads
-from reflexio_pipelines.lake.records import live_turns, user_states
-from reflexio_pipelines.lake.schemas import TABLES
-from reflexio_pipelines.learning.carry import ITEM_TABLES, WINDOW_TABLES, window_rows
-from reflexio_pipelines.learning.failures import blocked_users, merge_failures
-from reflexio_pipelines.learning.learn import learn
+from reflexio_pipelines.learning.learn import LearnOutput
 from reflexio_pipelines.learning.windows import Pace
 from reflexio_pipelines.partitions import GRANULARITY, PARTITIONS, window_end, window_of_key
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
+from reflexio_pipelines.window_pass import Committed, Learner, learn_and_commit
 
 _OUTPUTS = {
     "user_profiles": ("Per-user facts, deduplicated; a newer statement supersedes an older one (kept for audit).",
@@ -73,16 +75,6 @@ def _pace(config: LearningRunConfig, quiet_period_s: float, partition_key: str) 
                 flush_users=frozenset(config.flush_users))  # fmt: skip
 
 
-def _previous_rows(store, window: str, rebuild: bool) -> dict[str, list[dict]]:
-    """This window's rows from earlier runs (none for a rebuild); rerun rows are the operation's, not the window's."""
-    if rebuild:
-        return {}
-    rows = {name: store.read_table(name, window).to_pylist() for name in WINDOW_TABLES}
-    for name in ITEM_TABLES:
-        rows[name] = [r for r in rows[name] if r["operation_id"] is None]
-    return rows
-
-
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(name, deps=["turns"], group_name="learning", kinds={"deltalake"}, description=description)
@@ -100,45 +92,35 @@ def user_learning(
     store = lake.get()
     window = window_of_key(context.partition_key, GRANULARITY)
     run_id = context.run.run_id
-    extraction_config = extractor.get_config()
-    pace = _pace(config, extraction_config.quiet_period(bool(extractor.model.strip())), context.partition_key)
+    quiet_s = extractor.get_config().quiet_period(bool(extractor.model.strip()))
     # The ledger is written after the window lock is released (it takes that lock itself).
     with ledger_written(store, run_id=run_id, asset="user_learning", window=window):
         # The whole step holds the window's lock: a second run of the window (the sensor does not wait for the
         # first) starts from the bookmarks the first one committed, instead of extracting the same turns again.
         with store.lock(f"window-{window}"), counting_reads() as reads:
-            turns = live_turns(store, window)
-            users = sorted({t.user_id for t in turns})
-            previous = _previous_rows(store, window, config.rebuild)
-            states = user_states(store, set(users), window, bookmarks=previous.get("extraction_bookmarks"))
-            # a user with an unlearned earlier window waits behind it (see learning/failures.py)
-            earlier = [("user_id", "in", users), ("window", "<", window)]
-            blocked = blocked_users(store.read_table("extraction_failures", filters=earlier).to_pylist()) if users else {}
-            output = learn(
-                turns,
-                states,
-                extractor.get(),
-                embedder.get(),
-                extractor.dedup_judge_factory(),
-                window=window,
-                run_id=run_id,
-                config=extraction_config,
-                on_failure="record",
-                blocked=blocked,
-                pace=pace,
-                concurrency=extractor.concurrency,
-            )
-            tables = window_rows(previous, output)
-            arrow = {name: pa.Table.from_pylist(rows, schema=TABLES[name]) for name, rows in tables.items()}
-            failures = merge_failures(store.read_table("extraction_failures", window).to_pylist(), output.failures,
-                                      output.learned_users, window=window, run_id=run_id, at=int(time.time()))  # fmt: skip
-            versions = {name: store.replace_window(name, window, table) for name, table in arrow.items()}
-            store.replace_window("extraction_failures", window, pa.Table.from_pylist(failures, TABLES["extraction_failures"]))
-            # only now: a run that dies before this line leaves the window pending, so the sensor runs it again
-            store.mark_learned(window)
+            # the clock is read once the lock is held (turns that fell due while this run waited go through now),
+            # and again after each commit: turns falling due during the run are learned by it (CATCH_UP_PASSES)
+            output, committed = learn_and_commit(store, window, learner(extractor, embedder),
+                                                 lambda: _pace(config, quiet_s, context.partition_key), run_id=run_id,
+                                                 rebuild=config.rebuild)  # fmt: skip
+    metadata = materialization_metadata(context, output, committed, reads.metadata(), window=window,
+                                        previews=lake.metadata_previews)  # fmt: skip
+    for name, table_metadata in metadata.items():
+        yield dg.MaterializeResult(asset_key=name, metadata=table_metadata)
+
+
+def learner(extractor: ExtractorResource, embedder: EmbedderResource) -> Learner:
+    """The run's `Learner`, from its resources."""
+    return Learner(extractor.get(), embedder.get(), extractor.dedup_judge_factory(), extractor.get_config(),
+                   extractor.concurrency)  # fmt: skip
+
+
+def materialization_metadata(context: dg.OpExecutionContext, output: LearnOutput, committed: Committed, read: dict,
+                             *, window: str, previews: bool) -> dict[str, dict]:  # fmt: skip
+    """Per table the learning step wrote: its materialisation metadata (the run's cost and what it read of the
+    lake). Failed batches are logged (ids and error classes only: no turn content, no provider text)."""
     failed = [f for f in output.failures if f.stage != "blocked"]
     if output.failures:
-        # ids and error classes only: no turn content, no provider text
         context.log.warning(
             f"{len(output.failures)} user batch(es) not learned in window {window} and left for the next run: "
             + "; ".join(f"{f.user_id} {f.stage} {f.extraction_window_id or ''} {f.summary}" for f in output.failures)
@@ -158,26 +140,26 @@ def user_learning(
         "forget_requests": stats.forget_requests,
         "profiles_forgotten": stats.forgotten,
         "failed_windows": len(failed),
-        "failed_window_ids": ", ".join(sorted(f.extraction_window_id or _failed_batch(f, lake.metadata_previews)
-                                              for f in failed)),
+        "failed_window_ids": ", ".join(sorted(f.extraction_window_id or _failed_batch(f, previews) for f in failed)),
         "blocked_users": sum(1 for f in output.failures if f.stage == "blocked"),
         "turns_extracted": stats.turns_extracted,
         "turns_held_back": stats.turns_held,
         "extractor": ", ".join(sorted(stats.extractors)) or "none",
+        **read_metadata(read),
     }
-    # what the step read of the lake (after Delta file skipping): should follow the window's users, not the lake
-    read = reads.metadata()
-    cost.update({k: v for k, v in read.items() if k != "lake_reads"})
-    cost["lake_reads"] = dg.MetadataValue.json(read["lake_reads"])
-    for name, table in arrow.items():
-        yield dg.MaterializeResult(
-            asset_key=name,
-            metadata={
-                "window": window,
-                "dagster/row_count": table.num_rows,
-                "delta_version": versions[name],
-                "preview": preview(table, _OUTPUTS[name][1], enabled=lake.metadata_previews),
-                **cost,
-            },
-        )
+    return {
+        name: {
+            "window": window,
+            "dagster/row_count": table.num_rows,
+            "delta_version": committed.versions[name],
+            "preview": preview(table, _OUTPUTS[name][1], enabled=previews),
+            **cost,
+        }
+        for name, table in committed.tables.items()
+    }
 
+
+def read_metadata(read: dict) -> dict:
+    """What a step read of the lake (after Delta file skipping), as metadata: it should follow the window's users,
+    not the lake."""
+    return {**{k: v for k, v in read.items() if k != "lake_reads"}, "lake_reads": dg.MetadataValue.json(read["lake_reads"])}

@@ -1040,13 +1040,21 @@ def _feedback_rule(sentence: str) -> str | None:
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", text))
     new_task = bool(re.match(r"^(?:now|also|then|next|and now|and then)\b|^(?:can|could|would) you (?:also|now)\b|"
                              r"^(?:please\s+)?translate\b", text, re.I))  # fmt: skip
-    if _is_directive(text) and (_STYLE_DIRECTIVE_RE.search(text) or (not new_task and (
+    if _is_directive(text) and (_names_style(text) or (not new_task and (
             _FORMAT_REQUEST_RE.search(text) or _STANDING_RE.search(sentence) or _CHECK_WITH_ME_RE.search(text)))):
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", text))
     if not new_task and _FORMAT_REQUEST_RE.search(text) and len(text.split()) <= 8 and \
             not _QUESTION_START_RE.match(text) and not re.search(r"\btranslat", text, re.I):  # fmt: skip
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", text))  # "Prices in euros, please"
     return None
+
+
+def _names_style(text: str) -> bool:
+    """Whether a directive names the answer's style ("Keep replies short", "Answer in two sentences max"). The verb
+    that opens it does not count: "Reply to the customer about the delay" is a new task, not feedback on replies."""
+    first = _first_word(text)
+    opening = len(first) if first in _IMPERATIVE_VERBS else 0
+    return any((m.start(), m.end()) != (0, opening) for m in _STYLE_DIRECTIVE_RE.finditer(text))
 
 
 def _is_slip(sentence: str) -> bool:

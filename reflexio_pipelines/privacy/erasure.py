@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reflexio_pipelines.assets.search_index import index_documents
+from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.embedding_cache import CACHE_TABLE, EmbeddingCache, erase_owner
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
@@ -180,6 +181,8 @@ def _erase_pass(lake: Lake, scope: Scope, wording: SharedWording, marker: "Erasu
         if on_table is not None:
             on_table(name, erased)
     marker.progress(LANDING, _erase_landing(lake, scope.user_id))
+    # shards a fanned-out run staged may hold the user's words; that run learns its window again at its commit
+    staging.drop_all(lake)
 
 
 def _erase_table(lake: Lake, name: str, scope: Scope, wording: SharedWording) -> tuple[int, int, int]:
@@ -290,8 +293,8 @@ def _republish_index(lake: Lake, embedder: Embedder) -> str:
     A serving process still holding an old version keeps reading it from its open files until its watcher swaps
     to CURRENT (every 0.5 s); the bytes are gone from the directory at once."""
     cache = EmbeddingCache(lake)  # before the documents are read (see EmbeddingCache)
-    docs, _ = index_documents(lake)
-    version = publish_index(lake.index_root, docs, embedder, cache=cache)
+    docs, _, watermarks = index_documents(lake)
+    version = publish_index(lake.index_root, docs, embedder, cache=cache, watermarks=watermarks)
     prune_versions(lake.index_root, keep=1, stale_tmp_seconds=0)
     if is_remote(lake.index_root):
         # This host's cached copies of the pruned versions go now, not at the service's next swap (which may have

@@ -23,6 +23,11 @@ class ExtractorResource(dg.ConfigurableResource):
     The LLM fields are those of `LLMSettings` (same names and defaults), except `llm_concurrency` for
     `LLMSettings.concurrency`: `concurrency` is the property the learning step sizes its workers by.
 
+    `shards` is how many parallel steps a fanned-out learning run splits a window into (assets/learning_shards.py;
+    1 = one step, assets/learning.py). Calls in flight (`llm_concurrency`) hold per step process, since each
+    machine brings its own workers; the provider's per-minute limits (`rpm`, `tpm`) are the whole deployment's,
+    so each process takes its share of them.
+
     `extraction_config` is the validated config as JSON (what definitions.py puts here, so a run records exactly
     the config it used, and a file edited after start-up cannot change a run halfway), or a file path, or empty
     for the built-in default config.
@@ -41,6 +46,7 @@ class ExtractorResource(dg.ConfigurableResource):
     rpm: int = 0
     tpm: int = 0
     extraction_config: str = ""
+    shards: int = 1
 
     def llm_settings(self) -> LLMSettings:
         """The LLM settings this resource carries, validated (one object for every LLM stage)."""
@@ -55,8 +61,8 @@ class ExtractorResource(dg.ConfigurableResource):
             temperature=self.temperature,
             gate_model=self.gate_model,
             concurrency=self.llm_concurrency,
-            rpm=self.rpm,
-            tpm=self.tpm,
+            rpm=_share(self.rpm, self.shards),
+            tpm=_share(self.tpm, self.shards),
         )
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
@@ -95,3 +101,8 @@ class ExtractorResource(dg.ConfigurableResource):
         kinds = {"profile": PROFILE_ITEMS, "user_playbook": PLAYBOOK_ITEMS}
         endpoint = self.endpoint()
         return lambda entity, vectors: LiteLLMDedupJudge(endpoint=endpoint, item_kind=kinds[entity])
+
+
+def _share(per_minute: int, shards: int) -> int:
+    """One of `shards` processes' share of a per-minute limit (0 = unlimited stays unlimited; never below 1)."""
+    return per_minute if per_minute <= 0 or shards <= 1 else max(1, per_minute // shards)
