@@ -6,9 +6,9 @@ with the multiprocess executor on one machine, a pod per step with `k8s_job_exec
                 ─► learn_shard[shard_1] ─┼─► commit_shards  (user_profiles, user_playbooks, change_log,
                 ─► learn_shard[…]       ─┘                    extraction_bookmarks)
 
-- `plan_shards` fixes the run's pace (its clock: every shard decides alike what is due), assigns each of the
-  window's users to a shard (a hash of the user id, search/shards.py `shard_of`) and stamps what earlier runs of
-  the window committed (window_pass.py `window_stamp`); it stages this plan in the lake (lake/staging.py).
+- `plan_shards` fixes the run's pace (its clock: every shard decides alike what is due), splits the window's users
+  into shards of equal size in the order of a hash of their ids (window_pass.py `shard_users`) and stamps what
+  earlier runs of the window committed (window_pass.py `window_stamp`); it stages this plan in the lake (lake/staging.py).
 - Each `learn_shard` learns its users exactly as one pass would (window_pass.py `learn_users`) and stages its
   output in the lake: outputs hold users' words, so they never go through Dagster's IO manager or run storage.
 - `commit_shards` takes the window's lock, merges the shards in the window's user order (the rows one pass over
@@ -36,12 +36,12 @@ from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.reads import counting_reads
 from reflexio_pipelines.partitions import GRANULARITY, PARTITIONS, window_of_key
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
-from reflexio_pipelines.search.shards import shard_of
 from reflexio_pipelines.window_pass import (
     commit_window,
     learn_users,
     merge_outputs,
     previous_rows,
+    shard_users,
     window_stamp,
     window_users,
 )
@@ -67,7 +67,7 @@ def plan_shards(context: dg.OpExecutionContext, config: LearningRunConfig, lake:
         pace=_pace(config, quiet_s, context.partition_key),
         rebuild=config.rebuild,
         users=tuple(users),
-        shards=tuple(shard_of(u, count) for u in users),
+        shards=tuple(shard_users(users, count)),
         stamp=window_stamp(previous_rows(store, window, config.rebuild)),
     )
     staging.write_plan(store, plan)
