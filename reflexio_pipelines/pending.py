@@ -97,6 +97,14 @@ def windows_to_retry(lake: Lake) -> dict[str, tuple[str, ...]]:
     return {w: tuple(sorted(f)) for w, f in ids.items() if len(runs[w]) < MAX_AUTOMATIC_RETRIES}
 
 
+def unindexed_turn_files(lake: Lake) -> list[LakePath]:
+    """Landing files holding turns the served index version has not taken in (after its turn watermark), oldest
+    first: what an `index_job` run with `index_turns` would add."""
+    from reflexio_pipelines.search.index import turns_watermark  # the search package is heavy; only this needs it
+
+    return landing_files_after(lake, turns_watermark(lake.index_root))
+
+
 def landing_files_after(lake: Lake, watermark_us: int) -> list[LakePath]:
     """Committed landing files whose turns were ingested after `watermark_us` (the name starts with the ingest
     instant), oldest first: the turns an index version with that turn watermark does not hold. Lists only the

@@ -249,18 +249,20 @@ def run_evaluation(
 
 
 def rebuild_index(*, settings: Settings | None = None, instance: dg.DagsterInstance | None = None,
-                  compact: bool = False) -> str:  # fmt: skip
+                  compact: bool = False, index_turns: bool = False) -> str:  # fmt: skip
     """Run `index_job` (index everything live, incl. manual curation, and publish it): a delta on the current
-    version, or with `compact` a full rebuild (a new base). Returns the run id."""
+    version, or with `compact` a full rebuild (a new base); with `index_turns` it also takes in the turns published
+    since the current version. Returns the run id."""
     from reflexio_pipelines.definitions import build_definitions
 
     settings = settings or load_settings()
     defs = build_definitions(settings)
     with _lake_lock(str(Lake.at(settings.lake).root)):
-        return _rebuild_index(defs, instance or default_instance(), compact=compact)
+        return _rebuild_index(defs, instance or default_instance(), compact=compact, index_turns=index_turns)
 
 
-def _rebuild_index(defs: dg.Definitions, instance: dg.DagsterInstance, *, compact: bool = False) -> str:
-    run_config = {**_RUN_CONFIG, "ops": {"search_index": {"config": {"compact": compact}}}}
+def _rebuild_index(defs: dg.Definitions, instance: dg.DagsterInstance, *, compact: bool = False,
+                   index_turns: bool = False) -> str:  # fmt: skip
+    run_config = {**_RUN_CONFIG, "ops": {"search_index": {"config": {"compact": compact, "index_turns": index_turns}}}}
     run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=run_config)
     return run.run_id

@@ -22,8 +22,8 @@ UNFINISHED = [
 
 from reflexio_pipelines.jobs import index_job, learn_job, learning_run_config
 from reflexio_pipelines.partitions import GRANULARITY
-from reflexio_pipelines.pending import landing_files_after, pending_windows
-from reflexio_pipelines.search.index import current_version, turns_watermark
+from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
+from reflexio_pipelines.search.index import current_version
 from reflexio_pipelines.resources import LakeResource
 
 
@@ -67,7 +67,7 @@ def _windows_in_flight(instance: dg.DagsterInstance, keys: list[str]) -> set[str
 )
 def interaction_index_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult:
     store = lake.get()
-    newer = landing_files_after(store, turns_watermark(store.index_root))
+    newer = unindexed_turn_files(store)
     if not newer:
         return dg.SensorResult(skip_reason="the served index holds every published turn")
     if context.instance.get_run_records(dg.RunsFilter(job_name=index_job.name, statuses=UNFINISHED), limit=1):

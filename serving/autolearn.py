@@ -18,7 +18,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from reflexio_pipelines.organisations import organisation_ids
 from reflexio_pipelines.partitions import GRANULARITY
-from reflexio_pipelines.pending import pending_windows
+from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
+from reflexio_pipelines.runs import rebuild_index
 from reflexio_pipelines.storage import lake_path
 from serving.tenancy import Tenants
 
@@ -79,6 +80,10 @@ class AutoLearner:
         try:
             state = self._tenants.state(org)
             state.launcher(keys, flush="due")
+            # the organisation's new turns into its index too (what interaction_index_sensor does for the
+            # configured lake); the landing overlay serves them until then
+            if unindexed_turn_files(state.lake):
+                rebuild_index(settings=state.settings, index_turns=True)
             state.index.refresh()
         except Exception:  # the windows stay pending; the next tick retries
             log.exception("auto-learn pass failed for organisation %s", org)

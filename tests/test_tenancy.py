@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 from reflexio_pipelines.demo.run import publish_payload
 from reflexio_pipelines.partitions import GRANULARITY
-from reflexio_pipelines.pending import pending_windows
+from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
+from reflexio_pipelines.search.index import turns_watermark
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
 from serving.autolearn import AutoLearner
@@ -203,6 +204,11 @@ def test_a_failing_organisation_does_not_stop_the_others_from_learning(tmp_path,
         try:
             _live_in(url, keys["zulu"], "zed", "Oslo")
             _live_in(url, keys["zulu"], "yan", "Quito")  # and again on a later pass: the loop keeps going
+            zulu = app.state.tenants.state("zulu").lake
+            deadline = time.monotonic() + 60
+            while unindexed_turn_files(zulu) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not unindexed_turn_files(zulu) and turns_watermark(zulu.index_root) > 0  # its turns indexed too
         finally:
             learner.close()
         failed = {r.getMessage() for r in caplog.records if r.name == "serving.autolearn"}
