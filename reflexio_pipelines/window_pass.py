@@ -181,7 +181,7 @@ def fell_due(bookmarks: Rows, now_us: int) -> bool:
 
 
 def _with_pass(total: LearnOutput, later: LearnOutput) -> LearnOutput:
-    stats = LearnStats(users=total.stats.users)
+    stats = LearnStats(users=total.stats.users, passes=total.stats.passes + later.stats.passes)
     stats.add(total.stats)
     stats.add(later.stats)
     blocked = {f.user_id for f in total.failures if f.stage == "blocked"}

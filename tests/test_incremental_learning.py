@@ -400,6 +400,6 @@ def test_turns_falling_due_during_a_run_are_learned_by_that_run(lake: Lake, sett
     assert all(b["held_turns"] == 4 for b in committed.tables["extraction_bookmarks"].to_pylist())
     # they go quiet while the run learns: the run makes another pass and learns them
     output, committed = learn_and_commit(lake, WINDOW, learner, clock(10, 40, 41, 42), run_id="goes-quiet")
-    assert output.stats.turns_extracted == 12
+    assert output.stats.turns_extracted == 12 and output.stats.passes == 2
     assert all(b["held_turns"] == 0 for b in committed.tables["extraction_bookmarks"].to_pylist())
     assert {r["user_id"] for r in committed.tables["user_playbooks"].to_pylist()} == set(USERS[:3])

@@ -144,6 +144,7 @@ def materialization_metadata(context: dg.OpExecutionContext, output: LearnOutput
         "blocked_users": sum(1 for f in output.failures if f.stage == "blocked"),
         "turns_extracted": stats.turns_extracted,
         "turns_held_back": stats.turns_held,
+        "learning_passes": stats.passes,
         "extractor": ", ".join(sorted(stats.extractors)) or "none",
         **read_metadata(read),
     }

@@ -80,6 +80,7 @@ class LearnStats:
     forgotten: int = 0  # profiles they removed (matched by the heuristic in learning/forget.py)
     turns_extracted: int = 0  # new turns that went through this run (per extractor group)
     turns_held: int = 0  # new turns held back for a full window or a quiet session (per extractor group)
+    passes: int = 1  # learning passes of the run over the window (window_pass.py catch-up passes); not summed by add
     extractors: set[str] = field(default_factory=set)
 
     def add(self, other: LearnStats) -> None:
