@@ -71,8 +71,8 @@ def test_workspace_lists_assets_partitions_sensor_and_blocking_check(tmp_path: P
         assert assets[name]["partitionDefinition"]["type"] == "TIME_WINDOW"
     checks = assets["search_index"]["assetChecksOrError"]["checks"]
     assert {"name": "search_index_is_servable", "blocking": True} in checks
-    assert [s["name"] for s in data["sensors"]] == ["landing_sensor"]
-    assert data["sensors"][0]["sensorState"]["status"] == "RUNNING"
+    assert sorted(s["name"] for s in data["sensors"]) == ["interaction_index_sensor", "landing_sensor"]
+    assert {s["sensorState"]["status"] for s in data["sensors"]} == {"RUNNING"}
     assert {"learn_job", "extract_job", "index_job", "aggregation_job", "evaluation_job", "rerun_job",
             "lifecycle_job"} <= {
         j["name"] for j in data["jobs"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from fastapi.testclient import TestClient
@@ -58,9 +58,9 @@ def test_difference_intervals():
     assert welch_difference([1.0], [2.0, 3.0]).ci_low is None  # too few sessions for an interval
 
 
-def _conversation(user: str, session: str, turns: list[tuple[str, str]]) -> dict:
+def _conversation(user: str, session: str, turns: list[tuple[str, str]], at: int | None = None) -> dict:
     return {"id": f"{user}-{session}", "user_id": user, "session_id": session, "agent_version": AGENT,
-            "source": "test", "interactions": [{"role": r, "content": t} for r, t in turns]}  # fmt: skip
+            "source": "test", "interactions": [{"role": r, "content": t, "created_at": at} for r, t in turns]}  # fmt: skip
 
 
 def test_control_users_get_no_learned_context_and_impact_compares_the_arms(lake: Lake, tmp_path, instance):
@@ -72,7 +72,11 @@ def test_control_users_get_no_learned_context_and_impact_compares_the_arms(lake:
     control = [u for u in USERS if arms[u] == CONTROL]
     treated = [u for u in USERS if arms[u] == TREATED]
     assert len(control) >= 3 and len(treated) >= 3, arms
-    land(lake, [_conversation(u, "teach", TEACH) for u in USERS], at=datetime.now(timezone.utc))
+    # taught a minute before the first search: a session that closed in the same second as the first search falls
+    # inside the compared period (session_closed_at >= first_search_at, both in seconds), and a fast run searches
+    # within that second
+    taught = datetime.now(timezone.utc) - timedelta(minutes=1)
+    land(lake, [_conversation(u, "teach", TEACH, at=int(taught.timestamp())) for u in USERS], at=taught)
     launch(None, settings=settings, instance=instance)
 
     def search(client: TestClient, user: str, **headers: str) -> dict:
