@@ -68,7 +68,10 @@ class LearningRunConfig(dg.Config):
     now_us: int | None = None
 
 
-def _pace(config: LearningRunConfig, quiet_period_s: float, partition_key: str) -> Pace:
+def run_pace(config: LearningRunConfig, extractor: ExtractorResource, partition_key: str) -> Pace:
+    """The run's pace, its clock read now: the extractor's quiet period, the run config's flush, and everything
+    through once the partition's window has closed."""
+    quiet_period_s = extractor.get_config().quiet_period(bool(extractor.model.strip()))
     now_us = config.now_us if config.now_us is not None else time.time_ns() // 1000
     closed = now_us >= window_end(partition_key, GRANULARITY).timestamp() * 1_000_000
     return Pace(quiet_us=int(quiet_period_s * 1_000_000), now_us=now_us, flush=config.flush == "all" or closed,
@@ -92,7 +95,6 @@ def user_learning(
     store = lake.get()
     window = window_of_key(context.partition_key, GRANULARITY)
     run_id = context.run.run_id
-    quiet_s = extractor.get_config().quiet_period(bool(extractor.model.strip()))
     # The ledger is written after the window lock is released (it takes that lock itself).
     with ledger_written(store, run_id=run_id, asset="user_learning", window=window):
         # The whole step holds the window's lock: a second run of the window (the sensor does not wait for the
@@ -101,7 +103,7 @@ def user_learning(
             # the clock is read once the lock is held (turns that fell due while this run waited go through now),
             # and again after each commit: turns falling due during the run are learned by it (CATCH_UP_PASSES)
             output, committed = learn_and_commit(store, window, learner(extractor, embedder),
-                                                 lambda: _pace(config, quiet_s, context.partition_key), run_id=run_id,
+                                                 lambda: run_pace(config, extractor, context.partition_key), run_id=run_id,
                                                  rebuild=config.rebuild)  # fmt: skip
     metadata = materialization_metadata(context, output, committed, reads.metadata(), window=window,
                                         previews=lake.metadata_previews)  # fmt: skip

@@ -26,10 +26,10 @@ import dagster as dg
 from reflexio_pipelines.assets.learning import (
     _OUTPUTS,
     LearningRunConfig,
-    _pace,
     learner,
     materialization_metadata,
     read_metadata,
+    run_pace,
 )
 from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.llm_calls import ledger_written
@@ -57,14 +57,13 @@ def plan_shards(context: dg.OpExecutionContext, config: LearningRunConfig, lake:
     """Stage the run's plan; one output per shard holding users (shard 0 alone for a window without users, so the
     commit still runs and marks the window learned)."""
     store, window = lake.get(), _window(context)
-    quiet_s = extractor.get_config().quiet_period(bool(extractor.model.strip()))
     users = window_users(store, window)
     count = max(1, extractor.shards)
     plan = staging.ShardPlan(
         window=window,
         run_id=context.run.run_id,
         count=count,
-        pace=_pace(config, quiet_s, context.partition_key),
+        pace=run_pace(config, extractor, context.partition_key),
         rebuild=config.rebuild,
         users=tuple(users),
         shards=tuple(shard_users(users, count)),
@@ -110,8 +109,7 @@ def commit_shards(context: dg.OpExecutionContext, config: LearningRunConfig, sha
             else:
                 context.log.warning(f"window {window} changed while its shards learned (another run committed it, "
                                     "or its staging was erased): learning it again from what is committed now")  # fmt: skip
-                quiet_s = extractor.get_config().quiet_period(bool(extractor.model.strip()))
-                pace = plan.pace if plan else _pace(config, quiet_s, context.partition_key)
+                pace = plan.pace if plan else run_pace(config, extractor, context.partition_key)
                 output = learn_users(store, window, learner(extractor, embedder), pace, run_id=run_id,
                                      previous=previous)  # fmt: skip
             committed = commit_window(store, window, run_id, previous, output)
