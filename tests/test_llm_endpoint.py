@@ -155,9 +155,12 @@ def test_requests_per_minute_limit_slows_calls() -> None:
         started = time.monotonic()
         assert all(o.ok for o in in_threads(burst + 5, lambda i: ask(limited, f"limited {i}")))
     times = sorted(t - started for t, _ in arrivals.times)
-    # the burst goes at once, then one call per half second: the last five wait 0.5, 1, …, 2.5 s
-    # (a lower bound only: on a loaded machine the burst itself can arrive late, so gaps are not asserted)
-    assert times[-1] >= 2.4 and times[-1] > baseline + 1.5, (baseline, times)
+    # the burst goes at once, then one call per half second: call burst + k arrives no sooner than k/2 s after the
+    # start. Machine load only delays arrivals, so this bound holds however loaded the machine is; what load can do
+    # is make an unlimited run as slow as the limit, and then this machine cannot tell the two apart.
+    assert all(t >= (n - burst) / 2 - 0.05 for n, t in enumerate(times, start=1)), (baseline, times)
+    if baseline > 2.0:
+        pytest.skip(f"the unlimited baseline took {baseline:.1f} s, as long as the limit: too loaded to compare")
 
 
 def test_tokens_per_minute_limit_slows_calls() -> None:
