@@ -22,7 +22,7 @@ install: $(STAMP)
 demo: install
 	$(BIN)/python -m reflexio_pipelines demo $(ARGS)
 
-## Run the whole test suite.
+## Run the whole test suite; `make test ARGS='-m "not e2e"'` runs the pure tests only (the fast loop).
 test: install
 	$(BIN)/python -m pytest -q $(ARGS)
 

@@ -61,7 +61,9 @@ if str(ROOT) not in sys.path:  # run as a script
 
 import numpy as np  # noqa: E402
 
+from benchmarks._common import percentile, status_kib, write_result  # noqa: E402
 from reflexio_pipelines.learning import cluster as cluster_module  # noqa: E402
+from reflexio_pipelines.learning import knn as knn_module  # noqa: E402
 from reflexio_pipelines.learning.cluster import ClusterParams, cluster_playbooks  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "clustering.json"
@@ -315,14 +317,6 @@ ALGORITHMS: dict[str, Callable[[np.ndarray, list[str]], np.ndarray]] = {
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _proc_status_kib(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
 def _child_main(algorithm: str, path: str) -> None:
     """Child process: load the input, import everything, warm up, then report the clustering call's peak memory.
 
@@ -341,7 +335,7 @@ def _child_main(algorithm: str, path: str) -> None:
     with np.load(path, allow_pickle=False) as archive:
         vectors, users = archive["vectors"], [str(u) for u in archive["users"]]
     ALGORITHMS[algorithm](vectors[:200], users[:200])  # warm-up: lazy imports, first-call costs
-    before = _proc_status_kib("VmRSS")
+    before = status_kib("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as clear:
             clear.write("5")  # reset VmHWM to the current RSS
@@ -351,7 +345,7 @@ def _child_main(algorithm: str, path: str) -> None:
     started = time.perf_counter()
     ALGORITHMS[algorithm](vectors, users)
     seconds = time.perf_counter() - started
-    peak = _proc_status_kib("VmHWM")
+    peak = status_kib("VmHWM")
     tracemalloc.start()  # a second run, traced: what numpy/Python allocate at peak (no BLAS or C-internal buffers)
     ALGORITHMS[algorithm](vectors, users)
     _, traced_peak = tracemalloc.get_traced_memory()
@@ -368,12 +362,6 @@ def peak_memory(algorithm: str, data: Dataset, workdir: Path) -> dict[str, Any]:
     done = subprocess.run([sys.executable, __file__, "--_child", algorithm, str(path)], capture_output=True,
                           text=True, check=True)  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (p95 of 5 runs is the slowest run)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(np.ceil(q / 100 * len(ordered))) - 1))]
 
 
 def measure(algorithm: str, data: Dataset, repeats: int, workdir: Path) -> dict[str, Any]:
@@ -398,8 +386,8 @@ def measure(algorithm: str, data: Dataset, repeats: int, workdir: Path) -> dict[
     out: dict[str, Any] = {
         "runs": repeats,
         "seconds": [round(t, 3) for t in times],
-        "p50_s": round(percentile(times, 50), 3),
-        "p95_s": round(percentile(times, 95), 3),
+        "p50_s": percentile(times, 0.50),
+        "p95_s": percentile(times, 0.95),
     }
     out.update(peak_memory(algorithm, data, workdir))
     out["child_seconds"] = out.pop("seconds")
@@ -450,13 +438,14 @@ def main() -> None:
         checks[n] = {"ari_all>=0.9": entry["ours"]["ari_all"] >= TARGET_ARI}
         if int(n) >= 100_000:
             checks[n]["p50<60s"] = entry["ours"]["p50_s"] < TARGET_SECONDS_100K
+    tuning = vars(cluster_module) | vars(knn_module)
     out = {
         "benchmark": "clustering",
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__},
         "params": {"sizes": sizes, "repeats": args.repeats, "repeats_large": args.repeats_large, "seed": args.seed,
                    "baseline_max": args.baseline_max, "cluster_params": asdict(ClusterParams()),
-                   "tuning": {name: getattr(cluster_module, name) for name in (
+                   "tuning": {name: tuning[name] for name in (
                        "KNN_NEIGHBOURS", "CORE_NEIGHBOURS", "SAME_TEXT_COSINE", "CELL_SIZE", "CELL_PROBES",
                        "MAX_CELL", "MERGE_FRAGMENTS", "MERGE_CANDIDATES")}},  # fmt: skip
         "memory_method": "peak_rss_delta_mib: VmHWM (peak RSS, reset just before the call) minus VmRSS before the "
@@ -467,8 +456,7 @@ def main() -> None:
         "results": results,
         "targets": {"seconds_at_100k": TARGET_SECONDS_100K, "ari": TARGET_ARI, "met": checks},
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    write_result(args.out, out)
     print_table(results)
     print(f"\nwrote {args.out}")
 

@@ -31,7 +31,8 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 from reflexio_pipelines.lake.embedding_cache import EmbeddingCache  # noqa: E402
 from reflexio_pipelines.lake.io import Lake  # noqa: E402
 from reflexio_pipelines.learning.embedding import make_embedder  # noqa: E402
-from reflexio_pipelines.search.index import SearchDoc, stage_index  # noqa: E402
+from reflexio_pipelines.search.types import SearchDoc  # noqa: E402
+from reflexio_pipelines.search.versions import stage_index  # noqa: E402
 
 WORDS = ("deploy region service always never prefers python tests review timezone berlin london report morning "
          "evening answer short detail commit message english billing payments search retry backoff ticket escalate "

@@ -48,7 +48,9 @@ def status_mb(field: str) -> float:
 def child(root: str, shards: str, count: int) -> dict[str, Any]:
     """Open the version (whole or sharded), search for every held user, return memory, timings and answers."""
     from reflexio_pipelines.learning.embedding import make_embedder
-    from reflexio_pipelines.search.index import LoadedIndex, SearchFilters, embed_search_query
+    from reflexio_pipelines.search.query import LoadedIndex
+    from reflexio_pipelines.search.text import embed_search_query
+    from reflexio_pipelines.search.types import SearchFilters
     from reflexio_pipelines.search.shards import ShardSelector
 
     embedder = make_embedder("local")
@@ -91,7 +93,8 @@ def build(root: Path, n: int, users: int, seed: int, hnsw_min_rows: int) -> dict
     from window_cost import DictCache, text_like_vectors
 
     from reflexio_pipelines.learning.embedding import make_embedder
-    from reflexio_pipelines.search.index import normalize_text, publish_index
+    from reflexio_pipelines.search.text import normalize_text
+    from reflexio_pipelines.search.versions import publish_index
 
     embedder = make_embedder("local")
     docs = [replace(d, user_id=f"user-{i % users}") for i, d in enumerate(documents(n, seed))]

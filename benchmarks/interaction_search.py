@@ -41,17 +41,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from interaction_corpus import Conversation, corpus  # noqa: E402
 
-from reflexio_pipelines.assets.search_index import index_documents  # noqa: E402
+from reflexio_pipelines.search.documents import index_documents  # noqa: E402
 from reflexio_pipelines.lake.embedding_cache import EmbeddingCache  # noqa: E402
 from reflexio_pipelines.lake.interactions import turn_rows  # noqa: E402
 from reflexio_pipelines.lake.io import Lake  # noqa: E402
 from reflexio_pipelines.search.incremental import stage_update  # noqa: E402
-from reflexio_pipelines.search.index import activate_version  # noqa: E402
+from reflexio_pipelines.search.versions import activate_version  # noqa: E402
 from reflexio_pipelines.search.turns import rank_texts  # noqa: E402
 from reflexio_pipelines.settings import Settings  # noqa: E402
 from serving.interaction_search import search_turns  # noqa: E402
 from serving.landing import LandingWriter  # noqa: E402
-from serving.models import PublishUserInteractionRequest  # noqa: E402
+from serving.models.publish import PublishUserInteractionRequest  # noqa: E402
 from serving.routers.publish import landing_rows  # noqa: E402
 from serving.state import ServiceState  # noqa: E402
 

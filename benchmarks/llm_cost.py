@@ -55,7 +55,8 @@ import numpy as np  # noqa: E402
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup  # noqa: E402
-from reflexio_pipelines.learning.learn import UserState, learn  # noqa: E402
+from reflexio_pipelines.learning.batch import UserState  # noqa: E402
+from reflexio_pipelines.learning.learn import learn  # noqa: E402
 from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
 from reflexio_pipelines.learning.llm_dedup import PLAYBOOK_ITEMS, PROFILE_ITEMS, LiteLLMDedupJudge  # noqa: E402
 from reflexio_pipelines.learning.llm_extract import (  # noqa: E402

@@ -269,7 +269,7 @@ class SyntheticEmbedder:
     SIGMA = 0.012  # per dimension: noise of norm ~0.23 against a composition of norm ~1.1-1.4
 
     def __init__(self, real: Any, rows: dict[str, list[dict[str, Any]]]) -> None:
-        from reflexio_pipelines.search.index import normalize_text
+        from reflexio_pipelines.search.text import normalize_text
 
         self.model_id, self.dim = real.model_id, int(real.dim)
         self._real = real
@@ -652,9 +652,11 @@ def http_bodies() -> list[dict[str, Any]]:
 def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs: list[np.ndarray],
              largest: bool) -> dict[str, Any]:  # fmt: skip
     from reflexio_pipelines.lake.io import Lake
-    from reflexio_pipelines.search.index import LoadedIndex, SearchFilters, publish_index
+    from reflexio_pipelines.search.query import LoadedIndex
+    from reflexio_pipelines.search.types import SearchFilters
+    from reflexio_pipelines.search.versions import publish_index
     from reflexio_pipelines.settings import Settings
-    from serving.models import UnifiedSearchRequest
+    from serving.models.search import UnifiedSearchRequest
     from serving.routers.search import unified_search
     from serving.state import ServiceState
 
@@ -830,7 +832,7 @@ def _recall(index: Any, rows: dict[str, list[dict]], vectors: dict[str, np.ndarr
 
     Tie-aware: a returned row counts when its cosine reaches the exact 10th best (minus float noise). Large
     synthetic corpora repeat texts, so the "true" top 10 by id is arbitrary among equal vectors."""
-    from reflexio_pipelines.search.index import SearchFilters
+    from reflexio_pipelines.search.types import SearchFilters
 
     ours_r, base_r = [], []
     for entity, group in rows.items():
@@ -908,7 +910,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
     from reflexio_pipelines.learning.embedding import make_embedder
-    from reflexio_pipelines.search.index import embed_search_query
+    from reflexio_pipelines.search.text import embed_search_query
 
     started = time.perf_counter()
     embedder = make_embedder()

@@ -513,7 +513,7 @@ class Publisher:
         """Land `bodies` in the window of `moment`; group-committed unless `one_file_each`. Returns turns."""
         import uuid
 
-        from serving.models import PublishUserInteractionRequest
+        from serving.models.publish import PublishUserInteractionRequest
         from serving.routers.publish import landing_rows
 
         self.moment = moment
@@ -845,7 +845,7 @@ class TimedCache:
 
 
 class DictCache:
-    """An in-memory VectorCache (search.index.VectorCache)."""
+    """An in-memory VectorCache (search.build.VectorCache)."""
 
     def __init__(self) -> None:
         self.vectors: dict[tuple[str, int, str], Any] = {}
@@ -894,7 +894,7 @@ _DAMP_MEAN = 0.55
 def prefill(cache_kind: str, lake_dir: Path, embedder: Any, docs: list, owners_of) -> Any:
     """A cache holding a text-like vector for every doc text (normalised, as build_index looks them up); returns a
     factory of the cache object one build uses."""
-    from reflexio_pipelines.search.index import normalize_text
+    from reflexio_pipelines.search.text import normalize_text
 
     model_id, dim = embedder.model_id, int(embedder.dim)
     texts = list(dict.fromkeys(normalize_text(d.text) for d in docs))
@@ -929,7 +929,9 @@ def index_build(args: argparse.Namespace, workdir: Path) -> dict:
 
     from reflexio_pipelines.learning.embedding import make_embedder
     from reflexio_pipelines.search.incremental import extend_index, live_fingerprints, plan_changes
-    from reflexio_pipelines.search.index import activate_version, doc_owners, normalize_text, stage_index, stage_version
+    from reflexio_pipelines.search.build import doc_owners
+    from reflexio_pipelines.search.text import normalize_text
+    from reflexio_pipelines.search.versions import activate_version, stage_index, stage_version
 
     def owners_of(docs: list) -> dict:
         out: dict[str, frozenset] = {}
@@ -1009,7 +1011,9 @@ def same_search_results(index_root: Path, a: str, b: str, embedder: Any) -> dict
     """Whether two versions give the same ids in the same order for 20 queries x 3 modes x 2 entity types."""
     from embedding_cache import WORDS
 
-    from reflexio_pipelines.search.index import LoadedIndex, SearchFilters, embed_search_query
+    from reflexio_pipelines.search.query import LoadedIndex
+    from reflexio_pipelines.search.text import embed_search_query
+    from reflexio_pipelines.search.types import SearchFilters
 
     first, second = LoadedIndex.load(index_root, a), LoadedIndex.load(index_root, b)
     queries = [" ".join(WORDS[(7 * i + j) % len(WORDS)] for j in range(3)) for i in range(20)] + ["(new7)", "(edited)"]

@@ -17,7 +17,7 @@ import sys
 import httpx
 
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.search.index import current_version
+from reflexio_pipelines.search.versions import current_version
 from reflexio_pipelines.settings import load_settings
 
 

@@ -118,7 +118,7 @@ def land(lake, conversations: list[dict], at: datetime | None = None) -> list[st
     The same code path as `POST /api/publish_interaction`; pinning the clock is what lets a sample span days."""
     from reflexio_pipelines.demo.run import publish_payload
     from serving.landing import LandingWriter
-    from serving.models import PublishUserInteractionRequest
+    from serving.models.publish import PublishUserInteractionRequest
     from serving.routers.publish import landing_rows
 
     writer = LandingWriter(lake, clock=(lambda: at) if at else (lambda: datetime.now(timezone.utc)))

@@ -28,7 +28,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     is read and validated here, so a bad file fails at start-up (`ConfigError` naming the field), and the resource
     carries its validated JSON. A config stored through the API (`set_config`) takes precedence over the file."""
     from reflexio_pipelines.lake.io import Lake
-    from reflexio_pipelines.learning.config import resolve_extraction_config
+    from reflexio_pipelines.learning.config_loading import resolve_extraction_config
 
     lake = Lake.at(settings.lake)
 

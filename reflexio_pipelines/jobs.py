@@ -17,10 +17,15 @@ def lake_run_config(root: str, metadata_previews: bool) -> dict:
     return {"resources": {"lake": {"config": {"root": root, "metadata_previews": metadata_previews}}}}
 
 
-def learning_run_config(flush: str = "all", flush_users: list[str] | tuple[str, ...] = ()) -> dict:
+def learning_run_config(flush: str = "all", flush_users: list[str] | tuple[str, ...] = (),
+                        index_turns: bool = False) -> dict:  # fmt: skip
     """Run config of the learning step (assets/learning.py `LearningRunConfig`) for a `learn_job`/`extract_job` run:
-    `flush="due"` holds back incomplete windows of active sessions, except `flush_users`' turns."""
-    return {"ops": {"user_learning": {"config": {"flush": flush, "flush_users": sorted(set(flush_users))}}}}
+    `flush="due"` holds back incomplete windows of active sessions, except `flush_users`' turns. `index_turns`
+    (`learn_job` only) has the run's index build take in the turns published since the served version too."""
+    ops: dict = {"user_learning": {"config": {"flush": flush, "flush_users": sorted(set(flush_users))}}}
+    if index_turns:
+        ops["search_index"] = {"config": {"index_turns": True}}
+    return {"ops": ops}
 
 
 #: turns → learning for one window, then rebuild and publish the index (what the sensor launches).

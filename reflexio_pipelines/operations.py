@@ -24,7 +24,8 @@ from reflexio_pipelines.storage import write_bytes
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import ENTITY_TABLES, live_rows, turns_from_table
 from reflexio_pipelines.lake.schemas import TABLES
-from reflexio_pipelines.learning.learn import UserState, learn
+from reflexio_pipelines.learning.batch import UserState
+from reflexio_pipelines.learning.learn import learn
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES, plan_downgrade, plan_upgrade
 from reflexio_pipelines.learning.types import stable_int_id, stable_uuid
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource

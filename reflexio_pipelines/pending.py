@@ -100,7 +100,7 @@ def windows_to_retry(lake: Lake) -> dict[str, tuple[str, ...]]:
 def unindexed_turn_files(lake: Lake) -> list[LakePath]:
     """Landing files holding turns the served index version has not taken in (after its turn watermark), oldest
     first: what an `index_job` run with `index_turns` would add."""
-    from reflexio_pipelines.search.index import turns_watermark  # the search package is heavy; only this needs it
+    from reflexio_pipelines.search.versions import turns_watermark  # the search package is heavy; only this needs it
 
     return landing_files_after(lake, turns_watermark(lake.index_root))
 

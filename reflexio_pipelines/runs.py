@@ -128,7 +128,7 @@ def launch(
     (`wait_for_response`). Raises `dg.DagsterError` subclasses on failure after recording the failed run.
     """
     from reflexio_pipelines.definitions import build_definitions
-    from reflexio_pipelines.search.index import current_version
+    from reflexio_pipelines.search.versions import current_version
 
     settings = settings or load_settings()
     defs = build_definitions(settings)

@@ -1,6 +1,6 @@
 """Sensors: newly landed files (and held-back turns that fell due) become runs of `learn_job` for their window;
 turns the served index version does not hold yet become an `index_job` run that takes them in
-(`interaction_index_sensor`).
+(`interaction_index_sensor`) when no learning run is under way to take them in with its own index build.
 
 Its runs hold back an incomplete window of a session that is still active (`flush="due"`, see
 learning/windows.py), so running often under steady traffic costs the same LLM calls as one pass, and it ticks
@@ -9,8 +9,13 @@ whose run is still queued or running is not requested again until that run ends 
 file that landed meanwhile), so runs do not pile up behind the window's lock.
 """
 
-
 import dagster as dg
+
+from reflexio_pipelines.jobs import index_job, learn_job, learning_run_config
+from reflexio_pipelines.partitions import GRANULARITY
+from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
+from reflexio_pipelines.resources import LakeResource
+from reflexio_pipelines.search.versions import current_version
 
 #: Run states in which a window's run has not finished yet.
 UNFINISHED = [
@@ -19,12 +24,6 @@ UNFINISHED = [
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
-
-from reflexio_pipelines.jobs import index_job, learn_job, learning_run_config
-from reflexio_pipelines.partitions import GRANULARITY
-from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
-from reflexio_pipelines.search.index import current_version
-from reflexio_pipelines.resources import LakeResource
 
 
 @dg.sensor(
@@ -40,7 +39,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> d
     # this sensor keeps no cursor: the lake, not the sensor, is the state.
     requests = [
         dg.RunRequest(run_key=f"{p.partition_key}:{p.digest}", partition_key=p.partition_key,
-                      run_config=learning_run_config("due"))  # fmt: skip
+                      run_config=learning_run_config("due", index_turns=True))  # fmt: skip
         for p in pending
         if p.partition_key not in busy
     ]
@@ -72,6 +71,12 @@ def interaction_index_sensor(context: dg.SensorEvaluationContext, lake: LakeReso
         return dg.SensorResult(skip_reason="the served index holds every published turn")
     if context.instance.get_run_records(dg.RunsFilter(job_name=index_job.name, statuses=UNFINISHED), limit=1):
         return dg.SensorResult(skip_reason="an index_job run is in flight")
+    # A learning run's own index build takes the new turns in (landing_sensor asks for it). Two builds at once
+    # would each stage a version from the same base, and the one activated last would drop what the other added
+    # until the next build; they also shared 2 cores: under steady publishing (50 turns/s, 1 s LLM) the turns
+    # build took 35-245 s beside the learning run's and two in five failed their check against the other's counts.
+    if context.instance.get_run_records(dg.RunsFilter(job_name=learn_job.name, statuses=UNFINISHED), limit=1):
+        return dg.SensorResult(skip_reason="a learn_job run is in flight: its index build takes the turns in")
     # Keyed by the version and the newest file: requested once per new turns, again only after a new version.
     key = f"turns:{current_version(store.index_root)}:{newer[-1].name}"
     return dg.SensorResult(run_requests=[dg.RunRequest(run_key=key, run_config={

@@ -26,7 +26,8 @@ from reflexio_pipelines.learning.config import ExtractionConfig
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.extract import Extractor
 from reflexio_pipelines.learning.failures import blocked_users, merge_failures
-from reflexio_pipelines.learning.learn import JudgeFactory, LearnOutput, LearnStats, learn
+from reflexio_pipelines.learning.batch import LearnOutput, LearnStats
+from reflexio_pipelines.learning.learn import JudgeFactory, learn
 from reflexio_pipelines.learning.windows import Pace, group_by_user
 
 Rows = list[dict]

@@ -6,7 +6,7 @@ and opened as the same `LoadedIndex` as a published version, so filters, the sim
 expiry and the approval overlay treat both alike. It is rebuilt when an add (or an edit or delete of an added item)
 is recorded, or when the served version changes; each rebuild covers only the items the served version still lacks,
 and texts embedded once are kept in memory, so a rebuild embeds only what is new. It empties itself once the
-re-indexed version is served. Search queries both and merges the hits (serving/routers/search.py).
+re-indexed version is served. Search queries both and merges the hits (serving/query_plan.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ import numpy as np
 
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
-from reflexio_pipelines.search.index import LoadedIndex, SearchDoc, build_index, new_version_id
+from reflexio_pipelines.search.build import build_index
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.types import SearchDoc
+from reflexio_pipelines.search.versions import new_version_id
 from serving.curation import CurationOverlay
 
 log = logging.getLogger(__name__)

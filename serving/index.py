@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from reflexio_pipelines.search.index import LoadedIndex, current_version
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.versions import current_version
 from reflexio_pipelines.search.shards import ShardSelector
 from reflexio_pipelines.storage import LakePath
 

@@ -18,7 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from reflexio_pipelines.search.conversation import ENTITY, NEIGHBOURS_KEY, turn_docs
-from reflexio_pipelines.search.index import LoadedIndex, SearchFilters
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.types import SearchFilters
 from reflexio_pipelines.search.turn_query import parse_turn_query, topic_of
 from reflexio_pipelines.search.turns import rank_texts
 from serving.state import ServiceState

@@ -17,7 +17,8 @@ from typing import Any
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.outcomes import counters_payload, log_state, record_review
-from reflexio_pipelines.learning.config import ConfigError, ExtractionConfig, resolve_extraction_config
+from reflexio_pipelines.learning.config import ConfigError, ExtractionConfig
+from reflexio_pipelines.learning.config_loading import resolve_extraction_config
 from reflexio_pipelines.learning.holdout import CONTROL, arm_of, override_requested
 from reflexio_pipelines.learning.outcomes import ID_FIELDS, ItemRef
 

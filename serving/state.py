@@ -13,7 +13,9 @@ from fastapi.responses import JSONResponse
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 from reflexio_pipelines.privacy.erasure import active_erasures
-from reflexio_pipelines.search.index import TURNS_WATERMARK, LoadedIndex, embed_search_query, version_watermark
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.text import embed_search_query
+from reflexio_pipelines.search.versions import TURNS_WATERMARK, version_watermark
 from reflexio_pipelines.search.shards import shard_of
 from reflexio_pipelines.settings import Settings
 from serving.control import ControlOverlay

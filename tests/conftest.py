@@ -1,4 +1,9 @@
-"""Shared fixtures: a temporary lake, settings pointing at it, sample data landed durably, a Dagster instance."""
+"""Shared fixtures: a temporary lake, settings pointing at it, sample data landed durably, a Dagster instance, the
+service in-process and the fake LLM on a real socket.
+
+Dagster and the service are imported inside the fixtures that need them, so a test of pure logic does not pay for
+the whole stack; helpers tests import live in tests/support/.
+"""
 
 from __future__ import annotations
 
@@ -11,39 +16,37 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # features must not depend on which of their users the holdout hash draws (reflexio_pipelines/learning/holdout.py).
 os.environ.setdefault("REFLEXIO_HOLDOUT_SHARE", "0")
 
-import uuid  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
-import dagster as dg  # noqa: E402
 import pytest  # noqa: E402
 
-from reflexio_pipelines.demo.run import publish_payload, sample_conversations  # noqa: E402
 from reflexio_pipelines.lake.io import Lake  # noqa: E402
-from fastapi.testclient import TestClient  # noqa: E402
-
 from reflexio_pipelines.settings import LLMSettings, Settings  # noqa: E402
-from serving import hosts  # noqa: E402
-from serving.app import create_app  # noqa: E402
+from tests.support.dagster_home import make_dagster_home  # noqa: E402
 from tests.support.learned import keyed_service, learned_service  # noqa: E402, F401  (shared fixtures)
-from tests.support.openai_stub import make_openai_stub  # noqa: E402
-from tests.support.servers import serve_app  # noqa: E402
-from serving.landing import LandingWriter  # noqa: E402
-from serving.models import PublishUserInteractionRequest  # noqa: E402
-from serving.routers.publish import landing_rows  # noqa: E402
 
 
-#: The service's own Host allow-list default, before the session fixture below widens it for tests.
-REAL_LOOPBACK_HOSTS = hosts.LOOPBACK_HOSTS
+#: Shared fixtures that start a Dagster instance or a real server: a test using one (directly or through another
+#: fixture) is an e2e test. Tests that start such things themselves carry the marker in their own module.
+E2E_FIXTURES = frozenset({"instance", "stub", "learned_service", "keyed_service"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses an `E2E_FIXTURES` fixture `e2e`, so `-m "not e2e"` leaves the pure tests."""
+    for item in items:
+        if E2E_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def testclient_host():
-    """Starlette's TestClient sends `Host: testserver`, which an open-mode service refuses (serving/hosts.py): tests
-    that drive the app through it are allowed that name. Session-scoped, so apps made by module fixtures get it too;
-    tests of the Host check put `REAL_LOOPBACK_HOSTS` back."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(hosts, "LOOPBACK_HOSTS", (*REAL_LOOPBACK_HOSTS, "testserver"))
+def testclient_host() -> Iterator[None]:
+    """Allow Starlette's `Host: testserver` for the whole session (tests/support/hosts.py). Session-scoped, so apps
+    made by module fixtures get it too."""
+    from tests.support.hosts import testserver_allowed
+
+    with testserver_allowed():
         yield
 
 
@@ -58,61 +61,68 @@ def settings(lake: Lake) -> Settings:
 
 
 @pytest.fixture
-def instance(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh `$DAGSTER_HOME` (telemetry off) for this test."""
+    home = make_dagster_home(tmp_path / "dagster_home")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def instance(dagster_home: Path) -> Iterator[Any]:
+    """An ephemeral Dagster instance (runs in memory), with `$DAGSTER_HOME` pointing at a fresh directory."""
+    import dagster as dg
+
     with dg.DagsterInstance.ephemeral() as inst:
         yield inst
 
 
 @pytest.fixture
 def samples() -> list[dict]:
+    from reflexio_pipelines.demo.run import sample_conversations
+
     return sample_conversations()
-
-
-def land(lake: Lake, conversations: list[dict], at: datetime | None = None) -> list[str]:
-    """Land conversations through the real group-commit writer (committed `at` a given time); returns request ids."""
-    writer = LandingWriter(lake, clock=(lambda: at) if at else lambda: datetime.now(timezone.utc))
-    writer.start()
-    try:
-        futures = []
-        for i, conversation in enumerate(conversations):
-            body = PublishUserInteractionRequest.model_validate(publish_payload(conversation))
-            request_id = f"req-{i}-{conversation['id']}-{uuid.uuid4().hex[:6]}"
-            futures.append(writer.submit(request_id, landing_rows(body, request_id), f"key-{conversation['id']}-{request_id}"))
-        return [f.result(timeout=30).request_id for f in futures]
-    finally:
-        writer.close()
-
-
-def land_hourly(lake: Lake, batches: list[list[dict]], start: datetime) -> list[str]:
-    """Land batch i in the hour `start + i h`; returns the partition keys, one per batch."""
-    from datetime import timedelta
-
-    from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
-
-    keys = []
-    for hour, conversations in enumerate(batches):
-        moment = start + timedelta(hours=hour)
-        land(lake, conversations, at=moment)
-        keys.append(key_of_moment(moment, GRANULARITY))
-    return keys
 
 
 @pytest.fixture
 def landed(lake: Lake, samples: list[dict]) -> list[str]:
+    from tests.support.landing import land
+
     return land(lake, samples)
 
 
-@pytest.fixture(params=["builtin", "litellm"])
-def extractor_settings(request, lake: Lake):
+@pytest.fixture
+def client(settings: Settings, instance: Any) -> Iterator[Any]:
+    """The service in-process (Starlette's TestClient) on this test's lake and Dagster instance."""
+    from fastapi.testclient import TestClient
+
+    from serving.app import create_app
+
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[Any, str]]:
+    """The OpenAI-compatible fake LLM served on 127.0.0.1: (its app, whose state records requests; its base URL)."""
+    from tests.support.openai_stub import make_openai_stub
+    from tests.support.servers import serve_app
+
+    app = make_openai_stub()
+    with serve_app(app) as base_url:
+        yield app, base_url
+
+
+@pytest.fixture(params=["builtin", pytest.param("litellm", marks=pytest.mark.e2e)])
+def extractor_settings(request: pytest.FixtureRequest, lake: Lake) -> Iterator[Settings]:
     """Settings for each extraction path: the built-in rules, and LiteLLM against the OpenAI-compatible stub on
     127.0.0.1 (extraction, dedup, aggregation and judge prompts all answered over real HTTP)."""
     if request.param == "builtin":
         yield Settings(lake=str(lake.root))
         return
+    from tests.support.openai_stub import make_openai_stub
+    from tests.support.servers import serve_app
+
     stub = make_openai_stub()
     with serve_app(stub) as base_url:
         yield Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))
@@ -120,7 +130,11 @@ def extractor_settings(request, lake: Lake):
 
 
 @pytest.fixture
-def extractor_client(extractor_settings, instance):
+def extractor_client(extractor_settings: Settings, instance: Any) -> Iterator[Any]:
     """The service (in-process ASGI) for each extraction path."""
+    from fastapi.testclient import TestClient
+
+    from serving.app import create_app
+
     with TestClient(create_app(extractor_settings)) as client:
         yield client

@@ -12,12 +12,6 @@ from serving.tenancy import KeyStore
 from tests.support.servers import serve_app
 
 
-@pytest.fixture
-def client(settings, instance):
-    with TestClient(create_app(settings)) as c:
-        yield c
-
-
 def _landed_files(lake: Lake) -> list:
     return lake.landing_files([p for _, _, p in lake.landing_hours()])
 
@@ -137,7 +131,8 @@ class _OtherModel:
 
 
 def test_index_from_another_embedding_model_is_searched_by_bm25_only(settings, instance, lake):
-    from reflexio_pipelines.search.index import SearchDoc, publish_index
+    from reflexio_pipelines.search.types import SearchDoc
+    from reflexio_pipelines.search.versions import publish_index
 
     doc = SearchDoc(entity_type="user_playbook", doc_id="1", text="always use us-west-2", user_id="u1",
                     payload={"content": "always use us-west-2"})
@@ -247,7 +242,7 @@ def test_keyed_mode_errors_are_in_the_documented_shape(keyed_service):
 def real_hosts(monkeypatch):
     """The service's own default allow-list, without the `testserver` name tests/conftest.py adds."""
     from serving import hosts
-    from tests.conftest import REAL_LOOPBACK_HOSTS
+    from tests.support.hosts import REAL_LOOPBACK_HOSTS
 
     monkeypatch.setattr(hosts, "LOOPBACK_HOSTS", REAL_LOOPBACK_HOSTS)
     return REAL_LOOPBACK_HOSTS

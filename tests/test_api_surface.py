@@ -11,12 +11,6 @@ from serving.app import create_app
 
 
 @pytest.fixture
-def client(settings, instance):
-    with TestClient(create_app(settings)) as c:
-        yield c
-
-
-@pytest.fixture
 def learned(client, samples):
     """Every sample published and learned (the last publish waits for the loop and the new index)."""
     for i, conversation in enumerate(samples):

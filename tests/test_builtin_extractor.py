@@ -6,12 +6,10 @@ import time
 
 import pytest
 
-from reflexio_pipelines.learning.builtin import (
-    BuiltinExtractor,
-    content_tokens,
-    correction_rule,
-    situation_trigger,
-)
+from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.rules.corrections import correction_rule
+from reflexio_pipelines.learning.rules.text import content_tokens
+from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
 
 EXTRACTOR = BuiltinExtractor()
@@ -248,7 +246,7 @@ def test_polite_replies_are_not_corrections(reply: str) -> None:
 )
 def test_a_new_task_whose_verb_is_a_style_word_is_not_feedback(task: str) -> None:
     # "reply" / "answer" / "format" are also nouns of answer style ("Keep replies short"): as the verb opening a
-    # request they name a new task, so the answer before it was not corrected (a heuristic; learning/builtin.py)
+    # request they name a new task, so the answer before it was not corrected (a heuristic; learning/rules/)
     window = convo(("user", "Tell me a short joke."), ("assistant", "Why did the spreadsheet go to therapy?"),
                    ("user", task))  # fmt: skip
     assert EXTRACTOR.extract(window).playbooks == []

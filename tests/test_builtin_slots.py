@@ -13,9 +13,11 @@ import hashlib
 import numpy as np
 import pytest
 
-from reflexio_pipelines.learning.builtin import BuiltinExtractor, correction_rule
+from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.rules.corrections import correction_rule
 from reflexio_pipelines.learning.dedup import Candidate, RuleDedupJudge, deduplicate, profile_slot
-from reflexio_pipelines.learning.learn import UserState, learn
+from reflexio_pipelines.learning.batch import UserState
+from reflexio_pipelines.learning.learn import learn
 from reflexio_pipelines.learning.lifecycle import current_rows
 from reflexio_pipelines.learning.types import Turn
 from tests.test_builtin_extractor import convo
@@ -271,7 +273,7 @@ def test_profile_families(said: str, profiles: list[str]) -> None:
     ],
 )
 def test_answers_and_closers_are_not_corrections(answer: str, reply: str) -> None:
-    from reflexio_pipelines.learning.builtin import _corrected_agent_index
+    from reflexio_pipelines.learning.rules.corrections import _corrected_agent_index
 
     window = convo(("user", "Plan my day."), ("assistant", answer), ("user", reply))
     result = EXTRACTOR.extract(window)

@@ -7,15 +7,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from reflexio_pipelines.learning import cluster as cluster_module
-from reflexio_pipelines.learning.cluster import (
-    ClusterParams,
-    cluster_playbooks,
-    clusters_from_labels,
-    fingerprint,
-    knn_cosine,
-)
+from reflexio_pipelines.learning import knn as knn_module
+from reflexio_pipelines.learning.cluster import ClusterParams, cluster_playbooks, clusters_from_labels, fingerprint
 from reflexio_pipelines.learning.embedding import make_embedder
+from reflexio_pipelines.learning.knn import knn_cosine
 
 # (user, rule): what user playbooks look like when several users teach the agent the same thing in their own words.
 ROWS = [
@@ -219,7 +214,7 @@ def test_hdbscan_path_finds_planted_clusters(n_clusters: int, sizes: tuple[int, 
 
 def test_large_input_uses_the_inverted_file_search_and_still_recovers_clusters() -> None:
     x, planted, users = _planted(120, (2, 60), 600, seed=5)
-    assert len(x) // cluster_module.CELL_SIZE > cluster_module.CELL_PROBES  # not the exact kNN branch
+    assert len(x) // knn_module.CELL_SIZE > knn_module.CELL_PROBES  # not the exact kNN branch
     idx, sims = knn_cosine(x, 10)
     exact = x @ x.T
     np.fill_diagonal(exact, -np.inf)

@@ -18,10 +18,11 @@ from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import MAX_AUTOMATIC_RETRIES, pending_windows
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings
-from tests.conftest import land
+from tests.support.landing import land
 from tests.support.openai_stub import StubBehaviour, make_openai_stub
 from tests.support.processes import child_env, free_port, start_service, stop
 from tests.support.servers import serve_app
+from tests.support.dagster_home import make_dagster_home
 
 pytestmark = pytest.mark.e2e
 
@@ -123,8 +124,7 @@ def test_a_learning_run_killed_after_compaction_is_run_again(tmp_path: Path, sam
     """`materialize` is SIGKILLed while its learning step waits for the LLM, after `turns` committed the window:
     the window stays pending (its turns were compacted but never learned) and the next pass learns it."""
     lake_dir, home = tmp_path / "lake", tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    make_dagster_home(home)
     lake = Lake.at(str(lake_dir))
     land(lake, samples)
     (window,) = {p.window for p in pending_windows(lake, GRANULARITY)}

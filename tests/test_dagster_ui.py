@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.support.processes import child_env, free_port, stop
+from tests.support.dagster_home import make_dagster_home
 
 pytestmark = pytest.mark.e2e
 
@@ -37,9 +38,7 @@ QUERY = """
 
 
 def test_workspace_lists_assets_partitions_sensor_and_blocking_check(tmp_path: Path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = make_dagster_home(tmp_path / "dagster_home")
     port = free_port()
     webserver = Path(sys.executable).parent / "dagster-webserver"
     with open(tmp_path / "webserver.log", "wb") as log:

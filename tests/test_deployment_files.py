@@ -23,7 +23,8 @@ from dagster._core.instance.config import dagster_instance_config
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.embedding import make_embedder
-from reflexio_pipelines.search.index import SearchDoc, publish_index
+from reflexio_pipelines.search.types import SearchDoc
+from reflexio_pipelines.search.versions import publish_index
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
 from tests.support.processes import child_env

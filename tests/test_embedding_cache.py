@@ -26,12 +26,16 @@ from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
 from reflexio_pipelines.privacy import erasure
 from reflexio_pipelines.privacy.export import export_user
 from reflexio_pipelines.runs import launch, rebuild_index, run_aggregation
-from reflexio_pipelines.search.index import LoadedIndex, SearchDoc, normalize_text, stage_index
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.text import normalize_text
+from reflexio_pipelines.search.types import SearchDoc
+from reflexio_pipelines.search.versions import stage_index
 from reflexio_pipelines.settings import Settings
 from reflexio_pipelines.storage import open_delta
-from tests.conftest import land
+from tests.support.landing import land
 from tests.test_privacy import CONVERSATIONS, T0, ZED
 from tests.test_search_index import CORPUS
+from tests.support.dagster_home import make_dagster_home
 
 DISTINCT_TEXTS = len({normalize_text(d.text) for d in CORPUS})
 
@@ -250,9 +254,7 @@ def world(tmp_path_factory) -> tuple[Path, list[dict]]:
     lake = Lake.at(tmp / "lake")
     settings = Settings(lake=str(lake.root))
     with pytest.MonkeyPatch.context() as mp:
-        home = tmp / "dagster_home"
-        home.mkdir()
-        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        home = make_dagster_home(tmp / "dagster_home")
         mp.setenv("DAGSTER_HOME", str(home))
         with dg.DagsterInstance.ephemeral() as instance:
             land(lake, CONVERSATIONS, at=T0)

@@ -12,13 +12,14 @@ import pytest
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import live_rows
-from reflexio_pipelines.learning.builtin import forget_target
+from reflexio_pipelines.learning.rules.forget_requests import forget_target
 from reflexio_pipelines.learning.embedding import make_embedder
 from reflexio_pipelines.learning.forget import match_profiles
 from reflexio_pipelines.learning.learn import FORGOTTEN_CONTENT
 from reflexio_pipelines.runs import launch
-from reflexio_pipelines.search.index import LoadedIndex, SearchFilters
-from tests.conftest import land_hourly
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.types import SearchFilters
+from tests.support.landing import land_hourly
 
 T0 = datetime(2026, 11, 4, 9, 10, tzinfo=timezone.utc)
 

@@ -34,9 +34,10 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings
 from serving.app import MAX_BODY_BYTES, create_app
-from serving.models import strip_control
-from tests.conftest import land
+from serving.models.fields import strip_control
+from tests.support.landing import land
 from tests.support.servers import serve_app
+from tests.support.dagster_home import make_dagster_home
 
 pytestmark = pytest.mark.e2e
 
@@ -106,9 +107,7 @@ HOSTILE_STORED = f"No[31m — {INJECTION}."  # ESC, NUL and BEL removed; printab
 def api(tmp_path_factory) -> Iterator[str]:
     """The service on 127.0.0.1 over a lake where the samples and the hostile publish are learned and indexed."""
     tmp = tmp_path_factory.mktemp("fuzz")
-    home = tmp / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = make_dagster_home(tmp / "dagster_home")
     with pytest.MonkeyPatch.context() as mp:
         # Re-index runs that curation calls request are recorded here, not in the developer's ./.dagster_home.
         mp.setenv("DAGSTER_HOME", str(home))

@@ -12,13 +12,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.learning.config import ConfigError, HoldoutSettings, parse_extraction_config
+from reflexio_pipelines.learning.config import ConfigError, HoldoutSettings
+from reflexio_pipelines.learning.config_loading import parse_extraction_config
 from reflexio_pipelines.learning.holdout import CONTROL, DEFAULT_SHARE, SHARE_ENV, TREATED, arm_of, default_share, share_for
 from reflexio_pipelines.learning.stats import newcombe_difference, welch_difference
 from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
-from tests.conftest import land
+from tests.support.landing import land
 
 AGENT = "ops-v1"
 USERS = [f"user-{i:02d}" for i in range(16)]

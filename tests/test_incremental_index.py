@@ -15,7 +15,9 @@ import pytest
 from reflexio_pipelines.learning.embedding import LocalMiniLMEmbedder
 from reflexio_pipelines.search import LoadedIndex, SearchDoc, SearchFilters, embed_search_query
 from reflexio_pipelines.search.incremental import MAX_DELTAS, needs_compaction, plan_changes, stage_update
-from reflexio_pipelines.search.index import activate_version, build_index, current_version, publish_index
+from reflexio_pipelines.search.types import ENTITY_TYPES
+from reflexio_pipelines.search.build import build_index
+from reflexio_pipelines.search.versions import activate_version, current_version, publish_index
 
 NOW = 1_700_000_000
 TOPICS = ["python type hints", "deploying to kubernetes", "vegetarian recipes", "celsius temperatures",
@@ -217,3 +219,14 @@ def test_build_index_output_is_a_base_with_fingerprints(tmp_path: Path, embedder
     fingerprints = pq.read_table(tmp_path / "v" / "docs.parquet", columns=["fingerprint"]).column(0).to_pylist()
     assert len(set(fingerprints)) == len(fingerprints) and all(len(f) == 32 for f in fingerprints)
     assert np.load(tmp_path / "v" / "vectors" / "profile.npy").dtype == np.float32
+
+
+def test_new_docs_weigh_once_against_the_base_and_updates_twice() -> None:
+    manifest = {"counts": {t: 0 for t in ENTITY_TYPES} | {"profile": 4000}}
+    new = [_doc("profile", 5000 + i, "u9", f"fact number {i}") for i in range(900)]
+    # 900 new rows on a base of 4,000: a delta (each new doc only adds a row; counted as dead too it rebuilt)
+    assert needs_compaction(manifest, plan_changes({t: {} for t in ENTITY_TYPES}, new)) is None
+    # the same 900 as edits of docs the base holds: 900 tombstones and 900 delta rows, past a quarter of the base
+    prior = {t: {} for t in ENTITY_TYPES} | {"profile": {d.doc_id: (i, "old") for i, d in enumerate(new)}}
+    reason = needs_compaction(manifest, plan_changes(prior, new))
+    assert reason and "900 dead" in reason

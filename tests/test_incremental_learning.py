@@ -24,7 +24,7 @@ from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_
 from reflexio_pipelines.pending import pending_windows
 from reflexio_pipelines.runs import exclusive, launch
 from reflexio_pipelines.settings import LLMSettings, Settings
-from tests.conftest import land
+from tests.support.landing import land
 from tests.support.openai_stub import is_dedup_prompt, make_openai_stub
 from tests.support.servers import serve_app
 
@@ -332,7 +332,7 @@ def test_the_sensor_asks_for_due_only_runs_and_waits_for_a_windows_unfinished_ru
     land(lake, samples[:1])
     context = dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
     (request,) = landing_sensor(context).run_requests
-    assert request.run_config == learning_run_config("due")
+    assert request.run_config == learning_run_config("due", index_turns=True)
     running = DagsterRun(job_name="learn_job", run_id="run-in-flight", status=dg.DagsterRunStatus.STARTED,
                          tags={"dagster/partition": request.partition_key})  # fmt: skip
     instance.add_run(running)

@@ -8,7 +8,10 @@ import numpy as np
 
 from reflexio_pipelines.checks import _tied_out, self_retrieval_problems
 from reflexio_pipelines.learning.embedding import make_embedder
-from reflexio_pipelines.search.index import LoadedIndex, SearchDoc, SearchFilters, build_index, embed_search_query
+from reflexio_pipelines.search.build import build_index
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.text import embed_search_query
+from reflexio_pipelines.search.types import SearchDoc, SearchFilters
 
 READABLE = ["Never deploy to us-east-1; always use us-west-2.", "Answer with SQL examples.",
             "Schedule reports for 08:00 CET.", "Escalate after the second failed attempt."]  # fmt: skip
@@ -45,3 +48,32 @@ def test_a_misaligned_vector_is_not_taken_for_a_tie(tmp_path):
     np.save(vectors_path, np.load(vectors_path)[::-1].copy())
     index = LoadedIndex.load(tmp_path, version, verify=False)
     assert _tied_out(index, "agent_playbook", "ap-00", text, query, 1, everything)
+
+
+def _turn_rows(users: int) -> list[dict]:
+    """Template-like traffic: every user says the same six lines on the same day (as a synthetic corpus does)."""
+    lines = ["I use pnpm in this repo.", "Noted, pnpm it is.", "Run the tests please.", "All 12 tests pass.",
+             "Thanks!", "You're welcome."]  # fmt: skip
+    rows = []
+    for u in range(users):
+        for i, line in enumerate(lines):
+            rows.append({"turn_id": f"t-{u}-{i}", "interaction_id": u * 10 + i, "user_id": f"u{u}",
+                         "session_id": f"s{u}", "request_id": f"r{u}", "turn_index": i, "created_at": 1_700_000_000,
+                         "ingested_at_us": 1, "role": "User" if i % 2 == 0 else "Assistant", "content": line,
+                         "user_action": None, "user_action_description": None, "interacted_image_url": None,
+                         "shadow_content": None, "expert_content": None, "tools_used": None,
+                         "agent_version": "v1"})  # fmt: skip
+    return rows
+
+
+def test_turns_of_template_like_traffic_pass_and_a_misaligned_turn_vector_fails(tmp_path):
+    from reflexio_pipelines.search.conversation import turn_docs
+
+    embedder = make_embedder("local")
+    version = "20261130T000000000000Z-cccccc"
+    build_index(turn_docs(_turn_rows(30)), embedder, tmp_path / version)
+    assert self_retrieval_problems(LoadedIndex.load(tmp_path, version), embedder) == []
+    vectors_path = tmp_path / version / "vectors" / "interaction.npy"
+    np.save(vectors_path, np.roll(np.load(vectors_path), 7, axis=0))  # every row now holds another turn's vector
+    problems = self_retrieval_problems(LoadedIndex.load(tmp_path, version, verify=False), embedder)
+    assert problems and all("is not the one its lines make" in p for p in problems)

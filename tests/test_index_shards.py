@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from reflexio_pipelines.learning.embedding import LocalMiniLMEmbedder
 from reflexio_pipelines.search import LoadedIndex, SearchDoc, SearchFilters, embed_search_query
 from reflexio_pipelines.search.incremental import stage_update
-from reflexio_pipelines.search.index import activate_version, publish_index
+from reflexio_pipelines.search.versions import activate_version, publish_index
 from reflexio_pipelines.search.shards import ShardSelector, shard_of
 from reflexio_pipelines.settings import Settings
 

@@ -9,7 +9,7 @@ import httpx
 from fastapi.testclient import TestClient
 
 from reflexio_pipelines.runs import launch, rebuild_index
-from reflexio_pipelines.search.index import LoadedIndex
+from reflexio_pipelines.search.query import LoadedIndex
 from serving.app import create_app
 from tests.support.servers import serve_app
 

@@ -17,16 +17,11 @@ from reflexio_pipelines.learning.embedding import l2_normalize
 from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.runs import rebuild_index
 from reflexio_pipelines.search.conversation import NEIGHBOUR_WEIGHT, NEIGHBOURS_KEY, turn_docs
-from reflexio_pipelines.search.index import (
-    TURNS_WATERMARK,
-    LoadedIndex,
-    SearchDoc,
-    build_index,
-    doc_fingerprint,
-    new_version_id,
-    normalize_text,
-    turns_watermark,
-)
+from reflexio_pipelines.search.build import build_index, doc_fingerprint
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.text import normalize_text
+from reflexio_pipelines.search.types import SearchDoc
+from reflexio_pipelines.search.versions import TURNS_WATERMARK, new_version_id, turns_watermark
 from reflexio_pipelines.sensors import interaction_index_sensor
 from serving.app import create_app
 
@@ -211,6 +206,37 @@ def test_the_sensor_asks_for_a_run_while_turns_wait_outside_the_index(settings, 
         _publish(c, CONVERSATION[2:4], MAY_2023 + 60, "s1")
         (later,) = evaluate().run_requests
         assert later.run_key != request.run_key
+
+
+def test_the_sensor_leaves_the_turns_to_a_learning_run_in_flight(settings, instance, lake):
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    with TestClient(create_app(settings)) as c:
+        _publish(c, CONVERSATION[:2], MAY_2023, "s1")
+    context = dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
+    assert interaction_index_sensor(context).run_requests  # turns wait outside the index
+    instance.add_run(DagsterRun(job_name="learn_job", run_id="learning-in-flight", status=dg.DagsterRunStatus.STARTED))
+    skipped = interaction_index_sensor(context)
+    assert not skipped.run_requests and "learn_job" in skipped.skip_reason.skip_message
+
+
+def test_a_run_checks_and_serves_its_own_build_not_the_newest(settings, instance, lake):
+    from reflexio_pipelines.assets.search_index import expected_counts, staged_version
+
+    def index_run():
+        return build_definitions(settings).resolve_job_def("index_job").execute_in_process(
+            instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}})  # fmt: skip
+
+    with TestClient(create_app(settings)) as c:
+        _publish(c, CONVERSATION[:2], MAY_2023, "s1")
+        first = index_run()
+        _publish(c, CONVERSATION[2:4], MAY_2023 + 60, "s1")
+        second = index_run()
+    assert first.success and second.success
+    mine, newest = staged_version(instance, lake.index_root, first.run_id), staged_version(instance, lake.index_root)
+    assert mine != newest and newest == staged_version(instance, lake.index_root, second.run_id)
+    assert expected_counts(instance, lake.index_root, first.run_id)["interaction"] == 2
+    assert expected_counts(instance, lake.index_root)["interaction"] == 4
 
 
 def test_a_version_records_its_turn_watermark(client, lake):

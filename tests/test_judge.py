@@ -5,7 +5,6 @@ to regular/shadow correctly in both presentation orders; bad replies are retried
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -29,10 +28,8 @@ from tests.support.openai_stub import (
     StubBehaviour,
     is_session_evaluation_prompt,
     is_shadow_comparison_prompt,
-    make_openai_stub,
     shadow_comparison_reply,
 )
-from tests.support.servers import serve_app
 
 API_KEY = "sk-test-judge-secret"
 T0 = 1_767_225_600
@@ -233,13 +230,6 @@ def test_prompts_render_compactly_and_keep_shadow_out_of_the_evaluation() -> Non
 
 
 # --- the LiteLLM judge over HTTP -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def stub() -> Iterator[tuple]:
-    app = make_openai_stub()
-    with serve_app(app) as base_url:
-        yield app, base_url
 
 
 def llm_judge(base_url: str, **kwargs) -> LiteLLMJudge:

@@ -11,7 +11,7 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.reads import counting_reads
 from reflexio_pipelines.partitions import GRANULARITY, window_of_key
 from reflexio_pipelines.runs import launch
-from tests.conftest import land_hourly
+from tests.support.landing import land_hourly
 
 START = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
 

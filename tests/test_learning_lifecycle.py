@@ -11,8 +11,9 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.lifecycle import current_rows
 from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
 from reflexio_pipelines.runs import launch
-from reflexio_pipelines.search.index import LoadedIndex, SearchFilters
-from tests.conftest import land
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.types import SearchFilters
+from tests.support.landing import land
 
 T0 = datetime(2026, 11, 2, 9, 15, tzinfo=timezone.utc)
 

@@ -26,7 +26,8 @@ from reflexio_pipelines.runs import launch
 from reflexio_pipelines.window_pass import shard_users
 from reflexio_pipelines.settings import Settings
 from reflexio_pipelines.demo.run import sample_conversations
-from tests.conftest import land
+from tests.support.landing import land
+from tests.support.dagster_home import make_dagster_home
 
 SHARDS = 4
 AT = datetime(2026, 11, 30, 9, 30, tzinfo=timezone.utc)
@@ -125,9 +126,7 @@ def test_a_second_run_continues_from_what_the_first_committed(copy_lake, instanc
 
 @pytest.mark.e2e
 def test_materialize_fans_the_window_out_over_processes(tmp_path, copy_lake, monkeypatch, one_pass):
-    home = tmp_path / "persistent_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = make_dagster_home(tmp_path / "persistent_home")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     lake, settings = copy_lake("processes")
     with dg.DagsterInstance.get() as instance:

@@ -6,16 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from fastapi.testclient import TestClient
 
 from reflexio_pipelines.lake.records import live_rows
-from serving.app import create_app
-
-
-@pytest.fixture
-def client(settings, instance):
-    with TestClient(create_app(settings)) as c:
-        yield c
 
 
 def _publish(client, user: str, text: str) -> None:

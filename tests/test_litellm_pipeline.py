@@ -9,7 +9,8 @@ import pytest
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.runs import launch
-from reflexio_pipelines.search.index import IndexModelMismatch, LoadedIndex, SearchFilters
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.types import IndexModelMismatch, SearchFilters
 from reflexio_pipelines.settings import EmbedderSettings, LLMSettings, Settings
 from tests.support.embedding_stub import make_embedding_app
 from tests.support.openai_stub import StubBehaviour, make_openai_stub

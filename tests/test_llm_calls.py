@@ -22,7 +22,7 @@ from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import LLMSettings, Settings
 from serving.app import create_app
 from serving.tenancy import KeyStore
-from tests.conftest import land
+from tests.support.landing import land
 from tests.support.learned import REGION, correction_turns
 from tests.support.openai_stub import make_openai_stub
 from tests.support.servers import serve_app

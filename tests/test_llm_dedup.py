@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import numpy as np
@@ -20,8 +19,7 @@ from reflexio_pipelines.learning.llm_dedup import (
 )
 from reflexio_pipelines.learning.prompts import load_prompt
 
-from tests.support.openai_stub import StubBehaviour, dedup_reply, make_openai_stub
-from tests.support.servers import serve_app
+from tests.support.openai_stub import StubBehaviour, dedup_reply
 
 pytestmark = pytest.mark.e2e
 
@@ -39,13 +37,6 @@ def vectors(n: int, *, same: bool) -> np.ndarray:
     if same:
         return np.tile(np.array([[1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]), (n, 1))
     return np.eye(8)[:n]
-
-
-@pytest.fixture
-def stub() -> Iterator[tuple]:
-    app = make_openai_stub()
-    with serve_app(app) as base_url:
-        yield app, base_url
 
 
 def judge(base_url: str, **kwargs) -> LiteLLMDedupJudge:

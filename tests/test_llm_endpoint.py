@@ -59,13 +59,6 @@ class Arrivals:
             return await call_next(request)
 
 
-@pytest.fixture
-def stub() -> Iterator[tuple]:
-    app = make_openai_stub()
-    with serve_app(app) as base_url:
-        yield app, base_url
-
-
 @contextmanager
 def observed_stub(behaviour: StubBehaviour | None = None, retry_after_s: float = 0) -> Iterator[tuple]:
     """The stub with `Arrivals` installed (middleware must be added before the server starts)."""

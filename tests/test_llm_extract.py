@@ -5,22 +5,20 @@ from __future__ import annotations
 import json
 import logging
 import traceback
-from collections.abc import Iterator
 from dataclasses import asdict
 
 import pytest
 from pydantic import SecretStr
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
-from reflexio_pipelines.learning.config import parse_extraction_config
+from reflexio_pipelines.learning.config_loading import parse_extraction_config
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor, is_transient
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
 from reflexio_pipelines.settings import LLMSettings
 
-from tests.support.openai_stub import StubBehaviour, make_openai_stub
-from tests.support.servers import serve_app
+from tests.support.openai_stub import StubBehaviour
 
 pytestmark = pytest.mark.e2e
 
@@ -73,13 +71,6 @@ DEPLOY_WINDOW = Window(
         ),
     ),
 )
-
-
-@pytest.fixture
-def stub() -> Iterator[tuple]:
-    app = make_openai_stub()
-    with serve_app(app) as base_url:
-        yield app, base_url
 
 
 def extractor(base_url: str, **kwargs) -> LiteLLMExtractor:

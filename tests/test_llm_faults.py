@@ -19,7 +19,7 @@ from reflexio_pipelines.partitions import GRANULARITY, window_of_key
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import LLMSettings, Settings
 from serving.app import create_app
-from tests.conftest import land_hourly
+from tests.support.landing import land_hourly
 from tests.support.openai_stub import FAULT_KINDS, FaultPlan, StubBehaviour, make_openai_stub
 from tests.support.servers import serve_app
 from tests.test_llm_extract import DEPLOY_WINDOW

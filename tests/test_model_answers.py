@@ -30,7 +30,7 @@ from reflexio_pipelines.learning.types import ToolCall, Turn, Window
 from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import LLMSettings, Settings
-from tests.conftest import land
+from tests.support.landing import land
 from tests.support.model_answers import ALL, CASES, CONVERSATIONS, AnswerCase, case_by_session
 from tests.support.openai_stub import is_aggregation_prompt, is_dedup_prompt, is_session_evaluation_prompt
 from tests.support.provider_stubs import PROTOCOLS, Reply, fake_model, make_provider_stub, prompt_text

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from tests.support.dagster_home import make_dagster_home
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 ALL_NOTEBOOKS = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
@@ -146,9 +147,7 @@ def sample_lake(tmp_path_factory):
     import dagster as dg
 
     root = tmp_path_factory.mktemp("sample")
-    home = root / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = make_dagster_home(root / "dagster_home")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DAGSTER_HOME", str(home))
         with dg.DagsterInstance.ephemeral() as instance:

@@ -18,7 +18,7 @@ from reflexio_pipelines.learning.outcomes import ItemRef, LearnedItem, relate, t
 from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
-from tests.conftest import land
+from tests.support.landing import land
 
 USER, AGENT = "dana", "ops-v1"
 QUERY = "deploy the payments service"

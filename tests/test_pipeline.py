@@ -17,10 +17,13 @@ from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_
 from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.learning.embedding import make_embedder
-from reflexio_pipelines.search.index import LoadedIndex, SearchFilters, current_version, embed_search_query
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.text import embed_search_query
+from reflexio_pipelines.search.types import SearchFilters
+from reflexio_pipelines.search.versions import current_version
 from reflexio_pipelines.sensors import landing_sensor
 from reflexio_pipelines.settings import Settings
-from tests.conftest import land
+from tests.support.landing import land
 
 PROVENANCE_OF_RUN = {"run_id"}
 

@@ -40,9 +40,9 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows
 from reflexio_pipelines.runs import launch
-from reflexio_pipelines.search.index import current_version
+from reflexio_pipelines.search.versions import current_version
 from reflexio_pipelines.settings import Settings
-from tests.conftest import land
+from tests.support.landing import land
 from tests.support.processes import child_env, free_port
 
 pytestmark = pytest.mark.e2e

@@ -41,8 +41,9 @@ from reflexio_pipelines.privacy.scope import AGGREGATE_TABLES, MissingErasureRul
 from reflexio_pipelines.runs import launch, run_aggregation, run_evaluation, run_operation
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
-from tests.conftest import land
+from tests.support.landing import land
 from tests.support.servers import serve_app
+from tests.support.dagster_home import make_dagster_home
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=timezone.utc)
 ZED = "zed-erasable-7f3"
@@ -112,9 +113,7 @@ def world(tmp_path_factory) -> Path:
     lake = Lake.at(tmp / "lake")
     settings = _settings(lake, tmp)
     with pytest.MonkeyPatch.context() as mp:
-        home = tmp / "dagster_home"
-        home.mkdir()
-        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        home = make_dagster_home(tmp / "dagster_home")
         mp.setenv("DAGSTER_HOME", str(home))
         # Rules worded as before issue #19 (one member's wording copied, here always ZED's), which erasure must
         # re-word: what a rule consolidated earlier, approved as worded, or copied by an LLM can still say.
@@ -383,7 +382,7 @@ def _found_turns(base_url: str, query: str) -> list[dict]:
 
 def _indexed_turns(lake: Lake, user_id: str) -> int:
     """Turn documents of `user_id` in every segment (base and deltas) of every index version on disk."""
-    from reflexio_pipelines.search.index import list_versions, version_doc_files
+    from reflexio_pipelines.search.versions import list_versions, version_doc_files
 
     return sum(pq.read_table(path, columns=["entity_type", "user_id"]).to_pylist().count(
         {"entity_type": "interaction", "user_id": user_id})

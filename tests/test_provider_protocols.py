@@ -37,13 +37,14 @@ from reflexio_pipelines.learning.llm_judge import LiteLLMJudge
 from reflexio_pipelines.learning.llm_ledger import CallLedger, recording
 from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
 from reflexio_pipelines.runs import launch, run_aggregation, run_evaluation
-from reflexio_pipelines.search.index import LoadedIndex
+from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.settings import load_settings
 from serving.app import create_app
-from tests.conftest import land
+from tests.support.landing import land
 from tests.support.openai_stub import fake_llm_reply, is_session_evaluation_prompt, is_shadow_comparison_prompt
 from tests.support.provider_stubs import Reply, Seen, make_provider_stub, prompt_text
 from tests.support.servers import serve_app
+from tests.support.dagster_home import make_dagster_home
 from tests.test_judge import GOOD, POOR, THANKS, shadow_session
 from tests.test_llm_dedup import T0 as T_DEDUP
 from tests.test_llm_dedup import profile
@@ -169,9 +170,7 @@ def _environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, provider: Prov
             env["REFLEXIO_EMBEDDING_API_VERSION"] = provider.api_version
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = make_dagster_home(tmp_path / "dagster_home")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     return home
 

@@ -22,7 +22,7 @@ import pytest
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.partitions import GRANULARITY, window_of_key
-from tests.conftest import land_hourly
+from tests.support.landing import land_hourly
 
 T0 = datetime(2026, 11, 5, 8, 20, tzinfo=timezone.utc)
 TABLES = {

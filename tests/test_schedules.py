@@ -17,7 +17,7 @@ from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings
 from reflexio_pipelines.storage import write_bytes
-from tests.conftest import land
+from tests.support.landing import land
 from tests.support.learned import AGENT, REGION, correction_turns
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=timezone.utc)

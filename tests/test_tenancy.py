@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from reflexio_pipelines.demo.run import publish_payload
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
-from reflexio_pipelines.search.index import turns_watermark
+from reflexio_pipelines.search.versions import turns_watermark
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
 from serving.autolearn import AutoLearner

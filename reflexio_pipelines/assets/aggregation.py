@@ -3,9 +3,9 @@ user benefits from". Current user playbooks are embedded, clustered per (agent v
 cluster that recurs across users becomes one agent playbook, subject to human approval (see learning/aggregate.py
 for how clusters map to playbooks across runs, and lake/control.py for decisions)."""
 
-import json
 import time
 from collections import defaultdict
+from functools import partial
 
 import dagster as dg
 import numpy as np
@@ -17,23 +17,12 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.lake.schemas import TABLES
-from reflexio_pipelines.learning.aggregate import (
-    ClusterAction,
-    Consolidator,
-    Member,
-    NothingShared,
-    PriorPlaybook,
-    RepresentativeConsolidator,
-    Rule,
-    plan,
-)
-from reflexio_pipelines.learning.cluster import ClusterParams, cluster_playbooks, clusters_from_labels, fingerprint
+from reflexio_pipelines.learning.aggregate import Consolidator, Member, RepresentativeConsolidator
+from reflexio_pipelines.learning.aggregate_group import AggregationStats, Group, aggregate_group
+from reflexio_pipelines.learning.cluster import ClusterParams
 from reflexio_pipelines.learning.config import ExtractionConfig
-from reflexio_pipelines.learning.llm_aggregate import ConsolidationFailed, LiteLLMConsolidator
+from reflexio_pipelines.learning.llm_aggregate import LiteLLMConsolidator
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
-
-
-_UNCHANGED = object()  # a cluster that could not be consolidated this run keeps its previous state
 
 
 class AggregationConfig(dg.Config):
@@ -117,7 +106,7 @@ def agent_playbook_aggregation(
     in_scope = [r for r in prior_rows if _in_scope(r, config)]
     # Groups with members now, and groups that had agent playbooks before (their members may all be gone).
     groups = set(members) | {(r["agent_version"], r["playbook_name"]) for r in in_scope}
-    rows_out, changes, stats = [], [], defaultdict(int)
+    rows_out, changes, stats = [], [], AggregationStats()
     params_used: dict[str, dict] = {}  # playbook name -> the clustering parameters its groups ran with
     # Consolidation calls land in `llm_calls` (cross-user: no user_id), also when a group fails: they were paid for.
     with ledger_written(store, run_id=run_id, asset=context.op_def.name, window=None) as ledger:
@@ -126,19 +115,19 @@ def agent_playbook_aggregation(
             params = cluster_params(config, extraction, playbook_name)
             params_used[playbook_name] = {"min_cluster_size": params.min_cluster_size, "similarity": params.similarity,
                                           "min_distinct_users": params.min_distinct_users}  # fmt: skip
-            rows, group_changes = _aggregate_group(members.get((agent_version, playbook_name), []), prior, status_of,
-                                                   params, extractor, config.auto_approve, agent_version,
-                                                   playbook_name, run_id, now, stats)  # fmt: skip
+            group = Group(agent_version, playbook_name, members.get((agent_version, playbook_name), []), prior,
+                          status_of, params, run_id, now, config.auto_approve)
+            rows, group_changes = aggregate_group(group, partial(_consolidator, extractor, agent_version=agent_version),
+                                                  stats)
             rows_out.extend(rows)
             changes.extend(group_changes)
-    stats["llm_calls_recorded"] = len(ledger.calls())
+    metadata = {**stats.metadata(), "llm_calls_recorded": len(ledger.calls())}
     with store.lock("aggregation"):
         version = store.replace_where("agent_playbooks", _scope_predicate(config),
                                       pa.Table.from_pylist(rows_out, schema=TABLES["agent_playbooks"]))  # fmt: skip
         if changes:
             store.append("aggregation_change_log", pa.Table.from_pylist(changes, schema=TABLES["aggregation_change_log"]))
     table = store.read_table("agent_playbooks")
-    metadata = {k: int(v) for k, v in stats.items()}
     yield dg.MaterializeResult(asset_key="agent_playbooks", metadata={
         "dagster/row_count": table.num_rows, "delta_version": version, **metadata,
         "cluster_params": dg.MetadataValue.json(params_used),
@@ -170,107 +159,8 @@ def _scope_predicate(config: AggregationConfig) -> str | None:
     return " AND ".join(parts) or None
 
 
-def _aggregate_group(group, prior_rows, status_of, params, extractor, auto_approve, agent_version, playbook_name,
-                     run_id, now, stats) -> tuple[list[dict], list[dict]]:  # fmt: skip
-    group = sorted(group, key=lambda mv: mv[0].user_playbook_id)
-    by_id = {m.user_playbook_id: m for m, _ in group}
-    vectors = {m.user_playbook_id: v for m, v in group}
-    matrix = np.stack([v for _, v in group]) if group else np.zeros((0, 1), np.float32)
-    labels = cluster_playbooks(matrix, [m.user_id for m, _ in group], params)
-    ids = [m.user_playbook_id for m, _ in group]
-    clusters = {fingerprint(members): sorted(members) for members in clusters_from_labels(labels, ids).values()}
-    stats["clusters"] += len(clusters)
-    stats["noise"] += int((labels == -1).sum())
-    current = [r for r in prior_rows if r["status"] == "current"]
-    prior = [PriorPlaybook(r["agent_playbook_id"], frozenset(r["member_ids"] or []),
-                           status_of.get(str(r["agent_playbook_id"]), r["playbook_status"]),
-                           frozenset(r["fingerprints"] or []), r) for r in current]  # fmt: skip
-    actions, orphaned = plan(clusters, prior, agent_version, playbook_name)
-    approved = [_rule_of(p.row) for p in prior if p.playbook_status == "approved"]
-    consolidator = _consolidator(extractor, vectors, agent_version)
-    rows = {r["agent_playbook_id"]: dict(r) for r in prior_rows}
-    changes = []
-    for action in actions:
-        stats[action.action] += 1
-        row = rows.get(action.agent_playbook_id)
-        if action.action in ("keep", "keep_approved", "keep_rejected"):
-            row["fingerprints"] = sorted(set(row["fingerprints"] or []) | {action.fingerprint})
-            continue
-        members = [by_id[i] for i in action.member_ids]
-        try:
-            rule, calls, prompt_tokens, completion_tokens = consolidator.consolidate(members, approved)
-        except ConsolidationFailed as failed:  # nothing half-made: the cluster is retried by the next run
-            stats["consolidation_failed"] += 1
-            rule, calls, prompt_tokens, completion_tokens = _UNCHANGED, failed.calls, failed.prompt_tokens, failed.completion_tokens
-        except NothingShared as nothing:  # every content word was one user's: no shared rule (a prior one stays)
-            stats["nothing_shared"] += 1
-            rule, calls, prompt_tokens, completion_tokens = _UNCHANGED, nothing.calls, nothing.prompt_tokens, nothing.completion_tokens
-        stats["llm_calls"] += calls
-        stats["prompt_tokens"] += prompt_tokens
-        stats["completion_tokens"] += completion_tokens
-        if rule is _UNCHANGED:
-            continue
-        if rule is None:  # an approved rule already covers this cluster
-            stats["covered_by_approved"] += 1
-            if row is not None:
-                changes.append(_change(run_id, now, row, "removed", _snapshot(row), None))
-                row["status"] = "archived"
-            continue
-        new_row = _row(action, rule, members, agent_version, playbook_name, run_id, now, auto_approve, consolidator, row)
-        changes.append(_change(run_id, now, new_row, "updated" if row else "added", _snapshot(row) if row else None,
-                               _snapshot(new_row)))  # fmt: skip
-        rows[action.agent_playbook_id] = new_row
-    for gone in orphaned:
-        row = rows[gone.agent_playbook_id]
-        changes.append(_change(run_id, now, row, "removed", _snapshot(row), None))
-        row["status"] = "archived"
-    return list(rows.values()), changes
-
-
 def _consolidator(extractor: ExtractorResource, vectors: dict, agent_version: str) -> Consolidator:
     if not extractor.model:
         return RepresentativeConsolidator(vectors)
     # the one endpoint: every LLM setting, the shared throttle
     return LiteLLMConsolidator(endpoint=extractor.endpoint(), agent_version=agent_version)
-
-
-def _rule_of(row: dict) -> Rule:
-    return Rule(row["content"], row["trigger"], row["rationale"], row["blocking_issue_kind"], row["blocking_issue_details"])
-
-
-def _row(action: ClusterAction, rule: Rule, members: list[Member], agent_version: str, playbook_name: str, run_id: str,
-         now: int, auto_approve: bool, consolidator, previous: dict | None) -> dict:  # fmt: skip
-    return {
-        "agent_playbook_id": action.agent_playbook_id,
-        "playbook_name": playbook_name,
-        "agent_version": agent_version,
-        "created_at": previous["created_at"] if previous else now,
-        "updated_at": now,
-        "content": rule.content,
-        "trigger": rule.trigger,
-        "rationale": rule.rationale,
-        "blocking_issue_kind": rule.blocking_issue_kind,
-        "blocking_issue_details": rule.blocking_issue_details,
-        "playbook_status": previous["playbook_status"] if previous else ("approved" if auto_approve else "pending"),
-        "status": "current",
-        "fingerprints": sorted(set(previous["fingerprints"] or []) | {action.fingerprint}) if previous else [action.fingerprint],
-        "member_ids": [m.user_playbook_id for m in members],
-        "member_user_ids": sorted({m.user_id for m in members}),
-        "consolidator": type(consolidator).__name__,
-        "model": getattr(consolidator, "model", "builtin"),
-        "prompt_version": getattr(consolidator, "prompt_version", "representative-v2"),
-        "run_id": run_id,
-    }
-
-
-def _snapshot(row: dict) -> str:
-    keys = ("agent_playbook_id", "playbook_name", "agent_version", "content", "trigger", "rationale",
-            "blocking_issue_kind", "blocking_issue_details", "playbook_status", "created_at")  # fmt: skip
-    return json.dumps({k: row.get(k) for k in keys}, sort_keys=True)
-
-
-def _change(run_id: str, now: int, row: dict, change: str, before: str | None, after: str | None) -> dict:
-    return {"run_id": run_id, "created_at": now, "agent_version": row["agent_version"],
-            "playbook_name": row["playbook_name"], "run_mode": "incremental", "change": change,
-            "agent_playbook_id": row["agent_playbook_id"], "before": before, "after": after,
-            "member_ids": row["member_ids"]}  # fmt: skip

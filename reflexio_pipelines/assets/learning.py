@@ -33,7 +33,7 @@ import dagster as dg
 from reflexio_pipelines.assets.metadata import preview
 from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.reads import counting_reads
-from reflexio_pipelines.learning.learn import LearnOutput
+from reflexio_pipelines.learning.batch import LearnOutput
 from reflexio_pipelines.learning.windows import Pace
 from reflexio_pipelines.partitions import GRANULARITY, PARTITIONS, window_end, window_of_key
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource

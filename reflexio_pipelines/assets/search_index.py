@@ -7,23 +7,10 @@ a version that fails the check is built but never pointed at, and serving keeps 
 import dagster as dg
 
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
-from reflexio_pipelines.lake.control import decisions
 from reflexio_pipelines.lake.embedding_cache import EmbeddingCache, compact as compact_cache
-from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.lake.curation import live_agent_playbooks
-from reflexio_pipelines.lake.interactions import turn_rows
-from reflexio_pipelines.lake.records import live_rows
-from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
-from reflexio_pipelines.search.conversation import turn_docs
-from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
+from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.search.incremental import stage_update
-from reflexio_pipelines.search.index import (
-    TURNS_WATERMARK,
-    SearchDoc,
-    activate_version,
-    prune_versions,
-    turns_watermark,
-)
+from reflexio_pipelines.search.versions import activate_version, prune_versions
 from reflexio_pipelines.storage import LakePath
 
 SEARCH_INDEX = dg.AssetKey("search_index")
@@ -74,27 +61,6 @@ def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: Embedd
     )
 
 
-def index_documents(store: Lake, new_turns: bool = False) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:
-    """Every document an index version holds, how many of each entity type, and the version's watermarks; shared
-    with per-user erasure, which publishes a version without the erased user through the same path.
-
-    Turns: those ingested up to the current version's watermark (`TURNS_WATERMARK`), or with `new_turns` every
-    live turn (the watermark then moves to the newest one). Turns deleted or erased since leave either way."""
-    profiles = profile_docs(live_rows(store, "profile", statuses=LIFECYCLE_STATUSES))
-    playbooks = user_playbook_docs(live_rows(store, "user_playbook", statuses=LIFECYCLE_STATUSES))
-    agent = agent_playbook_docs(live_agent_playbooks(store), decisions(store))
-    through = turns_watermark(store.index_root)
-    # Nothing to read while no version holds turns and none are taken in (learning runs before the first turn
-    # indexing run); otherwise every live turn, as for the other entity types.
-    rows = turn_rows(store) if new_turns or through else []
-    if new_turns:
-        through = max([through, *(r["ingested_at_us"] for r in rows)])
-    turns = turn_docs(r for r in rows if r["ingested_at_us"] <= through)
-    counts = {"profile": len(profiles), "user_playbook": len(playbooks), "agent_playbook": len(agent),
-              "interaction": len(turns)}  # fmt: skip
-    return profiles + playbooks + agent + turns, counts, {TURNS_WATERMARK: through}
-
-
 @dg.asset(
     deps=[SEARCH_INDEX],
     group_name="serving",
@@ -102,30 +68,42 @@ def index_documents(store: Lake, new_turns: bool = False) -> tuple[list[SearchDo
 )
 def serving_index(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     store = lake.get()
-    version = staged_version(context.instance, store.index_root)
+    version = staged_version(context.instance, store.index_root, context.run_id)
     activate_version(store.index_root, version)
     removed = prune_versions(store.index_root, keep=5)
     return dg.MaterializeResult(metadata={"version": version, "pruned_versions": len(removed)})
 
 
-def latest_build(instance: dg.DagsterInstance, index_root: LakePath) -> dict:
-    """Metadata of the latest `search_index` materialisation for this lake's index root. One Dagster instance can
-    record builds for several lakes (one per organisation), so the newest build overall may be another lake's."""
+def latest_build(instance: dg.DagsterInstance, index_root: LakePath, run_id: str | None = None) -> dict:
+    """Metadata of the `search_index` build for this lake's index root that `run_id` made, else (a run that only
+    publishes) the latest one. A run must read its own build: a learning run and an `index_job` run can build at once,
+    and the newest build overall may be the other run's (its version checked against this run's counts, or served
+    without its check). One Dagster instance can also record builds for several lakes (one per organisation)."""
+    if run_id is not None:
+        own = [r.asset_materialization for r in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+               if r.asset_materialization is not None and r.asset_materialization.asset_key == SEARCH_INDEX]
+        for mat in reversed(own):
+            if _built_for(mat.metadata, index_root):
+                return {k: v.value for k, v in mat.metadata.items()}
     records = instance.fetch_materializations(SEARCH_INDEX, limit=50).records
     for record in records:
         metadata = record.asset_materialization.metadata if record.asset_materialization else {}
-        root = metadata.get("index_root")
-        if root is None or str(root.value) == str(index_root):  # builds before index_root was recorded
+        if _built_for(metadata, index_root):
             return {k: v.value for k, v in metadata.items()}
     raise dg.Failure(f"search_index has never been materialised for {index_root}")
 
 
-def staged_version(instance: dg.DagsterInstance, index_root: LakePath) -> str:
-    """The version the latest `search_index` materialisation for `index_root` built."""
-    return str(latest_build(instance, index_root)["version"])
+def _built_for(metadata: dict, index_root: LakePath) -> bool:
+    root = metadata.get("index_root")
+    return root is None or str(root.value) == str(index_root)  # builds before index_root was recorded
 
 
-def expected_counts(instance: dg.DagsterInstance, index_root: LakePath) -> dict[str, int]:
-    """Per entity type, how many documents the latest build for `index_root` was given."""
-    metadata = latest_build(instance, index_root)
+def staged_version(instance: dg.DagsterInstance, index_root: LakePath, run_id: str | None = None) -> str:
+    """The version `run_id`'s (else the latest) `search_index` materialisation for `index_root` built."""
+    return str(latest_build(instance, index_root, run_id)["version"])
+
+
+def expected_counts(instance: dg.DagsterInstance, index_root: LakePath, run_id: str | None = None) -> dict[str, int]:
+    """Per entity type, how many documents `run_id`'s (else the latest) build for `index_root` was given."""
+    metadata = latest_build(instance, index_root, run_id)
     return {k.removeprefix("expected_"): int(v) for k, v in metadata.items() if k.startswith("expected_")}

@@ -51,7 +51,9 @@ def _lake(root: LakePath) -> Check:
 
 def _index(root: LakePath) -> tuple[Check, Any]:
     from reflexio_pipelines.lake.io import Lake
-    from reflexio_pipelines.search.index import ENTITY_TYPES, LoadedIndex, current_version
+    from reflexio_pipelines.search.query import LoadedIndex
+    from reflexio_pipelines.search.types import ENTITY_TYPES
+    from reflexio_pipelines.search.versions import current_version
 
     index_root = Lake.at(root).index_root
     version = current_version(index_root)

@@ -1,7 +1,7 @@
 """The embedding cache: document vectors by (embedder model id, sha256 of the normalised text), in the lake.
 
 An index build asks the cache for the vectors of every text it needs and embeds only the others
-(`search.index.build_index`); the vectors stored are exactly the float32 rows the build wrote into its version, so
+(`search.build.build_index`); the vectors stored are exactly the float32 rows the build wrote into its version, so
 a build served from the cache gives the same bytes as one that embedded everything.
 
 Table `tables/embedding_cache` (schema `lake.schemas.EMBEDDING_CACHE`), partitioned by `bucket` (the first byte of
@@ -96,7 +96,7 @@ class CacheStats:
 
 
 class EmbeddingCache:
-    """The cache as one index build uses it (`search.index.VectorCache`).
+    """The cache as one index build uses it (`search.build.VectorCache`).
 
     Open it BEFORE reading the documents the build embeds: it notes the erasure epoch then, and `store` writes
     nothing if an erasure ran since (the documents may hold the erased user's texts). `stats` counts this build's use.

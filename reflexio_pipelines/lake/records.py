@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from reflexio_pipelines.lake.curation import apply_adds_and_updates, deleted_ids, read_ops
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.learning.learn import UserState
+from reflexio_pipelines.learning.batch import UserState
 from reflexio_pipelines.learning.lifecycle import current_rows, status_overlay
 from reflexio_pipelines.learning.types import ToolCall, Turn
 

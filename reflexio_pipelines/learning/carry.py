@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reflexio_pipelines.learning.learn import LearnOutput
+from reflexio_pipelines.learning.batch import LearnOutput
 
 Rows = list[dict[str, Any]]
 

@@ -24,19 +24,24 @@ extractor) costs exactly one call per window, like before the config existed.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from reflexio_pipelines.learning.extractor_groups import ExtractorDefinition, ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import clean_text
-from reflexio_pipelines.learning.types import ExtractedPlaybook, ExtractedProfile, Turn
+from reflexio_pipelines.learning.original_config import (
+    LEGACY_AGGREGATION,
+    LEGACY_EXTRACTOR,
+    LEGACY_TOP,
+    ORIGINAL_EVALUATOR,
+    ORIGINAL_EXTRACTOR,
+    ORIGINAL_TOP,
+    drop_original_defaults,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,76 +65,6 @@ MAX_PROMPT_CHARS = 8_000
 MAX_TOOL_DESCRIPTION_CHARS = 1_000
 MAX_NAME_CHARS = 100
 _NAME_RE = re.compile(r"[\w][\w .:-]*")  # used with fullmatch: `$` would allow a trailing newline
-
-#: Legacy field names of the original (§1.9) and what they became.
-_LEGACY_TOP = {
-    "extraction_window_size": "batch_size",
-    "extraction_window_stride": "batch_interval",
-    "playbook_configs": "user_playbook_extractor_configs",
-    "agent_feedback_configs": "user_playbook_extractor_configs",
-}
-_LEGACY_EXTRACTOR = {
-    "feedback_name": "extractor_name",
-    "playbook_name": "extractor_name",
-    "feedback_definition_prompt": "extraction_definition_prompt",
-    "playbook_definition_prompt": "extraction_definition_prompt",
-    "profile_content_definition_prompt": "extraction_definition_prompt",
-}
-#: Legacy names of the original's PlaybookAggregatorConfig fields.
-_LEGACY_AGGREGATION = {
-    "min_feedback_threshold": "min_cluster_size",
-    "refresh_count": "reaggregation_trigger_count",
-    "similarity_threshold": "clustering_similarity",
-}
-#: The original's DeduplicationConfig defaults: what this pipeline's dedup does (top 5 neighbours closer than 0.4).
-_DEDUP_DEFAULTS = {"search_threshold": 0.4, "search_top_k": 5}
-
-
-def _is_null(value: Any) -> bool:
-    return value is None
-
-
-def _is_false(value: Any) -> bool:
-    return value is None or value is False
-
-
-def _is_default_dedup(value: Any) -> bool:
-    return value is None or (isinstance(value, dict) and {**_DEDUP_DEFAULTS, **value} == _DEDUP_DEFAULTS)
-
-
-def _is_unknown_test(value: Any) -> bool:
-    return value in (None, 0, "UNKNOWN", "unknown")  # StorageConfigTest.UNKNOWN as the client serialises it
-
-
-#: Fields of the original's Config this pipeline has no counterpart for: accepted (and dropped) at their default
-#: value, so a config read from the original client (which serialises every field) round-trips; any other value
-#: would change behaviour this pipeline does not have, so it is an error naming the field. field -> (is it the
-#: default, the default as the error shows it).
-_ORIGINAL_ONLY: dict[str, tuple[Any, str]] = {
-    # deployment settings: environment / reflexio.yaml here (serving's set_config ignores them before parsing)
-    "storage_config": (_is_null, "null"), "storage_config_test": (_is_unknown_test, "null"),
-    "api_key_config": (_is_null, "null"), "llm_config": (_is_null, "null"),
-    "skip_should_run_check": (_is_false, "false"), "enable_document_expansion": (_is_false, "false"),
-    # per extractor / evaluator
-    "context_prompt": (_is_null, "null"), "metadata_definition_prompt": (_is_null, "null"),
-    "should_extract_profile_prompt_override": (_is_null, "null"), "manual_trigger": (_is_false, "false"),
-    "deduplication_config": (_is_default_dedup, "null or {search_threshold: 0.4, search_top_k: 5}"),
-}  # fmt: skip
-#: Which of them may appear where (anything else is an unknown field).
-_ORIGINAL_TOP = ("storage_config", "storage_config_test", "api_key_config", "llm_config", "skip_should_run_check",
-                 "enable_document_expansion")  # fmt: skip
-_ORIGINAL_EXTRACTOR = ("context_prompt", "metadata_definition_prompt", "should_extract_profile_prompt_override",
-                       "manual_trigger", "deduplication_config")  # fmt: skip
-_ORIGINAL_EVALUATOR = ("metadata_definition_prompt", "batch_size_override", "batch_interval_override")
-
-
-def _drop_original_defaults(data: Any, fields: tuple[str, ...]) -> Any:
-    """`data` without the original-only `fields` that hold their default (non-defaults stay and fail as unknown
-    fields, with `_ORIGINAL_ONLY`'s explanation)."""
-    if not isinstance(data, dict):
-        return data
-    is_default = {name: _ORIGINAL_ONLY.get(name, (_is_null, "null"))[0] for name in fields}
-    return {k: v for k, v in data.items() if not (k in is_default and is_default[k](v))}
 
 
 class ConfigError(ValueError):
@@ -207,7 +142,7 @@ class ExtractorConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _legacy_names(cls, data: Any) -> Any:
-        return _drop_original_defaults(_migrate(data, _LEGACY_EXTRACTOR), _ORIGINAL_EXTRACTOR)
+        return drop_original_defaults(_migrate(data, LEGACY_EXTRACTOR), ORIGINAL_EXTRACTOR)
 
     @field_validator("extractor_name")
     @classmethod
@@ -264,7 +199,7 @@ class AggregationSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _legacy_names(cls, data: Any) -> Any:
-        return _migrate(data, _LEGACY_AGGREGATION)
+        return _migrate(data, LEGACY_AGGREGATION)
 
     @field_validator("reaggregation_trigger_count")
     @classmethod
@@ -310,7 +245,7 @@ class AgentSuccessConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _original_fields(cls, data: Any) -> Any:
-        return _drop_original_defaults(data, _ORIGINAL_EVALUATOR)
+        return drop_original_defaults(data, ORIGINAL_EVALUATOR)
 
     @field_validator("evaluation_name")
     @classmethod
@@ -385,7 +320,7 @@ class ExtractionConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _legacy_names(cls, data: Any) -> Any:
-        data = _drop_original_defaults(_migrate(data, _LEGACY_TOP), _ORIGINAL_TOP)
+        data = drop_original_defaults(_migrate(data, LEGACY_TOP), ORIGINAL_TOP)
         if isinstance(data, dict):
             # The original's nulls: no extractor list = the default extractors; no evaluators = no evaluation.
             data = {k: v for k, v in data.items() if not (k.endswith("_extractor_configs") and v is None)}
@@ -488,176 +423,6 @@ class ExtractionConfig(BaseModel):
                 )
             )
         return groups
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Groups: the runtime form of the config, one extraction call per window each
-# ---------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ExtractorDefinition:
-    """One extractor as a prompt sees it: its name and what it extracts."""
-
-    name: str
-    prompt: str
-
-
-@dataclass
-class NamedProfile(ExtractedProfile):
-    """A profile tagged with the extractor (definition) that produced it."""
-
-    extractor_name: str = ""
-
-
-@dataclass
-class NamedPlaybook(ExtractedPlaybook):
-    """A playbook tagged with the extractor (definition) that produced it."""
-
-    extractor_name: str = ""
-
-
-@dataclass(frozen=True)
-class ExtractorGroup:
-    """Extractors sharing one window plan and source filter, so one extraction call per window serves them all."""
-
-    name: str
-    batch_size: int
-    batch_interval: int
-    sources: tuple[str, ...] | None  # None = every source
-    profile_extractors: tuple[ExtractorDefinition, ...]
-    playbook_extractors: tuple[ExtractorDefinition, ...]
-    agent_context: str = ""
-    tools: tuple[tuple[str, str], ...] = ()
-
-    def accepts(self, turn: Turn) -> bool:
-        """True when the turn's source is one this group reads."""
-        return self.sources is None or turn.source in self.sources
-
-    def resolve(self, kind: Literal["profile", "playbook"], requested: Any = None) -> tuple[str | None, bool]:
-        """(name of the extractor an item of `kind` belongs to, whether `requested` was usable). An absent name
-        (usable) or an unknown one (not usable) falls back to the group's first extractor of that kind; the name is
-        None when the group has no extractor of that kind."""
-        names = [d.name for d in (self.profile_extractors if kind == "profile" else self.playbook_extractors)]
-        if not names:
-            return None, False
-        if requested is None:
-            return names[0], True
-        if isinstance(requested, str) and requested.strip() in names:
-            return requested.strip(), True
-        return names[0], False
-
-    def tag_profile(self, item: ExtractedProfile, requested: Any = None) -> NamedProfile | None:
-        """`item` tagged with its extractor, or None when this group extracts no profiles."""
-        name, _ = self.resolve("profile", requested)
-        return None if name is None else NamedProfile(**_fields(item), extractor_name=name)
-
-    def tag_playbook(self, item: ExtractedPlaybook, requested: Any = None) -> NamedPlaybook | None:
-        """`item` tagged with its extractor, or None when this group extracts no playbooks."""
-        name, _ = self.resolve("playbook", requested)
-        return None if name is None else NamedPlaybook(**_fields(item), extractor_name=name)
-
-
-def _fields(item: ExtractedProfile | ExtractedPlaybook) -> dict[str, Any]:
-    fields = dict(vars(item))
-    fields.pop("extractor_name", None)
-    return fields
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Loading
-# ---------------------------------------------------------------------------------------------------------------
-
-_EXTRA_HINT = "unknown field"
-
-
-def _allowed_fields(loc: tuple[Any, ...]) -> list[str]:
-    """Field names allowed at the mapping that holds `loc`'s last element."""
-    parent = loc[:-1]
-    if not parent:
-        model: type[BaseModel] = ExtractionConfig
-    elif parent[0] == "tool_can_use":
-        model = ToolUseConfig
-    elif parent[0] == "agent_success_configs":
-        model = AgentSuccessConfig
-    elif parent[0] == "holdout":
-        model = HoldoutSettings
-    elif parent[0] == "outcomes":
-        model = OutcomeSettings
-    elif "aggregation_config" in parent:
-        model = AggregationSettings
-    elif parent[0] == "user_playbook_extractor_configs":
-        model = UserPlaybookExtractorConfig
-    else:
-        model = ExtractorConfig
-    return list(model.model_fields)
-
-
-def _describe(exc: ValidationError) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
-    for error in exc.errors():
-        if error["type"] == "extraction_config":
-            problems.extend(tuple(p) for p in error["ctx"]["problems"])
-            continue
-        loc = tuple(error["loc"])
-        path = ".".join(str(part) for part in loc) or "(top level)"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            field = str(loc[-1])
-            if field in _ORIGINAL_ONLY:
-                default = _ORIGINAL_ONLY[field][1]
-                message = (f"a field of the original Reflexio Config that this pipeline supports only at its default "
-                           f"({default}): it has no such behaviour; remove it or set it to {default}")  # fmt: skip
-            elif field in _ORIGINAL_EVALUATOR:
-                message = "a field of the original Reflexio Config that this pipeline supports only at null; remove it"
-            else:
-                message = f"{_EXTRA_HINT} (allowed: {', '.join(_allowed_fields(loc))})"
-        elif error["type"] == "literal_error" and loc == ("config_version",):
-            message = f"unsupported version {error['input']!r} (this build reads {CONFIG_VERSION})"
-        problems.append((path, message))
-    return problems
-
-
-def parse_extraction_config(data: Any, source: str = "extraction config") -> ExtractionConfig:
-    """A validated config from a parsed mapping; raises `ConfigError` naming every bad field path."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
-    try:
-        return ExtractionConfig.model_validate(data)
-    except ValidationError as exc:
-        detail = "; ".join(f"{path}: {reason}" for path, reason in _describe(exc))
-        raise ConfigError(f"{source}: {detail}") from None
-
-
-def load_extraction_config(path: str | Path) -> ExtractionConfig:
-    """Read and validate a config file (.yaml, .yml or .json); raises `ConfigError`."""
-    path = Path(path).expanduser()
-    suffix = path.suffix.lower()
-    if suffix not in {".yaml", ".yml", ".json"}:
-        raise ConfigError(f"extraction config {path}: expected a .yaml, .yml or .json file")
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"extraction config {path}: {exc}") from None
-    return parse_extraction_config(data, f"extraction config {path}")
-
-
-def resolve_extraction_config(spec: str | Path | None) -> ExtractionConfig:
-    """The config a resource or setting names: empty/None = DEFAULT_CONFIG, text starting with `{` = inline JSON,
-    anything else = a file path."""
-    text = str(spec).strip() if spec is not None else ""
-    if not text:
-        return DEFAULT_CONFIG
-    if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"inline extraction config: {exc}") from None
-        return parse_extraction_config(data, "inline extraction config")
-    return load_extraction_config(text)
 
 
 # The original's default definitions (§1.9), paraphrased.

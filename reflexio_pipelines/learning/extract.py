@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
-from reflexio_pipelines.learning.config import ExtractorGroup
+from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_call import LLMEndpoint
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from reflexio_pipelines.learning.learn import Failure
+from reflexio_pipelines.learning.batch import Failure
 from reflexio_pipelines.learning.types import stable_uuid
 
 

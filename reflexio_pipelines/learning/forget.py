@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reflexio_pipelines.learning.builtin import content_tokens
+from reflexio_pipelines.learning.rules.text import content_tokens
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.slots import profile_slot, slot_named
 

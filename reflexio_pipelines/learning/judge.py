@@ -24,9 +24,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-# `_APPROVAL_RE` / `_LEAD_IN_RE` are builtin.py's (private) "the user approved the result" rule, reused so the
+# `_APPROVAL_RE` / `_LEAD_IN_RE` are the built-in rules' (private) "the user approved the result" rule, reused so the
 # recipe extractor and this judge read approval the same way.
-from reflexio_pipelines.learning.builtin import _APPROVAL_RE, _LEAD_IN_RE, blocking_issue_kind, content_tokens
+from reflexio_pipelines.learning.rules.facts import _LEAD_IN_RE
+from reflexio_pipelines.learning.rules.success_recipes import _APPROVAL_RE
+from reflexio_pipelines.learning.rules.text import content_tokens
+from reflexio_pipelines.learning.rules.tool_failures import blocking_issue_kind
 from reflexio_pipelines.learning.sessions import Session, corrections_in
 from reflexio_pipelines.learning.transcript import preceding_index
 from reflexio_pipelines.learning.types import Turn

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,83 +33,37 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from reflexio_pipelines.learning.config import (
-    DEFAULT_CONFIG,
-    ExtractionConfig,
-    ExtractorGroup,
-)
+from reflexio_pipelines.learning.batch import Failure, LearnOutput, LearnStats, UserState
+from reflexio_pipelines.learning.config import DEFAULT_CONFIG, ExtractionConfig
 from reflexio_pipelines.learning.dedup import Candidate, DedupJudge, Resolution, deduplicate, profile_slot
 from reflexio_pipelines.learning.embedding import Embedder, MemoEmbedder
 from reflexio_pipelines.learning.extract import Extractor
+from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.forget import match_profiles
-from reflexio_pipelines.learning.lifecycle import FORGOTTEN
-from reflexio_pipelines.learning.llm_ledger import about_user
-from reflexio_pipelines.learning.llm_extract import ExtractionFailed, FailureSummary, GatedExtractionResult
-from reflexio_pipelines.learning.types import (
-    NEVER_EXPIRES_TIMESTAMP,
-    TTL_SECONDS,
-    ExtractionResult,
-    ForgetDirective,
-    Turn,
-    Window,
-    stable_int_id,
-    stable_uuid,
+from reflexio_pipelines.learning.learned_rows import (
+    _bookmark,
+    _changes,
+    _content_part,
+    _merge,
+    _playbook_rows,
+    _playbook_text,
+    _profile_rows,
+    _provenance,
+    _time,
+    content_key,
+    playbook_id,
+    profile_id,
 )
+from reflexio_pipelines.learning.lifecycle import FORGOTTEN
+from reflexio_pipelines.learning.llm_extract import ExtractionFailed, FailureSummary, GatedExtractionResult
+from reflexio_pipelines.learning.llm_ledger import about_user
+from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window, stable_uuid
 from reflexio_pipelines.learning.windows import FLUSH_ALL, Pace, group_by_user, plan_windows, ready_turns, turn_sort_key
 
 #: Builds the dedup judge for one entity ("profile" or "user_playbook"), given the vectors already computed.
 JudgeFactory = Callable[[str, dict[str, np.ndarray]], DedupJudge]
-
-
-@dataclass
-class LearnStats:
-    """Counts for Dagster metadata and cost accounting."""
-
-    users: int = 0
-    windows: int = 0
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    dedup_calls: int = 0
-    superseded: int = 0
-    duplicates_dropped: int = 0
-    gate_calls: int = 0  # included in llm_calls
-    gate_skipped: int = 0  # windows the gate rejected: processed (bookmark advanced), no extraction call
-    forget_requests: int = 0  # forget directives read from new turns
-    forgotten: int = 0  # profiles they removed (matched by the heuristic in learning/forget.py)
-    turns_extracted: int = 0  # new turns that went through this run (per extractor group)
-    turns_held: int = 0  # new turns held back for a full window or a quiet session (per extractor group)
-    passes: int = 1  # learning passes of the run over the window (window_pass.py catch-up passes); not summed by add
-    extractors: set[str] = field(default_factory=set)
-
-    def add(self, other: LearnStats) -> None:
-        """Add another batch's counts (users excepted: the caller counts those)."""
-        for name in ("windows", "llm_calls", "prompt_tokens", "completion_tokens", "dedup_calls", "superseded",
-                     "duplicates_dropped", "gate_calls", "gate_skipped", "forget_requests", "forgotten", "turns_extracted",
-                     "turns_held"):  # fmt: skip
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.extractors |= other.extractors
-
-
 #: Content of a tombstone row: the forgotten fact is deliberately not repeated in it.
 FORGOTTEN_CONTENT = "(forgotten at the user's request)"
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A user batch that could not be learned in this run (nothing of the user was written). `stage` is
-    `extract` (a window failed after the extractor's retries), `dedup` (the judge got no usable answer) or
-    `blocked` (an earlier window of the user is still unresolved, so this one waits behind it). The summary holds
-    no prompt content and no secret (see llm_extract.FailureSummary)."""
-
-    user_id: str
-    extractor: str  # the extractor group
-    stage: str
-    summary: FailureSummary
-    attempts: int = 0
-    extraction_window_id: str | None = None
-    first_turn_id: str | None = None
-    last_turn_id: str | None = None
 
 
 class DedupFailed(RuntimeError):
@@ -128,43 +81,6 @@ class _UserFailed(Exception):
     def __init__(self, failure: Failure) -> None:
         super().__init__(failure.stage)
         self.failure = failure
-
-
-@dataclass
-class LearnOutput:
-    profiles: list[dict[str, Any]]
-    playbooks: list[dict[str, Any]]
-    change_log: list[dict[str, Any]]
-    bookmarks: list[dict[str, Any]]
-    stats: LearnStats
-    failures: list[Failure] = field(default_factory=list)
-    learned_users: set[str] = field(default_factory=set)  # users whose whole batch was learned in this run
-
-
-@dataclass
-class UserState:
-    """What the pipeline knows about one user before this run: processed turns, current items (of earlier
-    partitions, and of earlier runs of this one), and per extractor group the bookmark an earlier run of this
-    partition left (`bookmarks`, the table row) with the turns of this partition it processed (`processed`)."""
-
-    history: list[Turn] = field(default_factory=list)
-    profiles: list[dict[str, Any]] = field(default_factory=list)  # current profile rows
-    playbooks: list[dict[str, Any]] = field(default_factory=list)  # current user playbook rows
-    processed: dict[str, frozenset[str]] = field(default_factory=dict)
-    bookmarks: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def content_key(text: str) -> str:
-    """Normalised text used for identity: case, punctuation and spacing differences don't make a new item."""
-    return " ".join(re.findall(r"[a-z0-9]+", text.casefold()))
-
-
-def profile_id(user_id: str, content: str) -> str:
-    return stable_uuid(user_id, "profile", content_key(content))
-
-
-def playbook_id(user_id: str, trigger: str | None, content: str) -> int:
-    return stable_int_id(user_id, "playbook", content_key(f"{trigger or ''} {content}"))
 
 
 def learn(
@@ -449,10 +365,6 @@ def _items_of(group: ExtractorGroup, profiles: list[dict[str, Any]], playbooks: 
     return profile_items + playbook_items
 
 
-def _playbook_text(row: dict[str, Any]) -> str:
-    return f"{row['trigger']}: {row['content']}" if row["trigger"] else row["content"]
-
-
 def _count(stats: LearnStats, result: ExtractionResult) -> None:
     stats.windows += 1
     stats.llm_calls += result.llm_calls
@@ -462,19 +374,6 @@ def _count(stats: LearnStats, result: ExtractionResult) -> None:
     if isinstance(result, GatedExtractionResult):
         stats.gate_calls += result.gate_calls
         stats.gate_skipped += result.gate_skipped
-
-
-def _merge(items: dict, key: Any, row: dict[str, Any]) -> None:
-    """Overlapping windows see the same evidence twice: keep one row, with the union of its source turns. The same
-    profile from two extractors is one row naming both; the same playbook keeps the first extractor's name."""
-    existing = items.get(key)
-    if existing is None:
-        items[key] = row
-        return
-    for column in ("source_turn_ids", "source_interaction_ids"):
-        existing[column] = sorted(set(existing[column]) | set(row[column]))
-    if "extractor_names" in existing:  # the same fact from two profile extractors: one row naming both
-        existing["extractor_names"] += [n for n in row["extractor_names"] if n not in existing["extractor_names"]]
 
 
 def _dedup(
@@ -524,147 +423,3 @@ def _dedup(
         stats.superseded += len(supersedes)
         kept.append(dict(row, supersedes=supersedes))
     return kept
-
-
-def _content_part(row: dict[str, Any], text: str) -> str:
-    # A merged playbook text may come back as "trigger: content"; the trigger is kept from the surviving row.
-    prefix = f"{row['trigger']}: " if row["trigger"] else ""
-    return text[len(prefix):] if prefix and text.startswith(prefix) else text
-
-
-def _time(row: dict[str, Any]) -> int:
-    return int(row.get("created_at") or row.get("last_modified_timestamp") or 0)
-
-
-def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: str, run_id: str) -> list[dict]:
-    changes = []
-    for row in rows:
-        base = {"entity": entity, "user_id": row["user_id"], "window": window, "run_id": run_id,
-                "request_id": row.get("generated_from_request_id") or row.get("request_id"), "created_at": _time(row)}  # fmt: skip
-        if row["status"] == FORGOTTEN:  # a tombstone is not an item: only what it removed is a change
-            changes.extend(dict(base, item_id=str(old), change=FORGOTTEN, superseded_by=str(row[id_column]), content=None)
-                           for old in row["supersedes"])  # fmt: skip
-            continue
-        changes.append(dict(base, item_id=str(row[id_column]), change="added", superseded_by=None, content=row["content"]))
-        for old in row["supersedes"]:
-            changes.append(dict(base, item_id=str(old), change="superseded", superseded_by=str(row[id_column]), content=None))
-    return changes
-
-
-def _bookmark(
-    previous: dict[str, Any] | None,
-    user_id: str,
-    group_name: str,
-    ready: list[Turn],
-    held: list[Turn],
-    due_at_us: int | None,
-    windows: list[Window],
-    items: int,
-    window: str,
-    run_id: str,
-) -> dict:
-    """The group's bookmark after this run, carrying on from the one an earlier run of this partition left: counts
-    are the partition's totals, `processed_turn_ids` every turn of the partition extracted so far."""
-    previous = previous or {}
-    last = windows[-1].turns[-1] if windows else None
-    return {
-        "user_id": user_id,
-        "extractor": group_name,
-        "last_turn_id": last.turn_id if last else previous.get("last_turn_id"),
-        "last_created_at": last.created_at if last else previous.get("last_created_at"),
-        "new_turns": (previous.get("new_turns") or 0) + len(ready),
-        "extraction_windows": (previous.get("extraction_windows") or 0) + len(windows),
-        "items_extracted": (previous.get("items_extracted") or 0) + items,
-        "processed_turn_ids": sorted({*(previous.get("processed_turn_ids") or []), *(t.turn_id for t in ready)}),
-        "held_turns": len(held),
-        "due_at_us": due_at_us,
-        "run_id": run_id,
-        "window": window,
-    }
-
-
-def _evidence(win: Window, ids: list[str], by_id: dict[str, Turn]) -> list[Turn]:
-    chosen = [by_id[i] for i in ids if i in by_id]
-    return chosen or list(win.turns)
-
-
-def _provenance(win: Window, evidence: list[Turn], result: ExtractionResult, window: str, run_id: str) -> dict:
-    return {
-        "source_turn_ids": sorted(t.turn_id for t in evidence),
-        "source_interaction_ids": sorted(t.interaction_id for t in evidence),
-        "extraction_window_id": win.window_id,
-        "extractor": result.extractor,
-        "prompt_version": result.prompt_version,
-        "model": result.model,
-        "run_id": run_id,
-        "window": window,
-    }
-
-
-def _extractor_name(item: Any, group: ExtractorGroup, kind: Literal["profile", "playbook"]) -> str | None:
-    """The group extractor an item is tagged with (untagged or unknown: the group's first of that kind; None when
-    the group has no extractor of that kind, and the item is dropped)."""
-    return group.resolve(kind, getattr(item, "extractor_name", None) or None)[0]
-
-
-def _profile_rows(
-    win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
-) -> list[dict]:
-    rows = []
-    for item in result.profiles:
-        name = _extractor_name(item, group, "profile")
-        if name is None:
-            continue
-        evidence = _evidence(win, item.source_turn_ids, by_id)
-        last = max(evidence, key=lambda t: (t.created_at, t.turn_id))
-        ttl = item.time_to_live if item.time_to_live in TTL_SECONDS else "infinity"
-        seconds = TTL_SECONDS[ttl]
-        rows.append(
-            {
-                "profile_id": profile_id(win.user_id, item.content),
-                "user_id": win.user_id,
-                "content": item.content,
-                "profile_time_to_live": ttl,
-                "expiration_timestamp": NEVER_EXPIRES_TIMESTAMP if seconds is None else last.created_at + seconds,
-                "last_modified_timestamp": last.created_at,
-                "generated_from_request_id": last.request_id,
-                "source": last.source,
-                "status": "current",
-                "extractor_names": [name],
-                "custom_features": json.dumps(item.custom_features, sort_keys=True),
-                **_provenance(win, evidence, result, window, run_id),
-            }
-        )
-    return rows
-
-
-def _playbook_rows(
-    win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
-) -> list[dict]:
-    rows = []
-    for item in result.playbooks:
-        name = _extractor_name(item, group, "playbook")
-        if name is None:
-            continue
-        evidence = _evidence(win, item.source_turn_ids, by_id)
-        last = max(evidence, key=lambda t: (t.created_at, t.turn_id))
-        rows.append(
-            {
-                "user_playbook_id": playbook_id(win.user_id, item.trigger, item.content),
-                "user_id": win.user_id,
-                "agent_version": last.agent_version,
-                "request_id": last.request_id,
-                "playbook_name": name,
-                "created_at": last.created_at,
-                "content": item.content,
-                "trigger": item.trigger,
-                "rationale": item.rationale,
-                "kind": item.kind,
-                "blocking_issue_kind": item.blocking_issue_kind,
-                "blocking_issue_details": item.blocking_issue_details,
-                "status": "current",
-                "source": last.source,
-                **_provenance(win, evidence, result, window, run_id),
-            }
-        )
-    return rows

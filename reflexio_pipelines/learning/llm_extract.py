@@ -31,8 +31,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from reflexio_pipelines.learning.builtin import has_forget_request
-from reflexio_pipelines.learning.config import DEFAULT_GROUP, ExtractorDefinition, ExtractorGroup
+from reflexio_pipelines.learning.rules.forget_requests import has_forget_request
+from reflexio_pipelines.learning.config import DEFAULT_GROUP
+from reflexio_pipelines.learning.extractor_groups import ExtractorDefinition, ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import (
     EXTRACTION_KEYS,
     LLMOutputError,

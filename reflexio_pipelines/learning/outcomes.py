@@ -39,13 +39,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 
-from reflexio_pipelines.learning.builtin import (
-    _IMPERATIVE_VERBS,
-    content_tokens,
-    correction_rule,
-    facts_stated,
-    stem,
-)
+from reflexio_pipelines.learning.rules.corrections import correction_rule
+from reflexio_pipelines.learning.rules.profiles import facts_stated
+from reflexio_pipelines.learning.rules.text import content_tokens, stem
+from reflexio_pipelines.learning.rules.triggers import _IMPERATIVE_VERBS
 from reflexio_pipelines.learning.config import HoldoutSettings, OutcomeSettings
 from reflexio_pipelines.learning.dedup import profile_slot
 from reflexio_pipelines.learning.holdout import CONTROL, arm_of

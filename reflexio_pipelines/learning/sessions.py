@@ -14,9 +14,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# Private on purpose in builtin.py: "is this user turn a correction of the agent's previous answer". Imported (not
-# copied) so the extractor's correction playbooks and the evaluation's correction count always agree.
-from reflexio_pipelines.learning.builtin import _corrected_agent_index
+# Private on purpose in rules/corrections.py: "is this user turn a correction of the agent's previous answer".
+# Imported (not copied) so the extractor's correction playbooks and the evaluation's correction count always agree.
+from reflexio_pipelines.learning.rules.corrections import _corrected_agent_index
 from reflexio_pipelines.learning.transcript import session_key
 from reflexio_pipelines.learning.types import Turn, Window
 from reflexio_pipelines.learning.windows import turn_sort_key

@@ -6,7 +6,7 @@ text logic, used by aggregation (what a consolidated rule may say, `learning/agg
 re-words shared items without the erased user, export shows a requester only their own words of them).
 
 Words are compared normalised — case-folded, a possessive "'s" dropped, crudely stemmed — so "Deploying" and
-"deploy" count as one word. Function words ("the", "to", "what", see `builtin.STOP_WORDS`, and the generic names
+"deploy" count as one word. Function words ("the", "to", "what", see `rules.text.STOP_WORDS`, and the generic names
 for people such as "the user") identify nobody: they are never counted and never taken out.
 """
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-from reflexio_pipelines.learning.builtin import STOP_WORDS, is_personal_fact, stem
+from reflexio_pipelines.learning.rules.facts import is_personal_fact
+from reflexio_pipelines.learning.rules.text import STOP_WORDS, stem
 
 #: A word: letters/digits (any script), joined by inner apostrophes, hyphens, dots, slashes or colons, so
 #: "us-west-2", "config.yaml" and "don't" are one word each.

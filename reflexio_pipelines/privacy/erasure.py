@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reflexio_pipelines.assets.search_index import index_documents
+from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.embedding_cache import CACHE_TABLE, EmbeddingCache, erase_owner
 from reflexio_pipelines.lake.io import Lake
@@ -51,7 +51,7 @@ from reflexio_pipelines.privacy.scope import (
     without_user,
 )
 from reflexio_pipelines.privacy.shared import SharedWording, shared_wording
-from reflexio_pipelines.search.index import (
+from reflexio_pipelines.search.versions import (
     current_version,
     list_versions,
     local_copy,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import dagster as dg
 
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.learning.config import ExtractionConfig, resolve_extraction_config
+from reflexio_pipelines.learning.config import ExtractionConfig
+from reflexio_pipelines.learning.config_loading import resolve_extraction_config
 from reflexio_pipelines.learning.dedup import RuleDedupJudge
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
 from reflexio_pipelines.learning.learn import JudgeFactory

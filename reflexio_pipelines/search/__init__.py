@@ -3,26 +3,26 @@
 Pure Python: no Dagster, no FastAPI. The pipeline publishes versions; the serving process loads them read-only.
 """
 
-from reflexio_pipelines.search.index import (
+from reflexio_pipelines.search.build import build_index
+from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.text import embed_search_query, normalize_text, query_terms
+from reflexio_pipelines.search.types import (
     ENTITY_TYPES,
     SEARCH_MODES,
     IndexCorrupt,
     IndexModelMismatch,
-    LoadedIndex,
     SearchDoc,
     SearchFilters,
     SearchHit,
     SearchIndexError,
     SearchMode,
-    build_index,
-    embed_search_query,
+)
+from reflexio_pipelines.search.versions import (
     current_version,
     list_versions,
     new_version_id,
-    normalize_text,
     prune_versions,
     publish_index,
-    query_terms,
 )
 
 __all__ = [

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from reflexio_pipelines.lake.interactions import interaction_view
-from reflexio_pipelines.search.index import SearchDoc
+from reflexio_pipelines.search.types import SearchDoc
 
 ENTITY = "interaction"
 CONTEXT_BEFORE = 2  # neighbours before a turn in its window
@@ -66,6 +66,13 @@ def window(turns: Sequence[dict[str, Any]], position: int) -> list[dict[str, Any
     return [*turns[start:position], *turns[position + 1 : position + 1 + CONTEXT_AFTER]]
 
 
+def vector_parts(own: str, lines: Sequence[str]) -> tuple[tuple[str, float], ...]:
+    """How a turn's vector is made: its own line, and its neighbours' lines sharing `NEIGHBOUR_WEIGHT`."""
+    if not lines:
+        return ((own, 1.0),)
+    return ((own, 1.0 - NEIGHBOUR_WEIGHT), *((line, NEIGHBOUR_WEIGHT / len(lines)) for line in lines))
+
+
 def turn_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
     """Search documents for turns (lake rows), each with its window of neighbours and its session's date."""
     docs = []
@@ -75,8 +82,6 @@ def turn_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
             neighbours = window(turns, position)
             own = turn_line(row)
             lines = [turn_line(n) for n in neighbours]
-            parts = ((own, 1.0 - NEIGHBOUR_WEIGHT if lines else 1.0),
-                     *((line, NEIGHBOUR_WEIGHT / len(lines)) for line in lines))  # fmt: skip
             docs.append(SearchDoc(
                 entity_type=ENTITY,
                 doc_id=row["turn_id"],
@@ -85,6 +90,6 @@ def turn_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
                 user_id=row["user_id"],
                 agent_version=row.get("agent_version"),
                 created_at=int(row["created_at"]),
-                vector_parts=parts,
+                vector_parts=vector_parts(own, lines),
             ))  # fmt: skip
     return docs

@@ -6,7 +6,15 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from reflexio_pipelines.search.index import SearchDoc
+from reflexio_pipelines.lake.control import decisions
+from reflexio_pipelines.lake.curation import live_agent_playbooks
+from reflexio_pipelines.lake.interactions import turn_rows
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.records import live_rows
+from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
+from reflexio_pipelines.search.conversation import turn_docs
+from reflexio_pipelines.search.types import SearchDoc
+from reflexio_pipelines.search.versions import TURNS_WATERMARK, turns_watermark
 
 
 def _lifecycle(status: str | None) -> str | None:
@@ -176,3 +184,24 @@ def agent_playbook_docs(rows: Iterable[dict[str, Any]], decided: dict[str, str])
             )
         )
     return docs
+
+
+def index_documents(store: Lake, new_turns: bool = False) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:
+    """Every document an index version holds, how many of each entity type, and the version's watermarks; shared
+    with per-user erasure, which publishes a version without the erased user through the same path.
+
+    Turns: those ingested up to the current version's watermark (`TURNS_WATERMARK`), or with `new_turns` every
+    live turn (the watermark then moves to the newest one). Turns deleted or erased since leave either way."""
+    profiles = profile_docs(live_rows(store, "profile", statuses=LIFECYCLE_STATUSES))
+    playbooks = user_playbook_docs(live_rows(store, "user_playbook", statuses=LIFECYCLE_STATUSES))
+    agent = agent_playbook_docs(live_agent_playbooks(store), decisions(store))
+    through = turns_watermark(store.index_root)
+    # Nothing to read while no version holds turns and none are taken in (learning runs before the first turn
+    # indexing run); otherwise every live turn, as for the other entity types.
+    rows = turn_rows(store) if new_turns or through else []
+    if new_turns:
+        through = max([through, *(r["ingested_at_us"] for r in rows)])
+    turns = turn_docs(r for r in rows if r["ingested_at_us"] <= through)
+    counts = {"profile": len(profiles), "user_playbook": len(playbooks), "agent_playbook": len(agent),
+              "interaction": len(turns)}  # fmt: skip
+    return profiles + playbooks + agent + turns, counts, {TURNS_WATERMARK: through}

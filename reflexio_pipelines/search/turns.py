@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reflexio_pipelines.search.index import BM25_TOKENIZER, normalize_text, query_terms
+from reflexio_pipelines.search.text import BM25_TOKENIZER, normalize_text, query_terms
 
 
 def rank_texts(texts: Sequence[str], query: str, limit: int) -> list[int]:

@@ -13,11 +13,13 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Request
 
-from reflexio_pipelines.learning.config import ConfigError, ExtractionConfig, parse_extraction_config, resolve_extraction_config
+from reflexio_pipelines.learning.config import ConfigError, ExtractionConfig
+from reflexio_pipelines.learning.config_loading import parse_extraction_config, resolve_extraction_config
 from reflexio_pipelines.storage import write_bytes
 from serving.deps import service
 from serving.errors import error
-from serving.models import MyConfigResponse, SetConfigResponse
+from serving.models.acks import MsgResponse
+from serving.models.config import GetConfigResponse, MyConfigResponse, VersionResponse, WhoAmIResponse
 from serving.state import ServiceState
 
 router = APIRouter()
@@ -56,12 +58,13 @@ def _unchanged(value: Any, reported: Any) -> bool:
     return value == reported
 
 
-@router.get("/meta/version")
+@router.get("/meta/version", response_model=VersionResponse)
 def version() -> dict:
+    """The server's version, its API version and the oldest client it serves."""
     return {"server_version": SERVER_VERSION, "api_version": API_VERSION, "min_client_version": "0.1.0"}
 
 
-@router.get("/api/whoami")
+@router.get("/api/whoami", response_model=WhoAmIResponse)
 def whoami(request: Request) -> dict:
     """The organisation the caller's key belongs to and where its data lives (path masked)."""
     state = service(request)
@@ -81,14 +84,14 @@ def my_config(request: Request) -> MyConfigResponse:
         "storage label"))  # fmt: skip
 
 
-@router.get("/api/get_config")
+@router.get("/api/get_config", response_model=GetConfigResponse)
 def get_config(request: Request) -> dict:
     """The effective extraction config plus the models in use. API keys are never returned."""
     state = service(request)
     return {**_config(state).model_dump(mode="json", exclude_none=True), **_reported_deployment(state)}
 
 
-@router.post("/api/set_config", response_model=SetConfigResponse)
+@router.post("/api/set_config", response_model=MsgResponse)
 def set_config(request: Request, body: dict[str, Any] = Body(...)):
     """Validate and store the organisation's extraction config; the next pipeline run uses it (nothing is saved
     when any field is invalid: 422 naming it). Deployment fields (storage, API keys, models) are not settable
@@ -106,4 +109,4 @@ def set_config(request: Request, body: dict[str, Any] = Body(...)):
     write_bytes(state.lake.extraction_config_path, config.to_json().encode())
     state.policy.refresh()  # the holdout and outcome settings apply to the very next search
     note = f"; ignored deployment fields {ignored} (set them in the environment or config file)" if ignored else ""
-    return SetConfigResponse(success=True, msg=f"config saved; the next pipeline run uses it{note}")
+    return MsgResponse(success=True, msg=f"config saved; the next pipeline run uses it{note}")

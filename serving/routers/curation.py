@@ -22,13 +22,16 @@ from reflexio_pipelines.lake.interactions import turn_rows
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.learning.types import NEVER_EXPIRES_TIMESTAMP, TTL_SECONDS, stable_int_id
-from reflexio_pipelines.search.index import SearchFilters
+from reflexio_pipelines.search.types import SearchFilters
 from serving.deps import service
 from serving.errors import not_found
-from serving.models import (
+from serving.models.acks import MessageResponse, MsgResponse
+from serving.models.curation import (
     AddAgentPlaybookRequest,
+    AddResponse,
     AddUserPlaybookRequest,
     AddUserProfileRequest,
+    BulkDeleteResponse,
     DeleteAgentPlaybookRequest,
     DeleteAgentPlaybooksByIdsRequest,
     DeleteInteractionRequest,
@@ -37,13 +40,14 @@ from serving.models import (
     DeleteRequestRequest,
     DeleteRequestsByIdsRequest,
     DeleteSessionRequest,
+    DeleteSessionResponse,
     DeleteUserPlaybookRequest,
     DeleteUserPlaybooksByIdsRequest,
     UpdateAgentPlaybookRequest,
     UpdateUserPlaybookRequest,
     UpdateUserProfileRequest,
 )
-from serving.routers.search import EntityQuery, QueryPlan
+from serving.query_plan import EntityQuery, QueryPlan
 from serving.state import ServiceState
 
 router = APIRouter()
@@ -76,7 +80,7 @@ def _added(state: ServiceState, ops: list[CurationOp], what: str, wait: bool) ->
 # -- adds ----------------------------------------------------------------------------------------------------
 
 
-@router.post("/api/add_user_profile")
+@router.post("/api/add_user_profile", response_model=AddResponse)
 def add_user_profile(body: AddUserProfileRequest, request: Request, wait_for_response: bool = WAIT) -> dict:
     """Store profiles as given (no LLM): current, with their time to live, attributed to `manual`."""
     state, now = service(request), int(time.time())
@@ -93,7 +97,7 @@ def add_user_profile(body: AddUserProfileRequest, request: Request, wait_for_res
     return _added(state, ops, "profile(s)", wait_for_response)
 
 
-@router.post("/api/add_user_playbook")
+@router.post("/api/add_user_playbook", response_model=AddResponse)
 def add_user_playbook(body: AddUserPlaybookRequest, request: Request, wait_for_response: bool = WAIT) -> dict:
     """Store user playbooks as given (no LLM), current, attributed to `manual`."""
     state, now = service(request), int(time.time())
@@ -107,7 +111,7 @@ def add_user_playbook(body: AddUserPlaybookRequest, request: Request, wait_for_r
     return _added(state, ops, "user playbook(s)", wait_for_response)
 
 
-@router.post("/api/add_agent_playbook")
+@router.post("/api/add_agent_playbook", response_model=AddResponse)
 def add_agent_playbook(body: AddAgentPlaybookRequest, request: Request, wait_for_response: bool = WAIT) -> dict:
     """Store agent playbooks as given, with their approval status, attributed to `manual`."""
     state, now = service(request), int(time.time())
@@ -130,7 +134,7 @@ def _user_playbook(state: ServiceState, playbook_id: int) -> dict[str, Any] | No
     return rows[0] if rows else None
 
 
-@router.put("/api/update_user_playbook")
+@router.put("/api/update_user_playbook", response_model=MsgResponse)
 def update_user_playbook(body: UpdateUserPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
     """Edit a user playbook's text; the edit is re-embedded and re-indexed (unlike the original)."""
     state = service(request)
@@ -143,7 +147,7 @@ def update_user_playbook(body: UpdateUserPlaybookRequest, request: Request, wait
     return {"success": True, "msg": f"user playbook {body.user_playbook_id} updated{note}"}
 
 
-@router.put("/api/update_agent_playbook")
+@router.put("/api/update_agent_playbook", response_model=MsgResponse)
 def update_agent_playbook(body: UpdateAgentPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
     """Edit an agent playbook's text and/or approval status; text edits are re-embedded and re-indexed."""
     state = service(request)
@@ -157,7 +161,7 @@ def update_agent_playbook(body: UpdateAgentPlaybookRequest, request: Request, wa
     return {"success": True, "msg": f"agent playbook {body.agent_playbook_id} updated{note}"}
 
 
-@router.put("/api/update_user_profile")
+@router.put("/api/update_user_profile", response_model=MsgResponse)
 def update_user_profile(body: UpdateUserProfileRequest, request: Request, wait_for_response: bool = WAIT):
     """Edit one of a user's profiles (content and/or custom features); bumps last_modified; re-indexed."""
     state = service(request)
@@ -193,7 +197,7 @@ def _bulk(deleted: int, what: str, note: str) -> dict:
     return {"success": True, "deleted_count": deleted, "message": f"deleted {deleted} {what}{note}"}
 
 
-@router.delete("/api/delete_profile")
+@router.delete("/api/delete_profile", response_model=MessageResponse)
 def delete_profile(body: DeleteProfileRequest, request: Request, wait_for_response: bool = WAIT):
     """Delete one profile of a user by id, or the user's profiles matching `search_query` (vector similarity at
     least DELETE_QUERY_THRESHOLD; the original accepted the query but deleted nothing)."""
@@ -220,7 +224,7 @@ def _profiles_matching(state: ServiceState, user_id: str, query: str) -> list[st
     return [h["profile_id"] for h in hits]
 
 
-@router.delete("/api/delete_interaction")
+@router.delete("/api/delete_interaction", response_model=MessageResponse)
 def delete_interaction(body: DeleteInteractionRequest, request: Request, wait_for_response: bool = WAIT):
     """Delete one turn of a user, and what was learned from it."""
     state = service(request)
@@ -231,7 +235,7 @@ def delete_interaction(body: DeleteInteractionRequest, request: Request, wait_fo
     return {"success": True, "message": f"deleted interaction {body.interaction_id}{note}"}
 
 
-@router.delete("/api/delete_request")
+@router.delete("/api/delete_request", response_model=MessageResponse)
 def delete_request(body: DeleteRequestRequest, request: Request, wait_for_response: bool = WAIT):
     """Delete a publish call's turns, and what was learned from them."""
     state = service(request)
@@ -242,7 +246,7 @@ def delete_request(body: DeleteRequestRequest, request: Request, wait_for_respon
     return {"success": True, "message": f"deleted request {body.request_id}{note}"}
 
 
-@router.delete("/api/delete_session")
+@router.delete("/api/delete_session", response_model=DeleteSessionResponse)
 def delete_session(body: DeleteSessionRequest, request: Request, wait_for_response: bool = WAIT):
     """Delete every request of a session, and what was learned from them."""
     state = service(request)
@@ -253,8 +257,9 @@ def delete_session(body: DeleteSessionRequest, request: Request, wait_for_respon
             "deleted_requests_count": count}  # fmt: skip
 
 
-@router.delete("/api/delete_user_playbook")
+@router.delete("/api/delete_user_playbook", response_model=MessageResponse)
 def delete_user_playbook(body: DeleteUserPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
+    """Delete one user playbook, and the agent playbooks it leaves without members."""
     state = service(request)
     row = _user_playbook(state, body.user_playbook_id)
     if row is None:
@@ -263,7 +268,7 @@ def delete_user_playbook(body: DeleteUserPlaybookRequest, request: Request, wait
     return {"success": True, "message": f"deleted user playbook {body.user_playbook_id}{note}"}
 
 
-@router.delete("/api/delete_agent_playbook")
+@router.delete("/api/delete_agent_playbook", response_model=MessageResponse)
 def delete_agent_playbook(body: DeleteAgentPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
     """Delete an agent playbook; a later aggregation does not bring it back under the same id."""
     state = service(request)
@@ -273,16 +278,18 @@ def delete_agent_playbook(body: DeleteAgentPlaybookRequest, request: Request, wa
     return {"success": True, "message": f"deleted agent playbook {body.agent_playbook_id}{note}"}
 
 
-@router.delete("/api/delete_requests_by_ids")
+@router.delete("/api/delete_requests_by_ids", response_model=BulkDeleteResponse)
 def delete_requests_by_ids(body: DeleteRequestsByIdsRequest, request: Request, wait_for_response: bool = WAIT):
+    """Delete publish calls by id, and what was learned from them; unknown ids are skipped."""
     state = service(request)
     turns = turn_rows(state.lake, [("request_id", "in", body.request_ids)])
     note = _commit(state, _delete_turns(state, turns), wait_for_response)
     return _bulk(len({t["request_id"] for t in turns}), "request(s)", note)
 
 
-@router.delete("/api/delete_profiles_by_ids")
+@router.delete("/api/delete_profiles_by_ids", response_model=BulkDeleteResponse)
 def delete_profiles_by_ids(body: DeleteProfilesByIdsRequest, request: Request, wait_for_response: bool = WAIT):
+    """Delete profiles by id; unknown ids are skipped."""
     state = service(request)
     wanted = set(body.profile_ids)
     rows = [r for r in live_rows(state.lake, "profile", statuses=LIFECYCLE_STATUSES) if r["profile_id"] in wanted]
@@ -290,9 +297,10 @@ def delete_profiles_by_ids(body: DeleteProfilesByIdsRequest, request: Request, w
     return _bulk(len(ops), "profile(s)", _commit(state, ops, wait_for_response))
 
 
-@router.delete("/api/delete_user_playbooks_by_ids")
+@router.delete("/api/delete_user_playbooks_by_ids", response_model=BulkDeleteResponse)
 def delete_user_playbooks_by_ids(body: DeleteUserPlaybooksByIdsRequest, request: Request,
                                  wait_for_response: bool = WAIT):  # fmt: skip
+    """Delete user playbooks by id, and the agent playbooks they leave without members; unknown ids are skipped."""
     state = service(request)
     wanted = set(body.user_playbook_ids)
     rows = [r for r in live_rows(state.lake, "user_playbook", statuses=LIFECYCLE_STATUSES)
@@ -301,16 +309,17 @@ def delete_user_playbooks_by_ids(body: DeleteUserPlaybooksByIdsRequest, request:
     return _bulk(len(rows), "user playbook(s)", note)
 
 
-@router.delete("/api/delete_agent_playbooks_by_ids")
+@router.delete("/api/delete_agent_playbooks_by_ids", response_model=BulkDeleteResponse)
 def delete_agent_playbooks_by_ids(body: DeleteAgentPlaybooksByIdsRequest, request: Request,
                                   wait_for_response: bool = WAIT):  # fmt: skip
+    """Delete agent playbooks by id; unknown ids are skipped."""
     state = service(request)
     known = {int(r["agent_playbook_id"]) for r in live_agent_playbooks(state.lake)}
     ops = [CurationOp("agent_playbook", str(i), "delete") for i in dict.fromkeys(body.agent_playbook_ids) if i in known]
     return _bulk(len(ops), "agent playbook(s)", _commit(state, ops, wait_for_response))
 
 
-@router.delete("/api/delete_all_interactions")
+@router.delete("/api/delete_all_interactions", response_model=BulkDeleteResponse)
 def delete_all_interactions(request: Request, wait_for_response: bool = WAIT):
     """Delete every turn of the organisation, and everything learned from them."""
     state = service(request)
@@ -319,8 +328,9 @@ def delete_all_interactions(request: Request, wait_for_response: bool = WAIT):
     return _bulk(len({t["request_id"] for t in turns}), "request(s)", note)
 
 
-@router.delete("/api/delete_all_profiles")
+@router.delete("/api/delete_all_profiles", response_model=BulkDeleteResponse)
 def delete_all_profiles(request: Request, wait_for_response: bool = WAIT):
+    """Delete every profile of the organisation."""
     state = service(request)
     ops = [CurationOp("profile", r["profile_id"], "delete", user_id=r["user_id"])
            for r in live_rows(state.lake, "profile", statuses=LIFECYCLE_STATUSES)]  # fmt: skip
@@ -335,22 +345,24 @@ def _all_agent_playbook_ops(state: ServiceState) -> list[CurationOp]:
     return [CurationOp("agent_playbook", str(r["agent_playbook_id"]), "delete") for r in live_agent_playbooks(state.lake)]
 
 
-@router.delete("/api/delete_all_user_playbooks")
+@router.delete("/api/delete_all_user_playbooks", response_model=BulkDeleteResponse)
 def delete_all_user_playbooks(request: Request, wait_for_response: bool = WAIT):
+    """Delete every user playbook, and the agent playbooks they leave without members (counted: user playbooks)."""
     state = service(request)
     ops = _all_user_playbook_ops(state)
     count = sum(op.entity == "user_playbook" for op in ops)
     return _bulk(count, "user playbook(s)", _commit(state, ops, wait_for_response))
 
 
-@router.delete("/api/delete_all_agent_playbooks")
+@router.delete("/api/delete_all_agent_playbooks", response_model=BulkDeleteResponse)
 def delete_all_agent_playbooks(request: Request, wait_for_response: bool = WAIT):
+    """Delete every agent playbook."""
     state = service(request)
     ops = _all_agent_playbook_ops(state)
     return _bulk(len(ops), "agent playbook(s)", _commit(state, ops, wait_for_response))
 
 
-@router.delete("/api/delete_all_playbooks")
+@router.delete("/api/delete_all_playbooks", response_model=BulkDeleteResponse)
 def delete_all_playbooks(request: Request, wait_for_response: bool = WAIT):
     """Delete every user and agent playbook."""
     state = service(request)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi.responses import HTMLResponse, Response
 
 from serving.errors import error
 
@@ -52,14 +52,15 @@ def _read(name: str) -> bytes:
     return (STATIC_DIR / name).read_bytes()
 
 
-@router.get("/dashboard", include_in_schema=False)
+@router.get("/dashboard", include_in_schema=False, response_class=HTMLResponse)
 def dashboard() -> Response:
     """The impact dashboard: success rate per agent version, shadow win rate, corrections, LLM usage per 1k turns,
     and the approval queue."""
     return Response(_read("dashboard.html"), media_type="text/html; charset=utf-8", headers=HEADERS)
 
 
-@router.get("/dashboard/static/{name}", include_in_schema=False)
+@router.get("/dashboard/static/{name}", include_in_schema=False, response_class=Response,
+            responses={200: {"content": {media_type.split(";")[0]: {} for media_type in ASSETS.values()}}})
 def dashboard_asset(name: str) -> Response:
     """The dashboard's script and style sheet."""
     media_type = ASSETS.get(name)

@@ -16,7 +16,18 @@ from reflexio_pipelines.lake.records import every_item, live_rows
 from reflexio_pipelines.learning.outcomes import ID_FIELDS
 from serving.deps import service
 from serving.errors import not_found
-from serving.models import DashboardStatsRequest, EvaluationResultsRequest, LLMUsageResponse, ReviewFlaggedItemRequest
+from serving.models.evaluation import (
+    DashboardStatsRequest,
+    DashboardStatsResponse,
+    EvaluationResultsRequest,
+    EvaluationResultsResponse,
+    ImpactMetricsResponse,
+    ItemOutcomesResponse,
+    LLMUsageResponse,
+    OutcomeChangeLogResponse,
+    ReviewFlaggedItemRequest,
+    ReviewFlaggedItemResponse,
+)
 from serving.state import ServiceState
 
 router = APIRouter()
@@ -24,7 +35,7 @@ router = APIRouter()
 DAY = 86_400
 
 
-@router.get("/api/impact_metrics")
+@router.get("/api/impact_metrics", response_model=ImpactMetricsResponse)
 def impact_metrics(request: Request, agent_version: str | None = Query(None)):
     """The impact assets. `metrics`: per agent version, day, evaluation and judge — success rate with its 95 %
     interval, regular win rate over shadow, corrections per session, turns to resolution; rows named
@@ -45,7 +56,7 @@ def impact_metrics(request: Request, agent_version: str | None = Query(None)):
             "msg": "" if rows else "no evaluations yet"}  # fmt: skip
 
 
-@router.get("/api/item_outcomes")
+@router.get("/api/item_outcomes", response_model=ItemOutcomesResponse)
 def item_outcomes(request: Request, entity: str | None = Query(None), flagged: bool | None = Query(None),
                   limit: int = Query(100, ge=1, le=10_000)):  # fmt: skip
     """Outcome counters per learned item (most served first) with the item's text: served, helpful, harmful,
@@ -65,7 +76,7 @@ def item_outcomes(request: Request, entity: str | None = Query(None), flagged: b
     return {"success": True, "items": out[:limit], "msg": "" if out else "no learned item has been served yet"}
 
 
-@router.get("/api/outcome_change_log")
+@router.get("/api/outcome_change_log", response_model=OutcomeChangeLogResponse)
 def outcome_change_log(request: Request, entity: str | None = Query(None), item_id: str | None = Query(None)):
     """Every flag action on a learned item (flagged, held_out, unflagged, kept), newest first, with its evidence
     session ids."""
@@ -73,7 +84,7 @@ def outcome_change_log(request: Request, entity: str | None = Query(None), item_
     return {"success": True, "entries": change_log_entries(state.lake, entity, item_id), "msg": ""}
 
 
-@router.post("/api/review_flagged_item")
+@router.post("/api/review_flagged_item", response_model=ReviewFlaggedItemResponse)
 def review_flagged_item(body: ReviewFlaggedItemRequest, request: Request):
     """A reviewer keeps an item its counters flagged: it is served again at once (also when flagged items are held
     out of search), and is flagged again only on new harmful evidence. The decision is in the outcome change log."""
@@ -106,7 +117,7 @@ def llm_usage(request: Request, days: int = Query(30, ge=1, le=3650)) -> LLMUsag
     return LLMUsageResponse(days=rows, msg="" if any(r.calls for r in rows) else "no LLM calls recorded yet")
 
 
-@router.post("/api/get_agent_success_evaluation_results")
+@router.post("/api/get_agent_success_evaluation_results", response_model=EvaluationResultsResponse)
 def get_agent_success_evaluation_results(body: EvaluationResultsRequest, request: Request):
     """The original's shape: newest first, optionally one agent version."""
     state: ServiceState = service(request)
@@ -116,7 +127,7 @@ def get_agent_success_evaluation_results(body: EvaluationResultsRequest, request
     return {"success": True, "agent_success_evaluation_results": rows[: body.limit], "msg": ""}
 
 
-@router.post("/api/get_dashboard_stats")
+@router.post("/api/get_dashboard_stats", response_model=DashboardStatsResponse)
 def get_dashboard_stats(body: DashboardStatsRequest, request: Request):
     """The original's DashboardStats: this period vs the one before, and daily series (the original sent one raw
     point per row; these are bucketed per UTC day)."""

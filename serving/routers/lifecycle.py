@@ -31,14 +31,23 @@ from reflexio_pipelines.operations import (
 )
 from serving.deps import service
 from serving.errors import error
-from serving.models import (
+from serving.models.lifecycle import (
     CancelOperationRequest,
     CancelOperationResponse,
+    DowngradeProfilesResponse,
+    DowngradeUserPlaybooksResponse,
     GetOperationStatusResponse,
+    ManualGenerationRequest,
+    PlaybookGenerationResponse,
+    ProfileGenerationResponse,
     RerunPlaybookGenerationRequest,
+    RerunPlaybookGenerationResponse,
     RerunProfileGenerationRequest,
+    RerunProfileGenerationResponse,
     UpgradeProfilesRequest,
+    UpgradeProfilesResponse,
     UpgradeUserPlaybooksRequest,
+    UpgradeUserPlaybooksResponse,
 )
 from serving.state import ServiceState
 
@@ -74,7 +83,7 @@ def _start_rerun(state: ServiceState, entity: str, config: dict) -> JSONResponse
     return operation_id
 
 
-@router.post("/api/rerun_profile_generation")
+@router.post("/api/rerun_profile_generation", response_model=RerunProfileGenerationResponse)
 def rerun_profile_generation(body: RerunProfileGenerationRequest, request: Request):
     """Re-extract profiles from the turns in [start_time, end_time] into pending profiles (not served until
     `upgrade_all_profiles`). Poll `get_operation_status?service_name=profile_generation`."""
@@ -85,7 +94,7 @@ def rerun_profile_generation(body: RerunProfileGenerationRequest, request: Reque
     return {"success": True, "msg": "rerun started", "profiles_generated": 0, "operation_id": started}
 
 
-@router.post("/api/rerun_playbook_generation")
+@router.post("/api/rerun_playbook_generation", response_model=RerunPlaybookGenerationResponse)
 def rerun_playbook_generation(body: RerunPlaybookGenerationRequest, request: Request):
     """Re-extract user playbooks of `agent_version` from the turns in the range into pending playbooks."""
     config = body.model_dump(include={"agent_version", "start_time", "end_time", "source"})
@@ -110,7 +119,7 @@ async def _change(request: Request, config: dict) -> dict:
     return counts
 
 
-@router.post("/api/upgrade_all_profiles")
+@router.post("/api/upgrade_all_profiles", response_model=UpgradeProfilesResponse)
 async def upgrade_all_profiles(body: UpgradeProfilesRequest, request: Request):
     """Pending profiles become current; the current profiles of the affected users are archived (kept)."""
     counts = await _change(request, {"entity": "profile", "op": "upgrade", "user_id": body.user_id,
@@ -120,7 +129,7 @@ async def upgrade_all_profiles(body: UpgradeProfilesRequest, request: Request):
             "profiles_deleted": 0, "message": "upgraded" if promoted else "no pending profiles to upgrade"}  # fmt: skip
 
 
-@router.post("/api/downgrade_all_profiles")
+@router.post("/api/downgrade_all_profiles", response_model=DowngradeProfilesResponse)
 async def downgrade_all_profiles(body: UpgradeProfilesRequest, request: Request):
     """Archived profiles become current again and the profiles that replaced them are archived."""
     counts = await _change(request, {"entity": "profile", "op": "downgrade", "user_id": body.user_id})
@@ -129,8 +138,9 @@ async def downgrade_all_profiles(body: UpgradeProfilesRequest, request: Request)
             "message": "downgraded" if restored else "no archived profiles to restore"}  # fmt: skip
 
 
-@router.post("/api/upgrade_all_user_playbooks")
+@router.post("/api/upgrade_all_user_playbooks", response_model=UpgradeUserPlaybooksResponse)
 async def upgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request: Request):
+    """Pending user playbooks become current; with `archive_current`, the current ones they replace are archived."""
     counts = await _change(request, {"entity": "user_playbook", "op": "upgrade", "agent_version": body.agent_version,
                                      "playbook_name": body.playbook_name, "archive_current": body.archive_current,
                                      "only_affected_users": False})  # fmt: skip
@@ -140,8 +150,9 @@ async def upgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request:
             "message": "upgraded" if promoted else "no pending user playbooks to upgrade"}  # fmt: skip
 
 
-@router.post("/api/downgrade_all_user_playbooks")
+@router.post("/api/downgrade_all_user_playbooks", response_model=DowngradeUserPlaybooksResponse)
 async def downgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request: Request):
+    """Archived user playbooks become current again and the ones that replaced them are archived."""
     counts = await _change(request, {"entity": "user_playbook", "op": "downgrade", "agent_version": body.agent_version,
                                      "playbook_name": body.playbook_name})  # fmt: skip
     restored, demoted = counts.get("archived->current", 0), counts.get("current->archived", 0)
@@ -191,11 +202,6 @@ def cancel_operation(body: CancelOperationRequest, request: Request) -> CancelOp
     return CancelOperationResponse(success=True, cancelled_services=cancelled, msg=msg)
 
 
-class ManualGenerationRequest(RerunProfileGenerationRequest):
-    """POST /api/manual_profile_generation and /api/manual_playbook_generation (extra fields are accepted and
-    ignored: the run covers every published window not yet learned from, for every user)."""
-
-
 def _generate_now(state: ServiceState, table: str) -> tuple[int, list[str]]:
     """Learn from every pending window now (real Dagster runs), serve the new index; (items written, windows)."""
     from reflexio_pipelines.partitions import GRANULARITY
@@ -209,14 +215,14 @@ def _generate_now(state: ServiceState, table: str) -> tuple[int, list[str]]:
     return written, keys
 
 
-@router.post("/api/manual_profile_generation")
+@router.post("/api/manual_profile_generation", response_model=ProfileGenerationResponse)
 async def manual_profile_generation(body: ManualGenerationRequest, request: Request):
     """Learn from what was published so far, now, instead of waiting for the sensor (synchronous)."""
     written, keys = await run_in_threadpool(_generate_now, service(request), "user_profiles")
     return {"success": True, "msg": f"learned from {len(keys)} pending window(s)", "profiles_generated": written}
 
 
-@router.post("/api/manual_playbook_generation")
+@router.post("/api/manual_playbook_generation", response_model=PlaybookGenerationResponse)
 async def manual_playbook_generation(body: ManualGenerationRequest, request: Request):
     """As manual_profile_generation; reports the user playbooks written."""
     written, keys = await run_in_threadpool(_generate_now, service(request), "user_playbooks")

@@ -12,13 +12,21 @@ from reflexio_pipelines.lake.curation import agent_playbook_row, live_agent_play
 from reflexio_pipelines.search.documents import agent_playbook_view
 from serving.deps import service
 from serving.errors import error, not_found
-from serving.models import GetAgentPlaybooksRequest, RunPlaybookAggregationRequest, UpdateAgentPlaybookStatusRequest
+from serving.models.acks import MsgResponse
+from serving.models.playbooks import (
+    AgentPlaybooksResponse,
+    AggregationChangeLogsResponse,
+    AggregationResponse,
+    GetAgentPlaybooksRequest,
+    RunPlaybookAggregationRequest,
+    UpdateAgentPlaybookStatusRequest,
+)
 from serving.state import ServiceState
 
 router = APIRouter()
 
 
-@router.post("/api/run_playbook_aggregation")
+@router.post("/api/run_playbook_aggregation", response_model=AggregationResponse)
 async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request: Request):
     """Cluster current user playbooks into agent playbooks now (a Dagster `aggregation_job` run, visible in the UI),
     then serve the new index. Answers with the run id and what changed."""
@@ -34,7 +42,7 @@ async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request:
     return {"success": bool(result["success"]), "message": message, **result}
 
 
-@router.put("/api/update_agent_playbook_status")
+@router.put("/api/update_agent_playbook_status", response_model=MsgResponse)
 def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, request: Request):
     """Approve, reject or un-reject an aggregated or manually added agent playbook. Takes effect in retrieval
     immediately (a rejected one leaves search in the same request cycle) and is remembered by later runs."""
@@ -45,7 +53,7 @@ def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, request
     return {"success": True, "msg": f"agent playbook {body.agent_playbook_id} is now {body.playbook_status}"}
 
 
-@router.post("/api/get_agent_playbooks")
+@router.post("/api/get_agent_playbooks", response_model=AgentPlaybooksResponse)
 def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
     """Agent playbooks (aggregated and manual, curation applied) with their decided approval status, newest first;
     current ones unless `status_filter` says otherwise."""
@@ -61,7 +69,7 @@ def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
     return {"success": True, "agent_playbooks": state.outcomes.annotate("agent_playbook", rows[: body.limit]), "msg": ""}
 
 
-@router.get("/api/playbook_aggregation_change_logs")
+@router.get("/api/playbook_aggregation_change_logs", response_model=AggregationChangeLogsResponse)
 def playbook_aggregation_change_logs(request: Request, playbook_name: str | None = Query(None),
                                      agent_version: str | None = Query(None)):  # fmt: skip
     """The original's PlaybookAggregationChangeLog entries (one per run and scope), newest first, last 100."""

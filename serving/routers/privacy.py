@@ -21,15 +21,22 @@ from reflexio_pipelines.privacy.export import as_json, as_parquet_zip, export_us
 from serving import erasures
 from serving.deps import service
 from serving.errors import error
-from serving.models import EraseUserDataRequest, ExportUserDataRequest
+from serving.models.privacy import (
+    EraseUserDataRequest,
+    EraseUserDataResponse,
+    ErasuresResponse,
+    ExportUserDataRequest,
+    ExportUserDataResponse,
+)
 from serving.state import ServiceState
 
 router = APIRouter()
 log = logging.getLogger(__name__)
 
 
-@router.post("/api/export_user_data", responses={200: {"description": "JSON, or a zip of Parquet files",
-                                                       "content": {"application/json": {}, "application/zip": {}}}})
+@router.post("/api/export_user_data", response_model=ExportUserDataResponse,
+             responses={200: {"description": "JSON, or a zip of Parquet files (`format: parquet`)",
+                              "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}}}})
 async def export_user_data(body: ExportUserDataRequest, request: Request):
     """Every row the lake holds about the user, per table: JSON `{table: [rows]}` or a zip of `<table>.parquet`."""
     state: ServiceState = service(request)
@@ -40,7 +47,7 @@ async def export_user_data(body: ExportUserDataRequest, request: Request):
                     headers={"Content-Disposition": 'attachment; filename="user_data.zip"'})  # fmt: skip
 
 
-@router.delete("/api/erase_user_data")
+@router.delete("/api/erase_user_data", response_model=EraseUserDataResponse)
 async def erase_user_data(body: EraseUserDataRequest, request: Request):
     """Remove the user from the landing files, every table and its history, and the index; answers when done.
     Meanwhile the user's publishes answer 409 (publish again afterwards)."""
@@ -57,7 +64,7 @@ async def erase_user_data(body: EraseUserDataRequest, request: Request):
             "files_purged": result.files_purged, "index_version": result.index_version}  # fmt: skip
 
 
-@router.get("/api/erasures")
+@router.get("/api/erasures", response_model=ErasuresResponse)
 def list_erasures(request: Request) -> dict:
     """Every erasure request of the organisation, oldest first, by its id (a salted hash: no user id): status
     (`in_progress` — running, or interrupted and resumed at the next start — or `completed`), times, rows erased."""

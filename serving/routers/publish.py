@@ -19,7 +19,8 @@ from serving.deps import service
 from serving.errors import error
 from serving.erasures import RETRY_AFTER_S
 from serving.landing import UserBeingErased
-from serving.models import MAX_ID, PublishUserInteractionRequest, PublishUserInteractionResponse
+from serving.models.fields import MAX_ID
+from serving.models.publish import PublishUserInteractionRequest, PublishUserInteractionResponse
 from serving.state import ServiceState
 
 router = APIRouter()

@@ -16,15 +16,21 @@ from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.search.documents import profile_view, user_playbook_view
 from serving.deps import service
 from serving.interaction_search import search_turns
-from serving.models import (
+from serving.models.fields import Status
+from serving.models.reads import (
     GetInteractionsRequest,
     GetProfilesRequest,
     GetRequestsRequest,
     GetUserPlaybooksRequest,
+    InteractionsResponse,
+    ProfileChangeLogResponse,
+    ProfileStatisticsResponse,
+    ProfilesResponse,
+    RequestsResponse,
     SearchInteractionsRequest,
-    Status,
+    UserPlaybooksResponse,
 )
-from serving.routers.search import statuses_of
+from serving.query_plan import statuses_of
 
 router = APIRouter()
 
@@ -44,14 +50,14 @@ def _profiles(request: Request, user_id: str | None, statuses: tuple[str, ...], 
     return service(request).outcomes.annotate("profile", [profile_view(r) for r in rows])  # + outcome counters
 
 
-@router.post("/api/get_profiles")
+@router.post("/api/get_profiles", response_model=ProfilesResponse)
 def get_profiles(body: GetProfilesRequest, request: Request) -> dict:
     """One user's profiles (current unless `status_filter` says otherwise), newest first."""
     rows = _profiles(request, body.user_id, statuses_of(body.status_filter), body.start_unix, body.end_unix)
     return {"success": True, "user_profiles": rows[: body.top_k], "msg": ""}
 
 
-@router.get("/api/get_all_profiles")
+@router.get("/api/get_all_profiles", response_model=ProfilesResponse)
 def get_all_profiles(request: Request, limit: int = Query(100, ge=1, le=10_000),
                      status_filter: Status | None = Query(None)) -> dict:  # fmt: skip
     """Every user's profiles in one status (default current), newest first."""
@@ -59,7 +65,7 @@ def get_all_profiles(request: Request, limit: int = Query(100, ge=1, le=10_000),
     return {"success": True, "user_profiles": rows[:limit], "msg": ""}
 
 
-@router.get("/api/get_profile_statistics")
+@router.get("/api/get_profile_statistics", response_model=ProfileStatisticsResponse)
 def get_profile_statistics(request: Request) -> dict:
     """Counts per lifecycle status, and current profiles expiring within a week."""
     rows = live_rows(service(request).lake, "profile", statuses=LIFECYCLE_STATUSES)
@@ -72,7 +78,7 @@ def get_profile_statistics(request: Request) -> dict:
             "archived_count": count["archived"], "expiring_soon_count": soon, "msg": ""}  # fmt: skip
 
 
-@router.post("/api/get_user_playbooks")
+@router.post("/api/get_user_playbooks", response_model=UserPlaybooksResponse)
 def get_user_playbooks(body: GetUserPlaybooksRequest, request: Request) -> dict:
     """User playbooks, newest first; every lifecycle status unless `status_filter` narrows it (as the original)."""
     statuses = statuses_of(body.status_filter) if body.status_filter else LIFECYCLE_STATUSES
@@ -94,21 +100,21 @@ def _turn_filters(user_id: str | None, start: int | None, end: int | None) -> li
     return filters
 
 
-@router.post("/api/get_interactions")
+@router.post("/api/get_interactions", response_model=InteractionsResponse)
 def get_interactions(body: GetInteractionsRequest, request: Request) -> dict:
     """One user's turns, newest first (published ones are readable before any pipeline run)."""
     rows = turn_rows(service(request).lake, _turn_filters(body.user_id, body.start_unix, body.end_unix))
     return {"success": True, "interactions": [interaction_view(r) for r in rows[: body.top_k]], "msg": ""}
 
 
-@router.get("/api/get_all_interactions")
+@router.get("/api/get_all_interactions", response_model=InteractionsResponse)
 def get_all_interactions(request: Request, limit: int = Query(100, ge=1, le=10_000)) -> dict:
     """Every user's turns, newest first."""
     rows = turn_rows(service(request).lake)
     return {"success": True, "interactions": [interaction_view(r) for r in rows[:limit]], "msg": ""}
 
 
-@router.post("/api/search_interactions")
+@router.post("/api/search_interactions", response_model=InteractionsResponse)
 def search_interactions(body: SearchInteractionsRequest, request: Request) -> dict:
     """One user's turns ranked against `query` from the precomputed index (hybrid over each turn with its
     neighbours and session date) plus the turns published since (serving/interaction_search.py); each with its
@@ -126,7 +132,7 @@ def search_interactions(body: SearchInteractionsRequest, request: Request) -> di
     return {"success": True, "interactions": [interaction_view(r) for r in rows[:limit]], "msg": ""}
 
 
-@router.post("/api/get_requests")
+@router.post("/api/get_requests", response_model=RequestsResponse)
 def get_requests(body: GetRequestsRequest, request: Request) -> dict:
     """Publish calls grouped by session (newest request first), with their turns; paged by top_k / offset."""
     filters = _turn_filters(body.user_id, body.start_unix, body.end_unix)
@@ -147,7 +153,7 @@ def get_requests(body: GetRequestsRequest, request: Request) -> dict:
             "has_more": body.offset + len(page) < len(ordered), "msg": ""}  # fmt: skip
 
 
-@router.get("/api/profile_change_log")
+@router.get("/api/profile_change_log", response_model=ProfileChangeLogResponse)
 def profile_change_log(request: Request) -> dict:
     """The original's ProfileChangeLog: one entry per (run, user, request) that added or superseded profiles,
     newest first, last 100."""

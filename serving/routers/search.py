@@ -10,18 +10,16 @@ add is found by the very next search.
 
 from __future__ import annotations
 
-import logging
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
 from fastapi import APIRouter, Request
 
 from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER
-from reflexio_pipelines.search.index import LoadedIndex, SearchFilters, SearchHit
+from reflexio_pipelines.search.types import SearchFilters
 from serving.deps import service
-from serving.models import (
+from serving.models.playbooks import AgentPlaybooksResponse
+from serving.models.reads import ProfilesResponse, UserPlaybooksResponse
+from serving.models.search import (
     SearchAgentPlaybooksRequest,
     SearchProfilesRequest,
     SearchUserPlaybooksRequest,
@@ -29,94 +27,12 @@ from serving.models import (
     UnifiedSearchResponse,
 )
 from serving.outcomes import HoldoutDecision
+from serving.query_plan import SERVED_PLAYBOOK_STATUSES, EntityQuery, QueryPlan, statuses_of
 from serving.state import ServiceState
 
 router = APIRouter()
-log = logging.getLogger(__name__)
 
-SERVED_PLAYBOOK_STATUSES = ("approved", "pending")
 NO_INDEX = "no index published yet: publish turns and run the pipeline"
-# Over large indexes the entity searches of a unified request run side by side (tantivy, numpy and faiss release
-# the GIL): at 3x333k rows unified p50 drops from ~20 to ~14 ms. Below PARALLEL_MIN_ROWS the thread hand-off
-# costs more than it saves (1.3-1.6 vs 1.5-1.9 ms p50 at 3k), so they run inline.
-_POOL = ThreadPoolExecutor(max_workers=3, thread_name_prefix="search")
-PARALLEL_MIN_ROWS = 30_000
-
-
-@dataclass(frozen=True)
-class EntityQuery:
-    """One entity type's search: what to match, how, and which rows are admissible."""
-
-    entity: str
-    query: str
-    top_k: int
-    threshold: float
-    filters: SearchFilters
-    playbook_statuses: tuple[str, ...] = SERVED_PLAYBOOK_STATUSES  # agent playbooks only
-
-
-class QueryPlan:
-    """What one request resolved once, shared by its entity searches: the indexes (the served version, then the
-    manual adds it lacks; see `ServiceState.searchable`) and the query vector."""
-
-    def __init__(self, state: ServiceState, indexes: list[LoadedIndex], query: str, mode: str,
-                 reformulate: bool = False) -> None:  # fmt: skip
-        self.state, self.indexes, self.notes = state, indexes, []
-        if reformulate:
-            self.notes.append("enable_reformulation ignored: the read path runs no LLM, queries are used as given")
-        self.mode, self.vector = mode, None
-        if mode != "fts" and query.strip():
-            # Both indexes hold vectors of the service's embedder unless the served one was built with another
-            # model; then no vector may be compared with it, and both are searched by keywords.
-            self.vector = state.query_vector(query, indexes[0].embedder_model_id)
-            if self.vector is None:
-                self.notes.append("vector search unavailable (index built with another embedding model); used fts")
-                self.mode = "fts"
-
-    def _hits(self, index: LoadedIndex, q: EntityQuery) -> list[SearchHit]:
-        state = self.state
-        # Flagged by their outcome counters and held out pending review (only with outcomes.hold_out_flagged).
-        exclude = state.curation.excluded(q.entity) | state.outcomes.excluded(q.entity)
-        filters = q.filters
-        if q.entity == "agent_playbook":
-            # Approval decisions made since this index was built apply now, in both directions.
-            exclude = exclude | overlay_exclusions(index, state.control.snapshot(), q.playbook_statuses)
-            filters = replace(filters, playbook_statuses=None)
-        return index.search(q.entity, q.query, self.vector, top_k=q.top_k, threshold=q.threshold, mode=self.mode,
-                            filters=filters, exclude_ids=exclude)  # fmt: skip
-
-    def run(self, q: EntityQuery) -> list[dict[str, Any]]:
-        """Hits of one entity type as served payloads (overlays applied), best first over all indexes. Each index
-        ranks by its own fused score; an item is taken once, from the first index that holds it."""
-        state, seen, hits = self.state, set(), []
-        for index in self.indexes:
-            fresh = [h for h in self._hits(index, q) if h.doc_id not in seen]
-            seen.update(h.doc_id for h in fresh)
-            hits += fresh
-        hits = sorted(hits, key=lambda h: (-h.score, h.doc_id))[: q.top_k]
-        payloads = [state.curation.patched(q.entity, h.doc_id, h.payload) for h in hits]
-        if q.entity == "agent_playbook":
-            payloads = [dict(p, playbook_status=state.control.status(h.doc_id, p["playbook_status"]))
-                        for p, h in zip(payloads, hits)]  # fmt: skip
-        return state.outcomes.annotate(q.entity, payloads)  # every item carries its outcome counters
-
-    def run_many(self, queries: list[tuple[str, EntityQuery]]) -> dict[str, list[dict[str, Any]]]:
-        """Run entity searches (in parallel over large indexes); a failing one is left out and noted (partial
-        results)."""
-        rows = sum(index.count(q.entity) for index in self.indexes for _, q in queries)
-        if len(queries) > 1 and rows >= PARALLEL_MIN_ROWS:
-            futures = [_POOL.submit(self.run, q) for _, q in queries]
-            outcomes = [lambda f=f: f.result(timeout=30) for f in futures]
-        else:
-            outcomes = [lambda q=q: self.run(q) for _, q in queries]
-        out: dict[str, list[dict[str, Any]]] = {}
-        for (field, q), outcome in zip(queries, outcomes):
-            try:
-                out[field] = outcome()
-            except Exception:
-                log.exception("search of %s failed", q.entity)
-                self.notes.append(f"{q.entity} search failed; partial results")
-        return out
 
 
 @router.post("/api/search", response_model=UnifiedSearchResponse)
@@ -164,7 +80,7 @@ def _log_search(state: ServiceState, body: UnifiedSearchRequest, holdout: Holdou
                               index_version=state.index.version)  # fmt: skip
 
 
-@router.post("/api/search_profiles")
+@router.post("/api/search_profiles", response_model=ProfilesResponse)
 def search_profiles(body: SearchProfilesRequest, request: Request) -> dict:
     """One user's profiles (current unless the lifecycle says otherwise), with the original's extra filters."""
     post = _profile_post_filters(body)
@@ -177,7 +93,7 @@ def search_profiles(body: SearchProfilesRequest, request: Request) -> dict:
     return hits
 
 
-@router.post("/api/search_user_playbooks")
+@router.post("/api/search_user_playbooks", response_model=UserPlaybooksResponse)
 def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) -> dict:
     """User playbooks (all users unless `user_id`), current unless `status_filter` asks for others."""
     return _single(request, "user_playbooks", body, EntityQuery(
@@ -187,7 +103,7 @@ def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) ->
                               end_time=body.end_unix)))  # fmt: skip
 
 
-@router.post("/api/search_agent_playbooks")
+@router.post("/api/search_agent_playbooks", response_model=AgentPlaybooksResponse)
 def search_agent_playbooks(body: SearchAgentPlaybooksRequest, request: Request) -> dict:
     """Agent playbooks; approved and pending unless `playbook_status_filter` names others (e.g. rejected)."""
     wanted = body.playbook_status_filter
@@ -212,13 +128,6 @@ def _single(request: Request, field: str, body: SearchProfilesRequest | SearchUs
     return {"success": field in results, field: results.get(field, []), "msg": "; ".join(plan.notes)}
 
 
-def statuses_of(status_filter: list[str | None] | None) -> tuple[str, ...]:
-    """The original's status filter (None = current) as index lifecycle statuses; default current only."""
-    if not status_filter:
-        return ("current",)
-    return tuple(dict.fromkeys("current" if s is None else s for s in status_filter))
-
-
 def _profile_post_filters(body: SearchProfilesRequest) -> list:
     """The original's profile filters the index does not hold, applied to a widened candidate list."""
     checks = []
@@ -231,17 +140,3 @@ def _profile_post_filters(body: SearchProfilesRequest) -> list:
     if body.generated_from_request_id:
         checks.append(lambda p: p.get("generated_from_request_id") == body.generated_from_request_id)
     return checks
-
-
-def overlay_exclusions(index: LoadedIndex, overlay: dict[str, str], allowed: tuple[str, ...]) -> frozenset[str]:
-    """Agent playbook ids not to serve: decided into a status outside `allowed`, or built with such a status and
-    not decided back since."""
-    excluded = {i for i in _stored_outside(index, allowed) if overlay.get(i) not in allowed}
-    excluded |= {i for i, status in overlay.items() if status not in allowed}
-    return frozenset(excluded)
-
-
-@lru_cache(maxsize=8)
-def _stored_outside(index: LoadedIndex, allowed: tuple[str, ...]) -> frozenset[str]:
-    values = index.field_values("agent_playbook", "playbook_status")
-    return frozenset(doc_id for doc_id, status in values.items() if status not in allowed)

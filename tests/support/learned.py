@@ -1,4 +1,5 @@
-"""The services the SDK, CLI and original-client tests share (registered as fixtures in tests/conftest.py).
+"""The services the SDK, CLI and original-client tests share (registered as fixtures in tests/conftest.py; the
+service is imported inside them, so registering them costs the tests that do not use them nothing).
 
 `learned_service` (module scope): a service whose lake has learned one correction from three users (one agent
 playbook) and one user's stated facts. `keyed_service`: the service in keyed mode with two organisations.
@@ -11,16 +12,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
-from reflexio_pipelines.demo.run import sample_conversations
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.sdk import ReflexioClient
 from reflexio_pipelines.settings import Settings
-from serving.app import create_app
-from serving.tenancy import KeyStore
-from tests.support.servers import serve_app
+from tests.support.dagster_home import make_dagster_home
 
 AGENT = "ops-1"
 QUERY = "which region to deploy to"
@@ -59,9 +55,12 @@ def serve_learned(root: Path) -> Iterator[LearnedService]:
     """The real service on a new lake under `root` that learned REGION (one agent playbook) and one user's stated
     facts. Every publish waits for its Dagster run, so each window is learned even if the publishes straddle an hour
     boundary."""
-    home = root / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    from reflexio_pipelines.demo.run import sample_conversations
+    from reflexio_pipelines.sdk import ReflexioClient
+    from serving.app import create_app
+    from tests.support.servers import serve_app
+
+    home = make_dagster_home(root / "dagster_home")
     lake = Lake.at(root / "lake")
     facts = next(c for c in sample_conversations() if c["id"] == "bob-personal-facts")
     with pytest.MonkeyPatch.context() as env:
@@ -76,6 +75,9 @@ def serve_learned(root: Path) -> Iterator[LearnedService]:
 
 
 def landed_rows(lake: Lake, user_id: str) -> list[dict]:
+    """The landed rows (not yet compacted) of one user."""
+    import pyarrow.parquet as pq
+
     files = lake.landing_files([p for _, _, p in lake.landing_hours()])
     return [r for f in files for r in pq.read_table(f).to_pylist() if r["user_id"] == user_id]
 
@@ -83,6 +85,10 @@ def landed_rows(lake: Lake, user_id: str) -> list[dict]:
 @pytest.fixture
 def keyed_service(tmp_path: Path, instance) -> Iterator[tuple[str, str, str]]:
     """The real service in keyed mode: (url, key of acme, key of globex whose searches are limited to 2 a minute)."""
+    from serving.app import create_app
+    from serving.tenancy import KeyStore
+    from tests.support.servers import serve_app
+
     store = KeyStore(tmp_path / "keys.json")
     acme, globex = store.create("acme"), store.create("globex", {"search": 2})
     settings = Settings(lake=str(tmp_path / "lake"), api_keys_file=str(tmp_path / "keys.json"), org_learn_interval_s=0)

@@ -1,0 +1,195 @@
+"""Learned items as lake rows: ids derived from (user, normalised content), profile and playbook rows with their
+provenance, change-log rows and extraction bookmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
+from reflexio_pipelines.learning.lifecycle import FORGOTTEN
+from reflexio_pipelines.learning.types import (
+    NEVER_EXPIRES_TIMESTAMP,
+    TTL_SECONDS,
+    ExtractionResult,
+    Turn,
+    Window,
+    stable_int_id,
+    stable_uuid,
+)
+
+
+def content_key(text: str) -> str:
+    """Normalised text used for identity: case, punctuation and spacing differences don't make a new item."""
+    return " ".join(re.findall(r"[a-z0-9]+", text.casefold()))
+
+
+def profile_id(user_id: str, content: str) -> str:
+    return stable_uuid(user_id, "profile", content_key(content))
+
+
+def playbook_id(user_id: str, trigger: str | None, content: str) -> int:
+    return stable_int_id(user_id, "playbook", content_key(f"{trigger or ''} {content}"))
+
+
+def _playbook_text(row: dict[str, Any]) -> str:
+    return f"{row['trigger']}: {row['content']}" if row["trigger"] else row["content"]
+
+
+def _merge(items: dict, key: Any, row: dict[str, Any]) -> None:
+    """Overlapping windows see the same evidence twice: keep one row, with the union of its source turns. The same
+    profile from two extractors is one row naming both; the same playbook keeps the first extractor's name."""
+    existing = items.get(key)
+    if existing is None:
+        items[key] = row
+        return
+    for column in ("source_turn_ids", "source_interaction_ids"):
+        existing[column] = sorted(set(existing[column]) | set(row[column]))
+    if "extractor_names" in existing:  # the same fact from two profile extractors: one row naming both
+        existing["extractor_names"] += [n for n in row["extractor_names"] if n not in existing["extractor_names"]]
+
+
+def _content_part(row: dict[str, Any], text: str) -> str:
+    # A merged playbook text may come back as "trigger: content"; the trigger is kept from the surviving row.
+    prefix = f"{row['trigger']}: " if row["trigger"] else ""
+    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+
+
+def _time(row: dict[str, Any]) -> int:
+    return int(row.get("created_at") or row.get("last_modified_timestamp") or 0)
+
+
+def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: str, run_id: str) -> list[dict]:
+    changes = []
+    for row in rows:
+        base = {"entity": entity, "user_id": row["user_id"], "window": window, "run_id": run_id,
+                "request_id": row.get("generated_from_request_id") or row.get("request_id"), "created_at": _time(row)}  # fmt: skip
+        if row["status"] == FORGOTTEN:  # a tombstone is not an item: only what it removed is a change
+            changes.extend(dict(base, item_id=str(old), change=FORGOTTEN, superseded_by=str(row[id_column]), content=None)
+                           for old in row["supersedes"])  # fmt: skip
+            continue
+        changes.append(dict(base, item_id=str(row[id_column]), change="added", superseded_by=None, content=row["content"]))
+        for old in row["supersedes"]:
+            changes.append(dict(base, item_id=str(old), change="superseded", superseded_by=str(row[id_column]), content=None))
+    return changes
+
+
+def _bookmark(
+    previous: dict[str, Any] | None,
+    user_id: str,
+    group_name: str,
+    ready: list[Turn],
+    held: list[Turn],
+    due_at_us: int | None,
+    windows: list[Window],
+    items: int,
+    window: str,
+    run_id: str,
+) -> dict:
+    """The group's bookmark after this run, carrying on from the one an earlier run of this partition left: counts
+    are the partition's totals, `processed_turn_ids` every turn of the partition extracted so far."""
+    previous = previous or {}
+    last = windows[-1].turns[-1] if windows else None
+    return {
+        "user_id": user_id,
+        "extractor": group_name,
+        "last_turn_id": last.turn_id if last else previous.get("last_turn_id"),
+        "last_created_at": last.created_at if last else previous.get("last_created_at"),
+        "new_turns": (previous.get("new_turns") or 0) + len(ready),
+        "extraction_windows": (previous.get("extraction_windows") or 0) + len(windows),
+        "items_extracted": (previous.get("items_extracted") or 0) + items,
+        "processed_turn_ids": sorted({*(previous.get("processed_turn_ids") or []), *(t.turn_id for t in ready)}),
+        "held_turns": len(held),
+        "due_at_us": due_at_us,
+        "run_id": run_id,
+        "window": window,
+    }
+
+
+def _evidence(win: Window, ids: list[str], by_id: dict[str, Turn]) -> list[Turn]:
+    chosen = [by_id[i] for i in ids if i in by_id]
+    return chosen or list(win.turns)
+
+
+def _provenance(win: Window, evidence: list[Turn], result: ExtractionResult, window: str, run_id: str) -> dict:
+    return {
+        "source_turn_ids": sorted(t.turn_id for t in evidence),
+        "source_interaction_ids": sorted(t.interaction_id for t in evidence),
+        "extraction_window_id": win.window_id,
+        "extractor": result.extractor,
+        "prompt_version": result.prompt_version,
+        "model": result.model,
+        "run_id": run_id,
+        "window": window,
+    }
+
+
+def _extractor_name(item: Any, group: ExtractorGroup, kind: Literal["profile", "playbook"]) -> str | None:
+    """The group extractor an item is tagged with (untagged or unknown: the group's first of that kind; None when
+    the group has no extractor of that kind, and the item is dropped)."""
+    return group.resolve(kind, getattr(item, "extractor_name", None) or None)[0]
+
+
+def _profile_rows(
+    win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
+) -> list[dict]:
+    rows = []
+    for item in result.profiles:
+        name = _extractor_name(item, group, "profile")
+        if name is None:
+            continue
+        evidence = _evidence(win, item.source_turn_ids, by_id)
+        last = max(evidence, key=lambda t: (t.created_at, t.turn_id))
+        ttl = item.time_to_live if item.time_to_live in TTL_SECONDS else "infinity"
+        seconds = TTL_SECONDS[ttl]
+        rows.append(
+            {
+                "profile_id": profile_id(win.user_id, item.content),
+                "user_id": win.user_id,
+                "content": item.content,
+                "profile_time_to_live": ttl,
+                "expiration_timestamp": NEVER_EXPIRES_TIMESTAMP if seconds is None else last.created_at + seconds,
+                "last_modified_timestamp": last.created_at,
+                "generated_from_request_id": last.request_id,
+                "source": last.source,
+                "status": "current",
+                "extractor_names": [name],
+                "custom_features": json.dumps(item.custom_features, sort_keys=True),
+                **_provenance(win, evidence, result, window, run_id),
+            }
+        )
+    return rows
+
+
+def _playbook_rows(
+    win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
+) -> list[dict]:
+    rows = []
+    for item in result.playbooks:
+        name = _extractor_name(item, group, "playbook")
+        if name is None:
+            continue
+        evidence = _evidence(win, item.source_turn_ids, by_id)
+        last = max(evidence, key=lambda t: (t.created_at, t.turn_id))
+        rows.append(
+            {
+                "user_playbook_id": playbook_id(win.user_id, item.trigger, item.content),
+                "user_id": win.user_id,
+                "agent_version": last.agent_version,
+                "request_id": last.request_id,
+                "playbook_name": name,
+                "created_at": last.created_at,
+                "content": item.content,
+                "trigger": item.trigger,
+                "rationale": item.rationale,
+                "kind": item.kind,
+                "blocking_issue_kind": item.blocking_issue_kind,
+                "blocking_issue_details": item.blocking_issue_details,
+                "status": "current",
+                "source": last.source,
+                **_provenance(win, evidence, result, window, run_id),
+            }
+        )
+    return rows

@@ -1,0 +1,1 @@
+"""The built-in extractor's rules (`learning/builtin.py`), one module per rule family."""

@@ -1,0 +1,87 @@
+"""Profiles from user turns: the facts of every stating clause; questions, forget requests, stories and the
+correcting sentences of a correction are skipped, and time words bound how long a fact stays true.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from reflexio_pipelines.learning.jsonparse import clean_text
+from reflexio_pipelines.learning.rules.corrections import _MARKER_RE, _STRIP_LEAD_RE, _has_correction_marker
+from reflexio_pipelines.learning.rules.facts import (
+    _CLAUSE_SPLIT_RE,
+    _LEAD_IN_RE,
+    _QUESTION_START_RE,
+    _facts_from_clause,
+    _typed_fact_clause,
+)
+from reflexio_pipelines.learning.rules.feedback import _is_narrative
+from reflexio_pipelines.learning.rules.forget_requests import forget_target
+from reflexio_pipelines.learning.rules.text import MAX_CONTENT_CHARS, _normalise, _sentences
+from reflexio_pipelines.learning.rules.triggers import _GREETING_RE
+from reflexio_pipelines.learning.types import ExtractedProfile, Turn
+
+# Temporal hints in a statement bound how long the fact stays true.
+_TTL_HINTS = (
+    (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I), "one_day"),
+    (re.compile(r"\b(?:this|next) week\b", re.I), "one_week"),
+    (
+        re.compile(r"\b(?:this|next) month\b|\bcurrently\b|\bright now\b|\bat the moment\b|\bfor now\b", re.I),
+        "one_month",
+    ),
+    (re.compile(r"\bthis (?:quarter|season|semester)\b", re.I), "one_quarter"),
+    (re.compile(r"\bthis year\b", re.I), "one_year"),
+)
+
+
+def facts_stated(text: str) -> list[str]:
+    """Third-person facts a user turn states, also inside a correction ("No, I live in Munich now" -> ["Lives in
+    Munich"]): the profile rules per clause after the correction lead-in ("No,", "Wrong.") is stripped. The
+    extractor skips correcting sentences (they become rules); outcome counters compare them with served profiles."""
+    facts = []
+    for sentence in map(_normalise, _sentences(text)):
+        for clause in _CLAUSE_SPLIT_RE.split(_STRIP_LEAD_RE.sub("", sentence)):
+            facts += [f for f in _facts_from_clause(clause) if len(f) > 4]
+    return facts
+
+
+def _ttl_for(sentence: str) -> str:
+    for pattern, ttl in _TTL_HINTS:
+        if pattern.search(sentence):
+            return ttl
+    return "infinity"
+
+
+def _profiles_from_turn(turn: Turn, is_correction_turn: bool) -> Iterator[ExtractedProfile]:
+    after_greeting = False
+    for position, sentence in enumerate(_sentences(turn.content)):
+        sentence = _normalise(sentence)
+        if _GREETING_RE.fullmatch(sentence):
+            # "Hi! I'm Dana" splits into two sentences; the greeting still makes the next one an introduction
+            after_greeting = True
+            continue
+        greeted, after_greeting = after_greeting or bool(_GREETING_RE.match(sentence)), False
+        if _QUESTION_START_RE.match(_LEAD_IN_RE.sub("", sentence)):
+            continue  # a question asks, it states nothing ("Should I go vegan?")
+        if forget_target(sentence):  # "forget that I live in Paris" asks to drop the fact, it does not state it
+            continue
+        if _is_narrative(sentence):  # a story about the past is not a fact about the user now
+            continue
+        # a sentence that corrects the agent is a rule for the agent, not a fact about the user — unless what
+        # follows the "No," is itself a fact in a typed slot ("No, I live in Munich now")
+        if is_correction_turn and _has_correction_marker(sentence):
+            remainder = _STRIP_LEAD_RE.sub("", sentence)
+            if remainder == sentence or _MARKER_RE.search(remainder) or not _typed_fact_clause(remainder):
+                continue
+            sentence = remainder
+        for number, clause in enumerate(_CLAUSE_SPLIT_RE.split(sentence)):
+            if clause.rstrip().endswith("?") or _QUESTION_START_RE.match(_LEAD_IN_RE.sub("", clause.strip())):
+                continue  # the question of "I'm vegetarian - what protein should I eat?"; the fact before it stays
+            for content in _facts_from_clause(clause, greeted, opening=position == 0 and number == 0):
+                if len(content) > 4:
+                    yield ExtractedProfile(
+                        content=clean_text(content, MAX_CONTENT_CHARS),
+                        time_to_live=_ttl_for(sentence),
+                        source_turn_ids=[turn.turn_id],
+                    )

@@ -1,0 +1,94 @@
+"""Search over the served index: the unified search and the per-entity searches (their answers are the read shapes
+of `serving/models/reads.py` and `serving/models/playbooks.py`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from serving.models.fields import MAX_ID, MAX_TEXT, CleanModel, PlaybookStatus, SearchModeName, Status, TimeRange, UserId
+
+
+class ConversationTurn(CleanModel):
+    role: str = Field(max_length=64)
+    content: str = Field(max_length=MAX_TEXT)
+
+
+class UnifiedSearchRequest(CleanModel):
+    """POST /api/search body (the original's UnifiedSearchRequest)."""
+
+    query: str = Field(min_length=1, max_length=4096)
+    top_k: int = Field(5, ge=1, le=100)
+    threshold: float = Field(0.3, ge=0.0, le=1.0)
+    agent_version: str | None = Field(None, max_length=MAX_ID)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    user_id: str | None = Field(None, max_length=MAX_ID)
+    conversation_history: list[ConversationTurn] | None = None
+    enable_reformulation: bool = False
+    search_mode: Literal["vector", "fts", "hybrid"] = "hybrid"
+    #: The session the answer is for (not in the original's shape): the outcome counters join what was served with
+    #: what happened next in this session; without it, the user's next turns decide (a heuristic).
+    session_id: str | None = Field(None, max_length=MAX_ID)
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+class UnifiedSearchResponse(BaseModel):
+    success: bool
+    profiles: list[dict[str, Any]] = Field(default_factory=list)
+    user_playbooks: list[dict[str, Any]] = Field(default_factory=list)
+    agent_playbooks: list[dict[str, Any]] = Field(default_factory=list)
+    msg: str = ""
+    index_version: str | None = None
+    #: True when the user is in the holdout control group: no learned context, by design (serving/outcomes.py).
+    holdout: bool = False
+
+
+class SearchProfilesRequest(TimeRange):
+    """POST /api/search_profiles (the original's SearchUserProfileRequest)."""
+
+    user_id: UserId
+    generated_from_request_id: str | None = Field(None, max_length=MAX_ID)
+    query: str | None = Field(None, max_length=4096)
+    top_k: int = Field(10, ge=1, le=100)
+    source: str | None = Field(None, max_length=MAX_ID)
+    custom_feature: str | None = Field(None, max_length=MAX_ID)
+    extractor_name: str | None = Field(None, max_length=MAX_ID)
+    threshold: float = Field(0.4, ge=0.0, le=1.0)
+    enable_reformulation: bool = False
+    search_mode: SearchModeName = "hybrid"
+
+
+class SearchUserPlaybooksRequest(TimeRange):
+    """POST /api/search_user_playbooks."""
+
+    query: str | None = Field(None, max_length=4096)
+    user_id: str | None = Field(None, max_length=MAX_ID)
+    agent_version: str | None = Field(None, max_length=MAX_ID)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    status_filter: list[Status | None] | None = None
+    top_k: int = Field(10, ge=1, le=100)
+    threshold: float = Field(0.4, ge=0.0, le=1.0)
+    enable_reformulation: bool = False
+    search_mode: SearchModeName = "hybrid"
+
+
+class SearchAgentPlaybooksRequest(TimeRange):
+    """POST /api/search_agent_playbooks. `playbook_status_filter` takes one status or a list (default: approved
+    and pending, so a rejected playbook is only found when asked for)."""
+
+    query: str | None = Field(None, max_length=4096)
+    agent_version: str | None = Field(None, max_length=MAX_ID)
+    playbook_name: str | None = Field(None, max_length=MAX_ID)
+    status_filter: list[Status | None] | None = None
+    playbook_status_filter: PlaybookStatus | list[PlaybookStatus] | None = None
+    top_k: int = Field(10, ge=1, le=100)
+    threshold: float = Field(0.4, ge=0.0, le=1.0)
+    enable_reformulation: bool = False
+    search_mode: SearchModeName = "hybrid"
