@@ -44,7 +44,7 @@ With a real provider (it makes one extraction call per case pass, plus dedup-jud
     OPENAI_API_KEY=... .venv/bin/python benchmarks/extraction_quality.py --model openai/gpt-4o-mini
     .venv/bin/python benchmarks/extraction_quality.py --model ollama/llama3.1 --api-base http://127.0.0.1:11434
 
-The built-in run takes about ten seconds on two cores (most of it loading and running the local embedder).
+The built-in run takes about two seconds on two cores (most of it loading the local embedder).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ _DOCS: dict[str, Callable[[list[dict[str, Any]]], list[SearchDoc]]] = {
 
 
 class _Vectors:
-    """An in-memory `VectorCache` (search/index.py): vectors of the texts the last rebuild used, so the next one
+    """An in-memory `VectorCache` (search/build.py): vectors of the texts the last rebuild used, so the next one
     embeds only texts it has not seen. Holds no more than the overlay's own texts."""
 
     def __init__(self) -> None:

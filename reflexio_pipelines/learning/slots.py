@@ -144,7 +144,7 @@ _ROLE_RE = re.compile(
     rf"(?:became|has become|is becoming) (?:a |an |the )?(?:[\w/&'-]+ ){{0,4}}?(?:{ROLE_NOUNS})s?)\b",
     re.I,
 )
-_IS_ROLE_RE = re.compile(rf"^is (?:now |currently |still )?(?:a |an |the )?(?:[\w/&'-]+ ){{0,5}}?(?:{ROLE_NOUNS})s?\b",
+_IS_ROLE_RE = re.compile(rf"^is (?:now |currently |still )?(?:a |an |the )?(?:[\w/&'-]+ |[\w/&']+-){{0,5}}?(?:{ROLE_NOUNS})s?\b",
                          re.I)  # fmt: skip
 _EMPLOYER_RE = re.compile(
     r"^(?:(?i:works (?:at|for)|is employed (?:at|by)|employer is|company is|started (?:a new job |working )?at)|"

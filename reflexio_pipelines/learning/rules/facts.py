@@ -80,7 +80,8 @@ _BE_RE = re.compile(r"^I(?:'m| am)\s+(.*)$", re.I)
 _ADVERB_RE = re.compile(r"^I (always|usually|never|often|mostly|only|rarely)\s+([A-Za-z]+)\b\s*(.*)$", re.I)
 _MY_RE = re.compile(r"^my\s+([\w'-]+(?:\s+[\w'-]+){0,3}?)\s+(is|are)\s+(.+)$", re.I)
 _CALL_ME_RE = re.compile(
-    r"^(?:you can |please |just |feel free to )?call me\s+(.+)$|"
+    r"^(?:you can |please |just |feel free to )?call me\s+(?!(?:a|an|the|back|later|tomorrow|tonight|when|if|at|on|in)\b)"
+    r"(.+)$|"
     r"^I (?:go by|prefer to be called|like to be called)\s+(.+)$|"
     r"^I(?:'d| would) (?:prefer|like|rather)(?: it)?(?: if)? (?:you|u)(?: to)? call(?:ed)? me\s+(.+)$",
     re.I,
@@ -149,6 +150,8 @@ _ROLE_SPLIT_RE = re.compile(
     rf"^(?P<role>.+?)\s+(?:(?:at|for|with)\s+(?P<org>(?!the (?:[\w-]+ )?(?:{_TEAM_WORDS})\b)(?:[A-Z]|the |a |an ).+?)"
     rf"|(?:on|in)\s+(?P<team>the (?:[\w&/-]+ ){{0,4}}?(?:{_TEAM_WORDS})))$"
 )
+#: "at Stripe as a backend engineer": the employer first, then the role.
+_WORK_AT_AS_RE = re.compile(r"^(?P<org>(?:at|for) [A-Z].*?) as (?P<role>(?:a|an|the) .+)$")
 _DIET_NOUNS = _words("keto ketogenic paleo low-carb low carb carnivore mediterranean raw-food raw plant-based")
 _DIET_CHANGE_RE = re.compile(
     rf"^I(?:'ve| have|'m| am)?(?: (?:just|recently|finally|now|also|officially))*"
@@ -290,6 +293,8 @@ def _typed_facts(clause: str, greeted: bool, opening: bool = False) -> list[str]
     if match := _EAT_AGAIN_RE.match(clause):
         return [f"Eats {match.group('food').lower()} again"]
     if match := _NOT_EAT_RE.match(clause):
+        if _first_word(match.group(2)) in _DEICTIC_OBJECTS:
+            return []  # "I don't eat it": what "it" is lives in another clause, the fact alone says nothing
         return [f"Does not {match.group(1).lower()} {_value(match.group(2))}"]
     return None
 
@@ -300,9 +305,12 @@ def _role_facts(lead: str, role: str) -> list[str]:
     match = _ROLE_SPLIT_RE.match(role)
     if match and ROLE_NOUN_RE.search(match.group("role")):
         facts = [f"{lead} {match.group('role')}"]
-        if match.group("org") and re.search(r"\b(?:student|pupil|undergrad|postgrad)s?\b", match.group("role"), re.I):
+        org = match.group("org") or ""
+        if re.match(r"(?:a|an)\s", org, re.I):
+            pass  # "at a small firm" describes the workplace and names no employer: no employer-slot fact
+        elif org and re.search(r"\b(?:student|pupil|undergrad|postgrad)s?\b", match.group("role"), re.I):
             facts.append(f"Studies at {_value(match.group('org'))}")
-        elif match.group("org"):
+        elif org:
             facts.append(f"Works at {_value(match.group('org'))}")
         if match.group("team"):
             facts.append(f"Is on {match.group('team')}")
@@ -361,6 +369,8 @@ def _facts_from_clause(clause: str, greeted: bool = False, opening: bool = False
             return []
         if verb.lower() == "work" and re.match(r"as\s", rest, re.I):
             return _role_facts("Works", _third_person(rest))
+        if verb.lower() == "work" and (at := _WORK_AT_AS_RE.match(rest)) and ROLE_NOUN_RE.search(at.group("role")):
+            return [f"Works as {_third_person(at.group('role'))}", f"Works {_third_person(at.group('org'))}"]
         return [f"{_VERB_PREFIXES[verb.lower()]} {_third_person(rest)}"]
     if match := _BE_RE.match(clause):
         rest = match.group(1)

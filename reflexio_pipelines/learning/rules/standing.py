@@ -25,6 +25,7 @@ from reflexio_pipelines.learning.rules.feedback import (
     _style_rule,
 )
 from reflexio_pipelines.learning.rules.forget_requests import forget_target
+from reflexio_pipelines.learning.rules.reasoned_requests import reasoned_rule
 from reflexio_pipelines.learning.rules.text import (
     MAX_RATIONALE_QUOTE,
     MAX_TRIGGER_CHARS,
@@ -111,7 +112,7 @@ def _standing_rule(sentence: str) -> tuple[str, str | None] | None:
     if _CONVENTION_RE.search(core) and not _PAST_RE.search(core) and not _typed_fact_clause(core) and re.match(
             r"^(?:we|our|the team|this|everything|in this|in our|here)\b", core, re.I):  # fmt: skip
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", core)), None
-    return None
+    return reasoned_rule(core)
 
 
 def _standing_playbooks(turns: tuple[Turn, ...], index: int) -> Iterator[ExtractedPlaybook]:
