@@ -7,7 +7,7 @@ as before issue #19 (a member's wording copied), so they quote the user, as rule
 a member, or approved before, may. After an erasure through the real HTTP API, after the next aggregation and after
 a second erasure, every file under the lake (landing, tables and their Delta logs, state, index versions: base and
 delta segments, turns included, issue #21) and under
-`$DAGSTER_HOME` (run storage; previews off) is scanned: raw bytes, decoded Parquet (rows and footer statistics) and
+`$DAGSTER_HOME` (run storage; previews on, the default) is scanned: raw bytes, decoded Parquet (rows and footer statistics) and
 every term of every tantivy index; no trace of the user's id (in the lake) or of their planted words may remain.
 """
 
@@ -102,8 +102,8 @@ CONVERSATIONS = [
 def _settings(lake: Lake, tmp: Path) -> Settings:
     config = tmp / "extraction.json"
     config.write_text(json.dumps({"agent_success_configs": [{"evaluation_name": "ops_success", "sampling_rate": 1.0}]}))
-    # Previews off, as in production: Dagster's run storage, scanned too, then holds counts, not user text.
-    return Settings(lake=str(lake.root), extraction_config=str(config), metadata_previews=False)
+    # Previews on (the default): Dagster's run storage, scanned too, may then hold ids and text lengths, never words.
+    return Settings(lake=str(lake.root), extraction_config=str(config), metadata_previews=True)
 
 
 @pytest.fixture(scope="module")
