@@ -98,6 +98,12 @@ def test_profiles_and_user_playbooks(learned_service):
     hits = envelope(reflexio(url, "--json", "user-playbooks", "search", "meeting summary", "--user-id", user))
     assert [p["content"] for p in hits["data"]] == ["Send summaries as bullets."]
     assert reflexio(url, "user-playbooks", "add", "--content", "x").exit_code == 2  # needs its user here
+    # the original's OpenClaw skill still passes the older --instruction / --pitfall fields
+    skill = reflexio(url, "user-playbooks", "add", "--user-id", user, "--trigger", "quoting prices",
+                     "--instruction", "Quote prices in euros.", "--pitfall", "dollar amounts")  # fmt: skip
+    assert skill.exit_code == 0, skill.output
+    mine = envelope(reflexio(url, "--json", "user-playbooks", "list", "--user-id", user))["data"]
+    assert "Quote prices in euros. Avoid: dollar amounts" in [p["content"] for p in mine]
 
 
 def test_agent_playbooks_add_list_approve_reject_update_delete(learned_service):

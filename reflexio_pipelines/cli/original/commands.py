@@ -274,11 +274,19 @@ def user_playbooks_add(
     trigger: Annotated[str | None, typer.Option("--trigger", help="When this playbook applies.")] = None,
     rationale: Annotated[str | None, typer.Option("--rationale", help="Why this playbook matters.")] = None,
     agent_version: Annotated[str | None, typer.Option("--agent-version", help="Agent version (default cli).")] = None,
+    instruction: Annotated[str, typer.Option("--instruction", help="Older name of the content (used when "
+                                                                    "--content is empty).")] = "",
+    pitfall: Annotated[str, typer.Option("--pitfall", help="What to avoid; appended to the content.")] = "",
     user_id: UserOpt = None,
 ) -> None:
-    """Add a user playbook directly (no extraction); searchable at once. Needs the user it belongs to."""
-    if not content.strip():
-        usage(ctx, "--content is required")
+    """Add a user playbook directly (no extraction); searchable at once. Needs the user it belongs to.
+
+    `--instruction` / `--pitfall` are the original's older playbook fields (its OpenClaw skill still passes them);
+    its v4 prompt folded both into `content`, the one actionable text, and so does this command."""
+    content = " ".join(part for part in (content.strip() or instruction.strip(),
+                                         f"Avoid: {pitfall.strip()}" if pitfall.strip() else "") if part)  # fmt: skip
+    if not content:
+        usage(ctx, "--content (or --instruction) is required")
     if not user_id:
         usage(ctx, "--user-id is required: a user playbook belongs to a user here (or set REFLEXIO_USER_ID)")
     out = output(ctx)
