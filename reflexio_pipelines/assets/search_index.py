@@ -23,10 +23,15 @@ class SearchIndexConfig(dg.Config):
     `index_turns`: also take in every turn published since the current version (embedding each new turn's line once,
     through the embedding cache). Off, a build keeps exactly the turns the current version holds: learning runs
     (`materialize`, the landing sensor) never wait on turn embeddings; `interaction_index_sensor` runs `index_job`
-    with it on shortly after turns land, and serving covers the turns in between (serving/recent_turns.py)."""
+    with it on shortly after turns land, and serving covers the turns in between (serving/recent_turns.py).
+
+    `max_new_turns` (> 0) bounds how many new turns one build takes in, oldest first; the rest wait for the next
+    build. The landing sensor's learning runs set it (`jobs.LEARNING_MAX_NEW_TURNS`) so that the items a run learned
+    are not held back behind a backlog of turn embeddings."""
 
     compact: bool = False
     index_turns: bool = False
+    max_new_turns: int = 0
 
 
 @dg.asset(
@@ -42,7 +47,7 @@ class SearchIndexConfig(dg.Config):
 def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: EmbedderResource) -> dg.MaterializeResult:
     store = lake.get()
     cache = EmbeddingCache(store)  # opened before the documents are read (see EmbeddingCache)
-    docs, counts, watermarks = index_documents(store, new_turns=config.index_turns)
+    docs, counts, watermarks = index_documents(store, new_turns=config.index_turns, max_new_turns=config.max_new_turns)
     model = embedder.get()
     staged = stage_update(store.index_root, docs, model, cache=cache, compact=config.compact, watermarks=watermarks)
     if config.compact:  # the daily compaction also merges the small files appends left in the embedding cache

@@ -186,12 +186,15 @@ def agent_playbook_docs(rows: Iterable[dict[str, Any]], decided: dict[str, str])
     return docs
 
 
-def index_documents(store: Lake, new_turns: bool = False) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:
+def index_documents(store: Lake, new_turns: bool = False, max_new_turns: int = 0
+                    ) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:  # fmt: skip
     """Every document an index version holds, how many of each entity type, and the version's watermarks; shared
     with per-user erasure, which publishes a version without the erased user through the same path.
 
     Turns: those ingested up to the current version's watermark (`TURNS_WATERMARK`), or with `new_turns` every
-    live turn (the watermark then moves to the newest one). Turns deleted or erased since leave either way."""
+    live turn (the watermark then moves to the newest one) — with `max_new_turns` > 0, only the oldest that many
+    turns past the watermark (those ingested in the same microsecond as the last one too), the rest left to the
+    next build. Turns deleted or erased since leave either way."""
     profiles = profile_docs(live_rows(store, "profile", statuses=LIFECYCLE_STATUSES))
     playbooks = user_playbook_docs(live_rows(store, "user_playbook", statuses=LIFECYCLE_STATUSES))
     agent = agent_playbook_docs(live_agent_playbooks(store), decisions(store))
@@ -200,7 +203,9 @@ def index_documents(store: Lake, new_turns: bool = False) -> tuple[list[SearchDo
     # indexing run); otherwise every live turn, as for the other entity types.
     rows = turn_rows(store) if new_turns or through else []
     if new_turns:
-        through = max([through, *(r["ingested_at_us"] for r in rows)])
+        newer = sorted(r["ingested_at_us"] for r in rows if r["ingested_at_us"] > through)
+        if newer:
+            through = newer[max_new_turns - 1] if 0 < max_new_turns < len(newer) else newer[-1]
     turns = turn_docs(r for r in rows if r["ingested_at_us"] <= through)
     counts = {"profile": len(profiles), "user_playbook": len(playbooks), "agent_playbook": len(agent),
               "interaction": len(turns)}  # fmt: skip
