@@ -17,11 +17,12 @@ def lake_run_config(root: str, metadata_previews: bool) -> dict:
     return {"resources": {"lake": {"config": {"root": root, "metadata_previews": metadata_previews}}}}
 
 
-#: New turns one learning run's index build takes in. Under steady publishing (50 turns/s, 2 cores) a learning
-#: run's build embedded 3,353 new turn lines in a 61 s step (~55 lines/s beside the service and the run's own work),
-#: and every item the run had learned waited for it; 600 bounds that part at ~10 s. The rest waits for the next
-#: build (serving covers unindexed turns from the landing files meanwhile).
-LEARNING_MAX_NEW_TURNS = 600
+#: New turns one sensor-launched index build takes in (a learning run's, or `interaction_index_sensor`'s index_job).
+#: Under steady publishing (50 turns/s, 2 cores) a learning run's build embedded 3,353 new turn lines in a 61 s step
+#: (~55 lines/s beside the service and the run's own work), and every item the run had learned waited for it; an
+#: uncapped index_job between learning runs took 106 s and slowed the runs beside it. 600 bounds either at ~10 s;
+#: the rest waits for the next build (serving covers unindexed turns from the landing files meanwhile).
+MAX_NEW_TURNS_PER_BUILD = 600
 
 
 def learning_run_config(flush: str = "all", flush_users: list[str] | tuple[str, ...] = (),
@@ -31,7 +32,7 @@ def learning_run_config(flush: str = "all", flush_users: list[str] | tuple[str, 
     (`learn_job` only) has the run's index build take in the turns published since the served version too."""
     ops: dict = {"user_learning": {"config": {"flush": flush, "flush_users": sorted(set(flush_users))}}}
     if index_turns:
-        ops["search_index"] = {"config": {"index_turns": True, "max_new_turns": LEARNING_MAX_NEW_TURNS}}
+        ops["search_index"] = {"config": {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}}
     return {"ops": ops}
 
 

@@ -11,7 +11,7 @@ file that landed meanwhile), so runs do not pile up behind the window's lock.
 
 import dagster as dg
 
-from reflexio_pipelines.jobs import index_job, learn_job, learning_run_config
+from reflexio_pipelines.jobs import MAX_NEW_TURNS_PER_BUILD, index_job, learn_job, learning_run_config
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
 from reflexio_pipelines.resources import LakeResource
@@ -80,4 +80,4 @@ def interaction_index_sensor(context: dg.SensorEvaluationContext, lake: LakeReso
     # Keyed by the version and the newest file: requested once per new turns, again only after a new version.
     key = f"turns:{current_version(store.index_root)}:{newer[-1].name}"
     return dg.SensorResult(run_requests=[dg.RunRequest(run_key=key, run_config={
-        "ops": {"search_index": {"config": {"index_turns": True}}}})])  # fmt: skip
+        "ops": {"search_index": {"config": {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}}}})])  # fmt: skip

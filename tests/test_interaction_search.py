@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from reflexio_pipelines.definitions import build_definitions
 from reflexio_pipelines.learning.embedding import l2_normalize
+from reflexio_pipelines.jobs import MAX_NEW_TURNS_PER_BUILD
 from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.runs import rebuild_index
 from reflexio_pipelines.search.conversation import NEIGHBOUR_WEIGHT, NEIGHBOURS_KEY, turn_docs
@@ -200,7 +201,8 @@ def test_the_sensor_asks_for_a_run_while_turns_wait_outside_the_index(settings, 
             return interaction_index_sensor(context)
 
         (request,) = evaluate().run_requests
-        assert request.run_config == {"ops": {"search_index": {"config": {"index_turns": True}}}}
+        intake = {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}
+        assert request.run_config == {"ops": {"search_index": {"config": intake}}}
         _index_turns(settings, instance)
         assert not evaluate().run_requests
         _publish(c, CONVERSATION[2:4], MAY_2023 + 60, "s1")
