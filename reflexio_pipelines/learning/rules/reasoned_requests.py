@@ -11,7 +11,7 @@ import re
 
 from reflexio_pipelines.learning.rules.facts import _QUESTION_START_RE, _third_person
 from reflexio_pipelines.learning.rules.feedback import _PLEASE_TAIL_RE, _rule_sentence
-from reflexio_pipelines.learning.rules.text import _capitalise, _first_word
+from reflexio_pipelines.learning.rules.text import _capitalise, _first_word, _words
 from reflexio_pipelines.learning.rules.triggers import _IMPERATIVE_VERBS, _strip_polite
 
 #: The request, a separator, then the reason ("…, I never check my personal inbox", "… because I'm allergic").
@@ -19,8 +19,8 @@ _SPLIT_RE = re.compile(
     r"^(?P<request>.+?)(?:\s+[-\u2013\u2014]+\s+|,\s+(?:because\s+|since\s+|as\s+)?|\s+(?:because|since)\s+)"
     r"(?P<reason>(?:I|I'm|I've|my|My|it's|It's|they|They|we|We)\b.+)$"
 )
-_HABIT = r"(?:always|never|usually|normally|generally|rarely|hardly ever|only|can't|cannot|can not|don't|do not|won't|"
-_HABIT += r"doesn't|does not|no longer)"
+_HABIT = (r"(?:always|never|usually|normally|generally|rarely|hardly ever|only|can't|cannot|can not|don't|do not|"
+          r"won't|doesn't|does not|no longer)")
 #: A reason that holds beyond this conversation: a habit or inability of the user or of someone the request serves
 #: ("my manager doesn't read English"), a condition ("I'm allergic"), or a language the user does not think in.
 _LASTING_REASON_RE = re.compile(
@@ -41,6 +41,9 @@ _OCCASION_RE = re.compile(
 _NOUN_REQUEST_RE = re.compile(r"^(?P<ask>(?!I\b|my\b|we\b)[A-Za-z][^,?]*?)(?:,?\s+(?:please|if you can|if possible))$",
                               re.I)  # fmt: skip
 _MAX_REQUEST_WORDS = 16
+#: First words of a request phrased as an instruction: the task verbs, and the verbs of asking for a form.
+_REQUEST_OPENERS = _IMPERATIVE_VERBS | _words("send text call leave skip keep use write give show put stick avoid "
+                                              "don't never always")
 
 
 def _request_rule(request: str) -> str | None:
@@ -55,14 +58,11 @@ def _request_rule(request: str) -> str | None:
         text = text.rstrip("?").strip()
     if not text or len(text.split()) > _MAX_REQUEST_WORDS or _OCCASION_RE.search(text):
         return None
-    first = _first_word(text)
-    if first in _IMPERATIVE_VERBS or first in {"send", "text", "call", "leave", "skip", "keep", "use", "write", "give",
-                                               "show", "put", "stick", "avoid", "don't", "never", "always"}:
-        pass
-    elif match := _NOUN_REQUEST_RE.match(request.strip(" .!")):
-        text = match.group("ask")
-    elif not (polite and re.match(r"^(?:no|nothing|only|just)\b", text, re.I)):
-        return None
+    if _first_word(text) not in _REQUEST_OPENERS:
+        if match := _NOUN_REQUEST_RE.match(request.strip(" .!")):
+            text = match.group("ask")
+        elif not (polite and re.match(r"^(?:no|nothing|only|just)\b", text, re.I)):
+            return None
     if _QUESTION_START_RE.match(text):
         return None
     text = re.sub(r"\bme\b", "the user", re.sub(r"\bmy\b", "the user's", text))
