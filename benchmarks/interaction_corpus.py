@@ -1,7 +1,7 @@
 """A deterministic corpus of long, multi-session conversations between two people, with questions about what was
 said and the turns that hold each answer (benchmarks/interaction_search.py).
 
-Written for this project (no public dataset is downloaded): per pair of speakers, ~26 dated sessions of ~25 turns
+Written for this project (no public dataset is downloaded): per pair of speakers, ~26 dated sessions of ~27 turns
 (chit-chat from templates, and facts planted in a few turns per session), and questions in five categories:
 
 - single_hop: one turn answers, in other words than the question's ("What is the name of Maya's dog?" ← "we adopted
@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 PAIRS = [("Maya", "Leo"), ("Priya", "Tom"), ("Ines", "Karl"), ("Amara", "Jonas"), ("Sofia", "Ravi"),
          ("Hana", "Marcus"), ("Elena", "Diego"), ("Nora", "Felix"), ("Yuki", "Omar"), ("Clara", "Ben")]  # fmt: skip
 SESSIONS = 26
-TURNS_PER_SESSION = 25
+TURNS_PER_SESSION = 27
 START = datetime(2023, 1, 8, 18, 0, tzinfo=timezone.utc)
 
 BREEDS = ["beagle", "corgi", "labrador", "dachshund", "border collie", "poodle", "greyhound", "terrier"]

@@ -2,7 +2,7 @@
 today's per-request BM25 (the route before issue #21) in the same run.
 
 Corpus: benchmarks/interaction_corpus.py (written for the project, deterministic): 10 pairs of speakers, 26 dated
-sessions of 25 turns each (650 turns per user), 200 questions in five categories (single_hop, multi_hop, temporal,
+sessions of 27 turns each (702 turns per user), 200 questions in five categories (single_hop, multi_hop, temporal,
 speaker, context), each with the turns that hold its answer. Turns are landed through the service's group-commit
 writer (one publish per session, `created_at` = the session's date), then one index build takes them in the way
 `interaction_index_sensor`'s runs do (`index_documents(new_turns=True)` → `stage_update`, every turn line embedded
