@@ -1,20 +1,28 @@
-"""Helpers every benchmark shares: a free loopback port, nearest-rank percentiles, memory of a process (RSS),
-starting and stopping a child process, and writing the JSON result."""
+"""Helpers the benchmarks share: a free loopback port, nearest-rank percentiles, memory of a process (RSS), a
+`$DAGSTER_HOME`, starting a child process and waiting until it answers, stopping it, and writing the JSON result.
+
+Benchmarks import it as `benchmarks._common` (each puts the repository root on `sys.path` when run as a script);
+nothing here imports the test suite.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parents[1]
+#: A `dagster.yaml` with telemetry off: nothing a benchmark runs reports to Dagster's servers.
+TELEMETRY_OFF = "telemetry:\n  enabled: false\n"
 
 
 def free_port(host: str = HOST) -> int:
@@ -46,10 +54,16 @@ def status_kib(field: str, pid: int | str = "self") -> int | None:
     return None
 
 
+def status_mb(field: str, pid: int | str = "self") -> float | None:
+    """`status_kib` in MB (unrounded); None if unknown."""
+    kib = status_kib(field, pid)
+    return None if kib is None else kib / 1024
+
+
 def rss_mb(pid: int | str = "self") -> float | None:
     """The resident set size (VmRSS) of a process in MB, one decimal; None if unknown."""
-    kib = status_kib("VmRSS", pid)
-    return None if kib is None else round(kib / 1024, 1)
+    mb = status_mb("VmRSS", pid)
+    return None if mb is None else round(mb, 1)
 
 
 def peak_rss_mb() -> float | None:
@@ -61,57 +75,86 @@ def peak_rss_mb() -> float | None:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def http_ok(url: str) -> Callable[[], bool]:
-    """A readiness probe for `start_process`: GET `url` answers 200."""
+def make_dagster_home(home: Path, config: str = TELEMETRY_OFF) -> Path:
+    """Create `home` (and its parents) holding `config` as its dagster.yaml; returns `home`."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(config)
+    return home
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This environment plus `extra`, with the repository importable in the child."""
+    return dict(os.environ, PYTHONPATH=str(ROOT), **extra)
+
+
+def http_ok(url: str, timeout: float = 1.0) -> Callable[[], bool]:
+    """A readiness probe for `wait_ready` / `start_process`: GET `url` answers 200 (not answering is not ready)."""
     import httpx
 
     def probe() -> bool:
         try:
-            return httpx.get(url, timeout=1).status_code == 200
+            return httpx.get(url, timeout=timeout).status_code == 200
         except httpx.HTTPError:
             return False
 
     return probe
 
 
-def start_process(cmd: Sequence[str], env: dict[str, str], ready: Callable[[], bool], timeout: float = 60.0,
-                  what: str = "") -> subprocess.Popen:
-    """Start `cmd` in its own session and return once `ready()` is true. Raises with the tail of its stderr if it
-    exits first or is not ready within `timeout` seconds (then it is stopped). stderr goes to a temporary file, not
-    a pipe: a pipe nobody reads blocks a chatty child once it fills."""
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(list(cmd), env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=log)
-    name = what or " ".join(cmd[:3])
+def wait_ready(proc: subprocess.Popen, ready: Callable[[], bool], timeout: float, what: str,
+               output: Callable[[], str] = lambda: "") -> None:  # fmt: skip
+    """Return once `ready()` is true. Raises RuntimeError with `output()` (the tail of the child's log) if `proc`
+    exits first or `timeout` seconds pass; the caller stops it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited: {_tail(log)}")
+            raise RuntimeError(f"{what} exited ({proc.returncode}): {output()}")
         if ready():
-            return proc
+            return
         time.sleep(0.1)
-    stop_process(proc)
-    raise RuntimeError(f"{name} did not become ready within {timeout} s: {_tail(log)}")
+    raise RuntimeError(f"{what} did not become ready within {timeout:.0f} s: {output()}")
 
 
-def _tail(log: Any, limit: int = 2000) -> str:
+def start_process(cmd: Sequence[str], env: dict[str, str], ready: Callable[[], bool], timeout: float = 60.0,
+                  what: str = "") -> subprocess.Popen:  # fmt: skip
+    """Start `cmd` in its own session (its own process group) and return once `ready()` is true; if it exits first
+    or is not ready within `timeout` seconds, stop it and raise with the tail of its stderr. stderr goes to a
+    temporary file, not a pipe: a pipe nobody reads blocks a chatty child once it fills."""
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(list(cmd), env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_ready(proc, ready, timeout, what or " ".join(cmd[:3]), lambda: _tail(log))
+    except BaseException:
+        stop_process(proc)
+        raise
+    return proc
+
+
+def _tail(log: IO[bytes], limit: int = 2000) -> str:
     log.seek(0)
     return log.read().decode(errors="replace")[-limit:]
 
 
-def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL if the process has not exited within `timeout` seconds."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=timeout)
+def stop_process(proc: subprocess.Popen, timeout: float = 10.0, group: bool = False) -> None:
+    """SIGTERM (to its whole process group if `group`: a child started by `start_process` leads one), then SIGKILL
+    if it has not exited within `timeout` seconds."""
+    if proc.poll() is not None:
+        return
+    _signal(proc, signal.SIGTERM, group)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _signal(proc, signal.SIGKILL, group)
+        proc.wait(timeout=timeout)
 
 
-def child_env(**extra: str) -> dict[str, str]:
-    """This environment plus `extra`, with the repository importable in the child."""
-    return dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), **extra)
+def _signal(proc: subprocess.Popen, sig: int, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except ProcessLookupError:  # exited in the meantime
+        pass
 
 
 def write_result(path: Path | str, report: dict[str, Any]) -> Path:

@@ -28,9 +28,9 @@ above 20,000), peak memory, adjusted Rand index against the planted labels, and 
 Baselines, run only up to `--baseline-max` rows (both need an n x n matrix: 0.8 GB at 10k, 80 GB at 100k):
 - `original_agglomerative`: the original's small-input algorithm on the whole set (sklearn average linkage, cosine,
   distance_threshold 0.5; clusters below min_cluster_size dropped) — the quality reference;
-- `original_hdbscan`: the original's large-input algorithm (reference §3.2): dense cosine distance matrix,
+- `original_hdbscan`: the original's large-input algorithm: dense cosine distance matrix,
   hdbscan(min_cluster_size=2, min_samples=1, metric="precomputed", cluster_selection_epsilon=0.5).
-Neither has the original's 100-newest input limit (§3.2 step 4): this measures the algorithms, not that cap.
+Neither has the original's 100-newest input limit: this measures the algorithms, not that cap.
 
     .venv/bin/python benchmarks/clustering.py [--sizes 10000,100000] [--repeats 5] [--repeats-large 3] [--seed 7]
                                              [--baseline-max 20000] [--out benchmarks/results/clustering.json]

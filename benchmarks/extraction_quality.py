@@ -73,6 +73,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from benchmarks._common import percentile  # noqa: E402
 from reflexio_pipelines.learning.builtin import PROMPT_VERSION as RULES_VERSION  # noqa: E402
 from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import RuleDedupJudge, profile_slot  # noqa: E402
@@ -408,13 +409,6 @@ def build(model: str, api_base: str, api_key: str, api_version: str, embedder_na
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
 def summarise(details: list[tuple[Case, Score, dict]], claims: tuple[str, ...]) -> dict[str, Any]:
     by_category: dict[str, Score] = defaultdict(Score)
     total, claimed = Score(), Score()
@@ -443,8 +437,8 @@ def cost_block(ledger: CallLedger) -> dict[str, Any]:
         "completion_tokens": sum(c.completion_tokens for c in calls),
         "cost_usd": round(sum(known), 6) if calls and len(known) == len(calls) else (0.0 if not calls else None),
         "cost_usd_priced_calls": len(known),
-        "call_latency_ms_p50": percentile(latencies, 0.5),
-        "call_latency_ms_p95": percentile(latencies, 0.95),
+        "call_latency_ms_p50": percentile(latencies, 0.5, digits=None),
+        "call_latency_ms_p95": percentile(latencies, 0.95, digits=None),
         "by_stage": {stage: {**dict(counts), "cost_usd": round(sum(v for v in costs[stage] if v is not None), 6)
                              if all(v is not None for v in costs[stage]) else None}
                      for stage, counts in sorted(by_stage.items())},
@@ -573,8 +567,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "splits": splits,
         "cost": cost_block(ledger),
         "wall_s": round(time.perf_counter() - started, 3),
-        "case_seconds_p50": percentile(runner.case_seconds, 0.5) or 0.0,
-        "case_seconds_p95": percentile(runner.case_seconds, 0.95) or 0.0,
+        "case_seconds_p50": percentile(runner.case_seconds, 0.5, digits=None) or 0.0,
+        "case_seconds_p95": percentile(runner.case_seconds, 0.95, digits=None) or 0.0,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "heuristic": args.model == "builtin",
         "notes": ("The built-in extractor is a rule-based heuristic, not a model; its rules were tuned on the dev "

@@ -32,17 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from benchmarks._common import percentile, status_mb  # noqa: E402
+
 QUERIES = ["deploy region", "python tests", "short answers please", "billing payments", "timezone berlin",
            "escalate support", "cluster alert oncall", "vegetarian lunch"]  # fmt: skip
 TARGET_RSS_RATIO = 0.6
-
-
-def status_mb(field: str) -> float:
-    """A /proc/self/status memory field (VmRSS, VmHWM) in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def child(root: str, shards: str, count: int) -> dict[str, Any]:
@@ -73,7 +67,6 @@ def child(root: str, shards: str, count: int) -> dict[str, Any]:
                 latencies.append((time.perf_counter() - began) * 1000)
                 answers.update(json.dumps([(h.doc_id, h.bm25_rank, h.vector_rank, round(h.score, 9), h.payload)
                                            for h in hits], sort_keys=True).encode())  # fmt: skip
-    latencies.sort()
     return {"shards": shards or "all", "docs_loaded": {t: index.count(t) for t in ("profile", "user_playbook",
             "agent_playbook")}, "rss_mb_before_load": round(baseline, 1), "rss_mb": round(rss, 1),
             "rss_index_mb": round(rss - baseline, 1), "peak_rss_mb": round(status_mb("VmHWM"), 1),
@@ -82,7 +75,7 @@ def child(root: str, shards: str, count: int) -> dict[str, Any]:
             "rss_file_mb_after_searches": round(status_mb("RssFile"), 1),
             "load_s": round(load_s, 2), "users_searched": len(users), "searches": len(latencies),
             "search_ms_p50": round(statistics.median(latencies), 3),
-            "search_ms_p95": round(latencies[int(0.95 * (len(latencies) - 1))], 3),
+            "search_ms_p95": percentile(latencies, 0.95),
             "answers_sha256": answers.hexdigest()}  # fmt: skip
 
 

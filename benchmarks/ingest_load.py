@@ -23,7 +23,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,10 +31,15 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 
-# Run as a script, so the sibling benchmark is importable: its payload builder and service start-up are shared.
-from publish_throughput import _body, _start
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make `benchmarks._common` importable
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import percentile  # noqa: E402
+
+# Run as a script, so the sibling benchmark is importable: its payload builder and service start-up are shared.
+from publish_throughput import _body, _start, _stop  # noqa: E402
+
 TARGET_TURNS_PER_S = 2000
 #: Kept per run so a failure can be diagnosed without flooding the report.
 MAX_ERROR_SAMPLES = 5
@@ -77,8 +82,8 @@ def _client_process(url: str, concurrency: int, start_at: float, seconds: float,
 
 
 def _percentile_ms(ordered: list[float], q: float) -> float:
-    """Nearest-rank percentile of sorted seconds, in milliseconds (0 when nothing was acknowledged)."""
-    return round(ordered[int(q * (len(ordered) - 1))] * 1000, 2) if ordered else 0.0
+    """Nearest-rank percentile of seconds, in milliseconds (0 when nothing was acknowledged)."""
+    return round(percentile(ordered, q, digits=None) * 1000, 2) if ordered else 0.0
 
 
 def _landing(lake: Path) -> tuple[int, int]:
@@ -131,8 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
             try:
                 row = run_load(url, args.seconds, args.processes, args.concurrency, args.turns)
             finally:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=30)
+                _stop(proc)
             row["landing_files"], row["landing_rows"] = _landing(lake)
             # Every acknowledged turn is on disk and nothing unacknowledged was counted: durable acks, no loss.
             row["lost_turns"] = row["acked_turns"] - row["landing_rows"]

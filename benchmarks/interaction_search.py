@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from interaction_corpus import Conversation, corpus  # noqa: E402
 
+from benchmarks._common import percentile  # noqa: E402
 from reflexio_pipelines.search.documents import index_documents  # noqa: E402
 from reflexio_pipelines.lake.embedding_cache import EmbeddingCache  # noqa: E402
 from reflexio_pipelines.lake.interactions import turn_rows  # noqa: E402
@@ -148,7 +149,7 @@ def latency(search, conversations: list[Conversation], trials: int) -> dict[str,
 
 def _stats(seconds: list[float]) -> dict[str, float]:
     ms = sorted(s * 1000 for s in seconds)
-    return {"p50_ms": round(statistics.median(ms), 2), "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 2),
+    return {"p50_ms": round(statistics.median(ms), 2), "p95_ms": percentile(ms, 0.95, digits=2),
             "mean_ms": round(statistics.fmean(ms), 2), "calls": len(ms)}  # fmt: skip
 
 

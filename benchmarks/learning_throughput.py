@@ -3,10 +3,10 @@ through the project's public entry points only (what a user of the service sees)
 
 Everything runs as separate processes on 127.0.0.1:
 
-- the fake LLM: `tests/support/openai_stub.py` served by uvicorn in its own process (so it never shares the GIL with
-  the pipeline), wrapped here with two extra routes, `GET /bench/stats` (calls, calls in flight now and at most,
-  prompt tokens by the stub's own rule, calls by prompt kind) and `POST /bench/reset` (zero the counters, set the
-  delay per call). The stub answers by REPLAYING THE BUILT-IN RULES over the prompt: these numbers measure plumbing,
+- the fake LLM: `reflexio_pipelines/devtools/openai_stub.py` served by uvicorn in its own process (so it never
+  shares the GIL with the pipeline), wrapped here with two extra routes, `GET /bench/stats` (calls, calls in flight
+  now and at most, prompt tokens by the stub's own rule, calls by prompt kind) and `POST /bench/reset` (zero the
+  counters, set the delay per call). The stub answers by REPLAYING THE BUILT-IN RULES over the prompt: these numbers measure plumbing,
   concurrency and cost per call, not extraction quality;
 - the service: `python -m serving` on a fresh lake and `$DAGSTER_HOME`, turns published with
   `POST /api/publish_interaction` (the synthetic corpus of `benchmarks/llm_cost.py`: facts, corrections, tool
@@ -48,13 +48,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import platform
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -70,7 +68,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 for _path in (str(ROOT), str(HERE)):
-    if _path not in sys.path:  # run as a script: the repo (tests.support) and the sibling benchmarks importable
+    if _path not in sys.path:  # run as a script: the repo (benchmarks._common) and the sibling benchmarks importable
         sys.path.insert(0, _path)
 
 # Offline by construction, here and in every child process.
@@ -79,10 +77,10 @@ os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
 
 import httpx  # noqa: E402
 
+from benchmarks._common import HOST, free_port, http_ok, make_dagster_home, percentile, wait_ready  # noqa: E402
 from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "learning_throughput.json"
-HOST = "127.0.0.1"
 STUB_MODEL = "openai/stub"
 STUB_KEY = "bench-key"
 PHASES = ("throughput", "rounds", "sensor", "latency", "orgs", "shards")
@@ -111,8 +109,8 @@ TARGETS = {
 }
 
 NOTES = [
-    "The fake LLM (tests/support/openai_stub.py, own process, uvicorn on 127.0.0.1) answers every prompt by replaying "
-    "the built-in rules over the transcript it is sent: these figures measure plumbing, concurrency, run cadence and "
+    "The fake LLM (reflexio_pipelines/devtools/openai_stub.py, own process, uvicorn on 127.0.0.1) answers every prompt "
+    "by replaying the built-in rules over the transcript it is sent: these figures measure plumbing, concurrency, run cadence and "
     "cost per call, NOT extraction quality.",
     "Prompt tokens are counted at the stub by its own rule (characters / 4 of every message text of each call), "
     "independently of what the pipeline reports (shown beside it as pipeline_reported where the run metadata has it).",
@@ -219,26 +217,6 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds through every finally: children are stopped
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float, headers: dict | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: process exited ({proc.returncode}); log tail:\n{_tail(log)}")
-        try:
-            if httpx.get(url, timeout=2, headers=headers).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s; log tail:\n{_tail(log)}")
-
-
 def _tail(path: Path, chars: int = 3000) -> str:
     try:
         return path.read_text(errors="replace")[-chars:]
@@ -256,15 +234,15 @@ def serve_stub(port: int, delay_s: float) -> None:
     import uvicorn
     from fastapi import Body
 
-    from tests.support.openai_stub import (
+    from reflexio_pipelines.devtools.openai_stub import (
         StubBehaviour,
-        _tokens,
-        _user_text,
         is_aggregation_prompt,
         is_dedup_prompt,
         is_session_evaluation_prompt,
         is_shadow_comparison_prompt,
         make_openai_stub,
+        request_tokens,
+        user_text,
     )
 
     app = make_openai_stub(StubBehaviour(delay_s=delay_s))
@@ -275,7 +253,7 @@ def serve_stub(port: int, delay_s: float) -> None:
                       since=time.time())  # fmt: skip
 
     def kind_of(body: dict) -> str:
-        text = _user_text(body)
+        text = user_text(body)
         tests = (("session_evaluation", is_session_evaluation_prompt),  # the stub's own order (fake_llm_reply)
                  ("shadow_comparison", is_shadow_comparison_prompt),
                  ("dedup", is_dedup_prompt), ("aggregation", is_aggregation_prompt))
@@ -289,7 +267,7 @@ def serve_stub(port: int, delay_s: float) -> None:
         recorded, app.state.requests = app.state.requests, []
         for request in recorded:
             body = request["body"]
-            tokens = _tokens("".join(str(m.get("content", "")) for m in body.get("messages", [])))  # the stub's rule
+            tokens = request_tokens(body)  # the stub's own rule
             kind = counts["by_kind"][kind_of(body)]
             kind["calls"] += 1
             kind["prompt_tokens"] += tokens
@@ -326,7 +304,7 @@ class Stub:
         self.log = logs / "stub.log"
         self.proc = PROCS.start([sys.executable, str(Path(__file__).resolve()), "_serve-stub", "--port",
                                  str(self.port), "--delay", str(delay_s)], _env_base(), self.log)  # fmt: skip
-        _wait_http(f"{self.url}/v1/models", self.proc, self.log, 60)
+        wait_ready(self.proc, http_ok(f"{self.url}/v1/models", timeout=2), 60, "the stub", lambda: _tail(self.log))
 
     @property
     def api_base(self) -> str:
@@ -391,10 +369,9 @@ class Workspace:
 
     def __post_init__(self) -> None:
         self.lake.mkdir(parents=True, exist_ok=True)
-        self.home.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(parents=True, exist_ok=True)
         # The deployment's run queue (deploy/dagster.yaml): queued, dequeued every second; SQLite storage here.
-        (self.home / "dagster.yaml").write_text(INSTANCE_YAML)
+        make_dagster_home(self.home, INSTANCE_YAML)
         # Create the instance's SQLite storages here, before any child opens them: two processes creating them at
         # once can both stamp the schema version (alembic then refuses the database).
         with open_instance(self.home) as instance:
@@ -427,7 +404,7 @@ class Service:
         self.log = ws.logs / f"service-{self.port}.log"
         self.proc = PROCS.start([sys.executable, "-m", "serving", "--host", HOST, "--port", str(self.port), "--lake",
                                  str(ws.lake), "--log-level", "warning"], ws.env(llm, **env), self.log)  # fmt: skip
-        _wait_http(f"{self.url}/health", self.proc, self.log, 120)
+        wait_ready(self.proc, http_ok(f"{self.url}/health", timeout=2), 120, "the service", lambda: _tail(self.log))
 
     def close(self) -> None:
         PROCS.stop(self.proc)
@@ -804,14 +781,6 @@ def drain(ws: Workspace, ledger: Ledger, timeout: float, idle_grace: float = 45.
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def pct(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (None for no values)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))], 3)
-
-
 def per_1k(value: float, turns: int) -> float | None:
     return round(value * 1000 / turns, 1) if turns else None
 
@@ -1061,8 +1030,8 @@ def per_publish_pass(run: Run, name: str, stream: Stream, llm: LLM) -> dict:
     reported = run_timings(ws.home)["pipeline_reported"]
     return {"mode": "run per publish", "publishes": len(stream.publishes), **cov, "publish_errors": len(ledger.errors),
             "error_samples": ledger.errors[:3], "elapsed_s": round(time.monotonic() - began, 1),
-            "wait_for_response_p50_s": pct(ledger.latencies, 0.5),
-            "wait_for_response_p95_s": pct(ledger.latencies, 0.95),
+            "wait_for_response_p50_s": percentile(ledger.latencies, 0.5),
+            "wait_for_response_p95_s": percentile(ledger.latencies, 0.95),
             "stub": stub_block(stats, cov["turns_published"]), "pipeline_reported": reported}  # fmt: skip
 
 
@@ -1381,7 +1350,8 @@ def latency_run(run: Run, name: str, llm: LLM) -> dict:
            "never_searchable_by_kind": _count(p.kind for p in unfound),
            "never_searchable_but_in_lake": _in_lake(ws, unfound),
            "probes_by_kind": _count(p.kind for p in acked),
-           "p50_s": pct(latencies, 0.5), "p95_s": pct(latencies, 0.95), "max_s": pct(latencies, 1.0),
+           "p50_s": percentile(latencies, 0.5), "p95_s": percentile(latencies, 0.95),
+           "max_s": percentile(latencies, 1.0),
            "mean_s": round(statistics.fmean(latencies), 3) if latencies else None,
            **load, "publish_errors": len(ledger.errors), "drain_limit_s": a.latency_drain_s,
            "index_versions_seen": len(prober.versions), "searches": prober.searches,

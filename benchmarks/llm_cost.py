@@ -2,17 +2,17 @@
 
 Everything here is a SIMULATION against a local fake LLM: a seeded synthetic corpus (default 1,000 users x 20 turns)
 is learned from twice, through the real LiteLLM client, against one counting OpenAI-compatible stub on 127.0.0.1
-(`tests/support/openai_stub.py`, which answers with the built-in rules):
+(`reflexio_pipelines/devtools/openai_stub.py`, which answers with the built-in rules):
 
 1. **ours** — the real `learn()` run partition by partition (hourly windows in time order), carrying each user's
    state (history turns, current items) the way `lake/records.user_states` does, with the real `LiteLLMExtractor`
    (one call per window, profiles and playbooks together), the local ONNX embedder for the dedup pre-filter and the
    real `LiteLLMDedupJudge` (a call only when something is close).
-2. **original policy** — the original's per-publish policy (reference §2.1-§2.3, §2.5-§2.7, §2.9) replayed
+2. **original policy** — the original's per-publish policy replayed
    publish by publish: per service (profiles, playbooks) a stride check against its bookmark (>= 5 new
    interactions), an LLM should-generate gate, an extraction call over the last 10 interactions, and a dedup call
    when there are new items and the user already has items; the bookmark advances only when something was
-   extracted (§9.3 item 6).
+   extracted.
 
 Both policies send OUR prompt texts (extraction prompt for extraction, dedup prompt for dedup, a short inline
 true/false prompt for the gate), so the comparison measures the policy, not prompt wording. Tokens are counted by the
@@ -48,11 +48,23 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `tests.support` (the stub server) importable
+if str(ROOT) not in sys.path:  # run as a script: make `benchmarks._common` importable
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from benchmarks._common import peak_rss_mb  # noqa: E402
+from reflexio_pipelines.devtools.openai_stub import (  # noqa: E402
+    StubBehaviour,
+    fake_llm_reply,
+    is_dedup_prompt,
+    make_openai_stub,
+    request_tokens,
+    stub_tokens,
+    user_text,
+    window_from_prompt,
+)
+from reflexio_pipelines.devtools.servers import serve_app  # noqa: E402
 from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup  # noqa: E402
 from reflexio_pipelines.learning.batch import UserState  # noqa: E402
@@ -75,7 +87,7 @@ MODEL = "openai/bench-stub"  # LiteLLM routes openai/* to the api_base we give i
 API_KEY = "bench-not-a-secret"
 CORPUS_START = 1_767_225_600  # 2026-01-01T00:00Z: fixed, so the corpus (and every prompt) is reproducible
 
-#: The original's search top_k for dedup candidates (§2.6: profiles 10; §2.9: playbooks 5); its threshold is ignored.
+#: The original's search top_k for dedup candidates (profiles 10, playbooks 5); its threshold is ignored.
 ORIGINAL_PROFILE_DEDUP_TOP_K = 10
 ORIGINAL_PLAYBOOK_DEDUP_TOP_K = 5
 
@@ -93,11 +105,6 @@ GATE_DEFINITIONS = {
 # ---------------------------------------------------------------------------------------------------------------
 # Token counting: the stub's rule, so the conversation and the prompts are measured with the same ruler
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def stub_tokens(text: str) -> int:
-    """Tokens as the stub's `usage` counts them: ~4 characters per token, at least 1 per message text."""
-    return max(1, len(text) // 4)
 
 
 def turn_text(turn: Turn) -> str:
@@ -529,10 +536,6 @@ class Tally:
         return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
 
 
-def _user_message(body: dict[str, Any]) -> str:
-    return next((str(m.get("content", "")) for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
-
-
 class CountingResponder:
     """The stub's reply function, counting every call server-side by (phase, kind) with the stub's token rule.
 
@@ -545,9 +548,7 @@ class CountingResponder:
         self.tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
 
     def __call__(self, body: dict[str, Any]) -> str:
-        from tests.support.openai_stub import fake_llm_reply, is_dedup_prompt, window_from_prompt
-
-        user = _user_message(body)
+        user = user_text(body)
         if GATE_MARKER in user:
             kind = "gate"
             window = window_from_prompt(user)
@@ -557,8 +558,7 @@ class CountingResponder:
         else:
             kind = "dedup" if is_dedup_prompt(user) else "extraction"
             reply = fake_llm_reply(body)
-        prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))  # exactly as the stub counts
-        self.tallies[self.phase][kind].add(stub_tokens(prompt), stub_tokens(reply))
+        self.tallies[self.phase][kind].add(request_tokens(body), stub_tokens(reply))  # exactly as the stub counts
         return reply
 
     def phase_total(self, phase: str) -> Tally:
@@ -571,9 +571,6 @@ class CountingResponder:
 @contextmanager
 def counting_server() -> Iterator[tuple[str, CountingResponder, Any]]:
     """The stub app on 127.0.0.1 with a CountingResponder; yields (api_base, responder, app)."""
-    from tests.support.openai_stub import StubBehaviour, make_openai_stub
-    from tests.support.servers import serve_app
-
     responder = CountingResponder()
     app = make_openai_stub(StubBehaviour(responder=responder))
     with serve_app(app) as base_url:
@@ -724,7 +721,7 @@ class OriginalService:
     items: list[Candidate] = field(default_factory=list)
 
     def new_interactions(self, interactions: list[Turn]) -> int:
-        """§2.2 step 3: interactions at or after the bookmark's timestamp that are not among its ids."""
+        """Interactions at or after the bookmark's timestamp that are not among its ids."""
         if self.bookmark_ts is None:
             return len(interactions)
         return sum(
@@ -747,7 +744,7 @@ class OriginalCounters:
 
 
 def gate_messages(kind: str, window: Window) -> list[dict[str, str]]:
-    """Our stand-in for the original's should-generate prompts (§2.2 step 4): short, with the window transcript."""
+    """Our stand-in for the original's should-generate prompts: short, with the window transcript."""
     system = (
         "You decide whether a conversation between a user and an AI agent contains anything worth adding to the "
         f"agent's memory of {kind}. Answer true if there is any such signal, even an implicit one; answer false for "
@@ -765,7 +762,7 @@ def _words(text: str) -> set[str]:
 
 
 def search_existing(new: list[Candidate], stored: list[Candidate], top_k: int) -> list[Candidate]:
-    """The original's dedup candidates: per NEW item its top_k stored items (the threshold is ignored, §9.3 item 2),
+    """The original's dedup candidates: per NEW item its top_k stored items (the threshold is ignored),
     unioned. Word overlap then recency stands in for its hybrid BM25 + vector ranking."""
     chosen: dict[str, Candidate] = {}
     for item in new:
@@ -778,7 +775,7 @@ def search_existing(new: list[Candidate], stored: list[Candidate], top_k: int) -
 
 def apply_original_dedup(service: OriginalService, new: list[Candidate], shown: list[Candidate],
                          groups: list[DuplicateGroup]) -> None:  # fmt: skip
-    """§2.6/§2.9: a group replaces its EXISTING members by one merged item (the original hard-deletes them); NEW items
+    """A group replaces its EXISTING members by one merged item (the original hard-deletes them); NEW items
     in no group are added as they are."""
     pending = dict(enumerate(new))
     removed: set[str] = set()
@@ -808,7 +805,7 @@ def _candidates(kind: str, result: ExtractionResult, user_id: str, at: int, seri
 def run_original_service(service: OriginalService, user_id: str, interactions: list[Turn], now: int,
                          extractor: LiteLLMExtractor, judge: LiteLLMDedupJudge, api_base: str,
                          counters: OriginalCounters, serial: Iterator[int]) -> None:  # fmt: skip
-    """One service's work after one publish: stride check, gate, extraction, dedup, bookmark (§2.2-§2.3)."""
+    """One service's work after one publish: stride check, gate, extraction, dedup, bookmark."""
     if service.new_interactions(interactions) < WINDOW_STRIDE:
         return
     counters.stride_crossings += 1
@@ -817,7 +814,7 @@ def run_original_service(service: OriginalService, user_id: str, interactions: l
     counters.meter.add(*response_usage(response))
     if "true" not in reply_text(response).lower():
         counters.gate_no += 1
-        return  # the bookmark stays put: the next publish asks the gate again (§9.3 item 6)
+        return  # the bookmark stays put: the next publish asks the gate again
     counters.gate_yes += 1
     result = extractor.extract(window)
     counters.meter.add(result.prompt_tokens, result.completion_tokens, result.llm_calls)
@@ -1084,8 +1081,8 @@ def _original_block(m: Measured, n_turns: int, conv_tokens: int) -> dict[str, An
 
 
 NOTES = [
-    "SIMULATED: a seeded synthetic corpus, a fake OpenAI-compatible LLM on 127.0.0.1 (tests/support/openai_stub.py, "
-    "answering with the built-in rules) and the real LiteLLM client; tokens counted by the stub's rule (chars/4), "
+    "SIMULATED: a seeded synthetic corpus, a fake OpenAI-compatible LLM on 127.0.0.1 "
+    "(reflexio_pipelines/devtools/openai_stub.py, answering with the built-in rules) and the real LiteLLM client; tokens counted by the stub's rule (chars/4), "
     "server-side, and checked against what the clients reported.",
     "Both policies send OUR prompt texts (the extraction prompt for extraction, the dedup prompt for dedup, a short "
     "inline true/false prompt for the original's gate), so the comparison measures the policy, not prompt wording. "
@@ -1170,14 +1167,6 @@ def prompt_refs() -> dict[str, str]:
         "dedup": load_prompt(llm_dedup.PROMPT_ID, llm_dedup.PROMPT_VERSION).ref,
         "original_gate": "inline (gate_messages in this file)",
     }
-
-
-def peak_rss_mb() -> float | None:
-    try:
-        import resource
-    except ImportError:  # not on this platform
-        return None
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # ru_maxrss is in KiB on Linux
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -14,8 +14,6 @@ import argparse
 import json
 import os
 import platform
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,34 +21,27 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make `benchmarks._common` importable
+    sys.path.insert(0, str(ROOT))
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from benchmarks._common import child_env, free_port, http_ok, percentile, start_process, stop_process  # noqa: E402
 
 
 def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = dict(os.environ, REFLEXIO_LAKE=str(lake), REFLEXIO_LANDING_MAX_BATCH_ROWS=str(max_batch_rows),
-               DAGSTER_HOME=str(lake.parent / "dagster_home"), PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "serving", "--port", str(port), "--lake", str(lake), "--log-level", "warning"],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    """`python -m serving` on a free port over `lake` (its own process group); returns once /health answers."""
+    port = free_port()
+    env = child_env(REFLEXIO_LAKE=str(lake), REFLEXIO_LANDING_MAX_BATCH_ROWS=str(max_batch_rows),
+                    DAGSTER_HOME=str(lake.parent / "dagster_home"))
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError("service did not start")
+    proc = start_process([sys.executable, "-m", "serving", "--port", str(port), "--lake", str(lake), "--log-level",
+                          "warning"], env, http_ok(f"{url}/health"), what="the service")  # fmt: skip
+    return proc, url
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a service `_start` started (its whole process group)."""
+    stop_process(proc, timeout=30, group=True)
 
 
 def _body(client: int, seq: int, turns: int) -> dict:
@@ -117,7 +108,7 @@ def _run_level(url: str, clients: int, seconds: float, turns: int) -> dict:
         "turns_per_s": round(len(ordered) * turns / elapsed, 1),
         "publishes_per_s": round(len(ordered) / elapsed, 1),
         "p50_ms": round(statistics.median(ordered) * 1000, 2),
-        "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))] * 1000, 2),
+        "p95_ms": round(percentile(ordered, 0.95, digits=None) * 1000, 2),
     }
 
 
@@ -148,8 +139,7 @@ def main() -> None:
                     print(f"{mode:<28} clients={clients:<3} {row['turns_per_s']:>9} turns/s  "
                           f"p50 {row['p50_ms']:>7} ms  p95 {row['p95_ms']:>7} ms  files {row['landing_files']}")
             finally:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=30)
+                _stop(proc)
     ratios = {
         str(g["clients"]): round(g["turns_per_s"] / b["turns_per_s"], 2)
         for g, b in zip(results["group_commit"], results["fsync_per_publish_baseline"])

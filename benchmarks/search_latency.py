@@ -1,6 +1,6 @@
 """Search latency, ours vs a faithful re-implementation of the original Reflexio's SQLite hybrid search.
 
-Method of the original's `reflexio/benchmarks/retrieval_latency` (reference §5.6): N profiles + N user playbooks +
+Method of the original's `reflexio/benchmarks/retrieval_latency`: N profiles + N user playbooks +
 N agent playbooks (templates x a 70-word vocabulary, RNG seed 42, 10 users, 3 agent versions, 5 playbook names),
 20 fixed queries of five kinds, warm-up passes, then `--trials` passes over the 20 queries; p50/p95/mean in ms over
 all timed calls; query embeddings cached (computed once per query, outside the timings).
@@ -9,7 +9,7 @@ Ours: a published index (`publish_index`) opened with `LoadedIndex`; service lay
 entity type and the `/api/search` handler called in-process (unified); HTTP layer = `python -m serving` (uvicorn,
 127.0.0.1, TCP) hit with `POST /api/search` from a keep-alive httpx client.
 
-Baseline (reference §5.3), in the same run: SQLite FTS5 (porter unicode61) BM25 over OR-joined sanitised tokens
+Baseline, in the same run: SQLite FTS5 (porter unicode61) BM25 over OR-joined sanitised tokens
 (prefix `*` on the last one), LIMIT top_k*5; vector leg = the newest top_k*10 rows that pass the filters, their
 JSON-stored 512-d embeddings decoded and compared by pure-Python cosine, top_k*5 kept; RRF k=60 with missing rank =
 len(list)+1. Unified = profiles, user playbooks, agent playbooks queried one after another. Its HTTP layer is the
@@ -42,9 +42,7 @@ import os
 import platform
 import random
 import re
-import resource
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -63,7 +61,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from reflexio_pipelines.search.ann import HNSW_MIN_ROWS  # noqa: E402  (after the sys.path fix above)
+from benchmarks._common import (  # noqa: E402  (after the sys.path fix above)
+    child_env,
+    free_port,
+    http_ok,
+    peak_rss_mb,
+    rss_mb,
+    start_process,
+    stop_process,
+)
+from reflexio_pipelines.search.ann import HNSW_MIN_ROWS  # noqa: E402
 
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "search_latency.json"
 KINDS = ("profile", "user_playbook", "agent_playbook", "unified")
@@ -407,7 +414,7 @@ def build_baseline_db(path: Path, rows: dict[str, list[dict[str, Any]]], vectors
 
 
 class BaselineSearch:
-    """The original's sqlite hybrid search (reference §5.3), per entity type and unified (sequential)."""
+    """The original's sqlite hybrid search, per entity type and unified (sequential)."""
 
     _SPEC = {
         # table, fts table, id column, time column, bm25 weights
@@ -574,74 +581,32 @@ def timed(fn: Any, warmup: int, trials: int) -> list[float]:
     return samples
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _spawn(cmd: list[str], env: dict[str, str], url: str, ready: Any, timeout: float = 180.0) -> subprocess.Popen:
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def start_ours(lake: Path, work: Path) -> tuple[subprocess.Popen, str]:
+    """`python -m serving` over `lake`; returns once a search answers from a loaded index version."""
     import httpx
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{cmd} exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if ready(httpx):
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    _stop(proc)
-    raise RuntimeError(f"{cmd} did not become ready within {timeout} s")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    except OSError:
-        return None
-    return None
-
-
-def start_ours(lake: Path, work: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, REFLEXIO_LAKE=str(lake), DAGSTER_HOME=str(work / "dagster_home"), PYTHONPATH=str(ROOT))
+    env = child_env(REFLEXIO_LAKE=str(lake), DAGSTER_HOME=str(work / "dagster_home"))
     (work / "dagster_home").mkdir(exist_ok=True)
 
-    def ready(httpx: Any) -> bool:
-        r = httpx.post(f"{url}/api/search", json={"query": "warmup"}, timeout=30)
+    def ready() -> bool:
+        try:
+            r = httpx.post(f"{url}/api/search", json={"query": "warmup"}, timeout=30)
+        except httpx.HTTPError:
+            return False
         return r.status_code == 200 and r.json().get("index_version") is not None
 
     cmd = [sys.executable, "-m", "serving", "--port", str(port), "--lake", str(lake), "--log-level", "warning"]
-    return _spawn(cmd, env, url, ready), url
+    return start_process(cmd, env, ready, timeout=180, what="our service"), url
 
 
 def start_baseline(db: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+    """This script's `--serve-baseline` mode over `db`; returns once /health answers."""
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-
-    def ready(httpx: Any) -> bool:
-        return httpx.get(f"{url}/health", timeout=2).status_code == 200
-
     cmd = [sys.executable, str(Path(__file__).resolve()), "--serve-baseline", str(db), "--port", str(port)]
-    return _spawn(cmd, env, url, ready), url
+    return start_process(cmd, child_env(), http_ok(f"{url}/health", timeout=2), timeout=180, what="the baseline"), url
 
 
 def http_bodies() -> list[dict[str, Any]]:
@@ -790,10 +755,10 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
                 else:
                     timed(ours_http, 1, 0)  # one pass so RSS reflects a serving process that has answered queries
                     o = None
-                out["service_rss_mb"] = _rss_mb(ours_proc.pid)
+                out["service_rss_mb"] = rss_mb(ours_proc.pid)
                 log(f"our serving process RSS {out['service_rss_mb']} MB")
         finally:
-            _stop(ours_proc)
+            stop_process(ours_proc)
         if run_http:
             base_proc, base_url = start_baseline(db_path)
             try:
@@ -803,9 +768,9 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
                         r.raise_for_status()
 
                     b = stats(timed(base_http, args.warmup, args.trials))
-                    out["baseline_service_rss_mb"] = _rss_mb(base_proc.pid)
+                    out["baseline_service_rss_mb"] = rss_mb(base_proc.pid)
             finally:
-                _stop(base_proc)
+                stop_process(base_proc)
             out["results"]["http"] = {"unified": _compare(o, b)}
             log(f"http    unified        ours p50/p95 {o['p50']:.2f}/{o['p95']:.2f} ms, "
                 f"baseline {b['p50']:.2f}/{b['p95']:.2f} ms")
@@ -929,7 +894,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "sizes": {},
         "notes": [
             "service layer: ours = LoadedIndex.search per entity / the /api/search handler in-process (unified); "
-            "baseline = the §5.3 sqlite algorithm in-process",
+            "baseline = the original's sqlite algorithm in-process",
             "http layer: both behind uvicorn subprocesses on 127.0.0.1, keep-alive httpx client, unified only",
             "query embeddings cached (computed before timing), as in the original's benchmark",
             "shared machine: other processes may load the CPUs during the run (see load averages per size)",
@@ -947,7 +912,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
     largest = results["sizes"][str(max(sizes))]
     results["service_rss_mb_at_largest"] = {"n_per_type": max(sizes), "rss_mb": largest.get("service_rss_mb")}
-    results["bench_process_maxrss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    results["bench_process_maxrss_mb"] = peak_rss_mb()
     results["wall_s"] = round(time.perf_counter() - started, 1)
     _write(out, results)
     print_table(results)

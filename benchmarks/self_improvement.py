@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
 
+from benchmarks._common import make_dagster_home  # noqa: E402
 from reflexio_pipelines.learning.config import HoldoutSettings  # noqa: E402
 from reflexio_pipelines.learning.holdout import CONTROL, arm_of  # noqa: E402
 from reflexio_pipelines.learning.stats import mean_interval, wilson  # noqa: E402
@@ -161,16 +162,14 @@ def run(users_n: int, rounds: int, control_share: float, seed: int, out: Path = 
 
 def _run(work: Path, rng: random.Random, users_n: int, rounds: int, control_share: float, seed: int,
          out: Path) -> dict:  # fmt: skip
+    from reflexio_pipelines.devtools.servers import serve_app
     from reflexio_pipelines.lake.io import Lake
     from reflexio_pipelines.runs import launch, run_evaluation
     from reflexio_pipelines.sdk import ReflexioClient
     from reflexio_pipelines.settings import Settings
     from serving.app import create_app
-    from tests.support.servers import serve_app
 
-    os.environ["DAGSTER_HOME"] = str(work / "dagster_home")
-    (work / "dagster_home").mkdir()
-    (work / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    os.environ["DAGSTER_HOME"] = str(make_dagster_home(work / "dagster_home"))
     config = work / "config.json"
     holdout = {"agent_versions": {AGENT: control_share}}
     config.write_text(json.dumps({"holdout": holdout,

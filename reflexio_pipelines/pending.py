@@ -13,13 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.partitions import (
-    Granularity,
-    key_of_landing_hour,
-    key_of_window,
-    window_end,
-    window_of_key,
-)
+from reflexio_pipelines.lake.windows import Granularity, key_of_landing_hour, key_of_window, window_end, window_of_key
 from reflexio_pipelines.storage import LakePath
 
 #: A window whose batches failed in this many runs is no longer retried automatically (re-materialise it by hand

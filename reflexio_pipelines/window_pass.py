@@ -5,7 +5,7 @@ same window learned as shards run the same code.
 
 A pass may cover only some of the window's users (`users`, a shard): users are independent in `learn()`, so the
 shards' outputs merged in the window's user order (`merge_outputs`) are exactly the output of one pass over every
-user, and the commit is the same.
+user, and the commit is the same (`commit_staged`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import live_turns, user_states
 from reflexio_pipelines.lake.schemas import TABLES
@@ -147,6 +148,28 @@ def commit_window(store: Lake, window: str, run_id: str, previous: dict[str, Row
     store.replace_window("extraction_failures", window, pa.Table.from_pylist(failures, TABLES["extraction_failures"]))
     store.mark_learned(window)
     return Committed(arrow, versions)
+
+
+def commit_staged(store: Lake, window: str, run_id: str, shards: Sequence[int], *, learner_of: Callable[[], Learner],
+                  pace_of: Callable[[], Pace], rebuild: bool,
+                  warn: Callable[[str], None]) -> tuple[LearnOutput, Committed]:  # fmt: skip
+    """Commit a fanned-out run: the staged outputs of its `shards` merged in the window's user order. If another run
+    committed the window while the shards learned (the plan's stamp moved) or the staging is gone (an erasure), the
+    window is learned again from what is committed now instead, by `learner_of()` (only then made: a merge needs no
+    model), after `warn`; `pace_of()` paces it when the plan is gone too, and `rebuild` then says whether to start
+    from scratch. A lost race costs the loser's LLM calls, never a duplicated or lost item. The caller holds the
+    window's lock."""
+    plan = staging.read_plan(store, window, run_id)
+    previous = previous_rows(store, window, plan.rebuild if plan else rebuild)
+    outputs = [staging.read_shard(store, window, run_id, s) for s in sorted(shards)] if plan else []
+    if plan is not None and window_stamp(previous) == plan.stamp and all(o is not None for o in outputs):
+        output = merge_outputs(outputs, plan.users)
+    else:
+        warn(f"window {window} changed while its shards learned (another run committed it, "
+             "or its staging was erased): learning it again from what is committed now")  # fmt: skip
+        pace = plan.pace if plan else pace_of()
+        output = learn_users(store, window, learner_of(), pace, run_id=run_id, previous=previous)
+    return output, commit_window(store, window, run_id, previous, output)
 
 
 #: Extra passes a run makes over held-back turns that fell due while it learned (sensor runs under steady traffic:

@@ -17,6 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("REFLEXIO_HOLDOUT_SHARE", "0")
 
 from collections.abc import Iterator  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -24,7 +25,7 @@ import pytest  # noqa: E402
 
 from reflexio_pipelines.lake.io import Lake  # noqa: E402
 from reflexio_pipelines.settings import LLMSettings, Settings  # noqa: E402
-from tests.support.dagster_home import make_dagster_home  # noqa: E402
+from tests.support.dagster_home import dagster_home_env  # noqa: E402
 from tests.support.learned import keyed_service, learned_service  # noqa: E402, F401  (shared fixtures)
 
 
@@ -52,20 +53,21 @@ def testclient_host() -> Iterator[None]:
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Lake:
+    """An empty lake in this test's temporary directory."""
     return Lake.at(tmp_path / "lake")
 
 
 @pytest.fixture
 def settings(lake: Lake) -> Settings:
+    """Default settings (built-in extractor, local embedder) on `lake`."""
     return Settings(lake=str(lake.root))
 
 
 @pytest.fixture
-def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def dagster_home(tmp_path: Path) -> Iterator[Path]:
     """A fresh `$DAGSTER_HOME` (telemetry off) for this test."""
-    home = make_dagster_home(tmp_path / "dagster_home")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    return home
+    with dagster_home_env(tmp_path / "dagster_home") as home:
+        yield home
 
 
 @pytest.fixture
@@ -79,6 +81,7 @@ def instance(dagster_home: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def samples() -> list[dict]:
+    """The demo's sample conversations."""
     from reflexio_pipelines.demo.run import sample_conversations
 
     return sample_conversations()
@@ -86,27 +89,35 @@ def samples() -> list[dict]:
 
 @pytest.fixture
 def landed(lake: Lake, samples: list[dict]) -> list[str]:
+    """`samples` landed durably in `lake`; the request ids."""
     from tests.support.landing import land
 
     return land(lake, samples)
 
 
-@pytest.fixture
-def client(settings: Settings, instance: Any) -> Iterator[Any]:
-    """The service in-process (Starlette's TestClient) on this test's lake and Dagster instance."""
+@contextmanager
+def _service_in_process(settings: Settings) -> Iterator[Any]:
+    """The service as Starlette's TestClient (in-process ASGI, lifespan run) on `settings`."""
     from fastapi.testclient import TestClient
 
     from serving.app import create_app
 
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+@pytest.fixture
+def client(settings: Settings, instance: Any) -> Iterator[Any]:
+    """The service in-process on this test's lake and Dagster instance."""
+    with _service_in_process(settings) as c:
         yield c
 
 
 @pytest.fixture
 def stub() -> Iterator[tuple[Any, str]]:
     """The OpenAI-compatible fake LLM served on 127.0.0.1: (its app, whose state records requests; its base URL)."""
-    from tests.support.openai_stub import make_openai_stub
-    from tests.support.servers import serve_app
+    from reflexio_pipelines.devtools.openai_stub import make_openai_stub
+    from reflexio_pipelines.devtools.servers import serve_app
 
     app = make_openai_stub()
     with serve_app(app) as base_url:
@@ -120,21 +131,14 @@ def extractor_settings(request: pytest.FixtureRequest, lake: Lake) -> Iterator[S
     if request.param == "builtin":
         yield Settings(lake=str(lake.root))
         return
-    from tests.support.openai_stub import make_openai_stub
-    from tests.support.servers import serve_app
-
-    stub = make_openai_stub()
-    with serve_app(stub) as base_url:
-        yield Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))
-    assert stub.state.requests, "the LiteLLM path must really have been used"
+    # Requested here, not as an argument: the built-in path must not start a server.
+    app, base_url = request.getfixturevalue("stub")
+    yield Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))
+    assert app.state.requests, "the LiteLLM path must really have been used"
 
 
 @pytest.fixture
 def extractor_client(extractor_settings: Settings, instance: Any) -> Iterator[Any]:
-    """The service (in-process ASGI) for each extraction path."""
-    from fastapi.testclient import TestClient
-
-    from serving.app import create_app
-
-    with TestClient(create_app(extractor_settings)) as client:
+    """The service in-process for each extraction path."""
+    with _service_in_process(extractor_settings) as client:
         yield client

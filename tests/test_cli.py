@@ -246,6 +246,7 @@ def _wait_answering(url: str, proc: subprocess.Popen, log: Path, timeout_s: floa
     raise AssertionError(f"{url} did not answer: {log.read_text()[-3000:]}")
 
 
+@pytest.mark.e2e
 def test_serve_runs_the_service_on_loopback(tmp_path: Path):
     port, log = free_port(), tmp_path / "serve.log"
     env = child_env(tmp_path / "lake", tmp_path / "home")
@@ -274,6 +275,7 @@ def test_ui_runs_dagster_dev_with_a_local_dagster_home(tmp_path: Path):
         stop(proc)
 
 
+@pytest.mark.e2e
 def test_demo_passes_its_arguments_through():
     result = subprocess.run([sys.executable, "-m", "reflexio_pipelines.cli", "demo", "--help"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -292,6 +294,7 @@ def test_demo_once_end_to_end(tmp_path: Path):
     assert "us-west-2" in result.stdout
 
 
+@pytest.mark.e2e
 def test_console_script_and_module_entry_points():
     script = Path(sys.executable).with_name("reflexio-lake")
     for argv in ([str(script), "--help"], [sys.executable, "-m", "reflexio_pipelines.cli", "--help"]):

@@ -52,6 +52,7 @@ def test_agent_playbooks_aggregate_wait_exits_0_after_a_real_run(learned_service
     assert data["data"]["success"] and data["data"]["run_id"]  # a Dagster run
 
 
+@pytest.mark.e2e
 def test_search_with_the_service_stopped_fails_in_one_line():
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens here
     result = script("--server-url", url, "search", "which region", "--user-id", "ann")
@@ -158,6 +159,7 @@ def test_commands_without_a_counterpart_exit_2_and_say_what_to_use(args, instead
     assert instead in result.stderr and result.stderr.count("\n") == 1
 
 
+@pytest.mark.e2e
 def test_console_script_and_module_entry_points():
     for argv in ([str(SCRIPT), "--help"], [sys.executable, "-m", "reflexio_pipelines.cli.original", "--help"]):
         result = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=dict(os.environ, COLUMNS="120"))

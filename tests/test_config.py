@@ -547,7 +547,8 @@ def test_the_learning_asset_uses_the_configured_extractors(lake, instance, lande
     from reflexio_pipelines.assets.learning import user_learning
     from reflexio_pipelines.assets.turns import turns as turns_asset
     from reflexio_pipelines.definitions import build_resources
-    from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_key
+    from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
+    from reflexio_pipelines.partitions import GRANULARITY
 
     path = tmp_path / "extraction.json"
     path.write_text(json.dumps({

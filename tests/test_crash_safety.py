@@ -115,7 +115,8 @@ def test_sigkill_mid_stream_loses_no_acknowledged_turn(tmp_path: Path, instance,
 
 
 def _windows(keys: list[str]) -> list[str]:
-    from reflexio_pipelines.partitions import GRANULARITY, window_of_key
+    from reflexio_pipelines.lake.windows import window_of_key
+    from reflexio_pipelines.partitions import GRANULARITY
 
     return [window_of_key(k, GRANULARITY) for k in keys]
 

@@ -29,6 +29,7 @@ import pytest
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.learning.stats import wilson
 from reflexio_pipelines.settings import Settings
 from tests.support.servers import serve_app
 from tests.test_llm_calls import recent_days, seed_usage
@@ -63,15 +64,6 @@ AFTER_DAYS = list(range(8, 0, -1))  # 8 days, 8..1 days ago (overlapping the rol
 # -- seed data -----------------------------------------------------------------------------------------------
 
 
-def _wilson(successes: int, n: int) -> tuple[float, float]:
-    z = 1.959964
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def _impact_rows(today: datetime) -> list[dict]:
     rows = []
     for version, days, base_rate, corrections in ((BEFORE, BEFORE_DAYS, 0.42, 1.9), (AFTER, AFTER_DAYS, 0.78, 0.6)):
@@ -79,7 +71,7 @@ def _impact_rows(today: datetime) -> list[dict]:
             sessions = 18 + (i * 7) % 13
             rate = min(0.97, base_rate + 0.05 * math.sin(i * 1.3) + (0.015 * i if version == AFTER else 0))
             successes = round(sessions * rate)
-            low, high = _wilson(successes, sessions)
+            low, high = wilson(successes, sessions)
             comparisons = 6 + (i * 5) % 9
             rows.append(
                 {

@@ -129,6 +129,7 @@ DAGSTER_COMMANDS = {"code-location": ["dagster", "api", "grpc"], "webserver": ["
                     "daemon": ["dagster-daemon", "run"]}  # fmt: skip
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("service", sorted(DAGSTER_COMMANDS))
 def test_dagster_commands_exist_and_accept_their_flags(service):
     command, prefix = SERVICES[service]["command"], DAGSTER_COMMANDS[service]

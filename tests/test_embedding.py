@@ -135,6 +135,7 @@ def stub_server():
         yield app, base_url
 
 
+@pytest.mark.e2e
 def test_litellm_embedder_against_local_server(stub_server) -> None:
     app, base_url = stub_server
     embedder = LiteLLMEmbedder(model="openai/stub-embed", api_base=f"{base_url}/v1", api_key="x", batch_size=3)
@@ -155,6 +156,7 @@ def test_litellm_embedder_against_local_server(stub_server) -> None:
     assert [len(r["body"]["input"]) for r in app.state.requests[:2]] == [3, 2]  # batched
 
 
+@pytest.mark.e2e
 def test_litellm_embedder_dimensions_and_probe(stub_server) -> None:
     _, base_url = stub_server
     sized = LiteLLMEmbedder(model="openai/stub-embed", api_base=f"{base_url}/v1", api_key="x", dimensions=16)

@@ -21,8 +21,9 @@ import pytest
 
 from reflexio_pipelines.lake.embedding_cache import CACHE_TABLE, EmbeddingCache, bucket_of, erase_owner, text_key
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.windows import key_of_moment
 from reflexio_pipelines.learning.embedding import Embedder, make_embedder
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.privacy import erasure
 from reflexio_pipelines.privacy.export import export_user
 from reflexio_pipelines.runs import launch, rebuild_index, run_aggregation
@@ -35,7 +36,7 @@ from reflexio_pipelines.storage import open_delta
 from tests.support.landing import land
 from tests.test_privacy import CONVERSATIONS, T0, ZED
 from tests.test_search_index import CORPUS
-from tests.support.dagster_home import make_dagster_home
+from tests.support.dagster_home import dagster_home_env
 
 DISTINCT_TEXTS = len({normalize_text(d.text) for d in CORPUS})
 
@@ -253,9 +254,7 @@ def world(tmp_path_factory) -> tuple[Path, list[dict]]:
     tmp = tmp_path_factory.mktemp("cache-world")
     lake = Lake.at(tmp / "lake")
     settings = Settings(lake=str(lake.root))
-    with pytest.MonkeyPatch.context() as mp:
-        home = make_dagster_home(tmp / "dagster_home")
-        mp.setenv("DAGSTER_HOME", str(home))
+    with dagster_home_env(tmp / "dagster_home"):
         with dg.DagsterInstance.ephemeral() as instance:
             land(lake, CONVERSATIONS, at=T0)
             launch([key_of_moment(T0, GRANULARITY)], settings=settings, instance=instance)
@@ -266,6 +265,7 @@ def world(tmp_path_factory) -> tuple[Path, list[dict]]:
     return tmp, builds
 
 
+@pytest.mark.e2e
 def test_the_daily_compaction_merges_the_embedding_caches_small_files(world):
     tmp, _ = world
     table = open_delta(Lake.at(tmp / "lake").table_path(CACHE_TABLE))
@@ -274,6 +274,7 @@ def test_the_daily_compaction_merges_the_embedding_caches_small_files(world):
     assert len(buckets) == len(set(buckets))  # one file per bucket left
 
 
+@pytest.mark.e2e
 def test_pipeline_rebuild_of_the_same_lake_embeds_nothing(world):
     _, (window, aggregation, rebuild) = world
     texts = rebuild["embedding_cache/texts"]
@@ -313,6 +314,7 @@ def _cache_files_holding(lake: Lake, strings: tuple[str, ...], vector: np.ndarra
     return hits
 
 
+@pytest.mark.e2e
 def test_erasure_removes_the_users_cached_vectors(world, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     shutil.copytree(world[0], tmp_path / "w")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "w" / "dagster_home"))
@@ -347,6 +349,7 @@ def test_erasure_removes_the_users_cached_vectors(world, tmp_path: Path, monkeyp
     assert recached, "an agent playbook ZED contributed to and others support must still be served and cached"
 
 
+@pytest.mark.e2e
 def test_benchmark_runs_at_a_tiny_size(tmp_path: Path):
     import subprocess
     import sys

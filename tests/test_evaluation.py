@@ -10,7 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+from reflexio_pipelines.lake.windows import key_of_moment
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import LLMSettings, Settings
 from serving.app import create_app

@@ -37,7 +37,7 @@ from serving.app import MAX_BODY_BYTES, create_app
 from serving.models.fields import strip_control
 from tests.support.landing import land
 from tests.support.servers import serve_app
-from tests.support.dagster_home import make_dagster_home
+from tests.support.dagster_home import dagster_home_env
 
 pytestmark = pytest.mark.e2e
 
@@ -107,10 +107,8 @@ HOSTILE_STORED = f"No[31m — {INJECTION}."  # ESC, NUL and BEL removed; printab
 def api(tmp_path_factory) -> Iterator[str]:
     """The service on 127.0.0.1 over a lake where the samples and the hostile publish are learned and indexed."""
     tmp = tmp_path_factory.mktemp("fuzz")
-    home = make_dagster_home(tmp / "dagster_home")
-    with pytest.MonkeyPatch.context() as mp:
-        # Re-index runs that curation calls request are recorded here, not in the developer's ./.dagster_home.
-        mp.setenv("DAGSTER_HOME", str(home))
+    # Re-index runs that curation calls request are recorded here, not in the developer's ./.dagster_home.
+    with dagster_home_env(tmp / "dagster_home"):
         lake = Lake.at(tmp / "lake")
         settings = Settings(lake=str(lake.root))
         land(lake, sample_conversations())

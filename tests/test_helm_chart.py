@@ -29,6 +29,8 @@ from unittest import mock
 import pytest
 import yaml
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "deploy" / "helm" / "reflexio"
 COMPOSE = yaml.safe_load((ROOT / "deploy" / "docker-compose.yml").read_text())

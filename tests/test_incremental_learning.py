@@ -18,9 +18,10 @@ from reflexio_pipelines.assets.turns import turns
 from reflexio_pipelines.definitions import build_resources
 from reflexio_pipelines.jobs import learning_run_config
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
 from reflexio_pipelines.learning.types import Turn
 from reflexio_pipelines.learning.windows import FLUSH_ALL, Pace, plan_windows, ready_turns, session_breaks, window_bounds
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_key
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows
 from reflexio_pipelines.runs import exclusive, launch
 from reflexio_pipelines.settings import LLMSettings, Settings

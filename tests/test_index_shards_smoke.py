@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.e2e
 
 
 def test_index_shards_benchmark_smoke(tmp_path: Path) -> None:

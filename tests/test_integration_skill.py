@@ -94,6 +94,7 @@ def not_a_model(query):
 """
 
 
+@pytest.mark.e2e
 def test_inspect_and_wire_recognise_the_common_model_clients(tmp_path):
     bots = tmp_path / "bots.py"
     bots.write_text(BOTS)
@@ -283,6 +284,7 @@ def test_node_agent_inspected_and_wired_with_reflexio_mjs_learns(tmp_path, setti
     assert systems[2].startswith(systems[0] + "\n\n<reflexio_context>") and "us-west-2" in systems[2]
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_reflexio_mjs_renders_the_block_as_the_sdk_does(tmp_path):
     result = {

@@ -9,7 +9,8 @@ import dagster as dg
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.reads import counting_reads
-from reflexio_pipelines.partitions import GRANULARITY, window_of_key
+from reflexio_pipelines.lake.windows import window_of_key
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch
 from tests.support.landing import land_hourly
 

@@ -8,8 +8,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.windows import key_of_moment
 from reflexio_pipelines.learning.lifecycle import current_rows
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.types import SearchFilters

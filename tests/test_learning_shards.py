@@ -13,6 +13,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from reflexio_pipelines import window_pass
 from reflexio_pipelines.assets import learning_shards
 from reflexio_pipelines.assets.learning import user_learning
 from reflexio_pipelines.assets.learning_shards import sharded_user_learning
@@ -20,14 +21,14 @@ from reflexio_pipelines.assets.turns import turns
 from reflexio_pipelines.definitions import build_resources
 from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
 from reflexio_pipelines.learning.carry import WINDOW_TABLES
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_key
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.window_pass import shard_users
 from reflexio_pipelines.settings import Settings
 from reflexio_pipelines.demo.run import sample_conversations
 from tests.support.landing import land
-from tests.support.dagster_home import make_dagster_home
 
 SHARDS = 4
 AT = datetime(2026, 11, 30, 9, 30, tzinfo=timezone.utc)
@@ -105,7 +106,9 @@ def test_a_commit_that_finds_the_window_changed_learns_it_again(copy_lake, insta
     lake, settings = copy_lake("raced")
     stamps = iter(range(1000))
     # every stamp differs: as if another run committed the window between the plan and the commit
+    # (the plan's stamp, taken by the asset, and the one its commit compares against, taken by window_pass)
     monkeypatch.setattr(learning_shards, "window_stamp", lambda previous: str(next(stamps)))
+    monkeypatch.setattr(window_pass, "window_stamp", lambda previous: str(next(stamps)))
     result = _materialize(sharded_user_learning, settings, instance, SHARDS)
     assert result.success
     assert _tables(lake) == one_pass
@@ -125,9 +128,8 @@ def test_a_second_run_continues_from_what_the_first_committed(copy_lake, instanc
 
 
 @pytest.mark.e2e
-def test_materialize_fans_the_window_out_over_processes(tmp_path, copy_lake, monkeypatch, one_pass):
-    home = make_dagster_home(tmp_path / "persistent_home")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
+def test_materialize_fans_the_window_out_over_processes(dagster_home, copy_lake, one_pass):
+    # dagster_home: an instance on disk (DagsterInstance.get), which the multiprocess executor's children share.
     lake, settings = copy_lake("processes")
     with dg.DagsterInstance.get() as instance:
         result = launch([KEY], settings=settings.model_copy(update={"learning_shards": SHARDS}), instance=instance)

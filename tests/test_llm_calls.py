@@ -16,8 +16,9 @@ from fastapi.testclient import TestClient
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.llm_calls import ledger_rows, llm_usage, window_of_call, write_llm_calls
 from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.lake.windows import key_of_moment
 from reflexio_pipelines.learning.llm_ledger import CallLedger, LLMCall
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import LLMSettings, Settings
 from serving.app import create_app

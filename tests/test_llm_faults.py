@@ -12,10 +12,11 @@ import dagster as dg
 import pytest
 from fastapi.testclient import TestClient
 
+from reflexio_pipelines.lake.windows import window_of_key
 from reflexio_pipelines.pending import pending_windows, windows_to_retry
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
-from reflexio_pipelines.partitions import GRANULARITY, window_of_key
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import LLMSettings, Settings
 from serving.app import create_app
@@ -169,6 +170,7 @@ def test_schema_violating_answers_are_rejected_and_never_stored(lake: Lake, inst
     assert len({p.digest for p in retries}) == len(retries)
 
 
+@pytest.mark.e2e
 def test_schema_violation_then_a_good_answer():
     app = make_openai_stub(StubBehaviour(responder=lambda body: '{"profiles": {"fact": 1}, "playbooks": "none"}'))
     with serve_app(app) as base_url:
@@ -182,6 +184,7 @@ def test_schema_violation_then_a_good_answer():
     assert result.profiles and result.playbooks and result.llm_calls == 1
 
 
+@pytest.mark.e2e
 def test_rate_limit_waits_for_retry_after_and_backoff_is_jittered_exponential():
     delays: list[float] = []
     plan = FaultPlan(rate=1.0, kinds=("rate_limit",), retry_after_s=2.5)

@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.windows import key_of_moment
 from reflexio_pipelines.learning.llm_call import LLMEndpoint
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import LLMSettings, Settings
 from tests.support.landing import land

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from tests.support.dagster_home import make_dagster_home
+from tests.support.dagster_home import dagster_home_env
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 ALL_NOTEBOOKS = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
@@ -147,9 +147,7 @@ def sample_lake(tmp_path_factory):
     import dagster as dg
 
     root = tmp_path_factory.mktemp("sample")
-    home = make_dagster_home(root / "dagster_home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DAGSTER_HOME", str(home))
+    with dagster_home_env(root / "dagster_home"):
         with dg.DagsterInstance.ephemeral() as instance:
             summary = _load_sample_lake_module().build_sample_lake(root / "lake", instance=instance, log=lambda *_: None)
     assert summary["windows"] == 6 and summary["evaluation"]["success"]
@@ -188,6 +186,7 @@ def test_quickstart_publishes_materialises_and_finds_the_correction(lake_from, s
     report(capsys, f"quickstart.ipynb ({lake_from})", seconds, "its own temporary lake" if lake_from != "REFLEXIO_LAKE" else str(lake))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("lake_from", ["REFLEXIO_LAKE", "temporary"])
 def test_lake_analytics_reports_traffic_corrections_and_clusters(lake_from, request, monkeypatch, capsys):
     if lake_from == "REFLEXIO_LAKE":
@@ -221,6 +220,7 @@ def test_lake_analytics_reports_traffic_corrections_and_clusters(lake_from, requ
     report(capsys, "lake_analytics.ipynb (REFLEXIO_LAKE)", seconds, "the sample lake")
 
 
+@pytest.mark.e2e
 def test_evaluation_reports_success_rates_shadow_outcomes_and_before_after(sample_lake, monkeypatch, capsys):
     monkeypatch.setenv("REFLEXIO_LAKE", str(sample_lake))
     notebook, seconds = execute("evaluation.ipynb")

@@ -42,7 +42,8 @@ import pytest
 from reflexio_pipelines.demo.run import publish_payload
 from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.partitions import GRANULARITY, key_of_landing_hour, key_of_moment
+from reflexio_pipelines.lake.windows import key_of_landing_hour, key_of_moment
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings

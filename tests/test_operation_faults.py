@@ -18,9 +18,9 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from reflexio_pipelines import operations
 from reflexio_pipelines.cli import app as cli_app
-from reflexio_pipelines.operations import (
+from reflexio_pipelines.lake import operation_status
+from reflexio_pipelines.lake.operation_status import (
     OperationInProgress,
     begin_operation,
     heartbeat,
@@ -141,7 +141,7 @@ def test_concurrent_rerun_starts_exactly_one_wins(settings, instance, lake):
 _RACER = """
 import sys, time
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.operations import OperationInProgress, begin_operation
+from reflexio_pipelines.lake.operation_status import OperationInProgress, begin_operation
 lake, at, name = Lake.at(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 time.sleep(max(0.0, at - time.time()))
 try:
@@ -152,6 +152,7 @@ except OperationInProgress:
 """
 
 
+@pytest.mark.e2e
 def test_starting_an_operation_is_atomic_across_processes(lake):
     """Four processes start an operation at the same instant (each its own `begin_operation`): exactly one wins."""
     at = time.time() + 6  # after every interpreter has imported the package
@@ -169,11 +170,12 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.e2e
 def test_stale_is_a_dead_owner_a_restarted_owner_or_a_silent_heartbeat():
     now = time.time()
     here = socket.gethostname()
     live = {"status": "in_progress", "owner_host": here, "owner_pid": os.getpid(), "heartbeat_at": now}
-    assert stale_reason(dict(live, owner_token=operations._PROCESS_TOKEN), 60, now) is None
+    assert stale_reason(dict(live, owner_token=operation_status._PROCESS_TOKEN), 60, now) is None
     assert "restarted" in stale_reason(dict(live, owner_token="an earlier process"), 60, now)  # pid 1 reused
     assert "is gone" in stale_reason(dict(live, owner_pid=_dead_pid()), 60, now)
     elsewhere = dict(live, owner_host="another-replica", owner_pid=_dead_pid())  # its pid means nothing here

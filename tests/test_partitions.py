@@ -1,11 +1,6 @@
 from datetime import datetime, timezone
 
-from reflexio_pipelines.partitions import (
-    key_of_landing_hour,
-    key_of_moment,
-    landing_hours_of_key,
-    window_of_key,
-)
+from reflexio_pipelines.lake.windows import key_of_landing_hour, key_of_moment, landing_hours_of_key, window_of_key
 
 
 def test_hourly_key_window_and_landing_hours_round_trip():

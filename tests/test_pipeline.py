@@ -13,7 +13,8 @@ from reflexio_pipelines.assets.learning import user_learning
 from reflexio_pipelines.assets.turns import turns
 from reflexio_pipelines.definitions import build_resources
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_key
+from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.learning.embedding import make_embedder

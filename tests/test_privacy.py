@@ -33,8 +33,9 @@ from fastapi.testclient import TestClient
 from reflexio_pipelines.definitions import build_definitions
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.lake.windows import key_of_moment
 from reflexio_pipelines.learning import aggregate
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows
 from reflexio_pipelines.privacy import erasure
 from reflexio_pipelines.privacy.scope import AGGREGATE_TABLES, MissingErasureRule, check_rules
@@ -44,6 +45,8 @@ from serving.app import create_app
 from tests.support.landing import land
 from tests.support.servers import serve_app
 from tests.support.dagster_home import make_dagster_home
+
+pytestmark = pytest.mark.e2e
 
 T0 = datetime(2026, 11, 3, 10, 0, tzinfo=timezone.utc)
 ZED = "zed-erasable-7f3"

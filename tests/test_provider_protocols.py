@@ -28,6 +28,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.windows import key_of_moment
 from reflexio_pipelines.learning.aggregate import Member
 from reflexio_pipelines.learning.llm_aggregate import LiteLLMConsolidator
 from reflexio_pipelines.learning.llm_call import LLMEndpoint
@@ -35,7 +36,7 @@ from reflexio_pipelines.learning.llm_dedup import LiteLLMDedupJudge
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
 from reflexio_pipelines.learning.llm_judge import LiteLLMJudge
 from reflexio_pipelines.learning.llm_ledger import CallLedger, recording
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch, run_aggregation, run_evaluation
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.settings import load_settings

@@ -21,7 +21,8 @@ import dagster as dg
 import pytest
 
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.partitions import GRANULARITY, window_of_key
+from reflexio_pipelines.lake.windows import window_of_key
+from reflexio_pipelines.partitions import GRANULARITY
 from tests.support.landing import land_hourly
 
 T0 = datetime(2026, 11, 5, 8, 20, tzinfo=timezone.utc)

@@ -19,11 +19,14 @@ import requests
 
 from reflexio_pipelines import runs
 from reflexio_pipelines.definitions import build_resources
-from reflexio_pipelines.operations import RerunConfig, request_cancel, rerun
+from reflexio_pipelines.lake.operation_status import request_cancel
+from reflexio_pipelines.operations import RerunConfig, rerun
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
 from tests.support.learned import AGENT, QUERY, REGION, correction_turns, serve_learned
 from tests.support.servers import serve_app
+
+pytestmark = pytest.mark.e2e
 
 
 def _install_missing_defaults_module() -> None:

@@ -230,6 +230,7 @@ def fast_policy(max_retries: int = 3) -> RetryPolicy:
     return RetryPolicy(max_retries=max_retries, base_delay=0.1, max_delay=1.0, jitter=0.5, rng=random.Random(7))
 
 
+@pytest.mark.e2e
 def test_transient_failures_are_retried_with_exponential_backoff():
     script = Script(UNAVAILABLE, UNAVAILABLE, UNAVAILABLE, OK)
     with serve_app(script.app()) as url, ReflexioClient(url, retry=fast_policy()) as client:
@@ -240,6 +241,7 @@ def test_transient_failures_are_retried_with_exponential_backoff():
         assert 0.1 * 2**attempt * 0.5 - 0.01 <= gap <= 0.1 * 2**attempt + 0.25, gaps
 
 
+@pytest.mark.e2e
 def test_retry_after_of_a_429_is_honoured_and_retries_are_bounded():
     script = Script((429, {"message": "slow down"}, {"Retry-After": "1"}), OK)
     with serve_app(script.app()) as url, ReflexioClient(url, retry=fast_policy()) as client:
@@ -259,6 +261,7 @@ def test_retry_after_of_a_429_is_honoured_and_retries_are_bounded():
     assert limited.value.retry_after == 86400 and len(script.arrivals) == 1  # too long to wait: raise at once
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("status", "error"),
     [(400, ValidationError), (401, AuthenticationError), (403, AuthenticationError), (404, NotFoundError),
@@ -272,6 +275,7 @@ def test_client_errors_and_500_are_not_retried(status, error):
     assert len(script.arrivals) == 1
 
 
+@pytest.mark.e2e
 def test_success_false_in_a_200_raises():
     script = Script((200, {"success": False, "message": "no pending profiles"}, {}))
     with serve_app(script.app()) as url, ReflexioClient(url) as client:
@@ -279,6 +283,7 @@ def test_success_false_in_a_200_raises():
             client.run_aggregation()
 
 
+@pytest.mark.e2e
 def test_an_answer_of_the_wrong_shape_is_a_reflexio_error():
     script = Script((200, {"unexpected": True}, {}))  # e.g. another service on that port
     with serve_app(script.app()) as url, ReflexioClient(url) as client:
@@ -286,6 +291,7 @@ def test_an_answer_of_the_wrong_shape_is_a_reflexio_error():
             client.health()
 
 
+@pytest.mark.e2e
 def test_non_idempotent_calls_are_retried_only_when_the_service_did_not_act():
     script = Script((502, {"message": "bad gateway"}, {}), (200, {"success": True, "message": "ran"}, {}))
     with serve_app(script.app()) as url, ReflexioClient(url, retry=fast_policy()) as client:
@@ -297,6 +303,7 @@ def test_non_idempotent_calls_are_retried_only_when_the_service_did_not_act():
     assert len(script.arrivals) == 3
 
 
+@pytest.mark.e2e
 def test_timeouts_raise_after_the_retries():
     script = Script(OK)
     with serve_app(script.app(delay_s=2.0)) as url:
@@ -315,6 +322,7 @@ def test_connection_refused_is_a_connection_error():
     assert refused.value.request_sent is False and not isinstance(refused.value, APITimeoutError)
 
 
+@pytest.mark.e2e
 def test_base_url_and_api_key_come_from_the_environment(monkeypatch):
     script = Script(OK)
     with serve_app(script.app()) as url:
@@ -325,6 +333,7 @@ def test_base_url_and_api_key_come_from_the_environment(monkeypatch):
     assert script.headers[0]["authorization"] == "Bearer rflx-secret"
 
 
+@pytest.mark.e2e
 def test_async_client_retries_too():
     script = Script(UNAVAILABLE, UNAVAILABLE, OK)
 

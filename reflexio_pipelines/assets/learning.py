@@ -33,9 +33,10 @@ import dagster as dg
 from reflexio_pipelines.assets.metadata import preview
 from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.reads import counting_reads
+from reflexio_pipelines.lake.windows import window_end, window_of_key
 from reflexio_pipelines.learning.batch import LearnOutput
-from reflexio_pipelines.learning.windows import Pace
-from reflexio_pipelines.partitions import GRANULARITY, PARTITIONS, window_end, window_of_key
+from reflexio_pipelines.learning.windows import Pace, pace_at
+from reflexio_pipelines.partitions import GRANULARITY, PARTITIONS
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
 from reflexio_pipelines.window_pass import Committed, Learner, learn_and_commit
 
@@ -69,13 +70,12 @@ class LearningRunConfig(dg.Config):
 
 
 def run_pace(config: LearningRunConfig, extractor: ExtractorResource, partition_key: str) -> Pace:
-    """The run's pace, its clock read now: the extractor's quiet period, the run config's flush, and everything
-    through once the partition's window has closed."""
+    """The run's pace (learning/windows.py `pace_at`), its clock read now: the extractor's quiet period, the run
+    config's flush, the partition's window end."""
     quiet_period_s = extractor.get_config().quiet_period(bool(extractor.model.strip()))
     now_us = config.now_us if config.now_us is not None else time.time_ns() // 1000
-    closed = now_us >= window_end(partition_key, GRANULARITY).timestamp() * 1_000_000
-    return Pace(quiet_us=int(quiet_period_s * 1_000_000), now_us=now_us, flush=config.flush == "all" or closed,
-                flush_users=frozenset(config.flush_users))  # fmt: skip
+    return pace_at(now_us, flush=config.flush, flush_users=config.flush_users, quiet_period_s=quiet_period_s,
+                   window_end=window_end(partition_key, GRANULARITY))  # fmt: skip
 
 
 @dg.multi_asset(

@@ -12,10 +12,10 @@ with the multiprocess executor on one machine, a pod per step with `k8s_job_exec
 - Each `learn_shard` learns its users exactly as one pass would (window_pass.py `learn_users`) and stages its
   output in the lake: outputs hold users' words, so they never go through Dagster's IO manager or run storage.
 - `commit_shards` takes the window's lock, merges the shards in the window's user order (the rows one pass over
-  every user writes, byte for byte) and commits them in one step, as the unsharded asset does. If another run of
-  the window committed while the shards learned (the stamp moved) or the staging is gone (an erasure), it learns
-  the window again under the lock, from what is committed now: a lost race costs the loser's LLM calls, never a
-  duplicated or lost item.
+  every user writes, byte for byte) and commits them in one step, as the unsharded asset does (window_pass.py
+  `commit_staged`). If another run of the window committed while the shards learned (the stamp moved) or the
+  staging is gone (an erasure), it learns the window again under the lock, from what is committed now: a lost race
+  costs the loser's LLM calls, never a duplicated or lost item.
 
 `REFLEXIO_LLM_CONCURRENCY` holds per step process (each machine brings its own workers); the provider's
 requests/tokens per minute are split between the shards (resources/extractor.py `ExtractorResource.shards`).
@@ -34,12 +34,12 @@ from reflexio_pipelines.assets.learning import (
 from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.reads import counting_reads
-from reflexio_pipelines.partitions import GRANULARITY, PARTITIONS, window_of_key
+from reflexio_pipelines.lake.windows import window_of_key
+from reflexio_pipelines.partitions import GRANULARITY, PARTITIONS
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
 from reflexio_pipelines.window_pass import (
-    commit_window,
+    commit_staged,
     learn_users,
-    merge_outputs,
     previous_rows,
     shard_users,
     window_stamp,
@@ -101,18 +101,10 @@ def commit_shards(context: dg.OpExecutionContext, config: LearningRunConfig, sha
     store, window, run_id = lake.get(), _window(context), context.run.run_id
     with ledger_written(store, run_id=run_id, asset="user_learning", window=window):
         with store.lock(f"window-{window}"), counting_reads() as reads:
-            plan = staging.read_plan(store, window, run_id)
-            previous = previous_rows(store, window, plan.rebuild if plan else config.rebuild)
-            outputs = [staging.read_shard(store, window, run_id, s) for s in sorted(shards)] if plan else []
-            if plan is not None and window_stamp(previous) == plan.stamp and all(o is not None for o in outputs):
-                output = merge_outputs(outputs, plan.users)
-            else:
-                context.log.warning(f"window {window} changed while its shards learned (another run committed it, "
-                                    "or its staging was erased): learning it again from what is committed now")  # fmt: skip
-                pace = plan.pace if plan else run_pace(config, extractor, context.partition_key)
-                output = learn_users(store, window, learner(extractor, embedder), pace, run_id=run_id,
-                                     previous=previous)  # fmt: skip
-            committed = commit_window(store, window, run_id, previous, output)
+            output, committed = commit_staged(store, window, run_id, shards,
+                                              learner_of=lambda: learner(extractor, embedder),
+                                              pace_of=lambda: run_pace(config, extractor, context.partition_key),
+                                              rebuild=config.rebuild, warn=context.log.warning)  # fmt: skip
     staging.drop_run(store, window, run_id)
     metadata = materialization_metadata(context, output, committed, reads.metadata(), window=window,
                                         previews=lake.metadata_previews)  # fmt: skip

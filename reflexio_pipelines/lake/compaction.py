@@ -1,10 +1,14 @@
-"""Landing files → the compacted `turns` table rows of one window."""
+"""Landing files → the compacted `turns` table rows of one window, and the window's compaction run against the lake
+(`compact_window`, the `turns` asset's work)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import LANDING_TURNS, TURNS
 from reflexio_pipelines.storage import LakePath, read_parquet
 
@@ -42,3 +46,42 @@ def _first_occurrence(ids: pa.ChunkedArray) -> pa.Array:
 def users_in(table: pa.Table) -> int:
     """Distinct users in a turns table."""
     return len(pc.unique(table.column("user_id"))) if table.num_rows else 0
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """What compacting a window did: its `turns` rows now, the table's Delta version, whether only newly landed
+    files were read, and how many landing files the window has and how many were read."""
+
+    table: pa.Table
+    version: int | None
+    incremental: bool
+    landing_files: int
+    files_compacted: int
+
+
+def compact_window(store: Lake, window: str, landing_hours: list[tuple[str, str]]) -> Compacted:
+    """Compact the window's landing files (in its `landing_hours`, (date, hour) directories) into `turns`, under the
+    window's lock: only the files that landed since the last run, or all of them again when a file that run
+    consumed is gone without the consumed list saying so."""
+    hour_dirs = [store.landing_turns / f"date={d}" / f"hour={h}" for d, h in landing_hours]
+    files = store.landing_files(hour_dirs)
+    names = [store.relative(f) for f in files]
+    with store.lock(f"window-{window}"):
+        consumed = set(store.read_consumed(window))
+        incremental = bool(consumed) and consumed <= set(names)
+        if incremental:
+            fresh = [(f, n) for f, n in zip(files, names) if n not in consumed]
+            new_names = [n for _, n in fresh]
+            # rows of a fresh file may be there already (a crash after the commit, before the consumed list)
+            kept = store.read_table("turns", window)
+            kept = kept.filter(pc.invert(pc.is_in(kept.column("landing_file"), value_set=pa.array(new_names, pa.string()))))
+            added = compact_landing([f for f, _ in fresh], new_names, window)
+            added = added.filter(pc.invert(pc.is_in(added.column("turn_id"), value_set=kept.column("turn_id"))))  # first copy wins
+            version = store.replace_landing_files(window, new_names, added) if fresh else store.table_version("turns")
+            table = pa.concat_tables([kept, added])
+        else:
+            table = compact_landing(files, names, window)
+            version = store.replace_window("turns", window, table)
+        store.write_consumed(window, names)
+    return Compacted(table, version, incremental, len(files), len(new_names) if incremental else len(files))

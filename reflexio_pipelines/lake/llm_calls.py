@@ -26,9 +26,9 @@ import pyarrow as pa
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.lake.windows import Granularity, configured_granularity, key_of_moment, window_of_key
 from reflexio_pipelines.learning.llm_ledger import CallLedger, LLMCall, recording
 from reflexio_pipelines.learning.types import stable_uuid
-from reflexio_pipelines.partitions import GRANULARITY, Granularity, key_of_moment, window_of_key
 from reflexio_pipelines.storage import open_delta
 
 TABLE = "llm_calls"
@@ -39,19 +39,22 @@ LOCK = "llm-calls"
 _USAGE_COLUMNS = ["window", "model", "stage", "outcome", "prompt_tokens", "completion_tokens", "cost_usd"]
 
 
-def window_of_call(started_at_us: int, granularity: Granularity = GRANULARITY) -> str:
-    """The lake's `window` value (e.g. `2026-11-30T04`) of the window a call started in."""
+def window_of_call(started_at_us: int, granularity: Granularity | None = None) -> str:
+    """The lake's `window` value (e.g. `2026-11-30T04`) of the window a call started in (None: the deployment's
+    granularity)."""
+    granularity = granularity or configured_granularity()
     moment = datetime.fromtimestamp(started_at_us / 1_000_000, timezone.utc)
     return window_of_key(key_of_moment(moment, granularity), granularity)
 
 
 def ledger_rows(calls: list[LLMCall], *, run_id: str, asset: str, window: str | None,
-                granularity: Granularity = GRANULARITY) -> list[dict]:  # fmt: skip
+                granularity: Granularity | None = None) -> list[dict]:  # fmt: skip
     """`llm_calls` rows for the given records (pure; the same records give the same rows and ids).
 
     `window` is the partition's window of a window-partitioned asset; None places each call in the window of its
-    start time. Two records identical in every field (possible when threads start calls in the same microsecond)
-    still get distinct ids: the id includes how many identical records came before.
+    start time, at `granularity` (None: the deployment's). Two records identical in every field (possible when
+    threads start calls in the same microsecond) still get distinct ids: the id includes how many identical records
+    came before.
     """
     seen: Counter[tuple] = Counter()
     rows = []

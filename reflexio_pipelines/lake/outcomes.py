@@ -1,9 +1,12 @@
-"""Outcome counters in the lake: the counters an item carries in API payloads, and the outcome change log.
+"""Outcome counters in the lake: what an outcome run reads and writes, the counters an item carries in API
+payloads, and the outcome change log.
 
-`item_outcomes` (rewritten by every outcome run, assets/outcomes.py) holds the counters; `outcome_change_log` is
-append-only and records every flag action with its evidence, one row per evidence session, plus reviewers' "keep"
-decisions. Both the pipeline (which decides flags) and the service (which shows counters, holds flagged items out
-of search and records reviews) read them through this module.
+An outcome run (assets/outcomes.py) reads the retrieval log, every learned item and the evaluators' verdicts as the
+value types of learning/outcomes.py (`retrieval_events`, `learned_items`, `judged_sessions`, joined by
+`outcomes_now`), then `commit_outcomes` rewrites `item_outcomes`, `session_outcomes` and `item_outcome_events` and
+appends to `outcome_change_log`. The change log is append-only and records every flag action with its evidence, one
+row per evidence session, plus reviewers' "keep" decisions. Both the pipeline (which decides flags) and the service
+(which shows counters, holds flagged items out of search and records reviews) read them through this module.
 """
 
 from __future__ import annotations
@@ -14,9 +17,25 @@ from typing import Any
 
 import pyarrow as pa
 
+from reflexio_pipelines.lake.curation import live_agent_playbooks
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.records import every_item, live_turns
 from reflexio_pipelines.lake.schemas import TABLES
-from reflexio_pipelines.learning.outcomes import HARMFUL, HELPFUL, MISSED, RULES_VERSION, FlagAction, ItemRef
+from reflexio_pipelines.learning.config import ExtractionConfig, OutcomeSettings
+from reflexio_pipelines.learning.outcomes import (
+    HARMFUL,
+    HELPFUL,
+    MISSED,
+    RULES_VERSION,
+    FlagAction,
+    ItemRef,
+    LearnedItem,
+    OutcomeResult,
+    RetrievalEvent,
+    evaluate,
+    flag_actions,
+)
+from reflexio_pipelines.learning.sessions import Session, group_sessions, is_closed
 
 #: Serialises the outcome tables' writers (privacy/erasure.WRITER_LOCKS).
 LOCK = "outcomes"
@@ -87,3 +106,101 @@ def change_log_entries(lake: Lake, entity: str | None = None, item_id: str | Non
         if row["session_id"] is not None:
             entry["evidence_session_ids"].append(row["session_id"])
     return sorted(actions.values(), key=lambda e: (-e["at"], e["action_id"]))
+
+
+def outcomes_now(store: Lake, config: ExtractionConfig, now: int) -> tuple[list[Session], OutcomeResult]:
+    """The sessions closed at `now` (unix s, after the config's quiet period) and the outcomes of what was served in
+    them, from the lake as it is."""
+    sessions = group_sessions(live_turns(store))
+    closed = [s for s in sessions if is_closed(s, now, config.session_quiet_period_seconds)]
+    result = evaluate(closed, sessions, retrieval_events(store), learned_items(store), judged_sessions(store),
+                      config.holdout)  # fmt: skip
+    return closed, result
+
+
+def commit_outcomes(store: Lake, result: OutcomeResult, settings: OutcomeSettings, *, at: int,
+                    run_id: str | None) -> tuple[dict[ItemRef, str], list[FlagAction]]:  # fmt: skip
+    """Rewrite the outcome tables from `result` and append the flag actions it calls for to the change log, at `at`
+    (unix s, the audit time). Flags are decided under the outcomes lock against the change log as it is then, so a
+    reviewer's "keep" recorded meanwhile counts. Returns each item's flag state after the run, and the actions."""
+    with store.lock(LOCK):
+        last_state, harmful_when_kept, _ = log_state(store.read_table("outcome_change_log").to_pylist())
+        actions = flag_actions(result.counters, settings, last_state, harmful_when_kept)
+        states = dict(last_state)
+        states.update({a.ref: {"unflagged": "clear"}.get(a.action, a.action) for a in actions})
+        tables = _tables(result, states, at)
+        for name, table in tables.items():
+            store.replace_where(name, None, table)
+        log = [row for action in actions for row in action_rows(action, at=at, run_id=run_id)]
+        if log:
+            store.append("outcome_change_log", pa.Table.from_pylist(log, schema=TABLES["outcome_change_log"]))
+    return states, actions
+
+
+def _tables(result: OutcomeResult, states: dict[ItemRef, str], now: int) -> dict[str, pa.Table]:
+    sessions = [{
+        "session_id": s.session_id, "user_id": s.user_id, "agent_version": s.agent_version, "arm": s.arm,
+        "holdout_override": s.override, "searches": s.searches, "items_served": s.items_served,
+        "first_search_at": s.first_search_at, "corrections": s.corrections,
+        "recurring_corrections": s.recurring_corrections, "repeated_learned_corrections": s.repeated_learned_corrections,
+        "tool_failures": s.tool_failures, "user_turns": s.user_turns, "session_started_at": s.started_at,
+        "session_closed_at": s.closed_at, "day": s.day, "rules": RULES_VERSION,
+    } for s in result.sessions]  # fmt: skip
+    events = [{
+        "entity": e.ref.entity, "item_id": e.ref.item_id, "user_id": e.user_id, "session_id": e.session_id,
+        "agent_version": e.agent_version, "outcome": e.outcome, "reason": e.reason, "served_at_us": e.served_at_us,
+        "turn_index": e.turn_index, "day": e.day, "rules": RULES_VERSION,
+    } for e in result.events]  # fmt: skip
+    counters = [{
+        "entity": ref.entity, "item_id": ref.item_id, "user_id": c.owner, "agent_version": c.agent_version,
+        "served": c.served, "sessions": c.sessions, "helpful": c.count(HELPFUL), "harmful": c.count(HARMFUL),
+        "missed": c.count(MISSED), "flagged": states.get(ref, "clear") != "clear",
+        "held_out": states.get(ref) == "held_out", "computed_at": now, "rules": RULES_VERSION,
+    } for ref, c in sorted(result.counters.items(), key=lambda kv: (kv[0].entity, kv[0].item_id))]  # fmt: skip
+    return {name: pa.Table.from_pylist(rows, schema=TABLES[name]) for name, rows in
+            (("session_outcomes", sessions), ("item_outcome_events", events), ("item_outcomes", counters))}  # fmt: skip
+
+
+def retrieval_events(store: Lake) -> list[RetrievalEvent]:
+    """The retrieval log as value types (items in response order, profiles, then user and agent playbooks)."""
+    out = []
+    for r in store.read_table("retrieval_events").to_pylist():
+        items = ([ItemRef("profile", str(i)) for i in r["profile_ids"] or []]
+                 + [ItemRef("user_playbook", str(i)) for i in r["user_playbook_ids"] or []]
+                 + [ItemRef("agent_playbook", str(i)) for i in r["agent_playbook_ids"] or []])  # fmt: skip
+        out.append(RetrievalEvent(r["event_id"], r["served_at_us"], r["user_id"], r["session_id"],
+                                  r["agent_version"] or "", r["arm"], r["holdout"], r["holdout_override"],
+                                  tuple(items)))  # fmt: skip
+    return sorted(out, key=lambda e: (e.served_at_us, e.event_id))
+
+
+def learned_items(store: Lake) -> dict[ItemRef, LearnedItem]:
+    """Every learned item that can have been served: profiles, user playbooks (superseded ones too: they were served
+    before) and agent playbooks in any lifecycle status, curation applied. Agent playbooks count their member
+    playbooks' source turns as their own."""
+    items: dict[ItemRef, LearnedItem] = {}
+    sources: dict[int, frozenset[str]] = {}
+    for r in every_item(store, "user_playbook"):
+        ref = ItemRef("user_playbook", str(r["user_playbook_id"]))
+        sources[r["user_playbook_id"]] = frozenset(r["source_turn_ids"] or ())
+        items[ref] = LearnedItem(ref, r["user_id"], r["agent_version"] or "", r["content"] or "", r["trigger"] or "",
+                                 r["created_at"] or 0, sources[r["user_playbook_id"]])  # fmt: skip
+    for r in every_item(store, "profile"):
+        ref = ItemRef("profile", str(r["profile_id"]))
+        items[ref] = LearnedItem(ref, r["user_id"], "", r["content"] or "", "", r["last_modified_timestamp"] or 0,
+                                 frozenset(r["source_turn_ids"] or ()))  # fmt: skip
+    for r in live_agent_playbooks(store, ("current", "archived")):
+        ref = ItemRef("agent_playbook", str(r["agent_playbook_id"]))
+        turns = frozenset().union(*(sources.get(m, frozenset()) for m in r["member_ids"] or []))
+        items[ref] = LearnedItem(ref, None, r["agent_version"] or "", r["content"] or "", r["trigger"] or "",
+                                 r["created_at"] or 0, turns)  # fmt: skip
+    return items
+
+
+def judged_sessions(store: Lake) -> dict[tuple[str, str], bool]:
+    """(user, session) -> success as the evaluators judged it: successful when at least one evaluator said so and
+    none said otherwise."""
+    verdicts: dict[tuple[str, str], list[bool]] = {}
+    for r in store.read_table("session_evaluations").to_pylist():
+        verdicts.setdefault((r["user_id"] or "", r["session_id"]), []).append(r["is_success"])
+    return {key: all(v) for key, v in verdicts.items()}

@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from reflexio_pipelines.learning.cluster import ClusterParams
+from reflexio_pipelines.learning.config import ExtractionConfig
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.learning.wording import Support, keep_words, without_personal_facts
 
@@ -62,6 +64,33 @@ class Rule:
     rationale: str | None = None
     blocking_issue_kind: str | None = None
     blocking_issue_details: str | None = None
+
+
+def embedding_text(row: dict) -> str:
+    """What a user playbook is clustered on: its trigger (the situation) and its content (the lesson) together.
+
+    The trigger alone (the original's choice) groups different lessons learned in similar situations, and misses
+    one lesson taught in differently worded situations; with both, the same lesson clusters across users."""
+    return f"{row['trigger']}: {row['content']}" if row["trigger"] else row["content"]
+
+
+def cluster_params(
+    extraction: ExtractionConfig,
+    playbook_name: str,
+    *,
+    min_cluster_size: int | None = None,
+    similarity: float | None = None,
+    min_distinct_users: int | None = None,
+) -> ClusterParams:
+    """The clustering parameters of one playbook name's groups: the run's where given, else its extractor's."""
+    configured = extraction.aggregation_settings(playbook_name)
+
+    def pick(given, fallback):
+        return fallback if given is None else given
+
+    return ClusterParams(min_cluster_size=pick(min_cluster_size, configured.min_cluster_size),
+                         similarity=pick(similarity, configured.clustering_similarity),
+                         min_distinct_users=pick(min_distinct_users, configured.min_distinct_users))  # fmt: skip
 
 
 @dataclass

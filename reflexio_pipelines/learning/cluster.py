@@ -3,7 +3,7 @@
 Pure: numpy, scipy, scikit-learn and hdbscan only; no Dagster, no IO. Input rows are embeddings (any dimension;
 rows are L2-normalised here, so only their direction matters) and the id of the user each row came from.
 
-Geometry is cosine throughout. Two algorithms, as in the original (reference §3.2):
+Geometry is cosine throughout. Two algorithms, as in the original:
 
 - **below `agglomerative_below` rows** (default 50): scikit-learn average-linkage agglomerative clustering with
   cosine distance, cut at `1 - similarity` (two groups merge while their mean pairwise cosine is >= `similarity`).
@@ -32,7 +32,7 @@ Geometry is cosine throughout. Two algorithms, as in the original (reference §3
      min_cluster_size 2 it cuts one rule's paraphrases into fragments (at 100k: 277 planted clusters split without
      this step, 54 with it), and this makes the threshold mean the same thing below and above 50 rows.
 
-Then, for both algorithms, the same acceptance rules (the original had none; reference §3.3, §9.3 item 4):
+Then, for both algorithms, the same acceptance rules (the original had none):
 
 - a member whose cosine similarity to its cluster's centroid is below `similarity` becomes noise (repeated until
   stable, so every member of a returned cluster is at least `similarity` from the centroid of exactly that cluster);

@@ -1,6 +1,6 @@
 """The extraction configuration: which extractors run, what they look for, and how turns are windowed.
 
-A versioned YAML or JSON file in the original's `Config` shape (§1.9), reduced to what extraction uses:
+A versioned YAML or JSON file in the original's `Config` shape, reduced to what extraction uses:
 
     config_version: 1
     agent_context_prompt: "You are an ops agent for …"
@@ -425,7 +425,7 @@ class ExtractionConfig(BaseModel):
         return groups
 
 
-# The original's default definitions (§1.9), paraphrased.
+# The original's default definitions, paraphrased.
 _DEFAULT_PROFILE = {
     "extractor_name": DEFAULT_PROFILE_EXTRACTOR,
     "extraction_definition_prompt": (

@@ -4,7 +4,7 @@ A judge answers two questions about a closed session:
 
 - `evaluate`: did the agent succeed (final outcome), why not (`failure_type` ∈ FAILURE_TYPES), was it escalated?
   Only the regular agent's turns are judged — `shadow_content` is never part of it (the original evaluated the
-  shadow version half the time and stored the result as the regular agent's, §4.1/§9.3 #9).
+  shadow version half the time and stored the result as the regular agent's).
 - `compare`: for one turn carrying `shadow_content`, which answer is better, regular or shadow? The verdict is
   always expressed from the regular agent's side (`regular_is_better`, …, `tied`); the order a judge saw the two
   answers in is recorded as `presented_first` and decided by `presentation_order` (deterministic per pair).

@@ -1,7 +1,7 @@
 """The LLM dedup judge: one LiteLLM chat call per `judge()`, prompt `deduplication`, JSON out.
 
 It only *groups*; what a group means (which NEW item survives, what it supersedes) is decided by
-`dedup.deduplicate`, the same for every judge — so a judge can never delete anything (§2.6's EXISTING-only gap).
+`dedup.deduplicate`, the same for every judge — so a judge can never delete anything (the original's EXISTING-only gap).
 
 Differences from the original on purpose: one prompt for profiles and playbooks (`item_kind` names which), every item
 line carries its UTC time so "the newer statement wins" is decidable, temperature 0, transient failures and

@@ -5,7 +5,7 @@
 - `compare`: prompt `shadow_comparison`, one call per turn carrying `shadow_content`: the user's question and the
   two answers as "Answer A" / "Answer B". Which side is A comes from `judge.presentation_order` (random per pair,
   reproducible); the reply's A/B is mapped back to regular/shadow through that same order. The original judged
-  "Request 1" and stored it as the regular agent's result whatever Request 1 was (§4.1) — here the comparison can
+  "Request 1" and stored it as the regular agent's result whatever Request 1 was — here the comparison can
   only produce a `regular_vs_shadow` label, never a success flag.
 
 Replies are validated strictly; a bad reply is retried (with backoff, counted), and a question still unanswered after

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Legacy field names of the original (§1.9) and what they became.
+#: Legacy field names of the original and what they became.
 LEGACY_TOP = {
     "extraction_window_size": "batch_size",
     "extraction_window_stride": "batch_interval",

@@ -36,7 +36,6 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from functools import lru_cache
 
 from reflexio_pipelines.learning.rules.corrections import correction_rule
@@ -46,6 +45,7 @@ from reflexio_pipelines.learning.rules.triggers import _IMPERATIVE_VERBS
 from reflexio_pipelines.learning.config import HoldoutSettings, OutcomeSettings
 from reflexio_pipelines.learning.dedup import profile_slot
 from reflexio_pipelines.learning.holdout import CONTROL, arm_of
+from reflexio_pipelines.learning.impact import day_of
 from reflexio_pipelines.learning.sessions import Session, corrected_turn_indexes
 
 #: Labels every outcome row: which version of the heuristic matching rules produced it.
@@ -295,10 +295,6 @@ def classify(item: LearnedItem, session: Session, start: int, succeeded: bool | 
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _day(ts: int) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
-
-
 SessionKey = tuple[str, str]  # (user id, session id)
 
 
@@ -390,7 +386,7 @@ def evaluate(closed: list[Session], all_sessions: list[Session], events: list[Re
             if outcome is not None:
                 c.evidence[outcome].append(key)
             outcome_rows.append(OutcomeEvent(ref, session.user_id, session.session_id, session.agent_version,
-                                             outcome, reason, event.served_at_us, index, _day(session.last_at)))  # fmt: skip
+                                             outcome, reason, event.served_at_us, index, day_of(session.last_at)))  # fmt: skip
         arm = serves[0][0].arm if serves else arm_of(holdout, session.agent_version, session.user_id)
         recurring, repeated = _recurrence(session, own_items[session.user_id] + version_items[session.agent_version],
                                           first_served_to, first_served_version, treated=arm != CONTROL)  # fmt: skip
@@ -402,7 +398,7 @@ def evaluate(closed: list[Session], all_sessions: list[Session], events: list[Re
             repeated_learned_corrections=repeated,
             tool_failures=sum(call.error is not None for t in session.turns for call in t.tools_used),
             user_turns=sum(t.is_user for t in session.turns), started_at=session.started_at,
-            closed_at=session.last_at, day=_day(session.last_at)))  # fmt: skip
+            closed_at=session.last_at, day=day_of(session.last_at)))  # fmt: skip
     return OutcomeResult(session_rows, outcome_rows, counters)
 
 
@@ -422,12 +418,12 @@ def _recurrence(session: Session, candidates: list[LearnedItem], served_to: Mapp
             continue
         repeated += 1
 
-        def served_before(item: LearnedItem) -> bool:
+        def served_before(item: LearnedItem, corrected_at: int = turn.created_at) -> bool:
             if item.owner is not None:
                 at = served_to.get((item.ref, session.user_id))
             else:
                 at = served_version.get((item.ref, session.agent_version))
-            return at is not None and at <= turn.created_at
+            return at is not None and at <= corrected_at
 
         recurring += treated and any(served_before(item) for item in repeats)
     return recurring, repeated

@@ -2,7 +2,7 @@
 
 Each file starts with a YAML front-matter block (`version`, `description`, `variables`, `changelog`) between `---`
 lines, followed by the body. Bodies use `string.Template` placeholders (`$var` / `${var}`, `$$` for a literal
-dollar) rather than `str.format`: the original's `str.format` rendering broke on literal JSON braces (§2.11, §9.3 #7)
+dollar) rather than `str.format`: the original's `str.format` rendering broke on literal JSON braces
 and prompts here contain JSON examples. A line consisting of `<!-- user -->` splits the body into the system
 message (before) and the user message (after).
 """

@@ -1,6 +1,6 @@
 """Sessions for evaluation: grouping turns, deciding when a session is over, sampling, and simple counts.
 
-Everything here is computed from the turns themselves at run time. The original (§4.1) armed an in-memory
+Everything here is computed from the turns themselves at run time. The original armed an in-memory
 600 s timer per session on publish: a restart lost every pending evaluation, and sessions published before it never
 got one. Here a session is closed when its turns show a quiet period (`is_closed`), so any run over the lake's data
 finds the same closed sessions. Sampling is a hash of (evaluation name, session id) instead of `random()`, so a

@@ -1,6 +1,6 @@
 """Render a window as the text an extractor reads, and map cited turn labels back to turn ids.
 
-Layout follows the original (§2.4): one block per session (`session_id or request_id`) headed
+Layout follows the original: one block per session (`session_id or request_id`) headed
 `=== Session: X ===`, sessions ordered by their first turn, tool calls as `[used tool: NAME({json})]` prefixes and
 user actions appended. Each turn carries a `[T{n}]` label (n = 1-based position in the window) so the model can
 cite evidence; the original could only attribute a rule to the whole window.
@@ -106,7 +106,7 @@ def render_window(window: Window) -> str:
 
 
 def render_expert_pairs(window: Window) -> str:
-    """Comparison blocks (§2.8) for every turn carrying `expert_content`; empty string when there are none."""
+    """Comparison blocks for every turn carrying `expert_content`; empty string when there are none."""
     pairs: list[str] = []
     turns = window.turns
     for index, turn in enumerate(turns):

@@ -7,7 +7,7 @@ extractor call each; every window also carries a short *lookback* of the turns j
 start of a chunk is read together with the agent answer it corrects and the request that answer was for.
 
 So a batch of n new turns costs ceil(n / size) extraction calls instead of one per publish, no turn is ever
-skipped (the original only looked at the last `size` turns when the stride was crossed, §2.3), and the bookmark
+skipped (the original only looked at the last `size` turns when the stride was crossed), and the bookmark
 advances past every processed window, whether or not anything was extracted. Items resting only on lookback
 turns are not re-learned (see learn.py). A window that fails (after the LLM retries) is not processed: nothing of
 the user's batch is written, the bookmark stays before it, and later partitions of that user wait until a re-run
@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
 
 from reflexio_pipelines.learning.types import Turn, Window
 
@@ -94,6 +96,16 @@ class Pace:
 
 #: A deliberate run: extract every new turn now.
 FLUSH_ALL = Pace()
+
+
+def pace_at(now_us: int, *, flush: Literal["all", "due"], flush_users: Iterable[str], quiet_period_s: float,
+            window_end: datetime) -> Pace:  # fmt: skip
+    """A run's pace at `now_us`: `flush` "all" lets every turn through (a deliberate run), "due" holds back the
+    turns of sessions active within `quiet_period_s`, except `flush_users`' — and once the window has ended nothing
+    is held back, as no turn lands in it any more to complete a chunk."""
+    closed = now_us >= window_end.timestamp() * 1_000_000
+    return Pace(quiet_us=int(quiet_period_s * 1_000_000), now_us=now_us, flush=flush == "all" or closed,
+                flush_users=frozenset(flush_users))  # fmt: skip
 
 
 def ready_turns(new: list[Turn], size: int, pace: Pace) -> tuple[list[Turn], list[Turn]]:

@@ -36,9 +36,9 @@ from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.embedding_cache import CACHE_TABLE, EmbeddingCache, erase_owner
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.operation_status import SERVICES, read_status, write_status
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.embedding import Embedder
-from reflexio_pipelines.operations import SERVICES, read_status, write_status
 from reflexio_pipelines.privacy.scope import (
     Matches,
     Scope,
@@ -78,7 +78,7 @@ WRITER_LOCKS = {
     "retrievals": "retrievals",
     # partitioned by the serve's window, appended by the service under the retrieval log's lock (serving/retrievals.py)
     "retrieval_events": "retrievals",
-    # rewritten (and the change log appended) by the outcome step, and by a reviewer's keep (assets/outcomes.py)
+    # rewritten (and the change log appended) by the outcome step, and by a reviewer's keep (lake/outcomes.py)
     "session_outcomes": "outcomes",
     "item_outcome_events": "outcomes",
     "item_outcomes": "outcomes",

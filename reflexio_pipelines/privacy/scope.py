@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.lake.windows import configured_granularity, key_of_landing_hour, window_of_key
 from reflexio_pipelines.learning.wording import vocabulary
-from reflexio_pipelines.partitions import GRANULARITY, key_of_landing_hour, window_of_key
 from reflexio_pipelines.storage import LakePath, read_parquet
 
 #: Tables without per-user rows, and why nothing in them identifies a user.
@@ -112,8 +112,9 @@ class LandingHit:
 def landing_rows(lake: Lake, user_id: str) -> list[LandingHit]:
     """Every committed landing file that holds turns of the user (only the user_id column is read of the others)."""
     out = []
+    granularity = configured_granularity()
     for date, hour, hour_dir in lake.landing_hours():
-        window = window_of_key(key_of_landing_hour(date, hour, GRANULARITY), GRANULARITY)
+        window = window_of_key(key_of_landing_hour(date, hour, granularity), granularity)
         for path in lake.landing_files([hour_dir]):
             users = read_parquet(path, columns=["user_id"]).column("user_id")
             if pc.any(pc.equal(users, user_id)).as_py():

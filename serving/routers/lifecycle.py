@@ -16,9 +16,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from reflexio_pipelines.operations import (
+from reflexio_pipelines.lake.operation_status import (
     SERVICE_ALIASES,
-    RUN_FIELDS,
     SERVICES,
     OperationInProgress,
     begin_operation,
@@ -29,6 +28,7 @@ from reflexio_pipelines.operations import (
     request_cancel,
     update_status,
 )
+from reflexio_pipelines.operations import RUN_FIELDS
 from serving.deps import service
 from serving.errors import error
 from serving.models.lifecycle import (

@@ -13,8 +13,9 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
 from reflexio_pipelines.learning.types import stable_int_id
-from reflexio_pipelines.partitions import GRANULARITY, key_of_moment, window_of_key
+from reflexio_pipelines.partitions import GRANULARITY
 from serving.deps import service
 from serving.errors import error
 from serving.erasures import RETRY_AFTER_S

@@ -30,7 +30,8 @@ def land(lake: Lake, conversations: list[dict], at: datetime | None = None) -> l
 def land_hourly(lake: Lake, batches: list[list[dict]], start: datetime) -> list[str]:
     """Land batch i in the hour `start + i h`; returns the partition keys, one per batch."""
     # Imported here: partitions.py builds Dagster's partitions definition at import, which `land` alone never needs.
-    from reflexio_pipelines.partitions import GRANULARITY, key_of_moment
+    from reflexio_pipelines.lake.windows import key_of_moment
+    from reflexio_pipelines.partitions import GRANULARITY
 
     keys = []
     for hour, conversations in enumerate(batches):

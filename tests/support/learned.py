@@ -16,7 +16,7 @@ import pytest
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.settings import Settings
-from tests.support.dagster_home import make_dagster_home
+from tests.support.dagster_home import dagster_home_env
 
 AGENT = "ops-1"
 QUERY = "which region to deploy to"
@@ -60,11 +60,9 @@ def serve_learned(root: Path) -> Iterator[LearnedService]:
     from serving.app import create_app
     from tests.support.servers import serve_app
 
-    home = make_dagster_home(root / "dagster_home")
     lake = Lake.at(root / "lake")
     facts = next(c for c in sample_conversations() if c["id"] == "bob-personal-facts")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("DAGSTER_HOME", str(home))
+    with dagster_home_env(root / "dagster_home"):
         with serve_app(create_app(Settings(lake=str(lake.root)))) as url, ReflexioClient(url) as client:
             for user, *turns in REGION:
                 assert client.publish(user, correction_turns(*turns), agent_version=AGENT, wait=True).playbooks_added

@@ -14,14 +14,18 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.dagster_home import make_dagster_home
+
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on right now (a child binds it shortly after)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
 def child_env(lake: Path, dagster_home: Path, **extra: str) -> dict[str, str]:
+    """This environment with the lake, `$DAGSTER_HOME` and `extra` set and the repository importable in the child."""
     env = dict(os.environ, REFLEXIO_LAKE=str(lake), DAGSTER_HOME=str(dagster_home), **extra)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     return env
@@ -29,8 +33,7 @@ def child_env(lake: Path, dagster_home: Path, **extra: str) -> dict[str, str]:
 
 def start_service(lake: Path, dagster_home: Path, port: int, log: Path) -> subprocess.Popen:
     """`python -m serving` on 127.0.0.1:port; returns once /health answers (or raises with the log)."""
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    make_dagster_home(dagster_home)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "serving", "--host", "127.0.0.1", "--port", str(port), "--lake", str(lake),
@@ -54,6 +57,7 @@ def start_service(lake: Path, dagster_home: Path, port: int, log: Path) -> subpr
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    """Send `sig` to the child's process group (it leads one) and wait for it."""
     if proc.poll() is None:
         os.killpg(proc.pid, sig)
         proc.wait(timeout=30)
@@ -61,6 +65,7 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 
 @contextmanager
 def running_service(lake: Path, dagster_home: Path, log: Path) -> Iterator[str]:
+    """`start_service` on a free port for the duration of the context; yields its base URL."""
     port = free_port()
     proc = start_service(lake, dagster_home, port, log)
     try:

@@ -42,8 +42,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from reflexio_pipelines.devtools.openai_stub import fake_llm_reply, stub_tokens, user_text
 from tests.support.embedding_stub import stub_vector
-from tests.support.openai_stub import _user_text, fake_llm_reply
 
 PROTOCOLS = ("openai", "azure", "anthropic", "gemini", "ollama")
 CREATED = 1_767_225_600
@@ -68,7 +68,7 @@ Responder = Callable[[dict[str, Any]], "Reply | str"]
 
 def prompt_text(body: dict[str, Any]) -> str:
     """The last user message of an OpenAI-style body, as text (content blocks joined)."""
-    return _user_text(body)
+    return user_text(body)
 
 
 def fake_model(body: dict[str, Any]) -> Reply:
@@ -101,10 +101,6 @@ class StubState:
     embedding_dim: int
     chat_deployments: frozenset[str] = frozenset()
     seen: list[Seen] = field(default_factory=list)
-
-
-def _tokens(text: str) -> int:
-    return max(1, len(text) // 4)
 
 
 def _prompt_chars(body: dict[str, Any]) -> str:
@@ -142,7 +138,8 @@ def _openai_chat(reply: Reply, model: str, prompt: str, call: int, *, azure: boo
             for name in ("hate", "self_harm", "sexual", "violence")}  # fmt: skip
         if filtered:
             choice["finish_reason"], message["content"] = "content_filter", None
-    usage = {"prompt_tokens": _tokens(prompt), "completion_tokens": _tokens(reply.text + (reply.tool_json or ""))}
+    usage = {"prompt_tokens": stub_tokens(prompt),
+             "completion_tokens": stub_tokens(reply.text + (reply.tool_json or ""))}
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     out = {"id": f"chatcmpl-stub-{call}", "object": "chat.completion", "created": CREATED, "model": model,
            "choices": [choice], "usage": usage, "system_fingerprint": "fp_stub"}  # fmt: skip
@@ -210,7 +207,8 @@ def _anthropic_message(reply: Reply, model: str, prompt: str, call: int) -> dict
             "refusal": "refusal"}[reply.finish]  # fmt: skip
     return {"id": f"msg_stub_{call}", "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": _tokens(prompt), "output_tokens": _tokens(reply.text + (reply.tool_json or "")),
+            "usage": {"input_tokens": stub_tokens(prompt),
+                      "output_tokens": stub_tokens(reply.text + (reply.tool_json or "")),
                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}  # fmt: skip
 
 
@@ -249,10 +247,10 @@ def _gemini_response(reply: Reply, model: str, prompt: str) -> dict[str, Any]:
                                        "blocked": True}]  # fmt: skip
     else:
         candidate["content"] = {"role": "model", "parts": parts}
-    out_tokens = _tokens(reply.text + (reply.tool_json or ""))
+    out_tokens = stub_tokens(reply.text + (reply.tool_json or ""))
     return {"candidates": [candidate], "modelVersion": model, "responseId": "stub",
-            "usageMetadata": {"promptTokenCount": _tokens(prompt), "candidatesTokenCount": out_tokens,
-                              "totalTokenCount": _tokens(prompt) + out_tokens}}  # fmt: skip
+            "usageMetadata": {"promptTokenCount": stub_tokens(prompt), "candidatesTokenCount": out_tokens,
+                              "totalTokenCount": stub_tokens(prompt) + out_tokens}}  # fmt: skip
 
 
 # --- Ollama /api/chat -----------------------------------------------------------------------------------------
@@ -266,8 +264,8 @@ def _ollama_chat(reply: Reply, model: str, prompt: str) -> dict[str, Any]:
         message["tool_calls"] = [{"function": {"name": TOOL_NAME, "arguments": json.loads(reply.tool_json)}}]
     return {"model": model, "created_at": "2026-01-01T00:00:00Z", "message": message, "done": True,
             "done_reason": "length" if reply.finish == "length" else "stop", "total_duration": 1_000_000,
-            "load_duration": 1_000, "prompt_eval_count": _tokens(prompt),
-            "eval_count": _tokens(reply.text + (reply.tool_json or "")), "eval_duration": 1_000}  # fmt: skip
+            "load_duration": 1_000, "prompt_eval_count": stub_tokens(prompt),
+            "eval_count": stub_tokens(reply.text + (reply.tool_json or "")), "eval_duration": 1_000}  # fmt: skip
 
 
 # --- the app ---------------------------------------------------------------------------------------------------
