@@ -9,7 +9,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export ORT_DISABLE_TELEMETRY := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test serve ui materialize clean
+.PHONY: install demo test lint format serve ui materialize clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,6 +25,15 @@ demo: install
 ## Run the whole test suite; `make test ARGS='-m "not e2e"'` runs the pure tests only (the fast loop).
 test: install
 	$(BIN)/python -m pytest -q $(ARGS)
+
+## ruff's linter and formatter in check mode (what CI runs); `make format` rewrites the files instead.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 serve: install
 	$(BIN)/python -m serving --host 127.0.0.1 --port 8081

@@ -100,8 +100,9 @@ def http_ok(url: str, timeout: float = 1.0) -> Callable[[], bool]:
     return probe
 
 
-def wait_ready(proc: subprocess.Popen, ready: Callable[[], bool], timeout: float, what: str,
-               output: Callable[[], str] = lambda: "") -> None:  # fmt: skip
+def wait_ready(
+    proc: subprocess.Popen, ready: Callable[[], bool], timeout: float, what: str, output: Callable[[], str] = lambda: ""
+) -> None:
     """Return once `ready()` is true. Raises RuntimeError with `output()` (the tail of the child's log) if `proc`
     exits first or `timeout` seconds pass; the caller stops it."""
     deadline = time.monotonic() + timeout
@@ -114,8 +115,9 @@ def wait_ready(proc: subprocess.Popen, ready: Callable[[], bool], timeout: float
     raise RuntimeError(f"{what} did not become ready within {timeout:.0f} s: {output()}")
 
 
-def start_process(cmd: Sequence[str], env: dict[str, str], ready: Callable[[], bool], timeout: float = 60.0,
-                  what: str = "") -> subprocess.Popen:  # fmt: skip
+def start_process(
+    cmd: Sequence[str], env: dict[str, str], ready: Callable[[], bool], timeout: float = 60.0, what: str = ""
+) -> subprocess.Popen:
     """Start `cmd` in its own session (its own process group) and return once `ready()` is true; if it exits first
     or is not ready within `timeout` seconds, stop it and raise with the tail of its stderr. stderr goes to a
     temporary file, not a pipe: a pipe nobody reads blocks a chatty child once it fills."""

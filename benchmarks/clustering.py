@@ -87,8 +87,9 @@ class Dataset:
     single_user_group: np.ndarray  # id of the single-user repeat group per row, -1 if none
 
 
-def make_dataset(n: int, seed: int, *, noise_frac: float = 0.15, single_user_frac: float = 0.01,
-                 rows_per_user: int = 10) -> Dataset:  # fmt: skip
+def make_dataset(
+    n: int, seed: int, *, noise_frac: float = 0.15, single_user_frac: float = 0.01, rows_per_user: int = 10
+) -> Dataset:
     """`n` unit vectors with planted clusters shaped like MiniLM embeddings of paraphrased rules.
 
     - Background ("any rule"): a Gaussian with a power-law spectrum (variance ~ rank^-0.7, effective dimension ~95)
@@ -287,8 +288,9 @@ def ours(vectors: np.ndarray, user_ids: list[str]) -> np.ndarray:
 def original_agglomerative(vectors: np.ndarray, user_ids: list[str]) -> np.ndarray:
     from sklearn.cluster import AgglomerativeClustering
 
-    raw = AgglomerativeClustering(n_clusters=None, distance_threshold=0.5, metric="cosine",
-                                  linkage="average").fit_predict(vectors)  # fmt: skip
+    raw = AgglomerativeClustering(
+        n_clusters=None, distance_threshold=0.5, metric="cosine", linkage="average"
+    ).fit_predict(vectors)
     counts = np.bincount(raw)
     return np.where(counts[raw] >= 2, raw, -1)
 
@@ -350,17 +352,26 @@ def _child_main(algorithm: str, path: str) -> None:
     ALGORITHMS[algorithm](vectors, users)
     _, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(json.dumps({"peak_rss_delta_mib": round((peak - before) / 1024, 1), "rss_before_mib": round(before / 1024, 1),
-                      "hwm_reset": reset, "tracemalloc_peak_mib": round(traced_peak / 2**20, 1),
-                      "seconds": round(seconds, 3)}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "peak_rss_delta_mib": round((peak - before) / 1024, 1),
+                "rss_before_mib": round(before / 1024, 1),
+                "hwm_reset": reset,
+                "tracemalloc_peak_mib": round(traced_peak / 2**20, 1),
+                "seconds": round(seconds, 3),
+            }
+        )
+    )
 
 
 def peak_memory(algorithm: str, data: Dataset, workdir: Path) -> dict[str, Any]:
     path = workdir / f"input-{len(data.vectors)}.npz"
     if not path.exists():
         np.savez(path, vectors=data.vectors, users=np.asarray(data.user_ids))
-    done = subprocess.run([sys.executable, __file__, "--_child", algorithm, str(path)], capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, __file__, "--_child", algorithm, str(path)], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -416,11 +427,16 @@ def main() -> None:
         for n in sizes:
             started = time.perf_counter()
             data = make_dataset(n, args.seed)
-            entry: dict[str, Any] = {"generate_s": round(time.perf_counter() - started, 2),
-                                     "dataset": dataset_stats(data, args.seed)}  # fmt: skip
+            entry: dict[str, Any] = {
+                "generate_s": round(time.perf_counter() - started, 2),
+                "dataset": dataset_stats(data, args.seed),
+            }
             repeats = args.repeats if n <= LARGE else args.repeats_large
-            print(f"n={n:,}: dataset {entry['dataset']['planted_clusters']} planted clusters, "
-                  f"{entry['dataset']['noise_rows']} noise rows; running ours x{repeats} ...", flush=True)  # fmt: skip
+            print(
+                f"n={n:,}: dataset {entry['dataset']['planted_clusters']} planted clusters, "
+                f"{entry['dataset']['noise_rows']} noise rows; running ours x{repeats} ...",
+                flush=True,
+            )
             entry["ours"] = measure("ours", data, repeats, Path(tmp))
             for name in ("original_agglomerative", "original_hdbscan"):
                 if n > args.baseline_max:
@@ -443,16 +459,32 @@ def main() -> None:
         "benchmark": "clustering",
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__},
-        "params": {"sizes": sizes, "repeats": args.repeats, "repeats_large": args.repeats_large, "seed": args.seed,
-                   "baseline_max": args.baseline_max, "cluster_params": asdict(ClusterParams()),
-                   "tuning": {name: tuning[name] for name in (
-                       "KNN_NEIGHBOURS", "CORE_NEIGHBOURS", "SAME_TEXT_COSINE", "CELL_SIZE", "CELL_PROBES",
-                       "MAX_CELL", "MERGE_FRAGMENTS", "MERGE_CANDIDATES")}},  # fmt: skip
+        "params": {
+            "sizes": sizes,
+            "repeats": args.repeats,
+            "repeats_large": args.repeats_large,
+            "seed": args.seed,
+            "baseline_max": args.baseline_max,
+            "cluster_params": asdict(ClusterParams()),
+            "tuning": {
+                name: tuning[name]
+                for name in (
+                    "KNN_NEIGHBOURS",
+                    "CORE_NEIGHBOURS",
+                    "SAME_TEXT_COSINE",
+                    "CELL_SIZE",
+                    "CELL_PROBES",
+                    "MAX_CELL",
+                    "MERGE_FRAGMENTS",
+                    "MERGE_CANDIDATES",
+                )
+            },
+        },
         "memory_method": "peak_rss_delta_mib: VmHWM (peak RSS, reset just before the call) minus VmRSS before the "
-                     "call, in a fresh child process (input loaded, libraries imported, warmed up); "
-                     "tracemalloc_peak_mib: the same call traced, numpy/Python allocations only",
+        "call, in a fresh child process (input loaded, libraries imported, warmed up); "
+        "tracemalloc_peak_mib: the same call traced, numpy/Python allocations only",
         "ari_method": "ari_all: all rows, noise rows (planted or found) as singletons; ari_planted: rows of planted "
-                      "clusters only, found noise as singletons",
+        "clusters only, found noise as singletons",
         "results": results,
         "targets": {"seconds_at_100k": TARGET_SECONDS_100K, "ari": TARGET_ARI, "met": checks},
     }
@@ -462,9 +494,11 @@ def main() -> None:
 
 
 def print_table(results: dict[str, Any]) -> None:
-    header = (f"{'n':>8} {'algorithm':<23} {'runs':>4} {'p50 s':>8} {'p95 s':>8} {'RSS MiB':>8} {'traced':>7} "
-              f"{'ARI all':>8} {'ARI pl.':>8} {'found':>6} {'planted':>7} {'split':>6} {'mixed':>6} {'lost':>5} "
-              f"{'x ours':>7}")  # fmt: skip
+    header = (
+        f"{'n':>8} {'algorithm':<23} {'runs':>4} {'p50 s':>8} {'p95 s':>8} {'RSS MiB':>8} {'traced':>7} "
+        f"{'ARI all':>8} {'ARI pl.':>8} {'found':>6} {'planted':>7} {'split':>6} {'mixed':>6} {'lost':>5} "
+        f"{'x ours':>7}"
+    )
     print("\n" + header)
     print("-" * len(header))
     for n, entry in results.items():
@@ -473,12 +507,14 @@ def print_table(results: dict[str, Any]) -> None:
             if "skipped" in r:
                 print(f"{int(n):>8,} {name:<23} skipped: {r['skipped']}")
                 continue
-            print(f"{int(n):>8,} {name:<23} {r['runs']:>4} {r['p50_s']:>8.2f} {r['p95_s']:>8.2f} "
-                  f"{r['peak_rss_delta_mib']:>8.0f} {r['tracemalloc_peak_mib']:>7.0f} "
-                  f"{r['ari_all']:>8.4f} {r['ari_planted']:>8.4f} "
-                  f"{r['clusters_found']:>6} {r['clusters_planted']:>7} {r['planted_split']:>6} "
-                  f"{r['found_mixing_planted']:>6} {r['planted_lost']:>5} "
-                  f"{r.get('time_ratio_vs_ours', 1.0):>7.1f}")  # fmt: skip
+            print(
+                f"{int(n):>8,} {name:<23} {r['runs']:>4} {r['p50_s']:>8.2f} {r['p95_s']:>8.2f} "
+                f"{r['peak_rss_delta_mib']:>8.0f} {r['tracemalloc_peak_mib']:>7.0f} "
+                f"{r['ari_all']:>8.4f} {r['ari_planted']:>8.4f} "
+                f"{r['clusters_found']:>6} {r['clusters_planted']:>7} {r['planted_split']:>6} "
+                f"{r['found_mixing_planted']:>6} {r['planted_lost']:>5} "
+                f"{r.get('time_ratio_vs_ours', 1.0):>7.1f}"
+            )
 
 
 if __name__ == "__main__":

@@ -34,9 +34,11 @@ from reflexio_pipelines.learning.embedding import make_embedder  # noqa: E402
 from reflexio_pipelines.search.types import SearchDoc  # noqa: E402
 from reflexio_pipelines.search.versions import stage_index  # noqa: E402
 
-WORDS = ("deploy region service always never prefers python tests review timezone berlin london report morning "
-         "evening answer short detail commit message english billing payments search retry backoff ticket escalate "
-         "support vegetarian editor keybindings terraform kubernetes cluster alert oncall weekly summary").split()
+WORDS = (
+    "deploy region service always never prefers python tests review timezone berlin london report morning "
+    "evening answer short detail commit message english billing payments search retry backoff ticket escalate "
+    "support vegetarian editor keybindings terraform kubernetes cluster alert oncall weekly summary"
+).split()
 
 
 def documents(n: int, seed: int, prefix: str = "d") -> list[SearchDoc]:
@@ -57,9 +59,14 @@ def timed_build(lake: Lake, docs: list[SearchDoc], embedder, cache: bool) -> dic
     seconds = time.perf_counter() - started
     manifest = json.loads((lake.index_root / version / "manifest.json").read_text())
     stats = store.stats if store else None
-    return {"seconds": round(seconds, 3), "docs": len(docs), "embedded": stats.embedded if stats else len(docs),
-            "from_cache": stats.cached if stats else 0, "files_read": stats.files_read if stats else 0,
-            "vector_sha256": manifest["vector_sha256"]}  # fmt: skip
+    return {
+        "seconds": round(seconds, 3),
+        "docs": len(docs),
+        "embedded": stats.embedded if stats else len(docs),
+        "from_cache": stats.cached if stats else 0,
+        "files_read": stats.files_read if stats else 0,
+        "vector_sha256": manifest["vector_sha256"],
+    }
 
 
 def main() -> None:
@@ -83,17 +90,26 @@ def main() -> None:
             f"build_with_{args.new}_new_docs": timed_build(cached_lake, grown, embedder, cache=True),
             f"uncached_with_{args.new}_new_docs": timed_build(plain_lake, grown, embedder, cache=False),
         }
-    same = runs["uncached"]["vector_sha256"] == runs["first_build"]["vector_sha256"] \
-        == runs["second_build_same_lake"]["vector_sha256"]  # fmt: skip
-    grown_same = runs[f"build_with_{args.new}_new_docs"]["vector_sha256"] \
-        == runs[f"uncached_with_{args.new}_new_docs"]["vector_sha256"]  # fmt: skip
+    same = (
+        runs["uncached"]["vector_sha256"]
+        == runs["first_build"]["vector_sha256"]
+        == runs["second_build_same_lake"]["vector_sha256"]
+    )
+    grown_same = (
+        runs[f"build_with_{args.new}_new_docs"]["vector_sha256"]
+        == runs[f"uncached_with_{args.new}_new_docs"]["vector_sha256"]
+    )
     if not (same and grown_same):
         raise SystemExit("vectors differ between cached and uncached builds")
     for run in runs.values():
         del run["vector_sha256"]
     report = {
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                    "load_average_1m": round(os.getloadavg()[0], 2)},  # other processes skew the embedding time
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+        },  # other processes skew the embedding time
         "uncached_texts_per_second": round(args.docs / runs["uncached"]["seconds"], 1),
         "docs": args.docs,
         "runs": runs,
@@ -104,9 +120,11 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     for name, run in runs.items():
         print(f"{name:28s} {run['seconds']:8.2f} s  embedded {run['embedded']:6d}  from cache {run['from_cache']:6d}")
-    print(f"second build of the same lake: {report['speedup_second_build']}x faster than without the cache; "
-          f"vectors identical; uncached {report['uncached_texts_per_second']} texts/s; "
-          f"load average {report['machine']['load_average_1m']}")
+    print(
+        f"second build of the same lake: {report['speedup_second_build']}x faster than without the cache; "
+        f"vectors identical; uncached {report['uncached_texts_per_second']} texts/s; "
+        f"load average {report['machine']['load_average_1m']}"
+    )
 
 
 if __name__ == "__main__":

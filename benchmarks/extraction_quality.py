@@ -74,10 +74,10 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks._common import percentile  # noqa: E402
+from reflexio_pipelines.learning.batch import UserState  # noqa: E402
 from reflexio_pipelines.learning.builtin import PROMPT_VERSION as RULES_VERSION  # noqa: E402
 from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import RuleDedupJudge, profile_slot  # noqa: E402
-from reflexio_pipelines.learning.batch import UserState  # noqa: E402
 from reflexio_pipelines.learning.learn import FORGOTTEN_CONTENT, learn  # noqa: E402
 from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
 from reflexio_pipelines.learning.llm_ledger import CallLedger, recording  # noqa: E402
@@ -94,10 +94,22 @@ NEGATIVE_CATEGORIES = ("one_off_slip", "narrative", "small_talk", "question")
 #: What the built-in rules claim to handle (every category of the set; the table shows how well). Declared before
 #: the rules were tuned, so a weak category shows as such rather than being left out.
 BUILTIN_CLAIMS = (
-    "preference_request", "have_statement", "standing_instruction", "actually_we_use", "style_feedback",
-    "process_feedback", "correction", "profile_fact", "supersede_location", "supersede_diet", "supersede_role",
-    "supersede_other", "unrelated_slot", "forget", *NEGATIVE_CATEGORIES,
-)  # fmt: skip
+    "preference_request",
+    "have_statement",
+    "standing_instruction",
+    "actually_we_use",
+    "style_feedback",
+    "process_feedback",
+    "correction",
+    "profile_fact",
+    "supersede_location",
+    "supersede_diet",
+    "supersede_role",
+    "supersede_other",
+    "unrelated_slot",
+    "forget",
+    *NEGATIVE_CATEGORIES,
+)
 TARGET = {"recall": 0.9, "precision": 0.95}
 
 
@@ -124,12 +136,19 @@ def load_cases(path: Path = DEFAULT_DATA) -> list[Case]:
     raw = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     heldout = heldout_ids(raw)
     return [
-        Case(id=r["id"], category=r["category"], turns=[tuple(t) for t in r["turns"]],
-             before=[tuple(t) for t in r.get("before", [])], items=r.get("items", []),
-             supersedes=r.get("supersedes", []), forgets=r.get("forgets", []),
-             session_context=r.get("session_context", []), split="heldout" if r["id"] in heldout else "dev")
+        Case(
+            id=r["id"],
+            category=r["category"],
+            turns=[tuple(t) for t in r["turns"]],
+            before=[tuple(t) for t in r.get("before", [])],
+            items=r.get("items", []),
+            supersedes=r.get("supersedes", []),
+            forgets=r.get("forgets", []),
+            session_context=r.get("session_context", []),
+            split="heldout" if r["id"] in heldout else "dev",
+        )
         for r in raw
-    ]  # fmt: skip
+    ]
 
 
 def heldout_ids(rows: Iterable[dict[str, Any]]) -> set[str]:
@@ -185,8 +204,11 @@ class Extracted:
 def items_of(result: ExtractionResult, fresh: set[str]) -> list[Extracted]:
     """The items of one extraction that rest on the case's own turns (as `learn()` keeps them)."""
     out = [Extracted("profile", p.content, p.content) for p in result.profiles if fresh & set(p.source_turn_ids)]
-    out += [Extracted("playbook", f"{p.trigger or ''} {p.content}", p.content) for p in result.playbooks
-            if fresh & set(p.source_turn_ids)]  # fmt: skip
+    out += [
+        Extracted("playbook", f"{p.trigger or ''} {p.content}", p.content)
+        for p in result.playbooks
+        if fresh & set(p.source_turn_ids)
+    ]
     out += [Extracted("forget", d.target, d.target) for d in result.forget if fresh & set(d.source_turn_ids)]
     return out
 
@@ -229,20 +251,33 @@ class Score:
             return round(a / b, 3) if b else None
 
         return {
-            "cases": self.cases, "expected": self.expected, "found": self.found, "extracted": self.extracted,
-            "false_positives": self.extracted - self.correct, "recall": ratio(self.found, self.expected),
-            "precision": ratio(self.correct, self.extracted), "clean_cases": ratio(self.clean, self.cases),
+            "cases": self.cases,
+            "expected": self.expected,
+            "found": self.found,
+            "extracted": self.extracted,
+            "false_positives": self.extracted - self.correct,
+            "recall": ratio(self.found, self.expected),
+            "precision": ratio(self.correct, self.extracted),
+            "clean_cases": ratio(self.clean, self.cases),
             "slot_agreement": ratio(self.slot_agreed, self.slot_checked),
-            "supersessions": {"expected": self.sup_expected, "found": self.sup_found, "predicted": self.sup_predicted,
-                              "recall": ratio(self.sup_found, self.sup_expected),
-                              "precision": ratio(self.sup_correct, self.sup_predicted)},
-            "forgets": {"expected": self.forget_expected, "found": self.forget_found,
-                        "predicted": self.forget_predicted, "recall": ratio(self.forget_found, self.forget_expected),
-                        "precision": ratio(self.forget_correct, self.forget_predicted)},
+            "supersessions": {
+                "expected": self.sup_expected,
+                "found": self.sup_found,
+                "predicted": self.sup_predicted,
+                "recall": ratio(self.sup_found, self.sup_expected),
+                "precision": ratio(self.sup_correct, self.sup_predicted),
+            },
+            "forgets": {
+                "expected": self.forget_expected,
+                "found": self.forget_found,
+                "predicted": self.forget_predicted,
+                "recall": ratio(self.forget_found, self.forget_expected),
+                "precision": ratio(self.forget_correct, self.forget_predicted),
+            },
             "session_context": {"expected": self.session_context_expected, "found": self.session_context_found},
             "extraction_failures": self.failures,
             "cases_with_earlier_conversation": self.before_cases,
-        }  # fmt: skip
+        }
 
 
 def score_items(labels: list[dict[str, Any]], items: list[Extracted], score: Score, detail: dict[str, Any]) -> None:
@@ -275,8 +310,9 @@ def score_items(labels: list[dict[str, Any]], items: list[Extracted], score: Sco
     score.clean += false_positives == 0
 
 
-def score_removed(labels: list[dict[str, Any]], removed: list[str], kind: str, score: Score,
-                  detail: dict[str, Any]) -> None:  # fmt: skip
+def score_removed(
+    labels: list[dict[str, Any]], removed: list[str], kind: str, score: Score, detail: dict[str, Any]
+) -> None:
     found = sum(any(words_match(label["words"], text) for text in removed) for label in labels)
     correct = sum(any(words_match(label["words"], text) for label in labels) for text in removed)
     setattr(score, f"{kind}_expected", getattr(score, f"{kind}_expected") + len(labels))
@@ -325,11 +361,20 @@ class HashEmbedder:
 
 def make_turns(case_id: str, specs: list[tuple[str, str]], at: int, session: str, first: int) -> list[Turn]:
     return [
-        Turn(turn_id=f"{case_id}-{session}-t{i}", interaction_id=first + i, request_id=f"{case_id}-{session}",
-             user_id=case_id, role=role, content=content, created_at=at + i, session_id=f"{case_id}-{session}",
-             ingested_at_us=(at + i) * 1_000_000, turn_index=i)
+        Turn(
+            turn_id=f"{case_id}-{session}-t{i}",
+            interaction_id=first + i,
+            request_id=f"{case_id}-{session}",
+            user_id=case_id,
+            role=role,
+            content=content,
+            created_at=at + i,
+            session_id=f"{case_id}-{session}",
+            ingested_at_us=(at + i) * 1_000_000,
+            turn_index=i,
+        )
         for i, (role, content) in enumerate(specs)
-    ]  # fmt: skip
+    ]
 
 
 @dataclass
@@ -341,25 +386,52 @@ class Runner:
     case_seconds: list[float] = field(default_factory=list)
 
     def run(self, case: Case) -> tuple[Score, dict[str, Any]]:
-        score, detail = Score(cases=1), {"id": case.id, "category": case.category, "split": case.split,
-                                         "missed": [], "false_positives": [], "slot_misses": []}  # fmt: skip
+        score, detail = (
+            Score(cases=1),
+            {
+                "id": case.id,
+                "category": case.category,
+                "split": case.split,
+                "missed": [],
+                "false_positives": [],
+                "slot_misses": [],
+            },
+        )
         started = time.perf_counter()
         state = UserState()
         before_rows: list[dict[str, Any]] = []
         if case.before:
             turns = make_turns(case.id, case.before, START, "before", 0)
-            out = learn(turns, {}, self.extractor, self.embedder, self.judge_factory, window="2026-01-01T00",
-                        run_id=f"{case.id}-1", on_failure="record")  # fmt: skip
+            out = learn(
+                turns,
+                {},
+                self.extractor,
+                self.embedder,
+                self.judge_factory,
+                window="2026-01-01T00",
+                run_id=f"{case.id}-1",
+                on_failure="record",
+            )
             score.failures += len(out.failures)
             before_rows = out.profiles
-            state = UserState(history=turns,
-                              profiles=current_rows(out.profiles, "profile_id", "last_modified_timestamp"),
-                              playbooks=current_rows(out.playbooks, "user_playbook_id", "created_at"))  # fmt: skip
+            state = UserState(
+                history=turns,
+                profiles=current_rows(out.profiles, "profile_id", "last_modified_timestamp"),
+                playbooks=current_rows(out.playbooks, "user_playbook_id", "created_at"),
+            )
             detail["before_profiles"] = [r["content"] for r in state.profiles]
         turns = make_turns(case.id, case.turns, START + DAY, "case", 100)
         recorder = RecordingExtractor(self.extractor)
-        out = learn(turns, {case.id: state}, recorder, self.embedder, self.judge_factory, window="2026-01-02T00",
-                    run_id=f"{case.id}-2", on_failure="record")  # fmt: skip
+        out = learn(
+            turns,
+            {case.id: state},
+            recorder,
+            self.embedder,
+            self.judge_factory,
+            window="2026-01-02T00",
+            run_id=f"{case.id}-2",
+            on_failure="record",
+        )
         score.failures += len(out.failures)
         if out.failures:
             detail["failures"] = [str(f.summary) for f in out.failures]
@@ -379,8 +451,9 @@ class Runner:
         notes = [n for _, r in recorder.results for n in getattr(r, "session_context", [])]
         if case.session_context:
             score.session_context_expected += len(case.session_context)
-            score.session_context_found += sum(any(words_match(lb["words"], n) for n in notes)
-                                               for lb in case.session_context)  # fmt: skip
+            score.session_context_found += sum(
+                any(words_match(lb["words"], n) for n in notes) for lb in case.session_context
+            )
         self.case_seconds.append(time.perf_counter() - started)
         return score, detail
 
@@ -417,8 +490,11 @@ def summarise(details: list[tuple[Case, Score, dict]], claims: tuple[str, ...]) 
         total.add(score)
         if case.category in claims:
             claimed.add(score)
-    return {"categories": {c: s.table() for c, s in sorted(by_category.items())}, "all": total.table(),
-            "claimed": claimed.table()}  # fmt: skip
+    return {
+        "categories": {c: s.table() for c, s in sorted(by_category.items())},
+        "all": total.table(),
+        "claimed": claimed.table(),
+    }
 
 
 def cost_block(ledger: CallLedger) -> dict[str, Any]:
@@ -426,8 +502,12 @@ def cost_block(ledger: CallLedger) -> dict[str, Any]:
     by_stage: dict[str, Counter] = defaultdict(Counter)
     costs: dict[str, list[float | None]] = defaultdict(list)
     for call in calls:
-        by_stage[call.stage].update(calls=1, prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
-                                    failed=call.outcome != "ok")  # fmt: skip
+        by_stage[call.stage].update(
+            calls=1,
+            prompt_tokens=call.prompt_tokens,
+            completion_tokens=call.completion_tokens,
+            failed=call.outcome != "ok",
+        )
         costs[call.stage].append(call.cost_usd)
     latencies = [c.latency_ms for c in calls]
     known = [c.cost_usd for c in calls if c.cost_usd is not None]
@@ -439,10 +519,16 @@ def cost_block(ledger: CallLedger) -> dict[str, Any]:
         "cost_usd_priced_calls": len(known),
         "call_latency_ms_p50": percentile(latencies, 0.5, digits=None),
         "call_latency_ms_p95": percentile(latencies, 0.95, digits=None),
-        "by_stage": {stage: {**dict(counts), "cost_usd": round(sum(v for v in costs[stage] if v is not None), 6)
-                             if all(v is not None for v in costs[stage]) else None}
-                     for stage, counts in sorted(by_stage.items())},
-    }  # fmt: skip
+        "by_stage": {
+            stage: {
+                **dict(counts),
+                "cost_usd": round(sum(v for v in costs[stage] if v is not None), 6)
+                if all(v is not None for v in costs[stage])
+                else None,
+            }
+            for stage, counts in sorted(by_stage.items())
+        },
+    }
 
 
 def _fmt(value: float | None) -> str:
@@ -456,25 +542,33 @@ def print_table(report: dict[str, Any]) -> None:
         if not block:
             continue
         print(f"\n[{part}] {block['all']['cases']} cases")
-        print(f"  {'category':22} {'cases':>5} {'recall':>6} {'prec.':>6} {'FP':>3} {'clean':>6} {'slot':>6}"
-              f" {'sup.R':>6} {'sup.P':>6} {'fgt.R':>6} {'fgt.P':>6}")  # fmt: skip
+        print(
+            f"  {'category':22} {'cases':>5} {'recall':>6} {'prec.':>6} {'FP':>3} {'clean':>6} {'slot':>6}"
+            f" {'sup.R':>6} {'sup.P':>6} {'fgt.R':>6} {'fgt.P':>6}"
+        )
         for name, row in [*block["categories"].items(), ("ALL (claimed)", block["claimed"])]:
             mark = "" if name in claims or name.startswith("ALL") else " (not claimed)"
             sup, fgt = row["supersessions"], row["forgets"]
-            print(f"  {name + mark:22} {row['cases']:5d} {_fmt(row['recall']):>6} {_fmt(row['precision']):>6}"
-                  f" {row['false_positives']:3d} {_fmt(row['clean_cases']):>6} {_fmt(row['slot_agreement']):>6}"
-                  f" {_fmt(sup['recall']):>6} {_fmt(sup['precision']):>6} {_fmt(fgt['recall']):>6}"
-                  f" {_fmt(fgt['precision']):>6}")  # fmt: skip
+            print(
+                f"  {name + mark:22} {row['cases']:5d} {_fmt(row['recall']):>6} {_fmt(row['precision']):>6}"
+                f" {row['false_positives']:3d} {_fmt(row['clean_cases']):>6} {_fmt(row['slot_agreement']):>6}"
+                f" {_fmt(sup['recall']):>6} {_fmt(sup['precision']):>6} {_fmt(fgt['recall']):>6}"
+                f" {_fmt(fgt['precision']):>6}"
+            )
     cost = report["cost"]
-    print(f"\ncalls {cost['calls']}, tokens {cost['prompt_tokens']} in / {cost['completion_tokens']} out, "
-          f"cost {cost['cost_usd'] if cost['cost_usd'] is not None else 'unknown'} USD; "
-          f"per case p50 {report['case_seconds_p50']:.3f} s, p95 {report['case_seconds_p95']:.3f} s")  # fmt: skip
+    print(
+        f"\ncalls {cost['calls']}, tokens {cost['prompt_tokens']} in / {cost['completion_tokens']} out, "
+        f"cost {cost['cost_usd'] if cost['cost_usd'] is not None else 'unknown'} USD; "
+        f"per case p50 {report['case_seconds_p50']:.3f} s, p95 {report['case_seconds_p95']:.3f} s"
+    )
     target = report.get("target")
     if target:
         for part, verdict in target["by_split"].items():
-            print(f"target recall >= {TARGET['recall']}, precision >= {TARGET['precision']} on claimed categories "
-                  f"[{part}]: recall {_fmt(verdict['recall'])}, precision {_fmt(verdict['precision'])} -> "
-                  f"{'met' if verdict['met'] else 'NOT met'}")  # fmt: skip
+            print(
+                f"target recall >= {TARGET['recall']}, precision >= {TARGET['precision']} on claimed categories "
+                f"[{part}]: recall {_fmt(verdict['recall'])}, precision {_fmt(verdict['precision'])} -> "
+                f"{'met' if verdict['met'] else 'NOT met'}"
+            )
 
 
 def markdown_table(report: dict[str, Any]) -> str:
@@ -487,23 +581,31 @@ def markdown_table(report: dict[str, Any]) -> str:
             return ""
         if key in ("supersessions", "forgets"):
             block = row[key]
-            if not row["cases_with_earlier_conversation"] or (key == "forgets" and not block["expected"]
-                                                               and not block["predicted"]):  # fmt: skip
+            if not row["cases_with_earlier_conversation"] or (
+                key == "forgets" and not block["expected"] and not block["predicted"]
+            ):
                 return ""
             return f"{block['found']}/{block['expected']} found, {block['predicted'] - block['found']} wrong"
         value = row[key]
         return "–" if value is None else f"{value:.2f}"
 
-    head = "| category | " + " | ".join(f"{p} cases | {p} recall | {p} precision | {p} FP" for p in parts) + \
-        " | supersessions (all) | forgets (all) |"  # fmt: skip
+    head = (
+        "| category | "
+        + " | ".join(f"{p} cases | {p} recall | {p} precision | {p} FP" for p in parts)
+        + " | supersessions (all) | forgets (all) |"
+    )
     lines = [head, "|" + "---|" * (1 + 4 * len(parts) + 2)]
     names = list(splits["all"]["categories"]) + ["all claimed"]
     for name in names:
         cells = [name]
         for part in parts:
             row = splits[part]["claimed"] if name == "all claimed" else splits[part]["categories"].get(name)
-            cells += [str(row["cases"]) if row else "0", cell(row, "recall"), cell(row, "precision"),
-                      str(row["false_positives"]) if row else ""]  # fmt: skip
+            cells += [
+                str(row["cases"]) if row else "0",
+                cell(row, "recall"),
+                cell(row, "precision"),
+                str(row["false_positives"]) if row else "",
+            ]
         total = splits["all"]["claimed"] if name == "all claimed" else splits["all"]["categories"][name]
         cells += [cell(total, "supersessions"), cell(total, "forgets")]
         lines.append("| " + " | ".join(cells) + " |")
@@ -516,11 +618,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--split", choices=("all", "dev", "heldout"), default="all")
     parser.add_argument("--api-base", default="")
-    parser.add_argument("--api-key-env", default="REFLEXIO_LLM_API_KEY",
-                        help="environment variable holding the key (empty: LiteLLM reads the provider's own)")
+    parser.add_argument(
+        "--api-key-env",
+        default="REFLEXIO_LLM_API_KEY",
+        help="environment variable holding the key (empty: LiteLLM reads the provider's own)",
+    )
     parser.add_argument("--api-version", default="")
-    parser.add_argument("--embedder", default="local", help="`local` (bundled MiniLM), `hash` (smoke tests) or a "
-                        "LiteLLM embedding model")  # fmt: skip
+    parser.add_argument(
+        "--embedder",
+        default="local",
+        help="`local` (bundled MiniLM), `hash` (smoke tests) or a LiteLLM embedding model",
+    )
     parser.add_argument("--limit", type=int, default=0, help="score only the first N cases per category (0 = all)")
     parser.add_argument("--category", action="append", default=[], help="score only this category (repeatable)")
     parser.add_argument("--show-misses", action="store_true", help="print every miss and false positive")
@@ -548,8 +656,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             score, detail = runner.run(case)
             details.append((case, score, detail))
     claims = BUILTIN_CLAIMS if args.model == "builtin" else tuple(sorted({c.category for c in cases}))
-    splits = {part: summarise([d for d in details if d[0].split == part], claims) for part in ("dev", "heldout")
-              if any(d[0].split == part for d in details)}  # fmt: skip
+    splits = {
+        part: summarise([d for d in details if d[0].split == part], claims)
+        for part in ("dev", "heldout")
+        if any(d[0].split == part for d in details)
+    }
     splits["all"] = summarise(details, claims)
     report: dict[str, Any] = {
         "benchmark": "extraction_quality",
@@ -557,13 +668,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "extractor": getattr(extractor, "name", type(extractor).__name__),
         "prompt_version": getattr(extractor, "prompt_version", None) or RULES_VERSION,
         "embedder": getattr(embedder, "model_id", args.embedder),
-        "data": {"path": str(args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data),
-                 "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(), "cases": len(cases),
-                 "split_rule": "per category, cases ordered by sha256(id): every third from the first is heldout",
-                 "by_split": dict(Counter(c.split for c in cases))},  # fmt: skip
+        "data": {
+            "path": str(args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data),
+            "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
+            "cases": len(cases),
+            "split_rule": "per category, cases ordered by sha256(id): every third from the first is heldout",
+            "by_split": dict(Counter(c.split for c in cases)),
+        },
         "claims": list(claims),
         "matching": "kind-compatible item whose text holds every word group of the label (normalised words, "
-                    "`a|b` alternatives, `x*` prefixes); optional labels neither rewarded nor punished",
+        "`a|b` alternatives, `x*` prefixes); optional labels neither rewarded nor punished",
         "splits": splits,
         "cost": cost_block(ledger),
         "wall_s": round(time.perf_counter() - started, 3),
@@ -571,8 +685,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "case_seconds_p95": percentile(runner.case_seconds, 0.95, digits=None) or 0.0,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "heuristic": args.model == "builtin",
-        "notes": ("The built-in extractor is a rule-based heuristic, not a model; its rules were tuned on the dev "
-                  "part only." if args.model == "builtin" else "Scored through LiteLLM with the project's prompts."),
+        "notes": (
+            "The built-in extractor is a rule-based heuristic, not a model; its rules were tuned on the dev part only."
+            if args.model == "builtin"
+            else "Scored through LiteLLM with the project's prompts."
+        ),
         "cases": [d for _, _, d in details],
     }
     if args.model == "builtin":
@@ -587,9 +704,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     if not args.quiet:
         if args.show_misses:
-            for _, score, detail in details:
-                wrong = detail["missed"] or detail["false_positives"] or detail["slot_misses"] or \
-                    detail.get("sup_wrong") or detail.get("forget_wrong") or detail.get("failures")  # fmt: skip
+            for _, _score, detail in details:
+                wrong = (
+                    detail["missed"]
+                    or detail["false_positives"]
+                    or detail["slot_misses"]
+                    or detail.get("sup_wrong")
+                    or detail.get("forget_wrong")
+                    or detail.get("failures")
+                )
                 if wrong:
                     print(json.dumps({k: v for k, v in detail.items() if v}, ensure_ascii=False))
         print_table(report)

@@ -34,8 +34,16 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from benchmarks._common import percentile, status_mb  # noqa: E402
 
-QUERIES = ["deploy region", "python tests", "short answers please", "billing payments", "timezone berlin",
-           "escalate support", "cluster alert oncall", "vegetarian lunch"]  # fmt: skip
+QUERIES = [
+    "deploy region",
+    "python tests",
+    "short answers please",
+    "billing payments",
+    "timezone berlin",
+    "escalate support",
+    "cluster alert oncall",
+    "vegetarian lunch",
+]
 TARGET_RSS_RATIO = 0.6
 
 
@@ -43,9 +51,9 @@ def child(root: str, shards: str, count: int) -> dict[str, Any]:
     """Open the version (whole or sharded), search for every held user, return memory, timings and answers."""
     from reflexio_pipelines.learning.embedding import make_embedder
     from reflexio_pipelines.search.query import LoadedIndex
+    from reflexio_pipelines.search.shards import ShardSelector
     from reflexio_pipelines.search.text import embed_search_query
     from reflexio_pipelines.search.types import SearchFilters
-    from reflexio_pipelines.search.shards import ShardSelector
 
     embedder = make_embedder("local")
     vectors = {q: embed_search_query(embedder, q) for q in QUERIES}
@@ -62,21 +70,40 @@ def child(root: str, shards: str, count: int) -> dict[str, Any]:
         for query in QUERIES:
             for mode in ("hybrid", "vector", "fts"):
                 began = time.perf_counter()
-                hits = index.search("profile", query, vectors[query], top_k=10, threshold=0.0, mode=mode,
-                                    filters=SearchFilters(user_id=user))  # fmt: skip
+                hits = index.search(
+                    "profile",
+                    query,
+                    vectors[query],
+                    top_k=10,
+                    threshold=0.0,
+                    mode=mode,
+                    filters=SearchFilters(user_id=user),
+                )
                 latencies.append((time.perf_counter() - began) * 1000)
-                answers.update(json.dumps([(h.doc_id, h.bm25_rank, h.vector_rank, round(h.score, 9), h.payload)
-                                           for h in hits], sort_keys=True).encode())  # fmt: skip
-    return {"shards": shards or "all", "docs_loaded": {t: index.count(t) for t in ("profile", "user_playbook",
-            "agent_playbook")}, "rss_mb_before_load": round(baseline, 1), "rss_mb": round(rss, 1),
-            "rss_index_mb": round(rss - baseline, 1), "peak_rss_mb": round(status_mb("VmHWM"), 1),
-            "rss_anon_mb_after_load": round(anon, 1), "rss_file_mb_after_load": round(file_backed, 1),
-            "rss_mb_after_searches": round(status_mb("VmRSS"), 1),
-            "rss_file_mb_after_searches": round(status_mb("RssFile"), 1),
-            "load_s": round(load_s, 2), "users_searched": len(users), "searches": len(latencies),
-            "search_ms_p50": round(statistics.median(latencies), 3),
-            "search_ms_p95": percentile(latencies, 0.95),
-            "answers_sha256": answers.hexdigest()}  # fmt: skip
+                answers.update(
+                    json.dumps(
+                        [(h.doc_id, h.bm25_rank, h.vector_rank, round(h.score, 9), h.payload) for h in hits],
+                        sort_keys=True,
+                    ).encode()
+                )
+    return {
+        "shards": shards or "all",
+        "docs_loaded": {t: index.count(t) for t in ("profile", "user_playbook", "agent_playbook")},
+        "rss_mb_before_load": round(baseline, 1),
+        "rss_mb": round(rss, 1),
+        "rss_index_mb": round(rss - baseline, 1),
+        "peak_rss_mb": round(status_mb("VmHWM"), 1),
+        "rss_anon_mb_after_load": round(anon, 1),
+        "rss_file_mb_after_load": round(file_backed, 1),
+        "rss_mb_after_searches": round(status_mb("VmRSS"), 1),
+        "rss_file_mb_after_searches": round(status_mb("RssFile"), 1),
+        "load_s": round(load_s, 2),
+        "users_searched": len(users),
+        "searches": len(latencies),
+        "search_ms_p50": round(statistics.median(latencies), 3),
+        "search_ms_p95": percentile(latencies, 0.95),
+        "answers_sha256": answers.hexdigest(),
+    }
 
 
 def build(root: Path, n: int, users: int, seed: int, hnsw_min_rows: int) -> dict[str, Any]:
@@ -104,8 +131,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--docs", type=int, default=200_000)
     p.add_argument("--users", type=int, default=1000, help="users the documents belong to (hashed into the shards)")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--hnsw-min-rows", type=int, default=50_000,
-                   help="the whole index's HNSW threshold (the index default); a sharded replica never loads the graph")
+    p.add_argument(
+        "--hnsw-min-rows",
+        type=int,
+        default=50_000,
+        help="the whole index's HNSW threshold (the index default); a sharded replica never loads the graph",
+    )
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "index_shards.json"))
     p.add_argument("--child", nargs=3, metavar=("ROOT", "SHARDS", "COUNT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -119,37 +150,53 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"  built in {built['build_s']} s", flush=True)
         runs = {}
         for name, shards in (("whole", ""), ("shards_0_1_of_4", "0,1")):
-            done = subprocess.run([sys.executable, __file__, "--child", str(root), shards, "4"], check=True,
-                                  capture_output=True, text=True)  # fmt: skip
+            done = subprocess.run(
+                [sys.executable, __file__, "--child", str(root), shards, "4"],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             runs[name] = json.loads(done.stdout.strip().splitlines()[-1])
             r = runs[name]
-            print(f"  {name:18s} rss {r['rss_mb']:8.1f} MB (index {r['rss_index_mb']:8.1f} MB, peak "
-                  f"{r['peak_rss_mb']:8.1f})  load {r['load_s']:6.2f} s  search p50 {r['search_ms_p50']} ms p95 "
-                  f"{r['search_ms_p95']} ms  docs {r['docs_loaded']}", flush=True)  # fmt: skip
+            print(
+                f"  {name:18s} rss {r['rss_mb']:8.1f} MB (index {r['rss_index_mb']:8.1f} MB, peak "
+                f"{r['peak_rss_mb']:8.1f})  load {r['load_s']:6.2f} s  search p50 {r['search_ms_p50']} ms p95 "
+                f"{r['search_ms_p95']} ms  docs {r['docs_loaded']}",
+                flush=True,
+            )
     whole, part = runs["whole"], runs["shards_0_1_of_4"]
     ratio = round(part["rss_mb"] / whole["rss_mb"], 3)
     report = {
-        "benchmark": "index_shards", "index": built, "hnsw_min_rows": args.hnsw_min_rows, "runs": runs,
+        "benchmark": "index_shards",
+        "index": built,
+        "hnsw_min_rows": args.hnsw_min_rows,
+        "runs": runs,
         "rss_ratio_sharded_over_whole": ratio,
         "index_rss_ratio_sharded_over_whole": round(part["rss_index_mb"] / whole["rss_index_mb"], 3),
         "anon_rss_ratio_sharded_over_whole": round(part["rss_anon_mb_after_load"] / whole["rss_anon_mb_after_load"], 3),
         "answers_identical": part["answers_sha256"] == whole["answers_sha256"],
-        "target": {"index_rss_ratio_max": TARGET_RSS_RATIO,
-                   "met": part["rss_index_mb"] / whole["rss_index_mb"] <= TARGET_RSS_RATIO
-                   and part["answers_sha256"] == whole["answers_sha256"]},
-        "notes": ["RSS = VmRSS of a fresh process after loading (Python, numpy, tantivy, faiss and the local embedder "
-                  "included, as in a serving replica), rss_index_mb = the growth from loading the version; RssAnon = "
-                  "the process's own memory, RssFile = mapped file pages (tantivy's index is memory-mapped whole in "
-                  "both, so its pages count as the searches touch them, and the kernel may drop them). Searches: "
-                  "every held user x queries x 3 modes, user-filtered (what a replica serves); the whole index answers "
-                  "the same users so the two answer digests must match."],
-    }  # fmt: skip
+        "target": {
+            "index_rss_ratio_max": TARGET_RSS_RATIO,
+            "met": part["rss_index_mb"] / whole["rss_index_mb"] <= TARGET_RSS_RATIO
+            and part["answers_sha256"] == whole["answers_sha256"],
+        },
+        "notes": [
+            "RSS = VmRSS of a fresh process after loading (Python, numpy, tantivy, faiss and the local embedder "
+            "included, as in a serving replica), rss_index_mb = the growth from loading the version; RssAnon = "
+            "the process's own memory, RssFile = mapped file pages (tantivy's index is memory-mapped whole in "
+            "both, so its pages count as the searches touch them, and the kernel may drop them). Searches: "
+            "every held user x queries x 3 modes, user-filtered (what a replica serves); the whole index answers "
+            "the same users so the two answer digests must match."
+        ],
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"RSS sharded / whole: {ratio} (index only {report['index_rss_ratio_sharded_over_whole']}, anonymous "
-          f"{report['anon_rss_ratio_sharded_over_whole']}); answers "
-          f"identical: {report['answers_identical']}; target <= {TARGET_RSS_RATIO}: "
-          f"{'met' if report['target']['met'] else 'not met'}\nwrote {args.out}")  # fmt: skip
+    print(
+        f"RSS sharded / whole: {ratio} (index only {report['index_rss_ratio_sharded_over_whole']}, anonymous "
+        f"{report['anon_rss_ratio_sharded_over_whole']}); answers "
+        f"identical: {report['answers_identical']}; target <= {TARGET_RSS_RATIO}: "
+        f"{'met' if report['target']['met'] else 'not met'}\nwrote {args.out}"
+    )
     return report
 
 

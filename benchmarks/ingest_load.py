@@ -35,18 +35,19 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `benchmarks._common` importable
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import percentile  # noqa: E402
-
 # Run as a script, so the sibling benchmark is importable: its payload builder and service start-up are shared.
 from publish_throughput import _body, _start, _stop  # noqa: E402
+
+from benchmarks._common import percentile  # noqa: E402
 
 TARGET_TURNS_PER_S = 2000
 #: Kept per run so a failure can be diagnosed without flooding the report.
 MAX_ERROR_SAMPLES = 5
 
 
-def _client_process(url: str, concurrency: int, start_at: float, seconds: float, turns: int, offset: int,
-                    out: mp.Queue) -> None:  # fmt: skip
+def _client_process(
+    url: str, concurrency: int, start_at: float, seconds: float, turns: int, offset: int, out: mp.Queue
+) -> None:
     """One load-generating process: `concurrency` publishers on one event loop, from `start_at` (wall clock,
     shared by all processes) for `seconds`. Puts (latencies of acknowledged publishes, errors, error samples,
     time of its last completion) on `out`."""
@@ -74,7 +75,9 @@ def _client_process(url: str, concurrency: int, start_at: float, seconds: float,
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
             await asyncio.sleep(max(0.0, start_at - time.time()))
-            await asyncio.gather(*(publisher(client, offset + c, start_at + seconds, state) for c in range(concurrency)))
+            await asyncio.gather(
+                *(publisher(client, offset + c, start_at + seconds, state) for c in range(concurrency))
+            )
         state["ended_at"] = time.time()
         return state
 
@@ -97,8 +100,10 @@ def run_load(url: str, seconds: float, processes: int, concurrency: int, turns: 
     queue: mp.Queue = mp.Queue()
     # Every process starts publishing at the same moment, after all of them have imported and connected.
     start_at = time.time() + 2.0
-    procs = [mp.Process(target=_client_process, args=(url, concurrency, start_at, seconds, turns, i * 10_000, queue))
-             for i in range(processes)]  # fmt: skip
+    procs = [
+        mp.Process(target=_client_process, args=(url, concurrency, start_at, seconds, turns, i * 10_000, queue))
+        for i in range(processes)
+    ]
     for proc in procs:
         proc.start()
     states = [queue.get(timeout=seconds + 180) for _ in procs]
@@ -141,25 +146,36 @@ def main(argv: list[str] | None = None) -> dict:
             # Every acknowledged turn is on disk and nothing unacknowledged was counted: durable acks, no loss.
             row["lost_turns"] = row["acked_turns"] - row["landing_rows"]
             results[mode] = row
-            print(f"{mode:<28} {row['turns_per_s']:>9} turns/s  p50 {row['p50_ms']:>7} ms  p95 {row['p95_ms']:>7} ms  "
-                  f"p99 {row['p99_ms']:>7} ms  errors {row['errors']}  files {row['landing_files']}  "
-                  f"lost {row['lost_turns']}")  # fmt: skip
+            print(
+                f"{mode:<28} {row['turns_per_s']:>9} turns/s  p50 {row['p50_ms']:>7} ms  p95 {row['p95_ms']:>7} ms  "
+                f"p99 {row['p99_ms']:>7} ms  errors {row['errors']}  files {row['landing_files']}  "
+                f"lost {row['lost_turns']}"
+            )
     baseline = results["fsync_per_publish_baseline"]["turns_per_s"]
     ratio = round(results["group_commit"]["turns_per_s"] / baseline, 2) if baseline else None
     ours = results["group_commit"]
     out = {
         "benchmark": "ingest_load",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},  # fmt: skip
-        "params": {"seconds": args.seconds, "processes": args.processes, "concurrency_per_process": args.concurrency,
-                   "turns_per_publish": args.turns},  # fmt: skip
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+        },
+        "params": {
+            "seconds": args.seconds,
+            "processes": args.processes,
+            "concurrency_per_process": args.concurrency,
+            "turns_per_publish": args.turns,
+        },
         "results": results,
         "ratio_vs_baseline": ratio,
         "target_turns_per_s": TARGET_TURNS_PER_S,
         "meets_target": ours["turns_per_s"] >= TARGET_TURNS_PER_S and ours["errors"] == 0 and ours["lost_turns"] == 0,
     }
-    print(f"group commit / fsync-per-publish: {ratio}x; target {TARGET_TURNS_PER_S} turns/s with zero errors: "
-          f"{'met' if out['meets_target'] else 'NOT met'}")  # fmt: skip
+    print(
+        f"group commit / fsync-per-publish: {ratio}x; target {TARGET_TURNS_PER_S} turns/s with zero errors: "
+        f"{'met' if out['meets_target'] else 'NOT met'}"
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2))
     print(f"wrote {args.out}")

@@ -22,8 +22,18 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-PAIRS = [("Maya", "Leo"), ("Priya", "Tom"), ("Ines", "Karl"), ("Amara", "Jonas"), ("Sofia", "Ravi"),
-         ("Hana", "Marcus"), ("Elena", "Diego"), ("Nora", "Felix"), ("Yuki", "Omar"), ("Clara", "Ben")]  # fmt: skip
+PAIRS = [
+    ("Maya", "Leo"),
+    ("Priya", "Tom"),
+    ("Ines", "Karl"),
+    ("Amara", "Jonas"),
+    ("Sofia", "Ravi"),
+    ("Hana", "Marcus"),
+    ("Elena", "Diego"),
+    ("Nora", "Felix"),
+    ("Yuki", "Omar"),
+    ("Clara", "Ben"),
+]
 SESSIONS = 26
 TURNS_PER_SESSION = 27
 START = datetime(2023, 1, 8, 18, 0, tzinfo=timezone.utc)
@@ -33,53 +43,177 @@ PET_NAMES = ["Biscuit", "Pepper", "Juniper", "Moose", "Waffles", "Ziggy", "Cleme
 CAT_NAMES = ["Miso", "Tofu", "Luna", "Saffron", "Oreo", "Mochi", "Pumpkin", "Figaro", "Nimbus", "Ginger"]
 SIBLINGS = ["Anya", "Beatriz", "Chloe", "Dalia", "Esme", "Freya", "Greta", "Hedda", "Iris", "Jolene"]
 BROTHERS = ["Arturo", "Bastian", "Cormac", "Dmitri", "Emil", "Florian", "Gideon", "Hugo", "Ivo", "Julian"]
-JOBS = [("nurse", "intensive care unit"), ("architect", "firm that designs libraries"),
-        ("pilot", "regional airline"), ("pharmacist", "chain of pharmacies"), ("translator", "publishing house"),
-        ("veterinarian", "animal clinic"), ("electrician", "solar installation company"),
-        ("paramedic", "ambulance service"), ("geologist", "mining survey company"), ("chef", "seafood restaurant")]  # fmt: skip
-CITIES = ["Lisbon", "Krakow", "Porto", "Seville", "Ghent", "Tallinn", "Bergen", "Trieste", "Valencia", "Salzburg",
-          "Bologna", "Ljubljana", "Dubrovnik", "Lyon", "Gdansk", "Zurich"]  # fmt: skip
+JOBS = [
+    ("nurse", "intensive care unit"),
+    ("architect", "firm that designs libraries"),
+    ("pilot", "regional airline"),
+    ("pharmacist", "chain of pharmacies"),
+    ("translator", "publishing house"),
+    ("veterinarian", "animal clinic"),
+    ("electrician", "solar installation company"),
+    ("paramedic", "ambulance service"),
+    ("geologist", "mining survey company"),
+    ("chef", "seafood restaurant"),
+]
+CITIES = [
+    "Lisbon",
+    "Krakow",
+    "Porto",
+    "Seville",
+    "Ghent",
+    "Tallinn",
+    "Bergen",
+    "Trieste",
+    "Valencia",
+    "Salzburg",
+    "Bologna",
+    "Ljubljana",
+    "Dubrovnik",
+    "Lyon",
+    "Gdansk",
+    "Zurich",
+]
 INSTRUMENTS = ["cello", "banjo", "trumpet", "ukulele", "clarinet", "harp", "saxophone", "accordion", "violin", "oboe"]
-DISHES = ["a mushroom risotto", "pad thai", "a lamb tagine", "homemade ramen", "a spinach lasagna", "paella",
-          "butter chicken", "a lemon tart", "dumplings", "a beef stew", "shakshuka", "gnocchi"]  # fmt: skip
-PLANTS = ["tomatoes", "sunflowers", "lavender", "strawberries", "tulip bulbs", "basil", "a fig tree", "peonies",
-          "courgettes", "rosemary", "blueberry bushes", "dahlias"]  # fmt: skip
-FOODS = ["grilled sardines", "pierogi", "custard tarts", "tapas", "waffles", "smoked fish", "truffle pasta",
-         "oysters", "cheese fondue", "pastries"]  # fmt: skip
-BOOKS = [("The Salt Road", "caravans crossing the desert"), ("Glass Orchard", "a family of glassblowers"),
-         ("North of Quiet", "a lighthouse keeper"), ("The Copper Hour", "a heist in a clock factory"),
-         ("Paper Tides", "two rival cartographers"), ("Winter Ledger", "a bookkeeper who finds a fortune"),
-         ("Ember Street", "a fire brigade in the 1920s"), ("The Long Meadow", "a shepherd and his daughter"),
-         ("Saltwater Psalms", "a fishing village"), ("Iron Lullaby", "a train driver's last journey")]  # fmt: skip
-TIMES = ["four hours and ten minutes", "three hours fifty-two", "just under five hours", "four hours flat",
-         "four hours and twenty-five minutes", "three hours and forty minutes"]  # fmt: skip
-INJURIES = [("ankle", "playing squash"), ("wrist", "bouldering at the climbing gym"), ("knee", "skiing"),
-            ("shoulder", "at volleyball practice"), ("back", "moving a sofa"), ("thumb", "playing basketball")]  # fmt: skip
+DISHES = [
+    "a mushroom risotto",
+    "pad thai",
+    "a lamb tagine",
+    "homemade ramen",
+    "a spinach lasagna",
+    "paella",
+    "butter chicken",
+    "a lemon tart",
+    "dumplings",
+    "a beef stew",
+    "shakshuka",
+    "gnocchi",
+]
+PLANTS = [
+    "tomatoes",
+    "sunflowers",
+    "lavender",
+    "strawberries",
+    "tulip bulbs",
+    "basil",
+    "a fig tree",
+    "peonies",
+    "courgettes",
+    "rosemary",
+    "blueberry bushes",
+    "dahlias",
+]
+FOODS = [
+    "grilled sardines",
+    "pierogi",
+    "custard tarts",
+    "tapas",
+    "waffles",
+    "smoked fish",
+    "truffle pasta",
+    "oysters",
+    "cheese fondue",
+    "pastries",
+]
+BOOKS = [
+    ("The Salt Road", "caravans crossing the desert"),
+    ("Glass Orchard", "a family of glassblowers"),
+    ("North of Quiet", "a lighthouse keeper"),
+    ("The Copper Hour", "a heist in a clock factory"),
+    ("Paper Tides", "two rival cartographers"),
+    ("Winter Ledger", "a bookkeeper who finds a fortune"),
+    ("Ember Street", "a fire brigade in the 1920s"),
+    ("The Long Meadow", "a shepherd and his daughter"),
+    ("Saltwater Psalms", "a fishing village"),
+    ("Iron Lullaby", "a train driver's last journey"),
+]
+TIMES = [
+    "four hours and ten minutes",
+    "three hours fifty-two",
+    "just under five hours",
+    "four hours flat",
+    "four hours and twenty-five minutes",
+    "three hours and forty minutes",
+]
+INJURIES = [
+    ("ankle", "playing squash"),
+    ("wrist", "bouldering at the climbing gym"),
+    ("knee", "skiing"),
+    ("shoulder", "at volleyball practice"),
+    ("back", "moving a sofa"),
+    ("thumb", "playing basketball"),
+]
 
 # Chit-chat is composed (opener + clause + when, or a short reply): thousands of distinct lines, reusing the everyday
 # words questions use (cook, trip, work, weekend, read, play) without answering them.
 OPENERS = ["", "Honestly, ", "So ", "Anyway, ", "Ugh, ", "Well, ", "Funny thing, ", "You know what, ", "Oh, "]
 CLAUSES = [
-    "work has been non-stop", "the weather has been awful", "I finally cleaned out the garage",
-    "we had friends over for dinner", "my phone screen cracked again", "I went for a long walk by the river",
-    "the tram strike made me late", "I started a puzzle with two thousand pieces",
-    "I'm trying to cook more instead of ordering food", "the new season of that show came out",
-    "my neighbour's renovation is so loud", "I tried a new coffee place downtown", "I've been sleeping badly",
-    "we keep talking about planning a trip", "traffic was terrible", "I watched a documentary about octopuses",
-    "work sent us to a boring training day", "the kids next door got a trampoline", "I repainted the hallway",
-    "my laptop died in the middle of a call", "I reorganised the bookshelf", "the bakery on the corner closed",
-    "I signed the lease renewal", "the heating broke again", "I ran into an old classmate at the market",
-    "I binged a podcast about shipwrecks", "my manager moved our weekly meeting", "the cat from upstairs visited",
-    "I spent ages queueing at the post office", "we played board games until midnight",
-    "I read the news and felt tired", "the gym was packed", "I forgot my umbrella twice",
-    "my sister called to complain about her landlord", "I finally fixed the squeaky door",
-    "we ordered pizza and watched a film", "the train was cancelled", "I did my taxes",
-]  # fmt: skip
-WHEN = ["", " this week", " on Saturday", " yesterday", " last night", " this morning", " since Monday",
-        " over the weekend", " again"]  # fmt: skip
-REPLIES = ["That sounds lovely.", "Ha, typical.", "Oh no, that's annoying.", "Good for you!", "Tell me more.",
-           "I can imagine.", "Same here, honestly.", "No way!", "That's wild.", "Fair enough.", "Classic.",
-           "Sounds exhausting.", "Oh nice!", "Poor you.", "Haha, of course."]  # fmt: skip
+    "work has been non-stop",
+    "the weather has been awful",
+    "I finally cleaned out the garage",
+    "we had friends over for dinner",
+    "my phone screen cracked again",
+    "I went for a long walk by the river",
+    "the tram strike made me late",
+    "I started a puzzle with two thousand pieces",
+    "I'm trying to cook more instead of ordering food",
+    "the new season of that show came out",
+    "my neighbour's renovation is so loud",
+    "I tried a new coffee place downtown",
+    "I've been sleeping badly",
+    "we keep talking about planning a trip",
+    "traffic was terrible",
+    "I watched a documentary about octopuses",
+    "work sent us to a boring training day",
+    "the kids next door got a trampoline",
+    "I repainted the hallway",
+    "my laptop died in the middle of a call",
+    "I reorganised the bookshelf",
+    "the bakery on the corner closed",
+    "I signed the lease renewal",
+    "the heating broke again",
+    "I ran into an old classmate at the market",
+    "I binged a podcast about shipwrecks",
+    "my manager moved our weekly meeting",
+    "the cat from upstairs visited",
+    "I spent ages queueing at the post office",
+    "we played board games until midnight",
+    "I read the news and felt tired",
+    "the gym was packed",
+    "I forgot my umbrella twice",
+    "my sister called to complain about her landlord",
+    "I finally fixed the squeaky door",
+    "we ordered pizza and watched a film",
+    "the train was cancelled",
+    "I did my taxes",
+]
+WHEN = [
+    "",
+    " this week",
+    " on Saturday",
+    " yesterday",
+    " last night",
+    " this morning",
+    " since Monday",
+    " over the weekend",
+    " again",
+]
+REPLIES = [
+    "That sounds lovely.",
+    "Ha, typical.",
+    "Oh no, that's annoying.",
+    "Good for you!",
+    "Tell me more.",
+    "I can imagine.",
+    "Same here, honestly.",
+    "No way!",
+    "That's wild.",
+    "Fair enough.",
+    "Classic.",
+    "Sounds exhausting.",
+    "Oh nice!",
+    "Poor you.",
+    "Haha, of course.",
+]
 
 
 def _filler(rng: random.Random) -> str:
@@ -176,9 +310,8 @@ def conversation(index: int, seed: int = 7) -> Conversation:
     city = rng.choice(CITIES)
     e_move = bld.say(second, a, f"{sister} is packing boxes, she's relocating to {city} at the end of the month.")
     bld.ask(f"What does {a}'s sister do for a living?", "single_hop", e_job)
-    bld.ask(f"Which city is the sister who became a {job} moving to, and what is her name?", "multi_hop", e_job,
-            e_move)  # fmt: skip
-    brother, (bjob, bemployer) = rng.choice(BROTHERS), rng.choice([j for j in JOBS if j[0] != job])
+    bld.ask(f"Which city is the sister who became a {job} moving to, and what is her name?", "multi_hop", e_job, e_move)
+    brother, (bjob, _employer) = rng.choice(BROTHERS), rng.choice([j for j in JOBS if j[0] != job])
     e_bro = bld.say(pick_any(), b, f"My brother {brother} quit his job, he wants to be a {bjob} now.")
     bld.ask(f"What career does {b}'s brother want to switch to?", "single_hop", e_bro)
 
@@ -195,7 +328,7 @@ def conversation(index: int, seed: int = 7) -> Conversation:
     bld.ask(f"What is the book {a} was reading about?", "speaker", e_ra)
 
     # temporal: A cooks in three sessions, B plants in three sessions
-    for activity, speaker, items, template, question in (
+    for _activity, speaker, items, template, question in (
         ("cook", a, DISHES, "Tried making {x} from scratch yesterday, it took forever.", "What did {p} cook in {m}?"),
         ("plant", b, PLANTS, "Spent Sunday in the garden putting in {x}.", "What did {p} plant in the garden in {m}?"),
     ):

@@ -42,13 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from interaction_corpus import Conversation, corpus  # noqa: E402
 
 from benchmarks._common import percentile  # noqa: E402
-from reflexio_pipelines.search.documents import index_documents  # noqa: E402
 from reflexio_pipelines.lake.embedding_cache import EmbeddingCache  # noqa: E402
 from reflexio_pipelines.lake.interactions import turn_rows  # noqa: E402
 from reflexio_pipelines.lake.io import Lake  # noqa: E402
+from reflexio_pipelines.search.documents import index_documents  # noqa: E402
 from reflexio_pipelines.search.incremental import stage_update  # noqa: E402
-from reflexio_pipelines.search.versions import activate_version  # noqa: E402
 from reflexio_pipelines.search.turns import rank_texts  # noqa: E402
+from reflexio_pipelines.search.versions import activate_version  # noqa: E402
 from reflexio_pipelines.settings import Settings  # noqa: E402
 from serving.interaction_search import search_turns  # noqa: E402
 from serving.landing import LandingWriter  # noqa: E402
@@ -71,11 +71,17 @@ def land_conversations(lake: Lake, conversations: list[Conversation], copies: in
             for copy in range(copies):
                 for n, (session, date) in enumerate(zip(c.sessions, c.dates, strict=True)):
                     at = date + timedelta(hours=copy)
-                    body = PublishUserInteractionRequest.model_validate({
-                        "user_id": c.user_id, "session_id": f"{c.user_id}-c{copy}-s{n}", "source": "benchmark",
-                        "interaction_data_list": [{"role": speaker, "content": text,
-                                                   "created_at": int(at.timestamp()) + 30 * i}
-                                                  for i, (speaker, text) in enumerate(session)]})  # fmt: skip
+                    body = PublishUserInteractionRequest.model_validate(
+                        {
+                            "user_id": c.user_id,
+                            "session_id": f"{c.user_id}-c{copy}-s{n}",
+                            "source": "benchmark",
+                            "interaction_data_list": [
+                                {"role": speaker, "content": text, "created_at": int(at.timestamp()) + 30 * i}
+                                for i, (speaker, text) in enumerate(session)
+                            ],
+                        }
+                    )
                     request_id = f"{c.user_id}-c{copy}-s{n}"
                     futures.append(writer.submit(request_id, landing_rows(body, request_id)))
         for future in futures:
@@ -101,8 +107,11 @@ def build(lake: Lake, embedder: Any) -> dict[str, Any]:
     docs, counts, watermarks = index_documents(lake, new_turns=True)
     staged = stage_update(lake.index_root, docs, embedder, cache=cache, watermarks=watermarks)
     activate_version(lake.index_root, staged.version)
-    return {"seconds": round(time.perf_counter() - started, 2), "turns": counts["interaction"],
-            **cache.stats.metadata()}  # fmt: skip
+    return {
+        "seconds": round(time.perf_counter() - started, 2),
+        "turns": counts["interaction"],
+        **cache.stats.metadata(),
+    }
 
 
 def baseline(lake: Lake, user_id: str, query: str, top_k: int) -> list[int]:
@@ -130,8 +139,10 @@ def evaluate(search, conversations: list[Conversation], keys: dict[int, str]) ->
                 got = sum(1 for e in q.evidence if e in found[:k]) / len(q.evidence)
                 per.setdefault(q.category, {}).setdefault(k, []).append(got)
                 per.setdefault("overall", {}).setdefault(k, []).append(got)
-    recall = {cat: {f"recall@{k}": round(statistics.fmean(v), 3) for k, v in ks.items()} | {"n": len(ks[1])}
-              for cat, ks in per.items()}  # fmt: skip
+    recall = {
+        cat: {f"recall@{k}": round(statistics.fmean(v), 3) for k, v in ks.items()} | {"n": len(ks[1])}
+        for cat, ks in per.items()
+    }
     return {"recall": recall, "cold": _stats(times)}
 
 
@@ -149,8 +160,12 @@ def latency(search, conversations: list[Conversation], trials: int) -> dict[str,
 
 def _stats(seconds: list[float]) -> dict[str, float]:
     ms = sorted(s * 1000 for s in seconds)
-    return {"p50_ms": round(statistics.median(ms), 2), "p95_ms": percentile(ms, 0.95, digits=2),
-            "mean_ms": round(statistics.fmean(ms), 2), "calls": len(ms)}  # fmt: skip
+    return {
+        "p50_ms": round(statistics.median(ms), 2),
+        "p95_ms": percentile(ms, 0.95, digits=2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+        "calls": len(ms),
+    }
 
 
 def run_size(conversations: list[Conversation], copies: int, trials: int, with_baseline: bool) -> dict[str, Any]:
@@ -166,8 +181,12 @@ def run_size(conversations: list[Conversation], copies: int, trials: int, with_b
         state.curation.refresh()
         keys = turn_keys(lake)
         turns_per_user = len(keys) * copies // len(conversations)
-        out: dict[str, Any] = {"turns_per_user": turns_per_user, "users": len(conversations),
-                               "landing_seconds": round(landed_s, 2), "index_build": built}  # fmt: skip
+        out: dict[str, Any] = {
+            "turns_per_user": turns_per_user,
+            "users": len(conversations),
+            "landing_seconds": round(landed_s, 2),
+            "index_build": built,
+        }
         mine = lambda u, q, k: ours(state, u, q, k)  # noqa: E731
         state.embedder.clear_query_cache()  # cold: no question embedded before (the embedder is shared per process)
         out["ours"] = evaluate(mine, conversations, keys)
@@ -181,8 +200,10 @@ def run_size(conversations: list[Conversation], copies: int, trials: int, with_b
 
 
 def report(name: str, result: dict[str, Any]) -> None:
-    print(f"\n== {name}: {result['users']} user(s), {result['turns_per_user']} turns/user; index build "
-          f"{result['index_build']['seconds']} s ({result['index_build']})")
+    print(
+        f"\n== {name}: {result['users']} user(s), {result['turns_per_user']} turns/user; index build "
+        f"{result['index_build']['seconds']} s ({result['index_build']})"
+    )
     sides = [s for s in ("ours", "baseline") if s in result]
     if "recall" in result["ours"] and result["turns_per_user"] < 1000:
         print(f"{'category':<12}" + "".join(f"{s + ' R@' + str(k):>16}" for s in sides for k in KS) + f"{'n':>6}")
@@ -192,7 +213,9 @@ def report(name: str, result: dict[str, Any]) -> None:
     for side in sides:
         for phase in ("cold", "warm"):
             st = result[side][phase]
-            print(f"{side:<9}{phase:<5} p50 {st['p50_ms']:>7.2f} ms  p95 {st['p95_ms']:>7.2f} ms  ({st['calls']} calls)")
+            print(
+                f"{side:<9}{phase:<5} p50 {st['p50_ms']:>7.2f} ms  p95 {st['p95_ms']:>7.2f} ms  ({st['calls']} calls)"
+            )
     if "baseline" in result:
         for phase in ("cold", "warm"):
             ratio = result["baseline"][phase]["p50_ms"] / max(result["ours"][phase]["p50_ms"], 1e-9)

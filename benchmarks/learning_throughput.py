@@ -169,8 +169,15 @@ class Processes:
     def start(self, cmd: Sequence[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> subprocess.Popen:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
-            proc = subprocess.Popen(list(cmd), env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+            proc = subprocess.Popen(
+                list(cmd),
+                env=env,
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         with self._lock:
             self._live.append(proc)
         return proc
@@ -249,14 +256,18 @@ def serve_stub(port: int, delay_s: float) -> None:
     counts: dict[str, Any] = {}
 
     def zero() -> None:
-        counts.update(calls=0, prompt_tokens=0, by_kind=defaultdict(lambda: {"calls": 0, "prompt_tokens": 0}),
-                      since=time.time())  # fmt: skip
+        counts.update(
+            calls=0, prompt_tokens=0, by_kind=defaultdict(lambda: {"calls": 0, "prompt_tokens": 0}), since=time.time()
+        )
 
     def kind_of(body: dict) -> str:
         text = user_text(body)
-        tests = (("session_evaluation", is_session_evaluation_prompt),  # the stub's own order (fake_llm_reply)
-                 ("shadow_comparison", is_shadow_comparison_prompt),
-                 ("dedup", is_dedup_prompt), ("aggregation", is_aggregation_prompt))
+        tests = (
+            ("session_evaluation", is_session_evaluation_prompt),  # the stub's own order (fake_llm_reply)
+            ("shadow_comparison", is_shadow_comparison_prompt),
+            ("dedup", is_dedup_prompt),
+            ("aggregation", is_aggregation_prompt),
+        )
         for kind, test in tests:
             if test(text):
                 return kind
@@ -277,10 +288,15 @@ def serve_stub(port: int, delay_s: float) -> None:
     @app.get("/bench/stats")
     async def stats() -> dict:
         drain()
-        return {"calls": counts["calls"], "prompt_tokens": counts["prompt_tokens"],
-                "by_kind": dict(counts["by_kind"]), "in_flight": app.state.in_flight,
-                "max_in_flight": app.state.max_in_flight, "delay_s": app.state.behaviour.delay_s,
-                "since": counts["since"]}  # fmt: skip
+        return {
+            "calls": counts["calls"],
+            "prompt_tokens": counts["prompt_tokens"],
+            "by_kind": dict(counts["by_kind"]),
+            "in_flight": app.state.in_flight,
+            "max_in_flight": app.state.max_in_flight,
+            "delay_s": app.state.behaviour.delay_s,
+            "since": counts["since"],
+        }
 
     @app.post("/bench/reset")
     async def reset(payload: dict = Body(default_factory=dict)) -> dict:
@@ -302,8 +318,19 @@ class Stub:
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.log = logs / "stub.log"
-        self.proc = PROCS.start([sys.executable, str(Path(__file__).resolve()), "_serve-stub", "--port",
-                                 str(self.port), "--delay", str(delay_s)], _env_base(), self.log)  # fmt: skip
+        self.proc = PROCS.start(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "_serve-stub",
+                "--port",
+                str(self.port),
+                "--delay",
+                str(delay_s),
+            ],
+            _env_base(),
+            self.log,
+        )
         wait_ready(self.proc, http_ok(f"{self.url}/v1/models", timeout=2), 60, "the stub", lambda: _tail(self.log))
 
     @property
@@ -348,8 +375,12 @@ class LLM:
     def env(self) -> dict[str, str]:
         if self.stub is None:
             return {}
-        env = {"REFLEXIO_LLM_MODEL": STUB_MODEL, "REFLEXIO_LLM_API_BASE": self.stub.api_base,
-               "REFLEXIO_LLM_API_KEY": STUB_KEY, "REFLEXIO_LLM_CONCURRENCY": str(self.concurrency)}  # fmt: skip
+        env = {
+            "REFLEXIO_LLM_MODEL": STUB_MODEL,
+            "REFLEXIO_LLM_API_BASE": self.stub.api_base,
+            "REFLEXIO_LLM_API_KEY": STUB_KEY,
+            "REFLEXIO_LLM_CONCURRENCY": str(self.concurrency),
+        }
         if self.rpm:
             env["REFLEXIO_LLM_RPM"] = str(self.rpm)
         if self.tpm:
@@ -391,8 +422,9 @@ class Workspace:
         return self.root / "logs"
 
     def env(self, llm: LLM, **more: str) -> dict[str, str]:
-        return _env_base({"REFLEXIO_LAKE": str(self.lake), "DAGSTER_HOME": str(self.home), **llm.env(),
-                          **self.extra_env, **more})  # fmt: skip
+        return _env_base(
+            {"REFLEXIO_LAKE": str(self.lake), "DAGSTER_HOME": str(self.home), **llm.env(), **self.extra_env, **more}
+        )
 
 
 class Service:
@@ -402,8 +434,23 @@ class Service:
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.log = ws.logs / f"service-{self.port}.log"
-        self.proc = PROCS.start([sys.executable, "-m", "serving", "--host", HOST, "--port", str(self.port), "--lake",
-                                 str(ws.lake), "--log-level", "warning"], ws.env(llm, **env), self.log)  # fmt: skip
+        self.proc = PROCS.start(
+            [
+                sys.executable,
+                "-m",
+                "serving",
+                "--host",
+                HOST,
+                "--port",
+                str(self.port),
+                "--lake",
+                str(ws.lake),
+                "--log-level",
+                "warning",
+            ],
+            ws.env(llm, **env),
+            self.log,
+        )
         wait_ready(self.proc, http_ok(f"{self.url}/health", timeout=2), 120, "the service", lambda: _tail(self.log))
 
     def close(self) -> None:
@@ -467,8 +514,14 @@ def flush_supported() -> bool:
     """Whether this checkout's `materialize` has `--flush` (hold back incomplete windows of active sessions)."""
     global _FLUSH_SUPPORTED
     if _FLUSH_SUPPORTED is None:
-        done = subprocess.run([sys.executable, "-m", "reflexio_pipelines", "materialize", "--help"], cwd=ROOT,
-                              env=_env_base(), capture_output=True, text=True, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "reflexio_pipelines", "materialize", "--help"],
+            cwd=ROOT,
+            env=_env_base(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         _FLUSH_SUPPORTED = "--flush" in done.stdout
     return _FLUSH_SUPPORTED
 
@@ -494,8 +547,13 @@ def materialize(ws: Workspace, llm: LLM, timeout: float, flush: str | None = Non
     windows_match, runs_match = _MATERIALIZED_RE.search(text), _RUNS_RE.search(text)
     windows = _listed(windows_match.group(2)) if windows_match else []
     run_ids = _listed(runs_match.group(1)) if runs_match else []
-    row = {"wall_s": round(wall, 2), "returncode": rc, "timed_out": timed_out, "windows": windows,
-           "flush": flush if flush and flush_supported() else "(CLI default)"}
+    row = {
+        "wall_s": round(wall, 2),
+        "returncode": rc,
+        "timed_out": timed_out,
+        "windows": windows,
+        "flush": flush if flush and flush_supported() else "(CLI default)",
+    }
     if rc != 0:
         row["log_tail"] = text[-2000:]
     row.update(run_timings(ws.home, run_ids))
@@ -519,12 +577,20 @@ def run_timings(home: Path, run_ids: Sequence[str] | None = None) -> dict:
             if run is None:
                 continue
             stats = instance.get_run_stats(run_id)
-            steps = {s.step_key: round((s.end_time or 0) - (s.start_time or 0), 2)
-                     for s in instance.get_run_step_stats(run_id) if s.start_time}  # fmt: skip
+            steps = {
+                s.step_key: round((s.end_time or 0) - (s.start_time or 0), 2)
+                for s in instance.get_run_step_stats(run_id)
+                if s.start_time
+            }
             learning += steps.get("user_learning", 0.0)
             duration = (stats.end_time - stats.start_time) if stats.start_time and stats.end_time else None
-            row = {"run_id": run_id, "job": run.job_name, "status": run.status.value,
-                   "duration_s": round(duration, 2) if duration is not None else None, "steps": steps}  # fmt: skip
+            row = {
+                "run_id": run_id,
+                "job": run.job_name,
+                "status": run.status.value,
+                "duration_s": round(duration, 2) if duration is not None else None,
+                "steps": steps,
+            }
             if run.status.value == "FAILURE":
                 row["error"] = _run_error(instance, run_id)
             runs.append(row)
@@ -591,8 +657,17 @@ def make_stream(users: int, turns_per_user: int, seed: int, prefix: str = "user"
     for p in corpus.publishes:
         user_id = p.user_id.replace("user", prefix, 1)
         session_id = p.turns[0].session_id.replace("user", prefix, 1) if p.turns[0].session_id else None
-        publishes.append(Publish(user_id, {"user_id": user_id, "session_id": session_id, "source": "bench",
-                                           "interaction_data_list": [_turn_json(t) for t in p.turns]}))  # fmt: skip
+        publishes.append(
+            Publish(
+                user_id,
+                {
+                    "user_id": user_id,
+                    "session_id": session_id,
+                    "source": "bench",
+                    "interaction_data_list": [_turn_json(t) for t in p.turns],
+                },
+            )
+        )
     return Stream(publishes, users, dict(corpus.exchange_kinds))
 
 
@@ -618,12 +693,17 @@ class Ledger:
         return {tid: (user, i) for user, ids in self.turns.items() for i, tid in enumerate(ids)}
 
 
-async def _post_publish(client: httpx.AsyncClient, pub: Publish, ledger: Ledger, wait: bool,
-                        headers: dict | None = None) -> dict | None:  # fmt: skip
+async def _post_publish(
+    client: httpx.AsyncClient, pub: Publish, ledger: Ledger, wait: bool, headers: dict | None = None
+) -> dict | None:
     began = time.monotonic()
     try:
-        reply = await client.post("/api/publish_interaction", json=pub.body, headers=headers,
-                                  params={"wait_for_response": "true"} if wait else None)  # fmt: skip
+        reply = await client.post(
+            "/api/publish_interaction",
+            json=pub.body,
+            headers=headers,
+            params={"wait_for_response": "true"} if wait else None,
+        )
         data = reply.json() if reply.status_code == 200 else None
     except (httpx.HTTPError, ValueError) as exc:
         ledger.errors.append(f"{type(exc).__name__}: {exc}"[:300])
@@ -637,8 +717,16 @@ async def _post_publish(client: httpx.AsyncClient, pub: Publish, ledger: Ledger,
     return data
 
 
-def publish(url: str, publishes: Sequence[Publish], ledger: Ledger, *, concurrency: int = 16, wait: bool = False,
-            headers: dict | None = None, timeout: float = 900.0) -> list[dict | None]:  # fmt: skip
+def publish(
+    url: str,
+    publishes: Sequence[Publish],
+    ledger: Ledger,
+    *,
+    concurrency: int = 16,
+    wait: bool = False,
+    headers: dict | None = None,
+    timeout: float = 900.0,
+) -> list[dict | None]:
     """Publish as fast as the service acknowledges: users concurrently (at most `concurrency`), each user's publishes
     in stream order. With `wait`, publishes go one at a time (each is a run: `wait_for_response=true`)."""
 
@@ -666,9 +754,16 @@ def publish(url: str, publishes: Sequence[Publish], ledger: Ledger, *, concurren
     return asyncio.run(main())
 
 
-def publish_steadily(url: str, publishes: Sequence[Publish], ledger: Ledger, turns_per_s: float, *,
-                     on_ack: Callable[[int, dict], None] | None = None, stop: threading.Event | None = None,
-                     headers: dict | None = None) -> dict:  # fmt: skip
+def publish_steadily(
+    url: str,
+    publishes: Sequence[Publish],
+    ledger: Ledger,
+    turns_per_s: float,
+    *,
+    on_ack: Callable[[int, dict], None] | None = None,
+    stop: threading.Event | None = None,
+    headers: dict | None = None,
+) -> dict:
     """Publish at a steady rate: publish i leaves at start + (turns before it) / turns_per_s; a user's publishes
     never overtake each other. Returns the achieved rate and how far behind schedule the load generator fell."""
 
@@ -700,9 +795,12 @@ def publish_steadily(url: str, publishes: Sequence[Publish], ledger: Ledger, tur
                 sent_turns += len(pub.body["interaction_data_list"])
             await asyncio.gather(*tasks)
         elapsed = time.monotonic() - start
-        return {"publish_s": round(elapsed, 1), "turns_sent": sent_turns,
-                "achieved_turns_per_s": round(sent_turns / elapsed, 1) if elapsed else None,
-                "max_schedule_lag_s": round(max(lag), 2) if lag else 0.0}  # fmt: skip
+        return {
+            "publish_s": round(elapsed, 1),
+            "turns_sent": sent_turns,
+            "achieved_turns_per_s": round(sent_turns / elapsed, 1) if elapsed else None,
+            "max_schedule_lag_s": round(max(lag), 2) if lag else 0.0,
+        }
 
     return asyncio.run(main())
 
@@ -731,17 +829,26 @@ def coverage(ws: Workspace, ledger: Ledger, lake: Path | None = None) -> dict:
         per_user[user] = min(per_user.get(user, pos), pos)
     learned = sum(pos + 1 for pos in per_user.values())
     complete = sum(1 for user, pos in per_user.items() if pos + 1 == len(ledger.turns[user]))
-    return {"turns_published": ledger.turn_count, "turns_learned": learned,
-            "users_published": len(ledger.turns), "users_fully_learned": complete,
-            "profile_rows": store.read_table("user_profiles").num_rows,
-            "playbook_rows": store.read_table("user_playbooks").num_rows}  # fmt: skip
+    return {
+        "turns_published": ledger.turn_count,
+        "turns_learned": learned,
+        "users_published": len(ledger.turns),
+        "users_fully_learned": complete,
+        "profile_rows": store.read_table("user_profiles").num_rows,
+        "playbook_rows": store.read_table("user_playbooks").num_rows,
+    }
 
 
 def active_runs(home: Path) -> int:
     from dagster import DagsterRunStatus, RunsFilter
 
-    busy = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-            DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]  # fmt: skip
+    busy = [
+        DagsterRunStatus.QUEUED,
+        DagsterRunStatus.NOT_STARTED,
+        DagsterRunStatus.STARTING,
+        DagsterRunStatus.STARTED,
+        DagsterRunStatus.CANCELING,
+    ]
     with open_instance(home) as instance:
         return len(instance.get_runs(filters=RunsFilter(statuses=busy)))
 
@@ -792,7 +899,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def chunks(items: Sequence, n: int) -> list[list]:
     """`items` split into `n` contiguous, nearly equal parts (empty parts dropped)."""
     size = len(items) / n
-    parts = [list(items[round(k * size): round((k + 1) * size)]) for k in range(n)]
+    parts = [list(items[round(k * size) : round((k + 1) * size)]) for k in range(n)]
     return [p for p in parts if p]
 
 
@@ -806,10 +913,16 @@ def stub_block(stats: dict, turns: int) -> dict:
     learning = {k: v for k, v in stats["by_kind"].items() if k not in NOT_LEARNING}
     calls = sum(v["calls"] for v in learning.values())
     tokens = sum(v["prompt_tokens"] for v in learning.values())
-    return {"calls": calls, "prompt_tokens": tokens, "max_in_flight": stats["max_in_flight"],
-            "calls_per_1k_turns": per_1k(calls, turns), "prompt_tokens_per_1k_turns": per_1k(tokens, turns),
-            "calls_by_kind": {k: v["calls"] for k, v in stats["by_kind"].items()},
-            "all_calls": stats["calls"], "all_prompt_tokens": stats["prompt_tokens"]}  # fmt: skip
+    return {
+        "calls": calls,
+        "prompt_tokens": tokens,
+        "max_in_flight": stats["max_in_flight"],
+        "calls_per_1k_turns": per_1k(calls, turns),
+        "prompt_tokens_per_1k_turns": per_1k(tokens, turns),
+        "calls_by_kind": {k: v["calls"] for k, v in stats["by_kind"].items()},
+        "all_calls": stats["calls"],
+        "all_prompt_tokens": stats["prompt_tokens"],
+    }
 
 
 def _fmt(value: Any, width: int) -> str:
@@ -822,8 +935,9 @@ def _fmt(value: Any, width: int) -> str:
     return text.rjust(width)
 
 
-def table(title: str, header: Sequence[str], rows: Iterable[Sequence[Any]],
-          widths: Sequence[int] | None = None) -> None:  # fmt: skip
+def table(
+    title: str, header: Sequence[str], rows: Iterable[Sequence[Any]], widths: Sequence[int] | None = None
+) -> None:
     widths = widths or [max(12, len(h) + 2) for h in header]
     print(f"\n{title}")
     print("".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(header, widths))))
@@ -911,8 +1025,9 @@ def one_pass(run: Run, name: str, stream: Stream, llm: LLM, env: dict[str, str] 
         "materialize_s": mat["wall_s"],
         "learning_step_s": mat["learning_step_s"],
         "turns_per_s": round(cov["turns_learned"] / mat["wall_s"], 2) if mat["wall_s"] else None,
-        "turns_per_s_learning_step": (round(cov["turns_learned"] / mat["learning_step_s"], 2)
-                                      if mat["learning_step_s"] else None),  # fmt: skip
+        "turns_per_s_learning_step": (
+            round(cov["turns_learned"] / mat["learning_step_s"], 2) if mat["learning_step_s"] else None
+        ),
         # the extraction run alone (compaction + learning, its process start and LiteLLM import included): what
         # one sensor-launched run costs, without the CLI's own start-up, index build and exit
         "extract_run_s": extract_s,
@@ -922,8 +1037,10 @@ def one_pass(run: Run, name: str, stream: Stream, llm: LLM, env: dict[str, str] 
     if stats is not None:
         row["stub"] = stub_block(stats, cov["turns_published"])
     if cov["turns_learned"] < cov["turns_published"]:
-        row["warning"] = (f"{cov['turns_published'] - cov['turns_learned']} of {cov['turns_published']} published "
-                          "turns were not learned by this pass")  # fmt: skip
+        row["warning"] = (
+            f"{cov['turns_published'] - cov['turns_learned']} of {cov['turns_published']} published "
+            "turns were not learned by this pass"
+        )
     return row
 
 
@@ -931,16 +1048,19 @@ def phase_throughput(run: Run) -> dict:
     a = run.args
     big = make_stream(a.users, a.turns_per_user, a.seed)
     small = make_stream(a.serial_users, a.turns_per_user, a.seed) if a.serial_users else None
-    out: dict[str, Any] = {"stream": {"users": a.users, "turns": big.turns, "exchange_kinds": big.exchange_kinds},
-                           "by_delay": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "stream": {"users": a.users, "turns": big.turns, "exchange_kinds": big.exchange_kinds},
+        "by_delay": {},
+    }
     for delay in a.delays:
         entry: dict[str, Any] = {}
         entry["concurrent"] = one_pass(run, f"throughput-{delay}s-c{a.concurrency}", big, run.llm(delay))
         if small is not None:
             entry["serial"] = one_pass(run, f"throughput-{delay}s-serial", small, run.llm(delay, 1))
             entry["ratio_vs_serial"] = ratio(entry["concurrent"]["turns_per_s"], entry["serial"]["turns_per_s"])
-            entry["ratio_vs_serial_learning_step"] = ratio(entry["concurrent"]["turns_per_s_learning_step"],
-                                                           entry["serial"]["turns_per_s_learning_step"])  # fmt: skip
+            entry["ratio_vs_serial_learning_step"] = ratio(
+                entry["concurrent"]["turns_per_s_learning_step"], entry["serial"]["turns_per_s_learning_step"]
+            )
         out["by_delay"][str(delay)] = entry
         run.report["phases"]["throughput"] = out
         run.save()
@@ -949,29 +1069,59 @@ def phase_throughput(run: Run) -> dict:
         for mode in ("concurrent", "serial"):
             if mode in entry:
                 r = entry[mode]
-                rows.append([f"{delay} s/call {mode}", r["users"], r["turns_learned"], r["materialize_s"],
-                             r["learning_step_s"], r["turns_per_s"], r["turns_per_s_extract_run"],
-                             r["turns_per_s_learning_step"],
-                             r["stub"]["calls"], r["stub"]["max_in_flight"],
-                             entry.get("ratio_vs_serial") if mode == "concurrent" else None])  # fmt: skip
-    table(f"1. turns learned per second, one materialize pass (REFLEXIO_LLM_CONCURRENCY={a.concurrency} vs 1)",
-          ["run", "users", "learned", "total s", "learn s", "turns/s", "run t/s", "learn t/s", "calls", "in flight",
-           "x serial"], rows, [24, 8, 8, 10, 10, 10, 9, 11, 8, 11, 10])  # fmt: skip
+                rows.append(
+                    [
+                        f"{delay} s/call {mode}",
+                        r["users"],
+                        r["turns_learned"],
+                        r["materialize_s"],
+                        r["learning_step_s"],
+                        r["turns_per_s"],
+                        r["turns_per_s_extract_run"],
+                        r["turns_per_s_learning_step"],
+                        r["stub"]["calls"],
+                        r["stub"]["max_in_flight"],
+                        entry.get("ratio_vs_serial") if mode == "concurrent" else None,
+                    ]
+                )
+    table(
+        f"1. turns learned per second, one materialize pass (REFLEXIO_LLM_CONCURRENCY={a.concurrency} vs 1)",
+        [
+            "run",
+            "users",
+            "learned",
+            "total s",
+            "learn s",
+            "turns/s",
+            "run t/s",
+            "learn t/s",
+            "calls",
+            "in flight",
+            "x serial",
+        ],
+        rows,
+        [24, 8, 8, 10, 10, 10, 9, 11, 8, 11, 10],
+    )
     at_1s = out["by_delay"].get("1.0") or out["by_delay"].get("1")
     if at_1s:
         c = at_1s["concurrent"]
         run.report["targets"]["throughput_at_1s"] = {
             "target": f">= {TARGETS['throughput_turns_per_s_at_1s']} turns/s and >= "
-                      f"{TARGETS['throughput_max_in_flight_at_1s']} calls in flight (500 users x 6 turns)",
-            "measured": {"turns_per_s": c["turns_per_s"], "turns_per_s_extract_run": c["turns_per_s_extract_run"],
-                         "turns_per_s_learning_step": c["turns_per_s_learning_step"],
-                         "max_in_flight": c["stub"]["max_in_flight"],
-                         "users": c["users"], "turns_per_user": a.turns_per_user},
+            f"{TARGETS['throughput_max_in_flight_at_1s']} calls in flight (500 users x 6 turns)",
+            "measured": {
+                "turns_per_s": c["turns_per_s"],
+                "turns_per_s_extract_run": c["turns_per_s_extract_run"],
+                "turns_per_s_learning_step": c["turns_per_s_learning_step"],
+                "max_in_flight": c["stub"]["max_in_flight"],
+                "users": c["users"],
+                "turns_per_user": a.turns_per_user,
+            },
             "at_issue_size": c["users"] >= 500 and a.turns_per_user == 6,
-            "met": c["users"] >= 500 and a.turns_per_user == 6
-                   and (c["turns_per_s"] or 0) >= TARGETS["throughput_turns_per_s_at_1s"]
-                   and c["stub"]["max_in_flight"] >= TARGETS["throughput_max_in_flight_at_1s"],
-        }  # fmt: skip
+            "met": c["users"] >= 500
+            and a.turns_per_user == 6
+            and (c["turns_per_s"] or 0) >= TARGETS["throughput_turns_per_s_at_1s"]
+            and c["stub"]["max_in_flight"] >= TARGETS["throughput_max_in_flight_at_1s"],
+        }
     return out
 
 
@@ -1004,14 +1154,22 @@ def rounds_pass(run: Run, name: str, stream: Stream, llm: LLM, rounds: int, flus
         service.close()
     stats = llm.stub.stats()
     reported = {k: sum(m["pipeline_reported"][k] for m in mats) for k in PIPELINE_COUNTS}
-    return {"mode": f"{rounds} round(s)", "rounds": rounds, "flush": mats[0]["flush"] if mats else None,
-            "materialize_runs": len(mats), "settle_runs": settle,
-            **cov, "publish_errors": len(ledger.errors), "elapsed_s": round(time.monotonic() - began, 1),
-            "windows": sorted({w for m in mats for w in m["windows"]}),
-            "failed_materialize": sum(1 for m in mats if m["returncode"] != 0),
-            "materialize_s_total": round(sum(m["wall_s"] for m in mats), 1),
-            "learning_step_s_total": round(sum(m["learning_step_s"] for m in mats), 1),
-            "stub": stub_block(stats, cov["turns_published"]), "pipeline_reported": reported}  # fmt: skip
+    return {
+        "mode": f"{rounds} round(s)",
+        "rounds": rounds,
+        "flush": mats[0]["flush"] if mats else None,
+        "materialize_runs": len(mats),
+        "settle_runs": settle,
+        **cov,
+        "publish_errors": len(ledger.errors),
+        "elapsed_s": round(time.monotonic() - began, 1),
+        "windows": sorted({w for m in mats for w in m["windows"]}),
+        "failed_materialize": sum(1 for m in mats if m["returncode"] != 0),
+        "materialize_s_total": round(sum(m["wall_s"] for m in mats), 1),
+        "learning_step_s_total": round(sum(m["learning_step_s"] for m in mats), 1),
+        "stub": stub_block(stats, cov["turns_published"]),
+        "pipeline_reported": reported,
+    }
 
 
 def per_publish_pass(run: Run, name: str, stream: Stream, llm: LLM) -> dict:
@@ -1028,11 +1186,18 @@ def per_publish_pass(run: Run, name: str, stream: Stream, llm: LLM) -> dict:
     stats = llm.stub.stats()
     cov = coverage(ws, ledger)
     reported = run_timings(ws.home)["pipeline_reported"]
-    return {"mode": "run per publish", "publishes": len(stream.publishes), **cov, "publish_errors": len(ledger.errors),
-            "error_samples": ledger.errors[:3], "elapsed_s": round(time.monotonic() - began, 1),
-            "wait_for_response_p50_s": percentile(ledger.latencies, 0.5),
-            "wait_for_response_p95_s": percentile(ledger.latencies, 0.95),
-            "stub": stub_block(stats, cov["turns_published"]), "pipeline_reported": reported}  # fmt: skip
+    return {
+        "mode": "run per publish",
+        "publishes": len(stream.publishes),
+        **cov,
+        "publish_errors": len(ledger.errors),
+        "error_samples": ledger.errors[:3],
+        "elapsed_s": round(time.monotonic() - began, 1),
+        "wait_for_response_p50_s": percentile(ledger.latencies, 0.5),
+        "wait_for_response_p95_s": percentile(ledger.latencies, 0.95),
+        "stub": stub_block(stats, cov["turns_published"]),
+        "pipeline_reported": reported,
+    }
 
 
 def phase_rounds(run: Run) -> dict:
@@ -1042,7 +1207,8 @@ def phase_rounds(run: Run) -> dict:
     counts = sorted(set([1] + a.rounds))
     out: dict[str, Any] = {
         "stream": {"users": a.rounds_users, "turns": stream.turns, "publishes": len(stream.publishes)},
-        "delay_s": a.rounds_delay, "modes": {},
+        "delay_s": a.rounds_delay,
+        "modes": {},
     }
     for n in counts:
         # one pass learns everything at once; more rounds run as the sensor does (`--rounds-flush`, default due)
@@ -1067,20 +1233,38 @@ def phase_rounds(run: Run) -> dict:
         forced = per_publish_pass(run, "per-publish-wait", pp_stream, llm)
         for key, row in (("per_publish", unforced), ("per_publish_wait_for_response", forced)):
             row["calls_ratio_vs_1_round"] = ratio(row["stub"]["calls"], pp_base["stub"]["calls"])
-            row["prompt_tokens_ratio_vs_1_round"] = ratio(row["stub"]["prompt_tokens"], pp_base["stub"]["prompt_tokens"])
+            row["prompt_tokens_ratio_vs_1_round"] = ratio(
+                row["stub"]["prompt_tokens"], pp_base["stub"]["prompt_tokens"]
+            )
             out["modes"][key] = row
     run.report["phases"]["rounds"] = out
-    rows = [[name, r.get("materialize_runs", r.get("publishes")), r["turns_published"], r["turns_learned"],
-             r["stub"]["calls"], r["stub"]["calls_per_1k_turns"], r["stub"]["prompt_tokens_per_1k_turns"],
-             r.get("calls_ratio_vs_1_round"), r.get("prompt_tokens_ratio_vs_1_round")]
-            for name, r in out["modes"].items()]  # fmt: skip
-    table(f"2. LLM cost by run cadence within one window ({a.rounds_delay} s/call stub)",
-          ["mode", "runs", "turns", "learned", "calls", "calls/1k", "prompt tok/1k", "x calls", "x tokens"],
-          rows, [30, 7, 8, 9, 8, 10, 15, 9, 10])  # fmt: skip
+    rows = [
+        [
+            name,
+            r.get("materialize_runs", r.get("publishes")),
+            r["turns_published"],
+            r["turns_learned"],
+            r["stub"]["calls"],
+            r["stub"]["calls_per_1k_turns"],
+            r["stub"]["prompt_tokens_per_1k_turns"],
+            r.get("calls_ratio_vs_1_round"),
+            r.get("prompt_tokens_ratio_vs_1_round"),
+        ]
+        for name, r in out["modes"].items()
+    ]
+    table(
+        f"2. LLM cost by run cadence within one window ({a.rounds_delay} s/call stub)",
+        ["mode", "runs", "turns", "learned", "calls", "calls/1k", "prompt tok/1k", "x calls", "x tokens"],
+        rows,
+        [30, 7, 8, 9, 8, 10, 15, 9, 10],
+    )
     checked = {k: r["calls_ratio_vs_1_round"] for k, r in out["modes"].items() if k in ("rounds_4", "per_publish")}
     if not checked:  # a smaller run: whatever cadences it measured
-        checked = {k: r["calls_ratio_vs_1_round"] for k, r in out["modes"].items()
-                   if k.startswith("rounds_") and k != "rounds_1"}  # fmt: skip
+        checked = {
+            k: r["calls_ratio_vs_1_round"]
+            for k, r in out["modes"].items()
+            if k.startswith("rounds_") and k != "rounds_1"
+        }
     if checked:
         run.report["targets"]["rounds_calls_ratio"] = {
             "target": f"4 rounds and a run per publish <= {TARGETS['rounds_calls_ratio_max']}x the calls of one pass",
@@ -1116,40 +1300,77 @@ def phase_sensor(run: Run) -> dict:
     stats = llm.stub.stats()
     cov = coverage(ws, ledger)
     timings = run_timings(ws.home)
-    live = {"mode": "landing_sensor (dagster-daemon)", **cov, "publish_errors": len(ledger.errors),
-            "target_turns_per_s": round(rate, 2), **load, **drained, "daemon_boot_s": daemon.booted_s,
-            "runs": len(timings["runs"]), "runs_by_status": _count(r["status"] for r in timings["runs"]),
-            "learning_step_s_total": timings["learning_step_s"], "stub": stub_block(stats, cov["turns_published"]),
-            "pipeline_reported": timings["pipeline_reported"]}  # fmt: skip
+    live = {
+        "mode": "landing_sensor (dagster-daemon)",
+        **cov,
+        "publish_errors": len(ledger.errors),
+        "target_turns_per_s": round(rate, 2),
+        **load,
+        **drained,
+        "daemon_boot_s": daemon.booted_s,
+        "runs": len(timings["runs"]),
+        "runs_by_status": _count(r["status"] for r in timings["runs"]),
+        "learning_step_s_total": timings["learning_step_s"],
+        "stub": stub_block(stats, cov["turns_published"]),
+        "pipeline_reported": timings["pipeline_reported"],
+    }
     baseline = rounds_pass(run, "sensor-baseline-1round", stream, run.llm(a.baseline_delay), 1)
     live["calls_ratio_vs_1_round"] = ratio(live["stub"]["calls"], baseline["stub"]["calls"])
     live["prompt_tokens_ratio_vs_1_round"] = ratio(live["stub"]["prompt_tokens"], baseline["stub"]["prompt_tokens"])
-    out = {"stream": {"users": a.sensor_users, "turns": stream.turns, "publishes": len(stream.publishes)},
-           "delay_s": a.sensor_delay, "baseline_delay_s": a.baseline_delay,
-           "live": live, "one_pass": baseline}  # fmt: skip
+    out = {
+        "stream": {"users": a.sensor_users, "turns": stream.turns, "publishes": len(stream.publishes)},
+        "delay_s": a.sensor_delay,
+        "baseline_delay_s": a.baseline_delay,
+        "live": live,
+        "one_pass": baseline,
+    }
     run.report["phases"]["sensor"] = out
-    table(f"3. LLM cost under the live landing_sensor cadence ({rate:.1f} turns/s for {a.sensor_seconds:.0f} s, "
-          f"{a.sensor_delay} s/call stub)",
-          ["mode", "runs", "turns", "learned", "calls", "calls/1k", "prompt tok/1k", "in flight", "x calls"],
-          [["sensor (live)", live["runs"], live["turns_published"], live["turns_learned"], live["stub"]["calls"],
-            live["stub"]["calls_per_1k_turns"], live["stub"]["prompt_tokens_per_1k_turns"],
-            live["stub"]["max_in_flight"], live["calls_ratio_vs_1_round"]],
-           ["one pass (same stream)", baseline["materialize_runs"], baseline["turns_published"],
-            baseline["turns_learned"], baseline["stub"]["calls"], baseline["stub"]["calls_per_1k_turns"],
-            baseline["stub"]["prompt_tokens_per_1k_turns"], baseline["stub"]["max_in_flight"], 1.0]],
-          [26, 7, 8, 9, 8, 10, 15, 11, 9])  # fmt: skip
+    table(
+        f"3. LLM cost under the live landing_sensor cadence ({rate:.1f} turns/s for {a.sensor_seconds:.0f} s, "
+        f"{a.sensor_delay} s/call stub)",
+        ["mode", "runs", "turns", "learned", "calls", "calls/1k", "prompt tok/1k", "in flight", "x calls"],
+        [
+            [
+                "sensor (live)",
+                live["runs"],
+                live["turns_published"],
+                live["turns_learned"],
+                live["stub"]["calls"],
+                live["stub"]["calls_per_1k_turns"],
+                live["stub"]["prompt_tokens_per_1k_turns"],
+                live["stub"]["max_in_flight"],
+                live["calls_ratio_vs_1_round"],
+            ],
+            [
+                "one pass (same stream)",
+                baseline["materialize_runs"],
+                baseline["turns_published"],
+                baseline["turns_learned"],
+                baseline["stub"]["calls"],
+                baseline["stub"]["calls_per_1k_turns"],
+                baseline["stub"]["prompt_tokens_per_1k_turns"],
+                baseline["stub"]["max_in_flight"],
+                1.0,
+            ],
+        ],
+        [26, 7, 8, 9, 8, 10, 15, 11, 9],
+    )
     print(f"   drain: {live['drain_s']} s ({live['drain_end']}); runs by status {live['runs_by_status']}")
     max_calls, max_tokens = TARGETS["sensor_calls_per_1k_turns_max"], TARGETS["sensor_prompt_tokens_per_1k_turns_max"]
     run.report["targets"]["sensor_cost_per_1k_turns"] = {
         "target": f"<= {TARGETS['sensor_calls_per_1k_turns_max']:.0f} chat calls and <= "
-                  f"{TARGETS['sensor_prompt_tokens_per_1k_turns_max']:.0f} prompt tokens per 1k turns",
-        "measured": {"calls_per_1k_turns": live["stub"]["calls_per_1k_turns"],
-                     "prompt_tokens_per_1k_turns": live["stub"]["prompt_tokens_per_1k_turns"],
-                     "turns_learned_share": ratio(live["turns_learned"], live["turns_published"])},
-        "met": (live["turns_learned"] == live["turns_published"]
-                and (live["stub"]["calls_per_1k_turns"] or 0) <= max_calls
-                and (live["stub"]["prompt_tokens_per_1k_turns"] or 0) <= max_tokens),
-    }  # fmt: skip
+        f"{TARGETS['sensor_prompt_tokens_per_1k_turns_max']:.0f} prompt tokens per 1k turns",
+        "measured": {
+            "calls_per_1k_turns": live["stub"]["calls_per_1k_turns"],
+            "prompt_tokens_per_1k_turns": live["stub"]["prompt_tokens_per_1k_turns"],
+            "turns_learned_share": ratio(live["turns_learned"], live["turns_published"]),
+        },
+        "met": (
+            live["turns_learned"] == live["turns_published"]
+            and (live["stub"]["calls_per_1k_turns"] or 0) <= max_calls
+            and (live["stub"]["prompt_tokens_per_1k_turns"] or 0) <= max_tokens
+        ),
+    }
     return out
 
 
@@ -1186,8 +1407,9 @@ def probe_stream(conversations: int, seed: int) -> tuple[Stream, list[Probe]]:
 
     corrections = {task.correction for task in TASKS}
     base = make_stream(conversations, 4, seed, prefix="lat")
-    corrected = {p.user_id for p in base.publishes
-                 if any(t["content"] in corrections for t in p.body["interaction_data_list"])}  # fmt: skip
+    corrected = {
+        p.user_id for p in base.publishes if any(t["content"] in corrections for t in p.body["interaction_data_list"])
+    }
     probes: dict[str, Probe] = {}
     last_publish: dict[str, Publish] = {}
     for pub in base.publishes:
@@ -1195,12 +1417,16 @@ def probe_stream(conversations: int, seed: int) -> tuple[Stream, list[Probe]]:
     for i, (user_id, pub) in enumerate(sorted(last_publish.items())):
         marker = f"{_MARK_WORDS[i % len(_MARK_WORDS)]}{i:05d}"
         if i % 2 == 0 or user_id in corrected:
-            turns = [{"role": "user", "content": f"My project codename is {marker}."},
-                     {"role": "assistant", "content": f"Noted: your project codename is {marker}."}]  # fmt: skip
+            turns = [
+                {"role": "user", "content": f"My project codename is {marker}."},
+                {"role": "assistant", "content": f"Noted: your project codename is {marker}."},
+            ]
             probe = Probe(user_id, marker, "profile", f"project codename {marker}")
         else:
-            turns = [{"role": "user", "content": f"No, always file that under change ticket {marker} first."},
-                     {"role": "assistant", "content": f"Understood, filed under change ticket {marker}."}]  # fmt: skip
+            turns = [
+                {"role": "user", "content": f"No, always file that under change ticket {marker} first."},
+                {"role": "assistant", "content": f"Understood, filed under change ticket {marker}."},
+            ]
             probe = Probe(user_id, marker, "playbook", f"change ticket {marker}")
         pub.body["interaction_data_list"].extend(turns)
         probes[user_id] = probe
@@ -1219,8 +1445,9 @@ class Prober:
     the marker; it has been searchable since the service first reported the index version that answered (so the
     time a sweep takes does not count), and never before its publish was acknowledged."""
 
-    def __init__(self, url: str, probes: Sequence[Probe], poll_s: float, sweep_s: float = 15.0,
-                 workers: int = 4) -> None:  # fmt: skip
+    def __init__(
+        self, url: str, probes: Sequence[Probe], poll_s: float, sweep_s: float = 15.0, workers: int = 4
+    ) -> None:
         self.url, self.probes, self.poll_s, self.sweep_s, self.workers = url, list(probes), poll_s, sweep_s, workers
         self.first_seen: dict[str, float] = {}  # index version -> when this prober first saw it served
         self.searches = 0
@@ -1248,8 +1475,7 @@ class Prober:
     def _loop(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        client = httpx.Client(base_url=self.url, timeout=30,
-                              limits=httpx.Limits(max_connections=self.workers + 1))  # fmt: skip
+        client = httpx.Client(base_url=self.url, timeout=30, limits=httpx.Limits(max_connections=self.workers + 1))
         last_sweep = 0.0
         try:
             with ThreadPoolExecutor(self.workers, thread_name_prefix="probe") as pool:
@@ -1273,8 +1499,11 @@ class Prober:
         try:
             # the holdout control group (5 % of users by default) is served no learned items by design: this
             # measures when an item becomes searchable, so the probes opt out of it as a debugging caller does
-            reply = client.post("/api/search", json={"query": probe.query, "user_id": probe.user_id, "top_k": 5},
-                                headers={HOLDOUT_HEADER: "off"})  # fmt: skip
+            reply = client.post(
+                "/api/search",
+                json={"query": probe.query, "user_id": probe.user_id, "top_k": 5},
+                headers={HOLDOUT_HEADER: "off"},
+            )
             with self._lock:
                 self.searches += 1
             if reply.status_code == 200:
@@ -1343,20 +1572,31 @@ def latency_run(run: Run, name: str, llm: LLM) -> dict:
     stats = llm.stub.stats() if llm.stub is not None else None
     timings = run_timings(ws.home)
     cov = coverage(ws, ledger)
-    row = {"extractor": llm.label() if llm.stub is None else f"stub {stats['delay_s']} s/call, concurrency "
-                                                            f"{llm.concurrency}",
-           "conversations": conversations, "probes_acked": len(acked), "found": len(latencies),
-           "never_searchable": len(acked) - len(latencies),
-           "never_searchable_by_kind": _count(p.kind for p in unfound),
-           "never_searchable_but_in_lake": _in_lake(ws, unfound),
-           "probes_by_kind": _count(p.kind for p in acked),
-           "p50_s": percentile(latencies, 0.5), "p95_s": percentile(latencies, 0.95),
-           "max_s": percentile(latencies, 1.0),
-           "mean_s": round(statistics.fmean(latencies), 3) if latencies else None,
-           **load, "publish_errors": len(ledger.errors), "drain_limit_s": a.latency_drain_s,
-           "index_versions_seen": len(prober.versions), "searches": prober.searches,
-           "search_errors": prober.search_errors, "runs": len(timings["runs"]),
-           "runs_by_status": _count(r["status"] for r in timings["runs"]), **cov}  # fmt: skip
+    row = {
+        "extractor": llm.label()
+        if llm.stub is None
+        else f"stub {stats['delay_s']} s/call, concurrency {llm.concurrency}",
+        "conversations": conversations,
+        "probes_acked": len(acked),
+        "found": len(latencies),
+        "never_searchable": len(acked) - len(latencies),
+        "never_searchable_by_kind": _count(p.kind for p in unfound),
+        "never_searchable_but_in_lake": _in_lake(ws, unfound),
+        "probes_by_kind": _count(p.kind for p in acked),
+        "p50_s": percentile(latencies, 0.5),
+        "p95_s": percentile(latencies, 0.95),
+        "max_s": percentile(latencies, 1.0),
+        "mean_s": round(statistics.fmean(latencies), 3) if latencies else None,
+        **load,
+        "publish_errors": len(ledger.errors),
+        "drain_limit_s": a.latency_drain_s,
+        "index_versions_seen": len(prober.versions),
+        "searches": prober.searches,
+        "search_errors": prober.search_errors,
+        "runs": len(timings["runs"]),
+        "runs_by_status": _count(r["status"] for r in timings["runs"]),
+        **cov,
+    }
     if stats is not None:
         row["stub"] = stub_block(stats, cov["turns_published"])
     return row
@@ -1372,12 +1612,27 @@ def phase_latency(run: Run) -> dict:
         out["runs"][name] = latency_run(run, f"latency-{name}", make())
         run.report["phases"]["latency"] = out
         run.save()
-    table(f"4. publish -> searchable under steady publishing ({a.latency_rate} turns/s for {a.latency_seconds:.0f} s, "
-          "landing_sensor + service running)",
-          ["extractor", "probes", "found", "never", "p50 s", "p95 s", "max s", "runs", "versions", "turns/s"],
-          [[r["extractor"], r["probes_acked"], r["found"], r["never_searchable"], r["p50_s"], r["p95_s"], r["max_s"],
-            r["runs"], r["index_versions_seen"], r["achieved_turns_per_s"]] for r in out["runs"].values()],
-          [34, 8, 8, 8, 9, 9, 9, 7, 10, 9])  # fmt: skip
+    table(
+        f"4. publish -> searchable under steady publishing ({a.latency_rate} turns/s for {a.latency_seconds:.0f} s, "
+        "landing_sensor + service running)",
+        ["extractor", "probes", "found", "never", "p50 s", "p95 s", "max s", "runs", "versions", "turns/s"],
+        [
+            [
+                r["extractor"],
+                r["probes_acked"],
+                r["found"],
+                r["never_searchable"],
+                r["p50_s"],
+                r["p95_s"],
+                r["max_s"],
+                r["runs"],
+                r["index_versions_seen"],
+                r["achieved_turns_per_s"],
+            ]
+            for r in out["runs"].values()
+        ],
+        [34, 8, 8, 8, 9, 9, 9, 7, 10, 9],
+    )
     limits = (("stub", TARGETS["latency_p95_s_max_stub_1s"]), ("builtin", TARGETS["latency_p95_s_max_builtin"]))
     for name, limit in limits:
         r = out["runs"].get(name)
@@ -1385,12 +1640,19 @@ def phase_latency(run: Run) -> dict:
             continue
         run.report["targets"][f"latency_p95_{name}"] = {
             "target": f"p95 <= {limit:.0f} s ({'1 s LLM' if name == 'stub' else 'built-in extractor'}), "
-                      "every probe found",
-            "measured": {"p95_s": r["p95_s"], "never_searchable": r["never_searchable"],
-                         "turns_per_s": a.latency_rate, "seconds": a.latency_seconds},
+            "every probe found",
+            "measured": {
+                "p95_s": r["p95_s"],
+                "never_searchable": r["never_searchable"],
+                "turns_per_s": a.latency_rate,
+                "seconds": a.latency_seconds,
+            },
             "at_issue_size": a.latency_rate >= 50 and a.latency_seconds >= 300,
-            "met": a.latency_rate >= 50 and a.latency_seconds >= 300
-                   and r["p95_s"] is not None and r["p95_s"] <= limit and r["never_searchable"] == 0,
+            "met": a.latency_rate >= 50
+            and a.latency_seconds >= 300
+            and r["p95_s"] is not None
+            and r["p95_s"] <= limit
+            and r["never_searchable"] == 0,
         }
     return out
 
@@ -1401,9 +1663,14 @@ def phase_latency(run: Run) -> dict:
 
 
 def _create_key(ws: Workspace, keys_file: Path, org: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "serving", "keys", "create", "--org", org],
-                          env=ws.env(LLM(None), REFLEXIO_API_KEYS_FILE=str(keys_file)), cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "serving", "keys", "create", "--org", org],
+        env=ws.env(LLM(None), REFLEXIO_API_KEYS_FILE=str(keys_file)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"keys create --org {org} failed: {done.stderr[-1000:]}")
     return done.stdout.strip().splitlines()[-1].strip()
@@ -1461,32 +1728,47 @@ def phase_orgs(run: Run) -> dict:
     a_cov = coverage(ws, ledger_a, ws.lake / "orgs" / "org-a")
     out = {
         "delay_s": a.orgs_delay,
-        "org_a": {"users": a.orgs_a_users, "turns": a_cov["turns_published"], "pass_wall_s": a_result.get("wall_s"),
-                  "pass_finished": a_result.get("finished"), "turns_learned": a_cov["turns_learned"],
-                  "stub_calls_during_pass": a_stats["calls"], "max_in_flight": a_stats["max_in_flight"]},
-        "org_b": {"alone_s": [round(x, 2) for x in alone], "during_a_s": [round(x, 2) for x in during],
-                  "a_still_running_when_b_answered": overlap,
-                  "alone_median_s": round(statistics.median(alone), 2) if alone else None,
-                  "during_a_median_s": round(statistics.median(during), 2) if during else None},
+        "org_a": {
+            "users": a.orgs_a_users,
+            "turns": a_cov["turns_published"],
+            "pass_wall_s": a_result.get("wall_s"),
+            "pass_finished": a_result.get("finished"),
+            "turns_learned": a_cov["turns_learned"],
+            "stub_calls_during_pass": a_stats["calls"],
+            "max_in_flight": a_stats["max_in_flight"],
+        },
+        "org_b": {
+            "alone_s": [round(x, 2) for x in alone],
+            "during_a_s": [round(x, 2) for x in during],
+            "a_still_running_when_b_answered": overlap,
+            "alone_median_s": round(statistics.median(alone), 2) if alone else None,
+            "during_a_median_s": round(statistics.median(during), 2) if during else None,
+        },
         "publish_errors": len(ledger_a.errors) + len(ledger_b.errors),
         "error_samples": (ledger_a.errors + ledger_b.errors)[:3],
-    }  # fmt: skip
+    }
     out["ratio_during_over_alone"] = ratio(out["org_b"]["during_a_median_s"], out["org_b"]["alone_median_s"])
     run.report["phases"]["orgs"] = out
-    table(f"5. org B's wait_for_response publish, alone vs while org A learns {a.orgs_a_users} users "
-          f"({a.orgs_delay} s/call stub)",
-          ["B publish", "samples", "median s", "all s"],
-          [["alone", len(alone), out["org_b"]["alone_median_s"], " ".join(f"{x:.1f}" for x in alone)],
-           ["during A's pass", len(during), out["org_b"]["during_a_median_s"], " ".join(f"{x:.1f}" for x in during)]],
-          [20, 9, 10, 40])  # fmt: skip
-    print(f"   ratio during/alone {out['ratio_during_over_alone']}; A's pass {out['org_a']['pass_wall_s']} s, "
-          f"{out['org_a']['turns_learned']}/{out['org_a']['turns']} A turns learned "
-          f"({out['org_a']['stub_calls_during_pass']} calls incl. B's, max {out['org_a']['max_in_flight']} in flight)")
+    table(
+        f"5. org B's wait_for_response publish, alone vs while org A learns {a.orgs_a_users} users "
+        f"({a.orgs_delay} s/call stub)",
+        ["B publish", "samples", "median s", "all s"],
+        [
+            ["alone", len(alone), out["org_b"]["alone_median_s"], " ".join(f"{x:.1f}" for x in alone)],
+            ["during A's pass", len(during), out["org_b"]["during_a_median_s"], " ".join(f"{x:.1f}" for x in during)],
+        ],
+        [20, 9, 10, 40],
+    )
+    print(
+        f"   ratio during/alone {out['ratio_during_over_alone']}; A's pass {out['org_a']['pass_wall_s']} s, "
+        f"{out['org_a']['turns_learned']}/{out['org_a']['turns']} A turns learned "
+        f"({out['org_a']['stub_calls_during_pass']} calls incl. B's, max {out['org_a']['max_in_flight']} in flight)"
+    )
     run.report["targets"]["orgs_isolation"] = {
         "target": f"B's wait_for_response publish during A's pass <= {TARGETS['orgs_ratio_max']}x its time alone",
         "measured": {"ratio": out["ratio_during_over_alone"], "b_samples_during_a": len(during)},
         "met": out["ratio_during_over_alone"] is not None
-               and out["ratio_during_over_alone"] <= TARGETS["orgs_ratio_max"],  # fmt: skip
+        and out["ratio_during_over_alone"] <= TARGETS["orgs_ratio_max"],
     }
     return out
 
@@ -1516,8 +1798,9 @@ def _ints(text: str) -> list[int]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--phase", default="all", help=f"comma-separated: {', '.join(PHASES)} or all")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--turns-per-user", type=int, default=6)
@@ -1526,9 +1809,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tpm", type=int, help="REFLEXIO_LLM_TPM for every run (unset: the pipeline's default)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra env for every child")
     p.add_argument("--max-run-s", type=float, default=3600.0, help="bound on one materialize / wait_for_response")
-    p.add_argument("--settle-s", type=float, default=40.0,
-                   help="rounds: if turns are still unlearned after the last round, wait this long and materialize "
-                        "once more (counted); 0 = never")  # fmt: skip
+    p.add_argument(
+        "--settle-s",
+        type=float,
+        default=40.0,
+        help="rounds: if turns are still unlearned after the last round, wait this long and materialize "
+        "once more (counted); 0 = never",
+    )
     g = p.add_argument_group("throughput")
     g.add_argument("--users", type=int, default=500)
     g.add_argument("--serial-users", type=int, default=50, help="serial baseline sample (0 = skip)")
@@ -1537,10 +1824,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--rounds-users", type=int, default=100)
     g.add_argument("--rounds", type=_ints, default=[4, 16], help="round counts besides 1 (always measured)")
     g.add_argument("--rounds-delay", type=float, default=0.2)
-    g.add_argument("--rounds-flush", choices=["due", "all"], default="due",
-                   help="materialize --flush of the multi-round runs: due = hold back incomplete windows of active "
-                        "sessions, as the sensor does; all = extract everything every round")  # fmt: skip
-    g.add_argument("--per-publish-users", type=int, default=5, help="run-per-publish streams: one materialize process per publish, so kept small (0 = skip)")
+    g.add_argument(
+        "--rounds-flush",
+        choices=["due", "all"],
+        default="due",
+        help="materialize --flush of the multi-round runs: due = hold back incomplete windows of active "
+        "sessions, as the sensor does; all = extract everything every round",
+    )
+    g.add_argument(
+        "--per-publish-users",
+        type=int,
+        default=5,
+        help="run-per-publish streams: one materialize process per publish, so kept small (0 = skip)",
+    )
     g = p.add_argument_group("sensor")
     g.add_argument("--sensor-users", type=int, default=200)
     g.add_argument("--sensor-seconds", type=float, default=120.0, help="publishing spread evenly over this long")
@@ -1558,14 +1854,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--orgs-a-users", type=int, default=100)
     g.add_argument("--orgs-samples", type=int, default=3)
     g.add_argument("--orgs-delay", type=float, default=1.0)
-    g.add_argument("--orgs-quiet-s", type=float, default=35.0,
-                   help="wait after A's publishes so its sessions are quiet (not held back) when its pass starts")
+    g.add_argument(
+        "--orgs-quiet-s",
+        type=float,
+        default=35.0,
+        help="wait after A's publishes so its sessions are quiet (not held back) when its pass starts",
+    )
     g = p.add_argument_group("shards")
-    g.add_argument("--shards-users", type=int, default=600,
-                   help="users of the window (a run's fixed start-up, ~8 s here, weighs less on a larger window)")
+    g.add_argument(
+        "--shards-users",
+        type=int,
+        default=600,
+        help="users of the window (a run's fixed start-up, ~8 s here, weighs less on a larger window)",
+    )
     g.add_argument("--shards", type=_ints, default=[4], help="shard counts measured against 1 shard")
-    g.add_argument("--shards-concurrency", type=int, default=4,
-                   help="REFLEXIO_LLM_CONCURRENCY of every learning process (calls in flight per machine)")
+    g.add_argument(
+        "--shards-concurrency",
+        type=int,
+        default=4,
+        help="REFLEXIO_LLM_CONCURRENCY of every learning process (calls in flight per machine)",
+    )
     g.add_argument("--shards-delay", type=float, default=1.0)
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--workdir", help="keep lakes, Dagster homes and logs here (default: a temp dir, removed)")
@@ -1590,8 +1898,13 @@ def phase_shards(run: Run) -> dict:
     fanning a window out over processes (or machines, each with its own workers) buys when the LLM bounds it."""
     a = run.args
     stream = make_stream(a.shards_users, a.turns_per_user, a.seed)
-    out: dict[str, Any] = {"users": a.shards_users, "turns": stream.turns, "delay_s": a.shards_delay,
-                           "concurrency_per_process": a.shards_concurrency, "by_shards": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "users": a.shards_users,
+        "turns": stream.turns,
+        "delay_s": a.shards_delay,
+        "concurrency_per_process": a.shards_concurrency,
+        "by_shards": {},
+    }
     for count in (1, *a.shards):
         llm = run.llm(a.shards_delay, a.shards_concurrency)
         row = one_pass(run, f"shards-{count}", stream, llm, env={"REFLEXIO_LEARNING_SHARDS": str(count)})
@@ -1603,27 +1916,48 @@ def phase_shards(run: Run) -> dict:
     for count, row in out["by_shards"].items():
         row["speedup_extract_run"] = ratio(base["extract_run_s"], row["extract_run_s"])
         row["speedup_materialize"] = ratio(base["materialize_s"], row["materialize_s"])
-        rows.append([count, row["turns_learned"], row["materialize_s"], row["extract_run_s"], row["stub"]["calls"],
-                     row["stub"]["max_in_flight"], row["speedup_extract_run"], row["speedup_materialize"]])  # fmt: skip
-    table(f"6. one window on shards ({a.shards_users} users, {a.shards_delay} s/call, REFLEXIO_LLM_CONCURRENCY="
-          f"{a.shards_concurrency} per process, multiprocess executor)",
-          ["shards", "learned", "total s", "run s", "calls", "in flight", "x run", "x total"], rows,
-          [8, 9, 9, 9, 8, 10, 8, 8])  # fmt: skip
+        rows.append(
+            [
+                count,
+                row["turns_learned"],
+                row["materialize_s"],
+                row["extract_run_s"],
+                row["stub"]["calls"],
+                row["stub"]["max_in_flight"],
+                row["speedup_extract_run"],
+                row["speedup_materialize"],
+            ]
+        )
+    table(
+        f"6. one window on shards ({a.shards_users} users, {a.shards_delay} s/call, REFLEXIO_LLM_CONCURRENCY="
+        f"{a.shards_concurrency} per process, multiprocess executor)",
+        ["shards", "learned", "total s", "run s", "calls", "in flight", "x run", "x total"],
+        rows,
+        [8, 9, 9, 9, 8, 10, 8, 8],
+    )
     four = out["by_shards"].get("4")
     if four is not None:
         run.report["targets"]["shards_4_vs_1"] = {
             "target": f"one window on 4 shards >= {TARGETS['shards_speedup_min']}x faster than on 1 (1 s LLM)",
-            "measured": {"speedup_extract_run": four["speedup_extract_run"],
-                         "speedup_materialize": four["speedup_materialize"],
-                         "turns_learned": [base["turns_learned"], four["turns_learned"]]},
+            "measured": {
+                "speedup_extract_run": four["speedup_extract_run"],
+                "speedup_materialize": four["speedup_materialize"],
+                "turns_learned": [base["turns_learned"], four["turns_learned"]],
+            },
             "met": (four["speedup_extract_run"] or 0) >= TARGETS["shards_speedup_min"]
-                   and four["turns_learned"] == base["turns_learned"] == stream.turns,
-        }  # fmt: skip
+            and four["turns_learned"] == base["turns_learned"] == stream.turns,
+        }
     return out
 
 
-RUNNERS = {"throughput": phase_throughput, "rounds": phase_rounds, "sensor": phase_sensor, "latency": phase_latency,
-           "orgs": phase_orgs, "shards": phase_shards}  # fmt: skip
+RUNNERS = {
+    "throughput": phase_throughput,
+    "rounds": phase_rounds,
+    "sensor": phase_sensor,
+    "latency": phase_latency,
+    "orgs": phase_orgs,
+    "shards": phase_shards,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> dict:

@@ -65,9 +65,9 @@ from reflexio_pipelines.devtools.openai_stub import (  # noqa: E402
     window_from_prompt,
 )
 from reflexio_pipelines.devtools.servers import serve_app  # noqa: E402
+from reflexio_pipelines.learning.batch import UserState  # noqa: E402
 from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup  # noqa: E402
-from reflexio_pipelines.learning.batch import UserState  # noqa: E402
 from reflexio_pipelines.learning.learn import learn  # noqa: E402
 from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
 from reflexio_pipelines.learning.llm_dedup import PLAYBOOK_ITEMS, PROFILE_ITEMS, LiteLLMDedupJudge  # noqa: E402
@@ -144,40 +144,77 @@ def tiktoken_count(turns: Sequence[Turn]) -> int | None:
 # ---------------------------------------------------------------------------------------------------------------
 
 CITIES = [
-    ("Lisbon", "Europe/Lisbon"), ("Porto", "Europe/Lisbon"), ("Berlin", "Europe/Berlin"), ("Munich", "Europe/Berlin"),
-    ("Madrid", "Europe/Madrid"), ("Dublin", "Europe/Dublin"), ("Warsaw", "Europe/Warsaw"), ("Toronto", "America/Toronto"),
-    ("Denver", "America/Denver"), ("Austin", "America/Chicago"), ("Seattle", "America/Los_Angeles"),
-    ("Bogota", "America/Bogota"), ("Nairobi", "Africa/Nairobi"), ("Singapore", "Asia/Singapore"),
-    ("Osaka", "Asia/Tokyo"), ("Melbourne", "Australia/Melbourne"),
-]  # fmt: skip
+    ("Lisbon", "Europe/Lisbon"),
+    ("Porto", "Europe/Lisbon"),
+    ("Berlin", "Europe/Berlin"),
+    ("Munich", "Europe/Berlin"),
+    ("Madrid", "Europe/Madrid"),
+    ("Dublin", "Europe/Dublin"),
+    ("Warsaw", "Europe/Warsaw"),
+    ("Toronto", "America/Toronto"),
+    ("Denver", "America/Denver"),
+    ("Austin", "America/Chicago"),
+    ("Seattle", "America/Los_Angeles"),
+    ("Bogota", "America/Bogota"),
+    ("Nairobi", "Africa/Nairobi"),
+    ("Singapore", "Asia/Singapore"),
+    ("Osaka", "Asia/Tokyo"),
+    ("Melbourne", "Australia/Melbourne"),
+]
 PREFERENCES = [
-    "short answers with bullet points", "metric units", "detailed explanations with examples", "dark mode in every app",
-    "email over phone calls", "vegetarian restaurants", "morning meetings", "Python for quick scripts",
-    "plain text over PDF attachments", "window seats on flights", "trains over short flights", "weekly summaries",
-]  # fmt: skip
+    "short answers with bullet points",
+    "metric units",
+    "detailed explanations with examples",
+    "dark mode in every app",
+    "email over phone calls",
+    "vegetarian restaurants",
+    "morning meetings",
+    "Python for quick scripts",
+    "plain text over PDF attachments",
+    "window seats on flights",
+    "trains over short flights",
+    "weekly summaries",
+]
 JOBS = [
-    "a data engineer at a logistics company", "a nurse on night shifts", "a freelance translator",
-    "a product manager at a fintech startup", "a high school chemistry teacher", "a site reliability engineer",
-    "an architect at a small studio", "a sales lead for a furniture brand",
-]  # fmt: skip
+    "a data engineer at a logistics company",
+    "a nurse on night shifts",
+    "a freelance translator",
+    "a product manager at a fintech startup",
+    "a high school chemistry teacher",
+    "a site reliability engineer",
+    "an architect at a small studio",
+    "a sales lead for a furniture brand",
+]
 CUISINES = ["Thai", "Ethiopian", "Italian", "Korean", "Lebanese", "Mexican", "Japanese", "Georgian"]
 LANGUAGES = ["English and Portuguese", "German and French", "Spanish and English", "Polish and English", "Japanese"]
 
 # Requests that follow a first-person fact (questions, which the extractor does not learn from), with the answer.
 FACT_FOLLOWUPS = [
-    ("Can you suggest a good plan for this weekend?",
-     "A relaxed weekend plan could start with a morning walk, a long lunch with friends and an early night on Sunday."),
-    ("What should I pack for a short business trip?",
-     "For a short business trip pack two shirts, one jacket, chargers, a notebook and a small toiletry bag."),
-    ("Could you recommend a book for the train ride?",
-     "A short novel works well on a train; a collection of essays is also easy to pick up and put down."),
-    ("How do I keep the inbox under control this month?",
-     "Check email at fixed times, archive anything older than a week and turn newsletters into a weekly digest."),
-    ("What is a quick dinner to cook tonight?",
-     "A vegetable stir fry with rice takes about twenty minutes and uses whatever is left in the fridge."),
-    ("Can you help me sort out the calendar for next week?",
-     "Start by blocking focus time each morning, then group meetings into two afternoons to keep the rest free."),
-]  # fmt: skip
+    (
+        "Can you suggest a good plan for this weekend?",
+        "A relaxed weekend plan could start with a morning walk, a long lunch with friends and an early night on Sunday.",
+    ),
+    (
+        "What should I pack for a short business trip?",
+        "For a short business trip pack two shirts, one jacket, chargers, a notebook and a small toiletry bag.",
+    ),
+    (
+        "Could you recommend a book for the train ride?",
+        "A short novel works well on a train; a collection of essays is also easy to pick up and put down.",
+    ),
+    (
+        "How do I keep the inbox under control this month?",
+        "Check email at fixed times, archive anything older than a week and turn newsletters into a weekly digest.",
+    ),
+    (
+        "What is a quick dinner to cook tonight?",
+        "A vegetable stir fry with rice takes about twenty minutes and uses whatever is left in the fridge.",
+    ),
+    (
+        "Can you help me sort out the calendar for next week?",
+        "Start by blocking focus time each morning, then group meetings into two afternoons to keep the rest free.",
+    ),
+]
 CHITCHAT_USER = [
     "Good morning! Hope your day is going well. What is a fun fact about octopuses?",
     "Thanks, that was really helpful. Could you recommend a podcast for the commute?",
@@ -204,15 +241,23 @@ CHITCHAT_AGENT = [
 ]
 # Neutral padding (no first-person facts, no correction words) to reach realistic lengths.
 USER_FILLER = [
-    "It has been a busy week here.", "Thanks in advance for the help.", "The deadline is close, so a quick answer works.",
-    "This came up during the team meeting earlier.", "A short answer is fine for now.", "Much appreciated.",
-]  # fmt: skip
+    "It has been a busy week here.",
+    "Thanks in advance for the help.",
+    "The deadline is close, so a quick answer works.",
+    "This came up during the team meeting earlier.",
+    "A short answer is fine for now.",
+    "Much appreciated.",
+]
 AGENT_FILLER = [
-    "Let me know if you want me to adjust anything.", "I kept the wording simple so it is easy to scan.",
-    "I can also prepare a shorter version if that helps.", "The main trade-off here is speed versus cost.",
-    "I double-checked the details against what you shared earlier.", "Happy to go into more depth on any part.",
-    "Most people find this approach works well in practice.", "I can set a reminder to follow up on this later.",
-]  # fmt: skip
+    "Let me know if you want me to adjust anything.",
+    "I kept the wording simple so it is easy to scan.",
+    "I can also prepare a shorter version if that helps.",
+    "The main trade-off here is speed versus cost.",
+    "I double-checked the details against what you shared earlier.",
+    "Happy to go into more depth on any part.",
+    "Most people find this approach works well in practice.",
+    "I can set a reminder to follow up on this later.",
+]
 
 
 @dataclass(frozen=True)
@@ -226,47 +271,67 @@ class Task:
 
 
 TASKS = [
-    Task("Draft the weekly status report for my team.",
-         "Here is a draft of the weekly status report, attached as a PDF, with sections for progress, risks and next steps.",
-         "No, never attach the report as a PDF; always paste it inline in the email body.",
-         "Understood. I pasted the report inline in the email body and removed the attachment."),
-    Task("Schedule a sync with the design team next week.",
-         "I booked the design sync for Monday at 8:00 in the main conference room and sent the invites.",
-         "No, never book meetings before 10:00; always pick a slot after ten in my timezone.",
-         "Got it. I moved the design sync to Monday at 10:30 and updated the invites."),
-    Task("Summarise this article about battery recycling for me.",
-         "Here is a detailed twelve-paragraph summary covering the history, the chemistry and the market outlook.",
-         "That is far too long, always keep summaries under five bullet points please.",
-         "Sorry about that. Here is the summary again in four short bullet points."),
-    Task("Convert the recipe quantities for six people.",
-         "For six people you need 1.5 cups of flour, 12 ounces of butter and 3 tablespoons of sugar.",
-         "Wrong units, use grams and millilitres, not cups and ounces, for every recipe.",
-         "Of course. That is 190 grams of flour, 340 grams of butter and 40 grams of sugar."),
-    Task("Find me a flight to the conference on Friday.",
-         "I found a 6:05 flight with a budget airline that has one stop in Amsterdam and arrives at noon.",
-         "No, don't pick flights with layovers, only direct flights work for my schedule.",
-         "Noted. There is a direct flight at 9:40 that arrives at 11:15; shall I hold a seat?"),
-    Task("Write a SQL query for last month's revenue by region.",
-         "Here is a query that sums the amount column from the orders table, grouped by region and month.",
-         "Use the invoices table instead of orders, because orders also include cancelled sales.",
-         "Thanks for the catch. The query now reads from the invoices table and groups by region."),
-    Task("Reply to the customer asking about the late delivery.",
-         "I wrote a reply apologising for the delay and offering a fifty percent refund on the order.",
-         "Never offer refunds above ten percent without my approval, even for late deliveries.",
-         "Understood. I changed the reply to offer a ten percent discount and a tracking update."),
-    Task("Set up a reminder for the dentist appointment.",
-         "I set a reminder for the dentist appointment on Thursday at 9:00 UTC, one hour before.",
-         "No, always use my local timezone for reminders and never UTC.",
-         "Fixed. The reminder is now set for Thursday at 9:00 in your local time."),
-    Task("Translate the product description into Spanish.",
-         "Here is the product description translated into formal European Spanish with the usted form.",
-         "We always use informal Latin American Spanish for customers, not the formal European variant.",
-         "Thanks. I rewrote the translation in informal Latin American Spanish."),
-    Task("Plan a three-day itinerary for my trip.",
-         "Day one starts at 6:00 with a guided bus tour, followed by three museums and a late dinner at 22:00.",
-         "Stop packing the days so tightly; leave the afternoons free instead.",
-         "Makes sense. Each day now has one morning activity and a free afternoon."),
-]  # fmt: skip
+    Task(
+        "Draft the weekly status report for my team.",
+        "Here is a draft of the weekly status report, attached as a PDF, with sections for progress, risks and next steps.",
+        "No, never attach the report as a PDF; always paste it inline in the email body.",
+        "Understood. I pasted the report inline in the email body and removed the attachment.",
+    ),
+    Task(
+        "Schedule a sync with the design team next week.",
+        "I booked the design sync for Monday at 8:00 in the main conference room and sent the invites.",
+        "No, never book meetings before 10:00; always pick a slot after ten in my timezone.",
+        "Got it. I moved the design sync to Monday at 10:30 and updated the invites.",
+    ),
+    Task(
+        "Summarise this article about battery recycling for me.",
+        "Here is a detailed twelve-paragraph summary covering the history, the chemistry and the market outlook.",
+        "That is far too long, always keep summaries under five bullet points please.",
+        "Sorry about that. Here is the summary again in four short bullet points.",
+    ),
+    Task(
+        "Convert the recipe quantities for six people.",
+        "For six people you need 1.5 cups of flour, 12 ounces of butter and 3 tablespoons of sugar.",
+        "Wrong units, use grams and millilitres, not cups and ounces, for every recipe.",
+        "Of course. That is 190 grams of flour, 340 grams of butter and 40 grams of sugar.",
+    ),
+    Task(
+        "Find me a flight to the conference on Friday.",
+        "I found a 6:05 flight with a budget airline that has one stop in Amsterdam and arrives at noon.",
+        "No, don't pick flights with layovers, only direct flights work for my schedule.",
+        "Noted. There is a direct flight at 9:40 that arrives at 11:15; shall I hold a seat?",
+    ),
+    Task(
+        "Write a SQL query for last month's revenue by region.",
+        "Here is a query that sums the amount column from the orders table, grouped by region and month.",
+        "Use the invoices table instead of orders, because orders also include cancelled sales.",
+        "Thanks for the catch. The query now reads from the invoices table and groups by region.",
+    ),
+    Task(
+        "Reply to the customer asking about the late delivery.",
+        "I wrote a reply apologising for the delay and offering a fifty percent refund on the order.",
+        "Never offer refunds above ten percent without my approval, even for late deliveries.",
+        "Understood. I changed the reply to offer a ten percent discount and a tracking update.",
+    ),
+    Task(
+        "Set up a reminder for the dentist appointment.",
+        "I set a reminder for the dentist appointment on Thursday at 9:00 UTC, one hour before.",
+        "No, always use my local timezone for reminders and never UTC.",
+        "Fixed. The reminder is now set for Thursday at 9:00 in your local time.",
+    ),
+    Task(
+        "Translate the product description into Spanish.",
+        "Here is the product description translated into formal European Spanish with the usted form.",
+        "We always use informal Latin American Spanish for customers, not the formal European variant.",
+        "Thanks. I rewrote the translation in informal Latin American Spanish.",
+    ),
+    Task(
+        "Plan a three-day itinerary for my trip.",
+        "Day one starts at 6:00 with a guided bus tour, followed by three museums and a late dinner at 22:00.",
+        "Stop packing the days so tightly; leave the afternoons free instead.",
+        "Makes sense. Each day now has one morning activity and a free afternoon.",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -282,29 +347,52 @@ class ToolScenario:
 
 
 TOOL_SCENARIOS = [
-    ToolScenario("Add the design review to my work calendar for Tuesday afternoon.", "calendar_api",
-                 {"action": "create_event", "calendar": "work", "title": "Design review"},
-                 "403 Forbidden: token lacks scope calendar.events.write",
-                 "I tried to create the event, but the calendar service refused the request because of missing permissions."),
-    ToolScenario("Look up the opening hours of the city library.", "web_search", {"query": "city library opening hours"},
-                 "TimeoutError: search backend did not respond within 30s",
-                 "The search service timed out, so I could not check the opening hours yet; I can try again shortly.",
-                 retry={"query": "city library hours today"}),
-    ToolScenario("Book a table for two at 19:00 on Friday.", "restaurant_booking",
-                 {"party_size": 2, "time": "19:00", "day": "Friday"}, "409 Conflict: no tables available at 19:00",
-                 "No table was free at 19:00, but a retry for 20:30 went through and the booking is confirmed.",
-                 retry={"party_size": 2, "time": "20:30", "day": "Friday"}),
-    ToolScenario("How much is 250 euros in yen right now?", "currency_convert", {"amount": 250, "from": "EUR", "to": "JPY "},
-                 "ValueError: unknown currency code 'JPY '",
-                 "The first conversion failed on a malformed currency code; with the code fixed, 250 euros is about 40,800 yen.",
-                 retry={"amount": 250, "from": "EUR", "to": "JPY"}),
-    ToolScenario("Open the Q3 report and list the three biggest costs.", "file_reader", {"path": "reports/q3.xlsx"},
-                 "FileNotFoundError: reports/q3.xlsx not found",
-                 "I could not open the Q3 report because the file was not found at that path; could you share where it lives?"),
-    ToolScenario("What will the weather be like tomorrow morning?", "weather_api", {"city": "home", "hours": 12},
-                 "429 Too Many Requests: rate limit exceeded",
-                 "The weather service is rate limiting requests at the moment, so I could not fetch tomorrow's forecast."),
-]  # fmt: skip
+    ToolScenario(
+        "Add the design review to my work calendar for Tuesday afternoon.",
+        "calendar_api",
+        {"action": "create_event", "calendar": "work", "title": "Design review"},
+        "403 Forbidden: token lacks scope calendar.events.write",
+        "I tried to create the event, but the calendar service refused the request because of missing permissions.",
+    ),
+    ToolScenario(
+        "Look up the opening hours of the city library.",
+        "web_search",
+        {"query": "city library opening hours"},
+        "TimeoutError: search backend did not respond within 30s",
+        "The search service timed out, so I could not check the opening hours yet; I can try again shortly.",
+        retry={"query": "city library hours today"},
+    ),
+    ToolScenario(
+        "Book a table for two at 19:00 on Friday.",
+        "restaurant_booking",
+        {"party_size": 2, "time": "19:00", "day": "Friday"},
+        "409 Conflict: no tables available at 19:00",
+        "No table was free at 19:00, but a retry for 20:30 went through and the booking is confirmed.",
+        retry={"party_size": 2, "time": "20:30", "day": "Friday"},
+    ),
+    ToolScenario(
+        "How much is 250 euros in yen right now?",
+        "currency_convert",
+        {"amount": 250, "from": "EUR", "to": "JPY "},
+        "ValueError: unknown currency code 'JPY '",
+        "The first conversion failed on a malformed currency code; with the code fixed, 250 euros is about 40,800 yen.",
+        retry={"amount": 250, "from": "EUR", "to": "JPY"},
+    ),
+    ToolScenario(
+        "Open the Q3 report and list the three biggest costs.",
+        "file_reader",
+        {"path": "reports/q3.xlsx"},
+        "FileNotFoundError: reports/q3.xlsx not found",
+        "I could not open the Q3 report because the file was not found at that path; could you share where it lives?",
+    ),
+    ToolScenario(
+        "What will the weather be like tomorrow morning?",
+        "weather_api",
+        {"city": "home", "hours": 12},
+        "429 Too Many Requests: rate limit exceeded",
+        "The weather service is rate limiting requests at the moment, so I could not fetch tomorrow's forecast.",
+    ),
+]
 
 
 @dataclass
@@ -384,8 +472,9 @@ def _agent(rng: random.Random, core: str, tools: tuple[ToolCall, ...] = ()) -> d
     return {"role": "assistant", "content": _pad(rng, core, AGENT_FILLER, 20, 60), "tools": tools}
 
 
-def _exchanges(rng: random.Random, persona: Persona, stated: list[str],
-               later_session: bool) -> Iterator[tuple[str, list[dict[str, Any]]]]:  # fmt: skip
+def _exchanges(
+    rng: random.Random, persona: Persona, stated: list[str], later_session: bool
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """An endless stream of (kind, turns) exchanges, each a user turn and the agent's answer; a correction exchange
     always directly follows the answer it corrects."""
     facts = persona.facts()
@@ -423,8 +512,9 @@ def _tool_exchange(rng: random.Random, s: ToolScenario) -> list[dict[str, Any]]:
     return [_user(rng, s.request), _agent(rng, s.answer, tuple(calls))]
 
 
-def _session_turns(rng: random.Random, persona: Persona, n: int, stated: list[str], later: bool,
-                   kinds: Counter) -> list[dict[str, Any]]:  # fmt: skip
+def _session_turns(
+    rng: random.Random, persona: Persona, n: int, stated: list[str], later: bool, kinds: Counter
+) -> list[dict[str, Any]]:
     """Exactly `n` alternating user/assistant turns for one session."""
     turns: list[dict[str, Any]] = []
     for kind, exchange in _exchanges(rng, persona, stated, later):
@@ -469,8 +559,9 @@ def generate_corpus(users: int, turns_per_user: int, seed: int, hours: int) -> C
     for u in range(users):
         user_id = f"user-{u:05d}"
         city, moved = rng.sample(CITIES, 2)
-        persona = Persona(city, moved, rng.sample(PREFERENCES, 3), rng.choice(JOBS), rng.choice(CUISINES),
-                          rng.choice(LANGUAGES))  # fmt: skip
+        persona = Persona(
+            city, moved, rng.sample(PREFERENCES, 3), rng.choice(JOBS), rng.choice(CUISINES), rng.choice(LANGUAGES)
+        )
         stated: list[str] = []
         lengths = _session_lengths(rng, turns_per_user)
         starts = sorted(rng.randrange(hours * 3600) for _ in lengths)
@@ -678,8 +769,9 @@ def run_ours(corpus: Corpus, api_base: str, app: Any, granularity: str = "hourly
         touched = {t.user_id for t in turns}
         user_partitions += len(touched)
         states = {user_id: users[user_id].state() for user_id in touched}
-        out = learn(turns, states, extractor, embedder, judge_factory, window=window, run_id=f"bench-{window}",
-                    **window_kwargs)  # fmt: skip
+        out = learn(
+            turns, states, extractor, embedder, judge_factory, window=window, run_id=f"bench-{window}", **window_kwargs
+        )
         for row in out.profiles:
             users[row["user_id"]].profile_rows.append(row)
         for row in out.playbooks:
@@ -687,9 +779,15 @@ def run_ours(corpus: Corpus, api_base: str, app: Any, granularity: str = "hourly
         for turn in turns:
             users[turn.user_id].history.append(turn)
         stats = out.stats
-        totals.update(windows=stats.windows, llm_calls=stats.llm_calls, dedup_calls=stats.dedup_calls,
-                      prompt_tokens=stats.prompt_tokens, completion_tokens=stats.completion_tokens,
-                      superseded=stats.superseded, duplicates_dropped=stats.duplicates_dropped)  # fmt: skip
+        totals.update(
+            windows=stats.windows,
+            llm_calls=stats.llm_calls,
+            dedup_calls=stats.dedup_calls,
+            prompt_tokens=stats.prompt_tokens,
+            completion_tokens=stats.completion_tokens,
+            superseded=stats.superseded,
+            duplicates_dropped=stats.duplicates_dropped,
+        )
         totals["recorded_requests"] += drain_requests(app)
     corpus_ids = {t.turn_id for t in corpus.turns}
     uncovered = corpus_ids - extractor.covered
@@ -773,8 +871,9 @@ def search_existing(new: list[Candidate], stored: list[Candidate], top_k: int) -
     return list(chosen.values())
 
 
-def apply_original_dedup(service: OriginalService, new: list[Candidate], shown: list[Candidate],
-                         groups: list[DuplicateGroup]) -> None:  # fmt: skip
+def apply_original_dedup(
+    service: OriginalService, new: list[Candidate], shown: list[Candidate], groups: list[DuplicateGroup]
+) -> None:
     """A group replaces its EXISTING members by one merged item (the original hard-deletes them); NEW items
     in no group are added as they are."""
     pending = dict(enumerate(new))
@@ -802,9 +901,17 @@ def _candidates(kind: str, result: ExtractionResult, user_id: str, at: int, seri
     return [Candidate(f"{user_id}:{kind}:{next(serial)}", text, at) for text in texts]
 
 
-def run_original_service(service: OriginalService, user_id: str, interactions: list[Turn], now: int,
-                         extractor: LiteLLMExtractor, judge: LiteLLMDedupJudge, api_base: str,
-                         counters: OriginalCounters, serial: Iterator[int]) -> None:  # fmt: skip
+def run_original_service(
+    service: OriginalService,
+    user_id: str,
+    interactions: list[Turn],
+    now: int,
+    extractor: LiteLLMExtractor,
+    judge: LiteLLMDedupJudge,
+    api_base: str,
+    counters: OriginalCounters,
+    serial: Iterator[int],
+) -> None:
     """One service's work after one publish: stride check, gate, extraction, dedup, bookmark."""
     if service.new_interactions(interactions) < WINDOW_STRIDE:
         return
@@ -855,8 +962,17 @@ def run_original(corpus: Corpus, api_base: str, app: Any) -> dict[str, Any]:
         mine = services.setdefault(user_id, {k: OriginalService(k) for k in ("profiles", "playbooks")})
         # the two services run in parallel threads in the original; their calls are the same either way
         for kind in ("profiles", "playbooks"):
-            run_original_service(mine[kind], user_id, history[user_id], publish.created_at, extractor, judges[kind],
-                                 api_base, counters, serial)  # fmt: skip
+            run_original_service(
+                mine[kind],
+                user_id,
+                history[user_id],
+                publish.created_at,
+                extractor,
+                judges[kind],
+                api_base,
+                counters,
+                serial,
+            )
         if n % 500 == 0:
             recorded += drain_requests(app)
     recorded += drain_requests(app)
@@ -926,9 +1042,11 @@ def print_table(report: dict[str, Any]) -> None:
     ratios = report["ratio_ours_over_original"]
     o, r = ours["per_1k_turns"], orig["per_1k_turns"]
     print()
-    print(f"SIMULATED LLM cost per 1,000 turns - {corpus['users']} users, {corpus['turns']} turns, "
-          f"{corpus['publishes']} publishes, {corpus['partitions']} {report['params']['partitions']} partitions, "
-          f"seed {report['params']['seed']}")  # fmt: skip
+    print(
+        f"SIMULATED LLM cost per 1,000 turns - {corpus['users']} users, {corpus['turns']} turns, "
+        f"{corpus['publishes']} publishes, {corpus['partitions']} {report['params']['partitions']} partitions, "
+        f"seed {report['params']['seed']}"
+    )
     print("(fake LLM on 127.0.0.1, real LiteLLM client, both policies send our prompt texts; tokens = chars/4)")
     print(f"{'per 1,000 turns':<34}{'ours (batch)':>14}{'original policy':>17}{'ours/original':>15}")
     rows = [
@@ -948,31 +1066,45 @@ def print_table(report: dict[str, Any]) -> None:
     tik = corpus["conversation_tokens_tiktoken_cl100k_per_1k_turns"]
     tik_note = f"   (tiktoken cl100k: {tik:,.1f})" if tik is not None else ""
     print(f"{'conversation tokens (reference)':<34}{conv:>14,.1f}{conv:>17,.1f}{tik_note}")
-    print(f"{'prompt tokens / conversation':<34}{ours['prompt_tokens_multiple_of_conversation']:>13.2f}x"
-          f"{orig['prompt_tokens_multiple_of_conversation']:>16.2f}x")  # fmt: skip
+    print(
+        f"{'prompt tokens / conversation':<34}{ours['prompt_tokens_multiple_of_conversation']:>13.2f}x"
+        f"{orig['prompt_tokens_multiple_of_conversation']:>16.2f}x"
+    )
     ref = report["reference_original_measured"]
-    print(f"{'original as measured (issue 3)':<34}{'':>14}{ref['chat_calls_per_1k_turns']:>11,} calls   "
-          f"{ref['prompt_tokens_per_1k_turns'] / 1e6:.2f} M prompt tokens "
-          f"(its prompts, real model; for scale)")  # fmt: skip
+    print(
+        f"{'original as measured (issue 3)':<34}{'':>14}{ref['chat_calls_per_1k_turns']:>11,} calls   "
+        f"{ref['prompt_tokens_per_1k_turns'] / 1e6:.2f} M prompt tokens "
+        f"(its prompts, real model; for scale)"
+    )
     w = ours["windows"]
-    print(f"ours: {w['extraction_windows']} extraction windows processed of {w['windows_planned']} planned "
-          f"(over {w['user_partitions']} user-partitions; lower bound {w['min_windows_one_pass']} if each user's turns "
-          f"came in one batch); turns covered {w['turns_covered']}/{corpus['turns']}")  # fmt: skip
+    print(
+        f"ours: {w['extraction_windows']} extraction windows processed of {w['windows_planned']} planned "
+        f"(over {w['user_partitions']} user-partitions; lower bound {w['min_windows_one_pass']} if each user's turns "
+        f"came in one batch); turns covered {w['turns_covered']}/{corpus['turns']}"
+    )
     ow, n = orig["windows"], corpus["turns"]
     covered = ow["turns_covered"]
-    print(f"original: {ow['stride_crossings']} stride crossings -> {ow['gate_yes']} gate yes / {ow['gate_no']} gate no "
-          f"-> {ow['extraction_windows']} extraction windows; turns ever extracted from: profiles "
-          f"{covered['profiles']}/{n}, playbooks {covered['playbooks']}/{n}")  # fmt: skip
+    print(
+        f"original: {ow['stride_crossings']} stride crossings -> {ow['gate_yes']} gate yes / {ow['gate_no']} gate no "
+        f"-> {ow['extraction_windows']} extraction windows; turns ever extracted from: profiles "
+        f"{covered['profiles']}/{n}, playbooks {covered['playbooks']}/{n}"
+    )
     t = report["target"]
     vs = t["vs_measured_original"]
-    print(f"target (issue 3) ours <= {t['max_ratio']} x the original as measured: calls {vs['calls_ratio']} "
-          f"({'met' if vs['calls_met'] else 'NOT met'}), prompt tokens {vs['prompt_tokens_ratio']} "
-          f"({'met' if vs['prompt_tokens_met'] else 'NOT met'})")  # fmt: skip
-    print(f"stricter: ours <= {t['max_ratio']} x the simulated original policy (our compact prompts, oracle gate): "
-          f"calls {ratios['chat_calls']} ({'met' if t['calls_met'] else 'NOT met'}), prompt tokens "
-          f"{ratios['prompt_tokens']} ({'met' if t['prompt_tokens_met'] else 'NOT met'})")  # fmt: skip
-    print(f"runtime {report['runtime_s']['total']} s (ours {report['runtime_s']['ours']} s, original policy "
-          f"{report['runtime_s']['original_policy']} s), peak RSS {report['peak_rss_mb']} MB")  # fmt: skip
+    print(
+        f"target (issue 3) ours <= {t['max_ratio']} x the original as measured: calls {vs['calls_ratio']} "
+        f"({'met' if vs['calls_met'] else 'NOT met'}), prompt tokens {vs['prompt_tokens_ratio']} "
+        f"({'met' if vs['prompt_tokens_met'] else 'NOT met'})"
+    )
+    print(
+        f"stricter: ours <= {t['max_ratio']} x the simulated original policy (our compact prompts, oracle gate): "
+        f"calls {ratios['chat_calls']} ({'met' if t['calls_met'] else 'NOT met'}), prompt tokens "
+        f"{ratios['prompt_tokens']} ({'met' if t['prompt_tokens_met'] else 'NOT met'})"
+    )
+    print(
+        f"runtime {report['runtime_s']['total']} s (ours {report['runtime_s']['ours']} s, original policy "
+        f"{report['runtime_s']['original_policy']} s), peak RSS {report['peak_rss_mb']} MB"
+    )
 
 
 def _min_windows(corpus: Corpus) -> int:
@@ -1003,8 +1135,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--turns-per-user", type=int, default=20)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--hours", type=int, default=24, help="sessions start at random minutes of this many hours")
-    parser.add_argument("--partitions", choices=sorted(PARTITION_FORMATS), default="hourly",
-                        help="partition granularity of our pipeline (the original has none)")  # fmt: skip
+    parser.add_argument(
+        "--partitions",
+        choices=sorted(PARTITION_FORMATS),
+        default="hourly",
+        help="partition granularity of our pipeline (the original has none)",
+    )
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
     return parser.parse_args(argv)
@@ -1034,8 +1170,11 @@ def measure(corpus: Corpus, granularity: str) -> Measured:
         original = run_original(corpus, api_base, app)
         runtime["original_policy"] = round(time.monotonic() - started, 1)
     client = ours["client_reported"]
-    reported = {"calls": client["llm_calls"], "prompt_tokens": client["prompt_tokens"],
-                "completion_tokens": client["completion_tokens"]}  # fmt: skip
+    reported = {
+        "calls": client["llm_calls"],
+        "prompt_tokens": client["prompt_tokens"],
+        "completion_tokens": client["completion_tokens"],
+    }
     _check_counts(responder, "ours", reported, client["recorded_requests"])
     _check_counts(responder, "original", original["client_reported"], original["recorded_requests"])
     return Measured(corpus, ours, original, responder, runtime)
@@ -1046,8 +1185,10 @@ def check_coverage(measured: Measured, granularity: str) -> int:
     ours = measured.ours
     planned = _planned_windows(measured.corpus, granularity)
     if ours["turns_uncovered"] or ours["extraction_windows"] != planned:
-        raise AssertionError(f"ours: {ours['turns_uncovered']} turns not covered by any extraction window; "
-                             f"{ours['extraction_windows']} windows processed of {planned} planned")  # fmt: skip
+        raise AssertionError(
+            f"ours: {ours['turns_uncovered']} turns not covered by any extraction window; "
+            f"{ours['extraction_windows']} windows processed of {planned} planned"
+        )
     return planned
 
 
@@ -1074,8 +1215,18 @@ def _ours_block(m: Measured, n_turns: int, conv_tokens: int, planned: int) -> di
 def _original_block(m: Measured, n_turns: int, conv_tokens: int) -> dict[str, Any]:
     o = m.original
     block = _policy_block(m.responder, "original", n_turns, conv_tokens)
-    block["windows"] = {key: o[key] for key in ("publishes", "stride_crossings", "gate_yes", "gate_no",
-                                                "extraction_windows", "extraction_empty", "turns_covered")}  # fmt: skip
+    block["windows"] = {
+        key: o[key]
+        for key in (
+            "publishes",
+            "stride_crossings",
+            "gate_yes",
+            "gate_no",
+            "extraction_windows",
+            "extraction_empty",
+            "turns_covered",
+        )
+    }
     block["outcome"] = {"stored_profiles": o["stored_profiles"], "stored_playbooks": o["stored_playbooks"]}
     return block
 
@@ -1117,9 +1268,17 @@ def build_report(args: argparse.Namespace, m: Measured, planned: int, began: flo
         "simulated": True,
         "notes": NOTES,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "params": {"users": args.users, "turns_per_user": args.turns_per_user, "seed": args.seed, "hours": args.hours,
-                   "partitions": args.partitions, "window_size": WINDOW_SIZE, "window_stride": WINDOW_STRIDE,
-                   "model": MODEL, "prompts": prompt_refs()},  # fmt: skip
+        "params": {
+            "users": args.users,
+            "turns_per_user": args.turns_per_user,
+            "seed": args.seed,
+            "hours": args.hours,
+            "partitions": args.partitions,
+            "window_size": WINDOW_SIZE,
+            "window_stride": WINDOW_STRIDE,
+            "model": MODEL,
+            "prompts": prompt_refs(),
+        },
         "corpus": {
             "users": m.corpus.users,
             "turns": n_turns,
@@ -1153,8 +1312,12 @@ def _vs_measured(ours: dict) -> dict:
     """Ours against the figures the issue states for the original (its own prompts and a real model)."""
     calls = round(ours["per_1k_turns"]["chat_calls"] / REFERENCE_ORIGINAL["chat_calls_per_1k_turns"], 3)
     tokens = round(ours["per_1k_turns"]["prompt_tokens"] / REFERENCE_ORIGINAL["prompt_tokens_per_1k_turns"], 3)
-    return {"calls_ratio": calls, "prompt_tokens_ratio": tokens,
-            "calls_met": calls <= TARGET_RATIO, "prompt_tokens_met": tokens <= TARGET_RATIO}  # fmt: skip
+    return {
+        "calls_ratio": calls,
+        "prompt_tokens_ratio": tokens,
+        "calls_met": calls <= TARGET_RATIO,
+        "prompt_tokens_met": tokens <= TARGET_RATIO,
+    }
 
 
 def prompt_refs() -> dict[str, str]:

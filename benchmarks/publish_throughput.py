@@ -31,11 +31,18 @@ from benchmarks._common import child_env, free_port, http_ok, percentile, start_
 def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
     """`python -m serving` on a free port over `lake` (its own process group); returns once /health answers."""
     port = free_port()
-    env = child_env(REFLEXIO_LAKE=str(lake), REFLEXIO_LANDING_MAX_BATCH_ROWS=str(max_batch_rows),
-                    DAGSTER_HOME=str(lake.parent / "dagster_home"))
+    env = child_env(
+        REFLEXIO_LAKE=str(lake),
+        REFLEXIO_LANDING_MAX_BATCH_ROWS=str(max_batch_rows),
+        DAGSTER_HOME=str(lake.parent / "dagster_home"),
+    )
     url = f"http://127.0.0.1:{port}"
-    proc = start_process([sys.executable, "-m", "serving", "--port", str(port), "--lake", str(lake), "--log-level",
-                          "warning"], env, http_ok(f"{url}/health"), what="the service")  # fmt: skip
+    proc = start_process(
+        [sys.executable, "-m", "serving", "--port", str(port), "--lake", str(lake), "--log-level", "warning"],
+        env,
+        http_ok(f"{url}/health"),
+        what="the service",
+    )
     return proc, url
 
 
@@ -48,7 +55,10 @@ def _body(client: int, seq: int, turns: int) -> dict:
     return {
         "user_id": f"bench-{client % 50}",
         "interaction_data_list": [
-            {"role": "user" if t % 2 == 0 else "assistant", "content": f"publish {seq} turn {t}: " + "lorem ipsum " * 20}
+            {
+                "role": "user" if t % 2 == 0 else "assistant",
+                "content": f"publish {seq} turn {t}: " + "lorem ipsum " * 20,
+            }
             for t in range(turns)
         ],
     }
@@ -136,8 +146,10 @@ def main() -> None:
                     row = _run_level(url, clients, args.seconds, args.turns)
                     row["landing_files"] = _landing_files(lake) - files_before
                     results[mode].append(row)
-                    print(f"{mode:<28} clients={clients:<3} {row['turns_per_s']:>9} turns/s  "
-                          f"p50 {row['p50_ms']:>7} ms  p95 {row['p95_ms']:>7} ms  files {row['landing_files']}")
+                    print(
+                        f"{mode:<28} clients={clients:<3} {row['turns_per_s']:>9} turns/s  "
+                        f"p50 {row['p50_ms']:>7} ms  p95 {row['p95_ms']:>7} ms  files {row['landing_files']}"
+                    )
             finally:
                 _stop(proc)
     ratios = {

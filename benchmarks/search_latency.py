@@ -135,7 +135,10 @@ CONTENT_TEMPLATES = [
 # Planted documents (ids outside the generated range): the keyword and rare-token queries must find them.
 PLANTED = {
     "profile": ("planted-profile-kestrel", "User keeps the kestrel ledger export as the source of truth for invoices"),
-    "user_playbook": ("900000001", "When the zorbleflux sync fails | rerun the qx7731 reconciliation and notify finance"),
+    "user_playbook": (
+        "900000001",
+        "When the zorbleflux sync fails | rerun the qx7731 reconciliation and notify finance",
+    ),
     "agent_playbook": ("900000002", "If a hyperloglog sketch overflows | switch to the xylograph approximate counter"),
 }
 PLANTED_USER = "bench_user_0"
@@ -149,22 +152,46 @@ QUERIES: list[tuple[str, str]] = [
     ("short_semantic", "what should the agent avoid saying"),
     ("short_semantic", "when are meetings usually held"),
     ("short_semantic", "data privacy worries"),
-    ("long_conversational", "hey so yesterday I was trying to get the quarterly revenue dashboard to load and it kept "
-     "timing out again, can you remind me what we decided about caching the warehouse queries?"),
-    ("long_conversational", "ok thanks, and before I forget, my manager wants the churn numbers by cohort in the "
-     "weekly email, but last time the table was way too long, what format did I say I prefer?"),
-    ("long_conversational", "I'm moving our nightly jobs from airflow to dbt next sprint and I keep getting "
-     "permission errors on the bigquery side, what did we learn the last time this happened?"),
-    ("long_conversational", "quick question, the marketing team asked for a forecast of next quarter's budget, should "
-     "I send them the notebook or a summary in slack, and in which timezone should the dates be?"),
-    ("long_semantic", "guidance for handling failures of scheduled data pipelines that load reporting tables and how "
-     "to communicate those failures to stakeholders"),
-    ("long_semantic", "preferences about the length, structure and formatting of analytical answers such as tables, "
-     "bullet lists and markdown summaries"),
-    ("long_semantic", "rules about protecting sensitive customer information and complying with regional regulations "
-     "when sharing exported data"),
-    ("long_semantic", "how the assistant should behave when it lacks access rights to a database or tool that the "
-     "user asked it to use"),
+    (
+        "long_conversational",
+        "hey so yesterday I was trying to get the quarterly revenue dashboard to load and it kept "
+        "timing out again, can you remind me what we decided about caching the warehouse queries?",
+    ),
+    (
+        "long_conversational",
+        "ok thanks, and before I forget, my manager wants the churn numbers by cohort in the "
+        "weekly email, but last time the table was way too long, what format did I say I prefer?",
+    ),
+    (
+        "long_conversational",
+        "I'm moving our nightly jobs from airflow to dbt next sprint and I keep getting "
+        "permission errors on the bigquery side, what did we learn the last time this happened?",
+    ),
+    (
+        "long_conversational",
+        "quick question, the marketing team asked for a forecast of next quarter's budget, should "
+        "I send them the notebook or a summary in slack, and in which timezone should the dates be?",
+    ),
+    (
+        "long_semantic",
+        "guidance for handling failures of scheduled data pipelines that load reporting tables and how "
+        "to communicate those failures to stakeholders",
+    ),
+    (
+        "long_semantic",
+        "preferences about the length, structure and formatting of analytical answers such as tables, "
+        "bullet lists and markdown summaries",
+    ),
+    (
+        "long_semantic",
+        "rules about protecting sensitive customer information and complying with regional regulations "
+        "when sharing exported data",
+    ),
+    (
+        "long_semantic",
+        "how the assistant should behave when it lacks access rights to a database or tool that the "
+        "user asked it to use",
+    ),
     ("rare_token", "zorbleflux"),
     ("rare_token", "qx7731 reconciliation"),
     ("rare_token", "hyperloglog sketch overflow"),
@@ -198,22 +225,36 @@ def generate_rows(n: int) -> dict[str, list[dict[str, Any]]]:
             created = BASE_TS + i * 37 + rng.randrange(30)
             if entity == "profile":
                 text, a, b = _fill(rng, PROFILE_TEMPLATES[t])
-                rows[entity].append({
-                    "id": f"p{i:07d}", "user_id": USERS[rng.randrange(10)], "content": text, "trigger": None,
-                    "agent_version": None, "playbook_name": None, "created_at": created, "_parts": (t, a, b),
-                })
+                rows[entity].append(
+                    {
+                        "id": f"p{i:07d}",
+                        "user_id": USERS[rng.randrange(10)],
+                        "content": text,
+                        "trigger": None,
+                        "agent_version": None,
+                        "playbook_name": None,
+                        "created_at": created,
+                        "_parts": (t, a, b),
+                    }
+                )
             else:
                 trig, a, b = _fill(rng, TRIGGER_TEMPLATES[t])
                 c = rng.randrange(10)
                 content, ca, cb = _fill(rng, CONTENT_TEMPLATES[c])
                 base = 1_000_000 if entity == "user_playbook" else 2_000_000
-                rows[entity].append({
-                    "id": str(base + i), "user_id": USERS[rng.randrange(10)] if entity == "user_playbook" else None,
-                    "content": content, "trigger": trig, "agent_version": AGENT_VERSIONS[rng.randrange(3)],
-                    "playbook_name": PLAYBOOK_NAMES[rng.randrange(5)], "created_at": created,
-                    "playbook_status": "approved" if rng.random() < 0.8 else "pending",
-                    "_parts": (10 + t, a, b, 20 + c, ca, cb),
-                })
+                rows[entity].append(
+                    {
+                        "id": str(base + i),
+                        "user_id": USERS[rng.randrange(10)] if entity == "user_playbook" else None,
+                        "content": content,
+                        "trigger": trig,
+                        "agent_version": AGENT_VERSIONS[rng.randrange(3)],
+                        "playbook_name": PLAYBOOK_NAMES[rng.randrange(5)],
+                        "created_at": created,
+                        "playbook_status": "approved" if rng.random() < 0.8 else "pending",
+                        "_parts": (10 + t, a, b, 20 + c, ca, cb),
+                    }
+                )
     # Plant one findable document per type, in the middle of the time range (not among the newest rows).
     for entity, (doc_id, text) in PLANTED.items():
         mid = rows[entity][n // 2]
@@ -237,24 +278,71 @@ def to_search_docs(rows: dict[str, list[dict[str, Any]]]) -> list[Any]:
     """SearchDocs with the production payload shapes (built by reflexio_pipelines.search.documents)."""
     from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
 
-    prov = {"source_turn_ids": [], "window": None, "extraction_window_id": "w", "extractor": "bench",
-            "prompt_version": "v1", "model": "bench", "run_id": "bench"}
-    profiles = [dict(prov, profile_id=r["id"], user_id=r["user_id"], content=r["content"],
-                     last_modified_timestamp=r["created_at"], generated_from_request_id="req",
-                     profile_time_to_live="infinity", expiration_timestamp=NEVER_EXPIRES, custom_features=None,
-                     source="bench", status="current", extractor_names=["default_profile_extractor"])
-                for r in rows["profile"]]  # fmt: skip
-    user_pbs = [dict(prov, user_playbook_id=int(r["id"]), user_id=r["user_id"], agent_version=r["agent_version"],
-                     request_id="req", playbook_name=r["playbook_name"], created_at=r["created_at"],
-                     content=r["content"], trigger=r["trigger"], rationale=None, blocking_issue_kind=None,
-                     blocking_issue_details=None, status="current", source="bench", source_interaction_ids=[],
-                     kind="rule")
-                for r in rows["user_playbook"]]  # fmt: skip
-    agent_pbs = [dict(agent_playbook_id=int(r["id"]), playbook_name=r["playbook_name"],
-                      agent_version=r["agent_version"], created_at=r["created_at"], content=r["content"],
-                      trigger=r["trigger"], rationale=None, blocking_issue_kind=None, blocking_issue_details=None,
-                      playbook_status=r["playbook_status"], status="current", member_ids=[], member_user_ids=[])
-                 for r in rows["agent_playbook"]]  # fmt: skip
+    prov = {
+        "source_turn_ids": [],
+        "window": None,
+        "extraction_window_id": "w",
+        "extractor": "bench",
+        "prompt_version": "v1",
+        "model": "bench",
+        "run_id": "bench",
+    }
+    profiles = [
+        dict(
+            prov,
+            profile_id=r["id"],
+            user_id=r["user_id"],
+            content=r["content"],
+            last_modified_timestamp=r["created_at"],
+            generated_from_request_id="req",
+            profile_time_to_live="infinity",
+            expiration_timestamp=NEVER_EXPIRES,
+            custom_features=None,
+            source="bench",
+            status="current",
+            extractor_names=["default_profile_extractor"],
+        )
+        for r in rows["profile"]
+    ]
+    user_pbs = [
+        dict(
+            prov,
+            user_playbook_id=int(r["id"]),
+            user_id=r["user_id"],
+            agent_version=r["agent_version"],
+            request_id="req",
+            playbook_name=r["playbook_name"],
+            created_at=r["created_at"],
+            content=r["content"],
+            trigger=r["trigger"],
+            rationale=None,
+            blocking_issue_kind=None,
+            blocking_issue_details=None,
+            status="current",
+            source="bench",
+            source_interaction_ids=[],
+            kind="rule",
+        )
+        for r in rows["user_playbook"]
+    ]
+    agent_pbs = [
+        dict(
+            agent_playbook_id=int(r["id"]),
+            playbook_name=r["playbook_name"],
+            agent_version=r["agent_version"],
+            created_at=r["created_at"],
+            content=r["content"],
+            trigger=r["trigger"],
+            rationale=None,
+            blocking_issue_kind=None,
+            blocking_issue_details=None,
+            playbook_status=r["playbook_status"],
+            status="current",
+            member_ids=[],
+            member_user_ids=[],
+        )
+        for r in rows["agent_playbook"]
+    ]
     return profile_docs(profiles) + user_playbook_docs(user_pbs) + agent_playbook_docs(agent_pbs, {})
 
 
@@ -388,27 +476,79 @@ def build_baseline_db(path: Path, rows: dict[str, list[dict[str, Any]]], vectors
         "INSERT INTO profiles(rowid, profile_id, user_id, content, last_modified_timestamp, generated_from_request_id, "
         "profile_time_to_live, expiration_timestamp, custom_features, source, status, extractor_names, embedding) "
         "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        ((i + 1, r["id"], r["user_id"], r["content"], r["created_at"], "req", "infinity", NEVER_EXPIRES, "{}", "bench",
-          None, '["default_profile_extractor"]', emb("profile", i)) for i, r in enumerate(rows["profile"])),
-    )  # fmt: skip
-    con.executemany("INSERT INTO profiles_fts(rowid, profile_id, content) VALUES (?,?,?)",
-                    ((i + 1, r["id"], r["content"]) for i, r in enumerate(rows["profile"])))  # fmt: skip
+        (
+            (
+                i + 1,
+                r["id"],
+                r["user_id"],
+                r["content"],
+                r["created_at"],
+                "req",
+                "infinity",
+                NEVER_EXPIRES,
+                "{}",
+                "bench",
+                None,
+                '["default_profile_extractor"]',
+                emb("profile", i),
+            )
+            for i, r in enumerate(rows["profile"])
+        ),
+    )
+    con.executemany(
+        "INSERT INTO profiles_fts(rowid, profile_id, content) VALUES (?,?,?)",
+        ((i + 1, r["id"], r["content"]) for i, r in enumerate(rows["profile"])),
+    )
     con.executemany(
         "INSERT INTO user_playbooks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        ((int(r["id"]), r["user_id"], r["agent_version"], "req", r["playbook_name"], r["created_at"], r["content"],
-          r["trigger"], None, None, None, "bench", "[]", emb("user_playbook", i))
-         for i, r in enumerate(rows["user_playbook"])),
-    )  # fmt: skip
-    con.executemany("INSERT INTO user_playbooks_fts(rowid, search_text) VALUES (?,?)",
-                    ((int(r["id"]), doc_text("user_playbook", r)) for r in rows["user_playbook"]))  # fmt: skip
+        (
+            (
+                int(r["id"]),
+                r["user_id"],
+                r["agent_version"],
+                "req",
+                r["playbook_name"],
+                r["created_at"],
+                r["content"],
+                r["trigger"],
+                None,
+                None,
+                None,
+                "bench",
+                "[]",
+                emb("user_playbook", i),
+            )
+            for i, r in enumerate(rows["user_playbook"])
+        ),
+    )
+    con.executemany(
+        "INSERT INTO user_playbooks_fts(rowid, search_text) VALUES (?,?)",
+        ((int(r["id"]), doc_text("user_playbook", r)) for r in rows["user_playbook"]),
+    )
     con.executemany(
         "INSERT INTO agent_playbooks VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        ((int(r["id"]), r["playbook_name"], r["agent_version"], r["created_at"], r["content"], r["trigger"], None,
-          None, r["playbook_status"], "", None, emb("agent_playbook", i))
-         for i, r in enumerate(rows["agent_playbook"])),
-    )  # fmt: skip
-    con.executemany("INSERT INTO agent_playbooks_fts(rowid, search_text) VALUES (?,?)",
-                    ((int(r["id"]), doc_text("agent_playbook", r)) for r in rows["agent_playbook"]))  # fmt: skip
+        (
+            (
+                int(r["id"]),
+                r["playbook_name"],
+                r["agent_version"],
+                r["created_at"],
+                r["content"],
+                r["trigger"],
+                None,
+                None,
+                r["playbook_status"],
+                "",
+                None,
+                emb("agent_playbook", i),
+            )
+            for i, r in enumerate(rows["agent_playbook"])
+        ),
+    )
+    con.executemany(
+        "INSERT INTO agent_playbooks_fts(rowid, search_text) VALUES (?,?)",
+        ((int(r["id"]), doc_text("agent_playbook", r)) for r in rows["agent_playbook"]),
+    )
     con.execute("COMMIT")
     con.close()
 
@@ -450,15 +590,18 @@ class BaselineSearch:
             return []
         table, fts, _, _, weights = self._SPEC[entity]
         where, args = self._filters(entity, user_id)
-        sql = (f"SELECT t.*, bm25({fts}, {weights}) AS fts_score FROM {fts} JOIN {table} t ON t.rowid = {fts}.rowid "
-               f"WHERE {fts} MATCH ? {''.join(' AND ' + w for w in where)} ORDER BY fts_score LIMIT ?")
+        sql = (
+            f"SELECT t.*, bm25({fts}, {weights}) AS fts_score FROM {fts} JOIN {table} t ON t.rowid = {fts}.rowid "
+            f"WHERE {fts} MATCH ? {''.join(' AND ' + w for w in where)} ORDER BY fts_score LIMIT ?"
+        )
         return self.con.execute(sql, [match, *args, limit]).fetchall()
 
     def _vector_leg(self, entity: str, qvec: list[float], user_id: str | None, top_k: int) -> list[sqlite3.Row]:
         table, _, _, ts, _ = self._SPEC[entity]
         where, args = self._filters(entity, user_id)
-        sql = (f"SELECT t.* FROM {table} t {'WHERE ' + ' AND '.join(where) if where else ''} "
-               f"ORDER BY t.{ts} DESC LIMIT ?")
+        sql = (
+            f"SELECT t.* FROM {table} t {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY t.{ts} DESC LIMIT ?"
+        )
         rows = self.con.execute(sql, [*args, top_k * 10]).fetchall()
         scored = []
         for row in rows:
@@ -468,8 +611,9 @@ class BaselineSearch:
         scored.sort(key=lambda s: s[0], reverse=True)
         return [row for _, row in scored[: top_k * 5]]
 
-    def search(self, entity: str, query: str, qvec: list[float] | None, user_id: str | None,
-               top_k: int = TOP_K) -> list[dict[str, Any]]:  # fmt: skip
+    def search(
+        self, entity: str, query: str, qvec: list[float] | None, user_id: str | None, top_k: int = TOP_K
+    ) -> list[dict[str, Any]]:
         id_col = self._SPEC[entity][2]
         if qvec is None:
             fts = self._fts_leg(entity, query, user_id, top_k)
@@ -610,12 +754,15 @@ def start_baseline(db: Path) -> tuple[subprocess.Popen, str]:
 
 
 def http_bodies() -> list[dict[str, Any]]:
-    return [{"query": q, "top_k": TOP_K, "user_id": query_user(qi), "enable_reformulation": False}
-            for qi, (_, q) in enumerate(QUERIES)]  # fmt: skip
+    return [
+        {"query": q, "top_k": TOP_K, "user_id": query_user(qi), "enable_reformulation": False}
+        for qi, (_, q) in enumerate(QUERIES)
+    ]
 
 
-def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs: list[np.ndarray],
-             largest: bool) -> dict[str, Any]:  # fmt: skip
+def run_size(
+    n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs: list[np.ndarray], largest: bool
+) -> dict[str, Any]:
     from reflexio_pipelines.lake.io import Lake
     from reflexio_pipelines.search.query import LoadedIndex
     from reflexio_pipelines.search.types import SearchFilters
@@ -645,13 +792,15 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
 
     index = LoadedIndex.load(Lake.at(lake_root).index_root)
     ann = index.manifest.get("ann", {})
-    out["vector_index"] = {e: ("hnsw " + json.dumps(ann[e]["params"], sort_keys=True) if e in ann else "exact")
-                           for e in rows}  # fmt: skip
+    out["vector_index"] = {
+        e: ("hnsw " + json.dumps(ann[e]["params"], sort_keys=True) if e in ann else "exact") for e in rows
+    }
     out["ann_build_s"] = {e: ann[e]["build_seconds"] for e in ann}
     log(f"vector legs: {out['vector_index']}")
     # Row-aligned with `rows`: the exact vectors the index holds (the index orders rows by doc_id).
-    vectors = {e: index._table(e).vectors[[index._table(e).row_of[r["id"]] for r in group]]
-               for e, group in rows.items()}  # fmt: skip
+    vectors = {
+        e: index._table(e).vectors[[index._table(e).row_of[r["id"]] for r in group]] for e, group in rows.items()
+    }
     t0 = time.perf_counter()
     db_path = size_dir / "baseline.sqlite"
     build_baseline_db(db_path, rows, vectors)
@@ -673,8 +822,11 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
         state.curation.refresh()
         # What serving.deps.service reads off a request: the tenant registry and the request's organisation.
         tenants = SimpleNamespace(state=lambda org_id: state)
-        fake_request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(tenants=tenants)),
-                                       state=SimpleNamespace(org_id=state.org_id), headers={})  # fmt: skip
+        fake_request = SimpleNamespace(
+            app=SimpleNamespace(state=SimpleNamespace(tenants=tenants)),
+            state=SimpleNamespace(org_id=state.org_id),
+            headers={},
+        )
         # Query vectors as the router computes them (through the embedder's per-query cache).
         for _, q in QUERIES:
             state.query_vector(q, model_id)
@@ -685,10 +837,12 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
                 q = QUERIES[qi][1]
                 vec = state.query_vector(q, svc_index.embedder_model_id)
                 user = query_user(qi) if entity != "agent_playbook" else None
-                filt = SearchFilters(user_id=user, playbook_statuses=None) if entity == "agent_playbook" \
+                filt = (
+                    SearchFilters(user_id=user, playbook_statuses=None)
+                    if entity == "agent_playbook"
                     else SearchFilters(user_id=user)
-                hits = svc_index.search(entity, q, vec, top_k=TOP_K, threshold=THRESHOLD, mode="hybrid",
-                                        filters=filt)  # fmt: skip
+                )
+                hits = svc_index.search(entity, q, vec, top_k=TOP_K, threshold=THRESHOLD, mode="hybrid", filters=filt)
                 return [h.payload for h in hits]
 
             return run
@@ -714,21 +868,31 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
             o = stats(timed(o_fn, args.warmup, args.trials))
             b = stats(timed(b_fn, min(args.warmup, base_trials), base_trials))
             layer[kind] = _compare(o, b)
-            log(f"service {kind:14s} ours p50/p95 {o['p50']:.2f}/{o['p95']:.2f} ms, "
-                f"baseline {b['p50']:.2f}/{b['p95']:.2f} ms")
+            log(
+                f"service {kind:14s} ours p50/p95 {o['p50']:.2f}/{o['p95']:.2f} ms, "
+                f"baseline {b['p50']:.2f}/{b['p95']:.2f} ms"
+            )
         out["results"]["service"] = layer
 
         # Top ids of the unified search per query (ours and baseline) and planted-doc checks.
         top: dict[str, list[dict[str, list[str]]]] = {"ours": [], "baseline": []}
         for qi in range(len(QUERIES)):
             r = ours_unified(qi)
-            top["ours"].append({"profiles": _ids("profile", r.profiles),
-                                "user_playbooks": _ids("user_playbook", r.user_playbooks),
-                                "agent_playbooks": _ids("agent_playbook", r.agent_playbooks)})  # fmt: skip
+            top["ours"].append(
+                {
+                    "profiles": _ids("profile", r.profiles),
+                    "user_playbooks": _ids("user_playbook", r.user_playbooks),
+                    "agent_playbooks": _ids("agent_playbook", r.agent_playbooks),
+                }
+            )
             b = base_unified(qi)
-            top["baseline"].append({"profiles": _ids("profile", b["profiles"]),
-                                    "user_playbooks": _ids("user_playbook", b["user_playbooks"]),
-                                    "agent_playbooks": _ids("agent_playbook", b["agent_playbooks"])})  # fmt: skip
+            top["baseline"].append(
+                {
+                    "profiles": _ids("profile", b["profiles"]),
+                    "user_playbooks": _ids("user_playbook", b["user_playbooks"]),
+                    "agent_playbooks": _ids("agent_playbook", b["agent_playbooks"]),
+                }
+            )
         out["top_ids_unified"] = top
         out["planted_found"] = _planted_found(top)
 
@@ -746,6 +910,7 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
         try:
             bodies = http_bodies()
             with httpx.Client(timeout=60) as client:
+
                 def ours_http(qi: int) -> None:
                     r = client.post(f"{ours_url}/api/search", json=bodies[qi])
                     r.raise_for_status()
@@ -763,6 +928,7 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
             base_proc, base_url = start_baseline(db_path)
             try:
                 with httpx.Client(timeout=60) as client:
+
                     def base_http(qi: int) -> None:
                         r = client.post(f"{base_url}/api/search", json=bodies[qi])
                         r.raise_for_status()
@@ -772,8 +938,10 @@ def run_size(n: int, args: argparse.Namespace, work: Path, embedder: Any, qvecs:
             finally:
                 stop_process(base_proc)
             out["results"]["http"] = {"unified": _compare(o, b)}
-            log(f"http    unified        ours p50/p95 {o['p50']:.2f}/{o['p95']:.2f} ms, "
-                f"baseline {b['p50']:.2f}/{b['p95']:.2f} ms")
+            log(
+                f"http    unified        ours p50/p95 {o['p50']:.2f}/{o['p95']:.2f} ms, "
+                f"baseline {b['p50']:.2f}/{b['p95']:.2f} ms"
+            )
     base.con.close()
     return out
 
@@ -787,12 +955,19 @@ def _planted_found(top: dict[str, list[dict[str, list[str]]]]) -> dict[str, dict
         18: ("agent_playbooks", PLANTED["agent_playbook"][0]),
         19: ("agent_playbooks", PLANTED["agent_playbook"][0]),
     }
-    return {side: {f"q{qi}:{QUERIES[qi][1]}": pid in top[side][qi][field] for qi, (field, pid) in targets.items()}
-            for side in top}  # fmt: skip
+    return {
+        side: {f"q{qi}:{QUERIES[qi][1]}": pid in top[side][qi][field] for qi, (field, pid) in targets.items()}
+        for side in top
+    }
 
 
-def _recall(index: Any, rows: dict[str, list[dict]], vectors: dict[str, np.ndarray], qvecs: list[np.ndarray],
-            base: BaselineSearch) -> dict[str, Any]:  # fmt: skip
+def _recall(
+    index: Any,
+    rows: dict[str, list[dict]],
+    vectors: dict[str, np.ndarray],
+    qvecs: list[np.ndarray],
+    base: BaselineSearch,
+) -> dict[str, Any]:
     """recall@10 of each side's vector leg against exact cosine over every row passing the same filters.
 
     Tie-aware: a returned row counts when its cosine reaches the exact 10th best (minus float noise). Large
@@ -814,32 +989,42 @@ def _recall(index: Any, rows: dict[str, list[dict]], vectors: dict[str, np.ndarr
             sims = mat[cand] @ qn
             kth = float(np.partition(sims, len(sims) - k)[len(sims) - k]) - 1e-5
 
-            def recall(found: list[str]) -> float:
+            def recall(found: list[str], mat=mat, position=position, qn=qn, kth=kth, k=k) -> float:
                 return sum(float(mat[position[i]] @ qn) >= kth for i in found[:k]) / k
 
-            filt = SearchFilters(user_id=user, playbook_statuses=None) if entity == "agent_playbook" \
+            filt = (
+                SearchFilters(user_id=user, playbook_statuses=None)
+                if entity == "agent_playbook"
                 else SearchFilters(user_id=user)
+            )
             hits = index.search(entity, QUERIES[qi][1], q, top_k=10, threshold=-1.0, mode="vector", filters=filt)
             ours_r.append(recall([h.doc_id for h in hits]))
             base_r.append(recall(base.vector_leg_ids(entity, padded(q), user, 10)))
-    return {"ours": round(statistics.fmean(ours_r), 4), "baseline": round(statistics.fmean(base_r), 4),
-            "pairs": len(ours_r),
-            "vector_index": {e: ("hnsw" if index._table(e).ann is not None else "exact") for e in rows},
-            "note": "vector leg only (ours: mode=vector, no threshold, HNSW where built; baseline: newest top_k*10 "
-                    "window), vs exact cosine over all rows passing the filters; tie-aware (cosine >= exact "
-                    "10th)"}  # fmt: skip
+    return {
+        "ours": round(statistics.fmean(ours_r), 4),
+        "baseline": round(statistics.fmean(base_r), 4),
+        "pairs": len(ours_r),
+        "vector_index": {e: ("hnsw" if index._table(e).ann is not None else "exact") for e in rows},
+        "note": "vector leg only (ours: mode=vector, no threshold, HNSW where built; baseline: newest top_k*10 "
+        "window), vs exact cosine over all rows passing the filters; tie-aware (cosine >= exact "
+        "10th)",
+    }
 
 
 def print_table(results: dict[str, Any]) -> None:
-    head = (f"{'layer':8s} {'retrieval':15s} {'N/type':>8s} | {'ours p50':>9s} {'p95':>8s} {'mean':>8s} | "
-            f"{'base p50':>9s} {'p95':>8s} {'mean':>8s} | {'ratio p50':>9s} {'p95':>7s}")
+    head = (
+        f"{'layer':8s} {'retrieval':15s} {'N/type':>8s} | {'ours p50':>9s} {'p95':>8s} {'mean':>8s} | "
+        f"{'base p50':>9s} {'p95':>8s} {'mean':>8s} | {'ratio p50':>9s} {'p95':>7s}"
+    )
     print("\n" + head + "\n" + "-" * len(head))
     for n, sz in results["sizes"].items():
         for layer, kinds in sz["results"].items():
             for kind, r in kinds.items():
                 o, b = r["ours"], r["baseline"]
-                print(f"{layer:8s} {kind:15s} {n:>8s} | {o['p50']:9.3f} {o['p95']:8.3f} {o['mean']:8.3f} | "
-                      f"{b['p50']:9.3f} {b['p95']:8.3f} {b['mean']:8.3f} | {r['ratio_p50']:9.4g} {r['ratio_p95']:7.4g}")
+                print(
+                    f"{layer:8s} {kind:15s} {n:>8s} | {o['p50']:9.3f} {o['p95']:8.3f} {o['mean']:8.3f} | "
+                    f"{b['p50']:9.3f} {b['p95']:8.3f} {b['mean']:8.3f} | {r['ratio_p50']:9.4g} {r['ratio_p95']:7.4g}"
+                )
     print("(ms; ratio = ours / baseline, lower is better)")
 
 
@@ -856,12 +1041,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--layers", default="service,http")
     parser.add_argument("--http-sizes", default="1000", help="sizes at which the HTTP layer runs")
     parser.add_argument("--real-max", type=int, default=1000, help="largest N embedded with the real model")
-    parser.add_argument("--hnsw-min-rows", type=int, default=HNSW_MIN_ROWS,
-                        help="rows per entity type from which our index builds an HNSW graph")
-    parser.add_argument("--baseline-full-max", type=int, default=33333,
-                        help="largest N at which the baseline runs all --trials passes")
-    parser.add_argument("--baseline-trials-large", type=int, default=5,
-                        help="baseline passes above --baseline-full-max (it takes seconds per query there)")
+    parser.add_argument(
+        "--hnsw-min-rows",
+        type=int,
+        default=HNSW_MIN_ROWS,
+        help="rows per entity type from which our index builds an HNSW graph",
+    )
+    parser.add_argument(
+        "--baseline-full-max", type=int, default=33333, help="largest N at which the baseline runs all --trials passes"
+    )
+    parser.add_argument(
+        "--baseline-trials-large",
+        type=int,
+        default=5,
+        help="baseline passes above --baseline-full-max (it takes seconds per query there)",
+    )
     parser.add_argument("--note", default="", help="free text stored with the results (e.g. machine conditions)")
     parser.add_argument("--output", default=str(DEFAULT_OUTPUT))
     parser.add_argument("--keep", action="store_true", help="keep the temp lake/sqlite directory")
@@ -882,15 +1076,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     qvecs = [embed_search_query(embedder, q) for _, q in QUERIES]  # cached: outside every timing
     results: dict[str, Any] = {
         "benchmark": "search_latency",
-        "config": {"sizes": sizes, "trials": args.trials, "warmup": args.warmup, "layers": args.layers,
-                   "http_sizes": args.http_sizes, "hnsw_min_rows": args.hnsw_min_rows,
-                   "baseline_full_max": args.baseline_full_max, "baseline_trials_large": args.baseline_trials_large,
-                   "top_k": TOP_K, "threshold_ours": THRESHOLD, "rrf_k": RRF_K,
-                   "queries": [{"kind": k, "query": q, "user_id": query_user(i)} for i, (k, q) in enumerate(QUERIES)],
-                   "embedder": {"model_id": embedder.model_id, "dim_ours": int(embedder.dim),
-                                "dim_baseline": BASELINE_DIM, "baseline_vectors": "ours zero-padded to 512-d"}},
-        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-                    "load_avg_at_start": [round(x, 2) for x in os.getloadavg()], "note": args.note},
+        "config": {
+            "sizes": sizes,
+            "trials": args.trials,
+            "warmup": args.warmup,
+            "layers": args.layers,
+            "http_sizes": args.http_sizes,
+            "hnsw_min_rows": args.hnsw_min_rows,
+            "baseline_full_max": args.baseline_full_max,
+            "baseline_trials_large": args.baseline_trials_large,
+            "top_k": TOP_K,
+            "threshold_ours": THRESHOLD,
+            "rrf_k": RRF_K,
+            "queries": [{"kind": k, "query": q, "user_id": query_user(i)} for i, (k, q) in enumerate(QUERIES)],
+            "embedder": {
+                "model_id": embedder.model_id,
+                "dim_ours": int(embedder.dim),
+                "dim_baseline": BASELINE_DIM,
+                "baseline_vectors": "ours zero-padded to 512-d",
+            },
+        },
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+            "note": args.note,
+        },
         "sizes": {},
         "notes": [
             "service layer: ours = LoadedIndex.search per entity / the /api/search handler in-process (unified); "
@@ -899,7 +1111,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "query embeddings cached (computed before timing), as in the original's benchmark",
             "shared machine: other processes may load the CPUs during the run (see load averages per size)",
         ],
-    }  # fmt: skip
+    }
     out = Path(args.output)
     work = Path(tempfile.mkdtemp(prefix="search-latency-"))
     try:
@@ -918,16 +1130,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print_table(results)
     for n, sz in results["sizes"].items():
         if "recall_at_10" in sz:
-            print(f"N={n}: recall@10 vector leg ours {sz['recall_at_10']['ours']} / baseline "
-                  f"{sz['recall_at_10']['baseline']} (ours: {sz['recall_at_10']['vector_index']}); planted docs "
-                  f"found (of 5 targeted queries): ours {sum(sz['planted_found']['ours'].values())}, "
-                  f"baseline {sum(sz['planted_found']['baseline'].values())}; load avg before/after "
-                  f"{sz['load_avg_before']} / {sz['load_avg_after']}")
-    print(f"service RSS at N={max(sizes)}/type ({3 * max(sizes):,} rows): {largest.get('service_rss_mb')} MB; "
-          f"wall {results['wall_s']} s")
-    print(f"load average at start {results['machine']['load_avg_at_start']} on {os.cpu_count()} CPUs: on this shared "
-          f"machine other processes compete for the CPUs, so absolute times are pessimistic"
-          + (f" ({args.note})" if args.note else ""))
+            print(
+                f"N={n}: recall@10 vector leg ours {sz['recall_at_10']['ours']} / baseline "
+                f"{sz['recall_at_10']['baseline']} (ours: {sz['recall_at_10']['vector_index']}); planted docs "
+                f"found (of 5 targeted queries): ours {sum(sz['planted_found']['ours'].values())}, "
+                f"baseline {sum(sz['planted_found']['baseline'].values())}; load avg before/after "
+                f"{sz['load_avg_before']} / {sz['load_avg_after']}"
+            )
+    print(
+        f"service RSS at N={max(sizes)}/type ({3 * max(sizes):,} rows): {largest.get('service_rss_mb')} MB; "
+        f"wall {results['wall_s']} s"
+    )
+    print(
+        f"load average at start {results['machine']['load_avg_at_start']} on {os.cpu_count()} CPUs: on this shared "
+        f"machine other processes compete for the CPUs, so absolute times are pessimistic"
+        + (f" ({args.note})" if args.note else "")
+    )
     print(f"wrote {out}")
     return results
 

@@ -97,7 +97,9 @@ def _tokens(*texts: str) -> int:
     return sum(math.ceil(len(t) / 4) for t in texts)
 
 
-def simulate_session(user: SimUser, round_no: int, task: str, context: str, rng: random.Random) -> tuple[list[dict], SessionLog]:
+def simulate_session(
+    user: SimUser, round_no: int, task: str, context: str, rng: random.Random
+) -> tuple[list[dict], SessionLog]:
     """One session of the simulated agent with the simulated user; returns its turns and its log."""
     turns: list[dict] = []
     steps = corrections = 0
@@ -126,15 +128,25 @@ def simulate_session(user: SimUser, round_no: int, task: str, context: str, rng:
         learned = _TOKEN_RE.findall(context)
         token = learned[0] if learned else None
         if token != user.token:
-            failed = {"tool_name": "create_issue", "tool_data": {"input": {"repo": repo, "title": "Flaky nightly job"},
-                                                                  "error": "403 Forbidden: token lacks the issues:write scope"}}  # fmt: skip
+            failed = {
+                "tool_name": "create_issue",
+                "tool_data": {
+                    "input": {"repo": repo, "title": "Flaky nightly job"},
+                    "error": "403 Forbidden: token lacks the issues:write scope",
+                },
+            }
             answer = "I tried to open the ticket but the tracker rejected the request."
             turns.append({"role": "assistant", "content": answer, "tools_used": [failed]})
             corrections += 1
             turns.append({"role": "user", "content": f"No, always use the {user.token} token for create_issue."})
             steps, completion, prompt = 1, answer, prompt + request + answer
-        done = {"tool_name": "create_issue", "tool_data": {"input": {"repo": repo, "title": "Flaky nightly job",
-                                                                     "token": user.token}, "output": f"{repo}#17"}}  # fmt: skip
+        done = {
+            "tool_name": "create_issue",
+            "tool_data": {
+                "input": {"repo": repo, "title": "Flaky nightly job", "token": user.token},
+                "output": f"{repo}#17",
+            },
+        }
         answer = f"Opened {repo}#17."
         turns.append({"role": "assistant", "content": answer, "tools_used": [done]})
         steps, completion = steps + 1, completion + answer
@@ -160,8 +172,7 @@ def run(users_n: int, rounds: int, control_share: float, seed: int, out: Path = 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run(work: Path, rng: random.Random, users_n: int, rounds: int, control_share: float, seed: int,
-         out: Path) -> dict:  # fmt: skip
+def _run(work: Path, rng: random.Random, users_n: int, rounds: int, control_share: float, seed: int, out: Path) -> dict:
     from reflexio_pipelines.devtools.servers import serve_app
     from reflexio_pipelines.lake.io import Lake
     from reflexio_pipelines.runs import launch, run_evaluation
@@ -172,8 +183,9 @@ def _run(work: Path, rng: random.Random, users_n: int, rounds: int, control_shar
     os.environ["DAGSTER_HOME"] = str(make_dagster_home(work / "dagster_home"))
     config = work / "config.json"
     holdout = {"agent_versions": {AGENT: control_share}}
-    config.write_text(json.dumps({"holdout": holdout,
-                                  "agent_success_configs": [{"evaluation_name": "sim", "sampling_rate": 1.0}]}))  # fmt: skip
+    config.write_text(
+        json.dumps({"holdout": holdout, "agent_success_configs": [{"evaluation_name": "sim", "sampling_rate": 1.0}]})
+    )
     settings = Settings(lake=str(work / "lake"), extraction_config=str(config))
     users = [SimUser(f"sim-{i:03d}", rng.choice(REGIONS), f"bot-{rng.randrange(100)}") for i in range(users_n)]
     arms = {u.user_id: arm_of(HoldoutSettings(**holdout), AGENT, u.user_id) for u in users}
@@ -196,49 +208,77 @@ def _run(work: Path, rng: random.Random, users_n: int, rounds: int, control_shar
                 if time.monotonic() > deadline:
                     raise RuntimeError("the service did not swap to the new index")
                 time.sleep(0.2)
-            print(f"round {round_no + 1}/{rounds}: {len(users)} sessions, learned, index {result.index_version}",
-                  flush=True)  # fmt: skip
+            print(
+                f"round {round_no + 1}/{rounds}: {len(users)} sessions, learned, index {result.index_version}",
+                flush=True,
+            )
         time.sleep(1.0)  # the retrieval log is flushed every poll
     run_evaluation(now=int(time.time()) + 3600, settings=settings)
     lake = Lake.at(settings.lake)
     outcomes = lake.read_table("session_outcomes").to_pylist()
     holdout_rows = [r for r in lake.read_table("impact_holdout").to_pylist() if r["agent_version"] == AGENT]
-    return report(logs, outcomes, holdout_rows, rounds, time.monotonic() - started,
-                  {"users": users_n, "rounds": rounds, "control_share": control_share, "seed": seed}, out)  # fmt: skip
+    return report(
+        logs,
+        outcomes,
+        holdout_rows,
+        rounds,
+        time.monotonic() - started,
+        {"users": users_n, "rounds": rounds, "control_share": control_share, "seed": seed},
+        out,
+    )
 
 
-def report(logs: list[SessionLog], outcomes: list[dict], holdout_rows: list[dict], rounds: int, seconds: float,
-           params: dict, path: Path = RESULTS) -> dict:  # fmt: skip
+def report(
+    logs: list[SessionLog],
+    outcomes: list[dict],
+    holdout_rows: list[dict],
+    rounds: int,
+    seconds: float,
+    params: dict,
+    path: Path = RESULTS,
+) -> dict:
     per_round: dict[str, list[dict]] = {"treated": [], "control": []}
     for arm in per_round:
         for r in range(rounds):
             chosen = [s for s in logs if s.arm == arm and s.round == r]
-            per_round[arm].append({
-                "round": r + 1,
-                "corrections_per_session": _mean_ci([s.corrections for s in chosen]),
-                "steps_per_task": _mean_ci([s.steps for s in chosen]),
-                "tokens_per_task": _mean_ci([s.tokens for s in chosen]),
-            })  # fmt: skip
+            per_round[arm].append(
+                {
+                    "round": r + 1,
+                    "corrections_per_session": _mean_ci([s.corrections for s in chosen]),
+                    "steps_per_task": _mean_ci([s.steps for s in chosen]),
+                    "tokens_per_task": _mean_ci([s.tokens for s in chosen]),
+                }
+            )
     recurrence = {}
     for arm in ("treated", "control"):
         rows = [o for o in outcomes if (o["arm"] == CONTROL) == (arm == "control") and o["agent_version"] == AGENT]
         corrections = sum(o["corrections"] or 0 for o in rows)
         recurring = sum(o["recurring_corrections"] or 0 for o in rows)
         repeated = sum(o["repeated_learned_corrections"] or 0 for o in rows)
-        recurrence[arm] = {"corrections": corrections, "recurring": recurring,
-                           "recurrence": round(recurring / corrections, 4) if corrections else None,
-                           "recurrence_ci": list(wilson(recurring, corrections)),
-                           "repeats_of_learned_lessons": repeated,
-                           "repeat_share": round(repeated / corrections, 4) if corrections else None,
-                           "repeat_share_ci": list(wilson(repeated, corrections))}  # fmt: skip
-    out = {"label": "SIMULATION: simulated users and agent, real Reflexio service and pipeline",
-           "params": params, "seconds": round(seconds, 1), "per_round": per_round, "recurrence": recurrence,
-           "impact_holdout": holdout_rows}  # fmt: skip
+        recurrence[arm] = {
+            "corrections": corrections,
+            "recurring": recurring,
+            "recurrence": round(recurring / corrections, 4) if corrections else None,
+            "recurrence_ci": list(wilson(recurring, corrections)),
+            "repeats_of_learned_lessons": repeated,
+            "repeat_share": round(repeated / corrections, 4) if corrections else None,
+            "repeat_share_ci": list(wilson(repeated, corrections)),
+        }
+    out = {
+        "label": "SIMULATION: simulated users and agent, real Reflexio service and pipeline",
+        "params": params,
+        "seconds": round(seconds, 1),
+        "per_round": per_round,
+        "recurrence": recurrence,
+        "impact_holdout": holdout_rows,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2))
     print("\nSIMULATION — simulated users and a deterministic simulated agent; Reflexio itself is real.")
-    print(f"{params['users']} users, {rounds} rounds, control share {params['control_share']}, seed {params['seed']}, "
-          f"{seconds:.0f} s")  # fmt: skip
+    print(
+        f"{params['users']} users, {rounds} rounds, control share {params['control_share']}, seed {params['seed']}, "
+        f"{seconds:.0f} s"
+    )
     print("\ncorrections per session (95 % CI) by round")
     for r in range(rounds):
         cells = []
@@ -250,17 +290,23 @@ def report(logs: list[SessionLog], outcomes: list[dict], holdout_rows: list[dict
         print(f"\n{metric.replace('_', ' ')} (95 % CI), first and last round")
         for arm in ("treated", "control"):
             first, last = per_round[arm][0][metric], per_round[arm][-1][metric]
-            print(f"  {arm}: {first['mean']} [{_f(first['ci'][0])}, {_f(first['ci'][1])}] -> "
-                  f"{last['mean']} [{_f(last['ci'][0])}, {_f(last['ci'][1])}]")  # fmt: skip
+            print(
+                f"  {arm}: {first['mean']} [{_f(first['ci'][0])}, {_f(first['ci'][1])}] -> "
+                f"{last['mean']} [{_f(last['ci'][0])}, {_f(last['ci'][1])}]"
+            )
     print("\ncorrection recurrence (pipeline, heuristic matching; Wilson 95 % CI)")
     for arm, r in recurrence.items():
-        print(f"  {arm}: {r['recurring']}/{r['corrections']} = {r['recurrence']} {r['recurrence_ci']}; repeats of "
-              f"lessons already learned (served or not): {r['repeats_of_learned_lessons']} = {r['repeat_share']} "
-              f"{r['repeat_share_ci']}")  # fmt: skip
+        print(
+            f"  {arm}: {r['recurring']}/{r['corrections']} = {r['recurrence']} {r['recurrence_ci']}; repeats of "
+            f"lessons already learned (served or not): {r['repeats_of_learned_lessons']} = {r['repeat_share']} "
+            f"{r['repeat_share_ci']}"
+        )
     print("\nimpact_holdout (treated − control, 95 % CI)")
     for r in holdout_rows:
-        print(f"  {r['metric']:<26} {r['evaluation_name']}/{r['judge']}: {_f(r['treated_value'])} vs "
-              f"{_f(r['control_value'])}, diff {_f(r['difference'])} [{_f(r['ci_low'])}, {_f(r['ci_high'])}]")  # fmt: skip
+        print(
+            f"  {r['metric']:<26} {r['evaluation_name']}/{r['judge']}: {_f(r['treated_value'])} vs "
+            f"{_f(r['control_value'])}, diff {_f(r['difference'])} [{_f(r['ci_low'])}, {_f(r['ci_high'])}]"
+        )
     print(f"\nwritten to {path}")
     return out
 

@@ -306,7 +306,7 @@ class LakeWatch:
         for _ in range(8):
             for old, new in self.renamed.items():
                 if relative == old or relative.startswith(old + "/"):
-                    relative = new + relative[len(old):]
+                    relative = new + relative[len(old) :]
                     break
             else:
                 return relative
@@ -321,11 +321,16 @@ class LakeWatch:
             per[span_of(spans, at)][table_of(relative)].add(relative)
         out = {}
         for step, areas in per.items():
-            sized = {a: (len(f), sum((self.root / r).stat().st_size for r in f if (self.root / r).exists()))
-                     for a, f in areas.items()}  # fmt: skip
+            sized = {
+                a: (len(f), sum((self.root / r).stat().st_size for r in f if (self.root / r).exists()))
+                for a, f in areas.items()
+            }
             top = sorted(sized.items(), key=lambda kv: -kv[1][1])[:3]
-            out[step] = {"files": sum(n for n, _ in sized.values()), "bytes": sum(b for _, b in sized.values()),
-                         "top": {a: {"files": n, "bytes": b} for a, (n, b) in top}}  # fmt: skip
+            out[step] = {
+                "files": sum(n for n, _ in sized.values()),
+                "bytes": sum(b for _, b in sized.values()),
+                "top": {a: {"files": n, "bytes": b} for a, (n, b) in top},
+            }
         return out
 
     def summary(self) -> dict:
@@ -378,7 +383,7 @@ def strace_reads(trace: Path, lake: Path, spans: list[tuple[str, float, float]] 
         fd = _STRACE_FD.search(args)
         if fd is None or not fd.group(2).startswith(prefix):
             return
-        relative = fd.group(2)[len(prefix):]
+        relative = fd.group(2)[len(prefix) :]
         if call == "mmap":
             mmapped.add(relative)
             return
@@ -424,9 +429,10 @@ def strace_reads(trace: Path, lake: Path, spans: list[tuple[str, float, float]] 
         "mmapped_lake_files": sorted(mmapped)[:20],
     }
     if spans is not None:
-        out["bytes_read_by_step"] = {step: {"bytes": sum(areas.values()),
-                                            "top": dict(sorted(areas.items(), key=lambda kv: -kv[1])[:4])}
-                                     for step, areas in steps.items()}  # fmt: skip
+        out["bytes_read_by_step"] = {
+            step: {"bytes": sum(areas.values()), "top": dict(sorted(areas.items(), key=lambda kv: -kv[1])[:4])}
+            for step, areas in steps.items()
+        }
     return out
 
 
@@ -571,8 +577,11 @@ def materializations(home: Path, run_ids: Sequence[str]) -> dict[str, dict]:
                 mat = record.asset_materialization
                 if mat is None:
                     continue
-                out[mat.asset_key.path[-1]] = {k: v.value for k, v in mat.metadata.items()
-                                               if isinstance(v.value, (int, float, str)) and k != "preview"}  # fmt: skip
+                out[mat.asset_key.path[-1]] = {
+                    k: v.value
+                    for k, v in mat.metadata.items()
+                    if isinstance(v.value, (int, float, str)) and k != "preview"
+                }
     return out
 
 
@@ -636,9 +645,15 @@ def build_lake(n: int, args: argparse.Namespace) -> tuple[Path, dict]:
     shutil.rmtree(base, ignore_errors=True)
     lake.mkdir(parents=True)
     windows = history_windows(n, args.users_per_window)
-    info: dict[str, Any] = {"users": n, "windows": windows, "users_per_window": args.users_per_window,
-                            "turns_per_user": args.turns_per_user, "seed": args.seed,
-                            "texts": "shared" if args.shared_texts else "distinct", "cached": False}  # fmt: skip
+    info: dict[str, Any] = {
+        "users": n,
+        "windows": windows,
+        "users_per_window": args.users_per_window,
+        "turns_per_user": args.turns_per_user,
+        "seed": args.seed,
+        "texts": "shared" if args.shared_texts else "distinct",
+        "cached": False,
+    }
     if n == 0:
         info.update(turns=0, publish_s=0.0, materialize_s=0.0)
         info_path.write_text(json.dumps(info, indent=2) + "\n")
@@ -679,8 +694,11 @@ def build_lake(n: int, args: argparse.Namespace) -> tuple[Path, dict]:
         raise RuntimeError(f"building the {n}-user lake failed: {info['failed_runs'][:1]}")
     info_path.write_text(json.dumps(info, indent=2) + "\n")
     shutil.rmtree(home, ignore_errors=True)
-    print(f"    materialised in {info['materialize_s']} s ({info['index_docs']} index docs, "
-          f"{info['lake']['bytes'] / 1e6:.1f} MB in {info['lake']['files']} files)", flush=True)  # fmt: skip
+    print(
+        f"    materialised in {info['materialize_s']} s ({info['index_docs']} index docs, "
+        f"{info['lake']['bytes'] / 1e6:.1f} MB in {info['lake']['files']} files)",
+        flush=True,
+    )
     return lake, info
 
 
@@ -693,8 +711,12 @@ class Window:
     """The fixed window measured on every lake: the same users and turns each time."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.bodies = [(u, body) for u, _, body in corpus(args.window_users, args.turns_per_user, args.seed + 1000,
-                                                         tag="window", distinct=not args.shared_texts)]  # fmt: skip
+        self.bodies = [
+            (u, body)
+            for u, _, body in corpus(
+                args.window_users, args.turns_per_user, args.seed + 1000, tag="window", distinct=not args.shared_texts
+            )
+        ]
         self.user_ids = sorted({u for u, _ in self.bodies})
 
     def moment(self, history: int) -> datetime:
@@ -757,12 +779,14 @@ def pass_in_process(src: Path, dest: Path, window: Window, history: int, watch: 
         "embedding_cache": {k.split("/", 1)[1]: v for k, v in index.items() if k.startswith("embedding_cache/")},
         "learning": {k: mats.get("user_profiles", {}).get(k) for k in ("users", "extraction_windows")},
         "window_users_learned": learned_users(lake, window_name, window.user_ids),
-        "proc_io": {"rchar": io_after.get("rchar", 0) - io_before.get("rchar", 0),
-                    "read_bytes": io_after.get("read_bytes", 0) - io_before.get("read_bytes", 0),
-                    "syscr": io_after.get("syscr", 0) - io_before.get("syscr", 0)},
+        "proc_io": {
+            "rchar": io_after.get("rchar", 0) - io_before.get("rchar", 0),
+            "read_bytes": io_after.get("read_bytes", 0) - io_before.get("read_bytes", 0),
+            "syscr": io_after.get("syscr", 0) - io_before.get("syscr", 0),
+        },
         "lake_reads": reads,
         "load_average": {"before": load_before, "after": load()},
-    }  # fmt: skip
+    }
     failed = [r for r in timings["runs"] if r["status"] != "SUCCESS"]
     if failed:
         row["failed_runs"] = failed
@@ -778,8 +802,9 @@ def _child_env(home: Path) -> dict[str, str]:
     return env
 
 
-def pass_cli(src: Path, dest: Path, window: Window, history: int, strace: str | None = None,
-             timeout: float = 7200.0) -> dict:  # fmt: skip
+def pass_cli(
+    src: Path, dest: Path, window: Window, history: int, strace: str | None = None, timeout: float = 7200.0
+) -> dict:
     """One `python -m reflexio_pipelines materialize` subprocess on a copy; with `strace` (its path), traced."""
     from learning_throughput import run_timings
 
@@ -787,8 +812,22 @@ def pass_cli(src: Path, dest: Path, window: Window, history: int, strace: str | 
     cmd = [sys.executable, "-m", "reflexio_pipelines", "materialize", "--lake", str(lake)]
     trace = dest / "strace.txt"
     if strace:
-        cmd = [strace, "-f", "-qq", "-ttt", "-y", "-s", "0", "-e", "trace=read,pread64,readv,preadv,preadv2,mmap",
-               "-e", "signal=none", "-o", str(trace), *cmd]  # fmt: skip
+        cmd = [
+            strace,
+            "-f",
+            "-qq",
+            "-ttt",
+            "-y",
+            "-s",
+            "0",
+            "-e",
+            "trace=read,pread64,readv,preadv,preadv2,mmap",
+            "-e",
+            "signal=none",
+            "-o",
+            str(trace),
+            *cmd,
+        ]
     load_before, cpu_before = load(), cpu_s(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, env=_child_env(home), capture_output=True, text=True, timeout=timeout)
@@ -799,12 +838,19 @@ def pass_cli(src: Path, dest: Path, window: Window, history: int, strace: str | 
     run_ids = [x.strip() for x in re.search(r"^runs: (.*)$", done.stdout, re.M).group(1).split(",") if x.strip()]
     timings = run_timings(home, run_ids)
     _, window_name = window.key_and_window(history)
-    row: dict[str, Any] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "steps_s": step_seconds(timings),
-                           "window_users_learned": learned_users(lake, window_name, window.user_ids),
-                           "load_average": {"before": load_before, "after": load()}}  # fmt: skip
+    row: dict[str, Any] = {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "steps_s": step_seconds(timings),
+        "window_users_learned": learned_users(lake, window_name, window.user_ids),
+        "load_average": {"before": load_before, "after": load()},
+    }
     if strace:
-        row = {"traced_wall_s_not_a_timing": row["wall_s"], "window_users_learned": row["window_users_learned"],
-               **strace_reads(trace, lake, step_spans(home, run_ids))}  # fmt: skip
+        row = {
+            "traced_wall_s_not_a_timing": row["wall_s"],
+            "window_users_learned": row["window_users_learned"],
+            **strace_reads(trace, lake, step_spans(home, run_ids)),
+        }
     shutil.rmtree(dest, ignore_errors=True)
     return row
 
@@ -875,7 +921,12 @@ def text_like_vectors(texts: Sequence[str], embedder: Any, dim: int) -> Any:
     rng = np.random.default_rng(7)
     for start in range(0, len(texts), 100_000):
         block = counts[start : start + 100_000] @ words
-        block += rng.standard_normal(block.shape, dtype=np.float32) * 0.3 * np.linalg.norm(block, axis=1, keepdims=True) / dim**0.5
+        block += (
+            rng.standard_normal(block.shape, dtype=np.float32)
+            * 0.3
+            * np.linalg.norm(block, axis=1, keepdims=True)
+            / dim**0.5
+        )
         out[start : start + 100_000] = block / np.linalg.norm(block, axis=1, keepdims=True)
     return out
 
@@ -895,17 +946,16 @@ def prefill(cache_kind: str, lake_dir: Path, embedder: Any, docs: list, owners_o
         cache = DictCache()
         cache.store(model_id, dim, texts, vectors, {})
         return lambda: cache
-    from reflexio_pipelines.lake.embedding_cache import EmbeddingCache
+    from reflexio_pipelines.lake.embedding_cache import EmbeddingCache, compact
     from reflexio_pipelines.lake.io import Lake
-
-    from reflexio_pipelines.lake.embedding_cache import compact
 
     lake = Lake.at(str(lake_dir))
     owners = owners_of(docs)
     for start in range(0, len(texts), 100_000):  # one commit per 100k texts
         chunk = texts[start : start + 100_000]
-        EmbeddingCache(lake).store(model_id, dim, chunk, vectors[start : start + 100_000],
-                                   {t: owners.get(t, frozenset()) for t in chunk})  # fmt: skip
+        EmbeddingCache(lake).store(
+            model_id, dim, chunk, vectors[start : start + 100_000], {t: owners.get(t, frozenset()) for t in chunk}
+        )
     # The steady state builds leave (each bucket's small files merged), not the first build's compaction of the
     # bulk fill's 10 files per bucket (~1.5 GB rewritten at 1M texts) inside the timed delta.
     compact(lake)
@@ -920,8 +970,8 @@ def index_build(args: argparse.Namespace, workdir: Path) -> dict:
     from embedding_cache import documents
 
     from reflexio_pipelines.learning.embedding import make_embedder
-    from reflexio_pipelines.search.incremental import extend_index, live_fingerprints, plan_changes
     from reflexio_pipelines.search.build import doc_owners
+    from reflexio_pipelines.search.incremental import extend_index, live_fingerprints, plan_changes
     from reflexio_pipelines.search.text import normalize_text
     from reflexio_pipelines.search.versions import activate_version, stage_index, stage_version
 
@@ -951,18 +1001,26 @@ def index_build(args: argparse.Namespace, workdir: Path) -> dict:
     def record(name: str, version: str, seconds: float, cache: Any, **extra_fields: Any) -> None:
         manifest = json.loads((index_root / version / "manifest.json").read_text())
         stats = getattr(cache, "stats", None)
-        new_bytes = sum(p.stat().st_size for p in (index_root / version).rglob("*")
-                        if p.is_file() and p.stat().st_nlink == 1)  # fmt: skip
-        rows[name] = {"docs": sum(manifest["counts"].values()), "build_s": round(seconds, 2),
-                      "cache_s": round(getattr(cache, "seconds", 0.0), 2),
-                      "ann_build_s": {t: a["build_seconds"] for t, a in manifest["ann"].items()},
-                      "embedded": stats.embedded if stats else cache.looked_up - cache.found,
-                      "from_cache": stats.cached if stats else cache.found,
-                      "version_bytes": dir_stats(index_root / version)["bytes"], "bytes_written": new_bytes,
-                      "load_average": load(), **extra_fields}  # fmt: skip
-        print(f"  {name:34s} {seconds:8.2f} s  embedded {rows[name]['embedded']:5d}  from cache "
-              f"{rows[name]['from_cache']:8d}  written {new_bytes / 1e6:8.1f} MB  ann {rows[name]['ann_build_s']}",
-              flush=True)  # fmt: skip
+        new_bytes = sum(
+            p.stat().st_size for p in (index_root / version).rglob("*") if p.is_file() and p.stat().st_nlink == 1
+        )
+        rows[name] = {
+            "docs": sum(manifest["counts"].values()),
+            "build_s": round(seconds, 2),
+            "cache_s": round(getattr(cache, "seconds", 0.0), 2),
+            "ann_build_s": {t: a["build_seconds"] for t, a in manifest["ann"].items()},
+            "embedded": stats.embedded if stats else cache.looked_up - cache.found,
+            "from_cache": stats.cached if stats else cache.found,
+            "version_bytes": dir_stats(index_root / version)["bytes"],
+            "bytes_written": new_bytes,
+            "load_average": load(),
+            **extra_fields,
+        }
+        print(
+            f"  {name:34s} {seconds:8.2f} s  embedded {rows[name]['embedded']:5d}  from cache "
+            f"{rows[name]['from_cache']:8d}  written {new_bytes / 1e6:8.1f} MB  ann {rows[name]['ann_build_s']}",
+            flush=True,
+        )
 
     cache = make_cache()
     started = time.perf_counter()
@@ -980,10 +1038,18 @@ def index_build(args: argparse.Namespace, workdir: Path) -> dict:
     changes = plan_changes(prior, grown)
     plan_s = time.perf_counter() - started - fingerprints_s
     built = time.perf_counter()
-    delta = stage_version(index_root, lambda out, v: extend_index(prev_dir, out, changes, embedder, version=v,
-                                                                  cache=cache, prior=prior))  # fmt: skip
-    record(f"{d}+{extra}_new_{edits}_edited_{edits}_deleted_delta", delta, time.perf_counter() - built, cache,
-           read_fingerprints_s=round(fingerprints_s, 2), plan_s=round(plan_s, 2), **changes.counts())  # fmt: skip
+    delta = stage_version(
+        index_root, lambda out, v: extend_index(prev_dir, out, changes, embedder, version=v, cache=cache, prior=prior)
+    )
+    record(
+        f"{d}+{extra}_new_{edits}_edited_{edits}_deleted_delta",
+        delta,
+        time.perf_counter() - built,
+        cache,
+        read_fingerprints_s=round(fingerprints_s, 2),
+        plan_s=round(plan_s, 2),
+        **changes.counts(),
+    )
 
     cache = make_cache()
     started = time.perf_counter()
@@ -992,11 +1058,19 @@ def index_build(args: argparse.Namespace, workdir: Path) -> dict:
     same = same_search_results(index_root, delta, rebuilt, embedder)
     shutil.rmtree(root, ignore_errors=True)
     plus = rows[f"{d}+{extra}_new_{edits}_edited_{edits}_deleted_delta"]
-    return {"docs": d, "added": extra, "edited": edits, "deleted": edits, "cache": args.index_cache,
-            "hnsw_min_rows": args.index_hnsw_min_rows, "prefill_s_not_timed": prefill_s, "builds": rows,
-            "plus_100_build_s": plus["build_s"], "plus_100_with_planning_s": round(
-                plus["build_s"] + plus["read_fingerprints_s"] + plus["plan_s"], 2),
-            "delta_matches_full_rebuild": same}  # fmt: skip
+    return {
+        "docs": d,
+        "added": extra,
+        "edited": edits,
+        "deleted": edits,
+        "cache": args.index_cache,
+        "hnsw_min_rows": args.index_hnsw_min_rows,
+        "prefill_s_not_timed": prefill_s,
+        "builds": rows,
+        "plus_100_build_s": plus["build_s"],
+        "plus_100_with_planning_s": round(plus["build_s"] + plus["read_fingerprints_s"] + plus["plan_s"], 2),
+        "delta_matches_full_rebuild": same,
+    }
 
 
 def same_search_results(index_root: Path, a: str, b: str, embedder: Any) -> dict:
@@ -1014,16 +1088,26 @@ def same_search_results(index_root: Path, a: str, b: str, embedder: Any) -> dict
         vector = embed_search_query(embedder, query)
         for entity in ("profile", "user_playbook"):
             for mode in ("hybrid", "vector", "fts"):
-                hits = [[h.doc_id for h in index.search(entity, query, vector, top_k=10, threshold=0.0, mode=mode,
-                                                         filters=SearchFilters())] for index in (first, second)]  # fmt: skip
+                hits = [
+                    [
+                        h.doc_id
+                        for h in index.search(
+                            entity, query, vector, top_k=10, threshold=0.0, mode=mode, filters=SearchFilters()
+                        )
+                    ]
+                    for index in (first, second)
+                ]
                 compared += 1
                 differing[mode] += hits[0] != hits[1]
                 if hits[1]:
                     overlap.append(len(set(hits[0]) & set(hits[1])) / len(hits[1]))
     # With tombstones, tantivy still counts the dead docs in its BM25 term statistics (until a compaction), which
     # can swap near-tied BM25 ranks; the vector leg is exact. An add-only change answers identically.
-    return {"searches": compared, "differing_order": dict(differing), "top10_overlap_mean": round(
-        sum(overlap) / max(1, len(overlap)), 4)}  # fmt: skip
+    return {
+        "searches": compared,
+        "differing_order": dict(differing),
+        "top10_overlap_mean": round(sum(overlap) / max(1, len(overlap)), 4),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1034,8 +1118,10 @@ def same_search_results(index_root: Path, a: str, b: str, embedder: Any) -> dict
 def summarise(row: dict) -> dict:
     """p50 / p95 over a size's in-process repeats, per figure."""
     repeats = row["in_process"]
-    out: dict[str, Any] = {"wall_s_p50": percentile([r["wall_s"] for r in repeats], 0.5),
-                           "wall_s_p95": percentile([r["wall_s"] for r in repeats], 0.95)}  # fmt: skip
+    out: dict[str, Any] = {
+        "wall_s_p50": percentile([r["wall_s"] for r in repeats], 0.5),
+        "wall_s_p95": percentile([r["wall_s"] for r in repeats], 0.95),
+    }
     steps = sorted({s for r in repeats for s in r["steps_s"]}, key=lambda s: STEPS.index(s) if s in STEPS else 99)
     out["steps_s_p50"] = {s: percentile([r["steps_s"].get(s, 0.0) for r in repeats], 0.5) for s in steps}
     out["outside_steps_s_p50"] = percentile([r["outside_steps_s"] for r in repeats], 0.5)
@@ -1064,8 +1150,10 @@ def targets(report: dict, args: argparse.Namespace) -> dict:
     out: dict[str, Any] = {}
     nonzero = sorted(int(n) for n in sizes if int(n) > 0)
     if "0" in sizes and nonzero:
-        for name, issue_n, limit in (("window_5k", 5000, TARGETS["ratio_at_5k"]),
-                                     ("window_50k", 50000, TARGETS["ratio_at_50k"])):  # fmt: skip
+        for name, issue_n, limit in (
+            ("window_5k", 5000, TARGETS["ratio_at_5k"]),
+            ("window_50k", 50000, TARGETS["ratio_at_50k"]),
+        ):
             at_or_below = [n for n in nonzero if n <= issue_n]
             if not at_or_below:
                 continue  # only larger lakes measured: another target judges them (a 50k ratio is not a 5k one)
@@ -1074,51 +1162,96 @@ def targets(report: dict, args: argparse.Namespace) -> dict:
             if "ratio_vs_empty" not in row:
                 continue
             ratios = row["ratio_vs_empty"]
-            measured = {"users": n, "ratio_cli": ratios.get("cli_wall_p50"),
-                        "ratio_in_process": ratios.get("in_process_wall_p50"),
-                        "ratio_cli_cpu": ratios.get("cli_cpu_p50"), "ratio_in_process_cpu": ratios.get("in_process_cpu_p50")}  # fmt: skip
+            measured = {
+                "users": n,
+                "ratio_cli": ratios.get("cli_wall_p50"),
+                "ratio_in_process": ratios.get("in_process_wall_p50"),
+                "ratio_cli_cpu": ratios.get("cli_cpu_p50"),
+                "ratio_in_process_cpu": ratios.get("in_process_cpu_p50"),
+            }
             judged = measured["ratio_cli"] if measured["ratio_cli"] is not None else measured["ratio_in_process"]
             at_size = n >= issue_n
             met = judged is not None and judged <= limit
-            out[name] = {"target": f"20-user window on a lake of {issue_n:,} users' items <= {limit}x the empty "
-                                   "lake (judged on the CLI wall time, as the issue measured it; in-process beside)",
-                         "measured": measured, "at_issue_size": at_size, "met": met if at_size else None,
-                         "verdict": ("met" if met else "not met") if at_size
-                         else f"not at issue size (N={n:,}: {judged}x)"}  # fmt: skip
+            out[name] = {
+                "target": f"20-user window on a lake of {issue_n:,} users' items <= {limit}x the empty "
+                "lake (judged on the CLI wall time, as the issue measured it; in-process beside)",
+                "measured": measured,
+                "at_issue_size": at_size,
+                "met": met if at_size else None,
+                "verdict": ("met" if met else "not met") if at_size else f"not at issue size (N={n:,}: {judged}x)",
+            }
     build = report.get("index_build")
     if build:
         at_size = build["docs"] >= 1_000_000
         met = build["plus_100_build_s"] <= TARGETS["index_plus_100_s_at_1m"]
-        out["index_plus_100"] = {"target": "adding 100 docs to a 1M-doc index version <= 5 s of build time",
-                                 "measured": {"docs": build["docs"], "build_s": build["plus_100_build_s"]},
-                                 "at_issue_size": at_size, "met": met if at_size else None,
-                                 "verdict": ("met" if met else "not met") if at_size
-                                 else f"not at issue size (D={build['docs']:,}: {build['plus_100_build_s']} s)"}  # fmt: skip
+        out["index_plus_100"] = {
+            "target": "adding 100 docs to a 1M-doc index version <= 5 s of build time",
+            "measured": {"docs": build["docs"], "build_s": build["plus_100_build_s"]},
+            "at_issue_size": at_size,
+            "met": met if at_size else None,
+            "verdict": ("met" if met else "not met")
+            if at_size
+            else f"not at issue size (D={build['docs']:,}: {build['plus_100_build_s']} s)",
+        }
     return out
 
 
 def print_report(report: dict) -> None:
     sizes = report["sizes"]
-    table("window cost: the same 20-user window on lakes of N users (in-process p50; ratio vs the empty lake)",
-          ["N users", "windows", "wall s", "ratio", "cpu s", "ratio", "cli s", "ratio",
-           *[s.replace("search_index_is_servable", "check") for s in STEPS], "docs", "embedded", "cached"],
-          [[n, r["lake"]["windows"], r["summary"]["wall_s_p50"], r["ratio_vs_empty"].get("in_process_wall_p50"),
-            r["summary"]["cpu_s_p50"], r["ratio_vs_empty"].get("in_process_cpu_p50"),
-            r["summary"].get("cli_wall_s_p50"), r["ratio_vs_empty"].get("cli_wall_p50"),
-            *[r["summary"]["steps_s_p50"].get(s) for s in STEPS], r["in_process"][0]["index_docs"],
-            r["in_process"][0]["embedding_cache"].get("embedded"), r["in_process"][0]["embedding_cache"].get("cached")]
-           for n, r in sizes.items()],
-          [9, 9, 8, 7, 8, 7, 8, 7, 7, 14, 13, 7, 14, 8, 9, 9])  # fmt: skip
-    table("lake reads during the pass (in-process: inotify files opened for reading, size of those files; /proc "
-          "rchar; strace: exact bytes read from the lake)",
-          ["N users", "files", "data files", "log files", "MB of files", "rchar MB", "strace MB", "strace files"],
-          [[n, r["in_process"][0]["lake_reads"]["files_read"], r["in_process"][0]["lake_reads"]["delta_data_files_read"],
-            r["in_process"][0]["lake_reads"]["delta_log_files_read"],
-            round(r["in_process"][0]["lake_reads"]["bytes_of_files_read"] / 1e6, 1),
-            round(r["in_process"][0]["proc_io"]["rchar"] / 1e6, 1),
-            round(r["strace"]["bytes_read"] / 1e6, 1) if r.get("strace") else None,
-            r["strace"]["files_read"] if r.get("strace") else None] for n, r in sizes.items()],
-          [9, 8, 12, 11, 13, 10, 11, 14])  # fmt: skip
+    table(
+        "window cost: the same 20-user window on lakes of N users (in-process p50; ratio vs the empty lake)",
+        [
+            "N users",
+            "windows",
+            "wall s",
+            "ratio",
+            "cpu s",
+            "ratio",
+            "cli s",
+            "ratio",
+            *[s.replace("search_index_is_servable", "check") for s in STEPS],
+            "docs",
+            "embedded",
+            "cached",
+        ],
+        [
+            [
+                n,
+                r["lake"]["windows"],
+                r["summary"]["wall_s_p50"],
+                r["ratio_vs_empty"].get("in_process_wall_p50"),
+                r["summary"]["cpu_s_p50"],
+                r["ratio_vs_empty"].get("in_process_cpu_p50"),
+                r["summary"].get("cli_wall_s_p50"),
+                r["ratio_vs_empty"].get("cli_wall_p50"),
+                *[r["summary"]["steps_s_p50"].get(s) for s in STEPS],
+                r["in_process"][0]["index_docs"],
+                r["in_process"][0]["embedding_cache"].get("embedded"),
+                r["in_process"][0]["embedding_cache"].get("cached"),
+            ]
+            for n, r in sizes.items()
+        ],
+        [9, 9, 8, 7, 8, 7, 8, 7, 7, 14, 13, 7, 14, 8, 9, 9],
+    )
+    table(
+        "lake reads during the pass (in-process: inotify files opened for reading, size of those files; /proc "
+        "rchar; strace: exact bytes read from the lake)",
+        ["N users", "files", "data files", "log files", "MB of files", "rchar MB", "strace MB", "strace files"],
+        [
+            [
+                n,
+                r["in_process"][0]["lake_reads"]["files_read"],
+                r["in_process"][0]["lake_reads"]["delta_data_files_read"],
+                r["in_process"][0]["lake_reads"]["delta_log_files_read"],
+                round(r["in_process"][0]["lake_reads"]["bytes_of_files_read"] / 1e6, 1),
+                round(r["in_process"][0]["proc_io"]["rchar"] / 1e6, 1),
+                round(r["strace"]["bytes_read"] / 1e6, 1) if r.get("strace") else None,
+                r["strace"]["files_read"] if r.get("strace") else None,
+            ]
+            for n, r in sizes.items()
+        ],
+        [9, 8, 12, 11, 13, 10, 11, 14],
+    )
     for n, r in sizes.items():
         traced = r.get("strace")
         areas = (traced or {}).get("by_area") or r["in_process"][0]["lake_reads"]["by_area"]
@@ -1133,18 +1266,34 @@ def print_report(report: dict) -> None:
         for step in [*STEPS, "outside_steps"]:
             if step in per_step:
                 v = per_step[step]
-                areas = ", ".join(f"{a} {(x if isinstance(x, int) else x['bytes']) / 1e6:.1f}"
-                                  for a, x in v["top"].items())  # fmt: skip
+                areas = ", ".join(
+                    f"{a} {(x if isinstance(x, int) else x['bytes']) / 1e6:.1f}" for a, x in v["top"].items()
+                )
                 print(f"      {step:<26} {v['bytes'] / 1e6:7.1f} MB ({label}; {areas})")
     build = report.get("index_build")
     if build:
-        table(f"index build on a simulated index ({build['cache']} cache)", ["build", "docs", "build s", "embedded",
-              "from cache", "MB written", "ann s"],
-              [[k, v["docs"], v["build_s"], v["embedded"], v["from_cache"], round(v["bytes_written"] / 1e6, 1),
-                v["ann_build_s"]] for k, v in build["builds"].items()], [48, 9, 9, 10, 12, 12, 30])  # fmt: skip
+        table(
+            f"index build on a simulated index ({build['cache']} cache)",
+            ["build", "docs", "build s", "embedded", "from cache", "MB written", "ann s"],
+            [
+                [
+                    k,
+                    v["docs"],
+                    v["build_s"],
+                    v["embedded"],
+                    v["from_cache"],
+                    round(v["bytes_written"] / 1e6, 1),
+                    v["ann_build_s"],
+                ]
+                for k, v in build["builds"].items()
+            ],
+            [48, 9, 9, 10, 12, 12, 30],
+        )
         delta = next(v for k, v in build["builds"].items() if k.endswith("_delta"))
-        print(f"  delta planning (not build): fingerprints read {delta['read_fingerprints_s']} s, diff "
-              f"{delta['plan_s']} s; delta vs full rebuild: {build['delta_matches_full_rebuild']}")  # fmt: skip
+        print(
+            f"  delta planning (not build): fingerprints read {delta['read_fingerprints_s']} s, diff "
+            f"{delta['plan_s']} s; delta vs full rebuild: {build['delta_matches_full_rebuild']}"
+        )
     print("\ntargets (issue 15):")
     for name, t in report["targets"].items():
         print(f"  {name:<16} {t['verdict']:<40} {t['measured']}  [{t['target']}]")
@@ -1161,38 +1310,70 @@ def _ints(text: str) -> list[int]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)  # fmt: skip
-    p.add_argument("--sizes", type=_ints, default=[0, 5000],
-                   help="lake sizes in users (0 = the empty-lake baseline, always added). Building is the cost: on "
-                        "2 shared cores ~17 min for 5000, ~75 min for 20000, hours for the issue's 50000 (once: "
-                        "lakes are cached in --workdir)")  # fmt: skip
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument(
+        "--sizes",
+        type=_ints,
+        default=[0, 5000],
+        help="lake sizes in users (0 = the empty-lake baseline, always added). Building is the cost: on "
+        "2 shared cores ~17 min for 5000, ~75 min for 20000, hours for the issue's 50000 (once: "
+        "lakes are cached in --workdir)",
+    )
     p.add_argument("--users-per-window", type=int, default=500, help="history users per earlier hourly window")
     p.add_argument("--turns-per-user", type=int, default=6)
     p.add_argument("--window-users", type=int, default=20, help="users of the measured window")
-    p.add_argument("--repeats", type=int, default=None,
-                   help="rounds over all sizes: in-process (and CLI) passes per size, p50 reported (default 3, 1 "
-                        "with --quick)")  # fmt: skip
-    p.add_argument("--cli", action=argparse.BooleanOptionalAction, default=None,
-                   help="also a `python -m reflexio_pipelines materialize` subprocess per size and round (default: "
-                        "yes, no with --quick)")  # fmt: skip
-    p.add_argument("--strace", choices=["auto", "on", "off"], default=None,
-                   help="one strace'd CLI pass per size for exact bytes read (default auto: if strace is installed; "
-                        "off with --quick)")  # fmt: skip
-    p.add_argument("--index-docs", type=int, default=100_000, help="D of the index build part (issue: 1000000; 0 = skip)")
-    p.add_argument("--index-hnsw-min-rows", type=int, default=50_000,
-                   help="HNSW graph for entity types with at least this many rows (the index default); a delta "
-                        "shares the graph by hard link, so only the full builds pay for it")  # fmt: skip
-    p.add_argument("--index-cache", choices=["lake", "fake"], default="lake",
-                   help="lake: the real EmbeddingCache prefilled in a lake; fake: an in-memory dict")
-    p.add_argument("--shared-texts", action="store_true",
-                   help="keep the corpus's templated texts, shared by many users (default: every user's texts carry "
-                        "a token of its own, so learned items and the embedding cache grow with the lake as real "
-                        "users' would)")  # fmt: skip
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="rounds over all sizes: in-process (and CLI) passes per size, p50 reported (default 3, 1 with --quick)",
+    )
+    p.add_argument(
+        "--cli",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also a `python -m reflexio_pipelines materialize` subprocess per size and round (default: "
+        "yes, no with --quick)",
+    )
+    p.add_argument(
+        "--strace",
+        choices=["auto", "on", "off"],
+        default=None,
+        help="one strace'd CLI pass per size for exact bytes read (default auto: if strace is installed; "
+        "off with --quick)",
+    )
+    p.add_argument(
+        "--index-docs", type=int, default=100_000, help="D of the index build part (issue: 1000000; 0 = skip)"
+    )
+    p.add_argument(
+        "--index-hnsw-min-rows",
+        type=int,
+        default=50_000,
+        help="HNSW graph for entity types with at least this many rows (the index default); a delta "
+        "shares the graph by hard link, so only the full builds pay for it",
+    )
+    p.add_argument(
+        "--index-cache",
+        choices=["lake", "fake"],
+        default="lake",
+        help="lake: the real EmbeddingCache prefilled in a lake; fake: an in-memory dict",
+    )
+    p.add_argument(
+        "--shared-texts",
+        action="store_true",
+        help="keep the corpus's templated texts, shared by many users (default: every user's texts carry "
+        "a token of its own, so learned items and the embedding cache grow with the lake as real "
+        "users' would)",
+    )
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--quick", action="store_true",
-                   help="tiny run: sizes 0,30, 10 users per window, 3 window users, 1 repeat, 2000-doc index, no "
-                        "subprocess passes (unless --cli / --strace on are given)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny run: sizes 0,30, 10 users per window, 3 window users, 1 repeat, 2000-doc index, no "
+        "subprocess passes (unless --cli / --strace on are given)",
+    )
     p.add_argument("--workdir", default=str(DEFAULT_WORKDIR), help="cached lakes and pass scratch space")
     p.add_argument("--out", default=str(DEFAULT_OUT))
     args = p.parse_args(argv)
@@ -1221,12 +1402,17 @@ def finish(report: dict, n: int) -> None:
         "cli_wall_p50": ratio(row["summary"].get("cli_wall_s_p50"), base["summary"].get("cli_wall_s_p50")),
         "in_process_cpu_p50": ratio(row["summary"]["cpu_s_p50"], base["summary"]["cpu_s_p50"]),
         "cli_cpu_p50": ratio(row["summary"].get("cli_cpu_s_p50"), base["summary"].get("cli_cpu_s_p50")),
-        "steps_p50": {s: ratio(v, base["summary"]["steps_s_p50"].get(s)) for s, v in row["summary"]["steps_s_p50"].items()},
+        "steps_p50": {
+            s: ratio(v, base["summary"]["steps_s_p50"].get(s)) for s, v in row["summary"]["steps_s_p50"].items()
+        },
         "lake_files_read": ratio(first["lake_reads"]["files_read"], base_first["lake_reads"]["files_read"]),
-        "lake_bytes_of_files_read": ratio(first["lake_reads"]["bytes_of_files_read"],
-                                          base_first["lake_reads"]["bytes_of_files_read"]),
-        "strace_bytes_read": ratio((row.get("strace") or {}).get("bytes_read"), (base.get("strace") or {}).get("bytes_read")),
-    }  # fmt: skip
+        "lake_bytes_of_files_read": ratio(
+            first["lake_reads"]["bytes_of_files_read"], base_first["lake_reads"]["bytes_of_files_read"]
+        ),
+        "strace_bytes_read": ratio(
+            (row.get("strace") or {}).get("bytes_read"), (base.get("strace") or {}).get("bytes_read")
+        ),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
@@ -1239,13 +1425,17 @@ def main(argv: Sequence[str] | None = None) -> dict:
     began = time.perf_counter()
     report: dict[str, Any] = {
         "benchmark": "window_cost",
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                    "load_average_at_start": load()},
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "load_average_at_start": load(),
+        },
         "params": {k: v for k, v in vars(args).items() if k not in ("out", "workdir")},
         "notes": NOTES,
         "sizes": {},
         "runtime_s": {},
-    }  # fmt: skip
+    }
     out = Path(args.out)
 
     def save() -> None:
@@ -1264,8 +1454,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
     print("  warm-up pass (not counted) ...", flush=True)
     pass_in_process(lakes[0][0], workdir / "pass", window, 0, watch=False)
     for n in args.sizes:
-        report["sizes"][str(n)] = {"lake": {**lakes[n][1], "size": dir_stats(lakes[n][0])}, "in_process": [],
-                                   "cli_runs": []}  # fmt: skip
+        report["sizes"][str(n)] = {
+            "lake": {**lakes[n][1], "size": dir_stats(lakes[n][0])},
+            "in_process": [],
+            "cli_runs": [],
+        }
     # Rounds over all sizes (0, 5k, 0, 5k, ...): drifting load from other processes falls on every size alike.
     for i in range(args.repeats):
         for n in args.sizes:
@@ -1274,16 +1467,20 @@ def main(argv: Sequence[str] | None = None) -> dict:
             started = time.perf_counter()
             r = pass_in_process(src, workdir / "pass", window, info["windows"])
             row["in_process"].append(r)
-            print(f"  round {i + 1} N={n:<6} in-process {r['wall_s']:7.2f} s  steps {r['steps_s']}  docs "
-                  f"{r['index_docs']}  embedded {r['embedding_cache'].get('embedded')}  files read "
-                  f"{r['lake_reads']['files_read']}  learned {r['window_users_learned']}/{args.window_users}  "
-                  f"load {r['load_average']['before'][0]}", flush=True)  # fmt: skip
+            print(
+                f"  round {i + 1} N={n:<6} in-process {r['wall_s']:7.2f} s  steps {r['steps_s']}  docs "
+                f"{r['index_docs']}  embedded {r['embedding_cache'].get('embedded')}  files read "
+                f"{r['lake_reads']['files_read']}  learned {r['window_users_learned']}/{args.window_users}  "
+                f"load {r['load_average']['before'][0]}",
+                flush=True,
+            )
             if args.cli:
                 c = pass_cli(src, workdir / "pass", window, info["windows"])
                 row["cli_runs"].append(c)
                 print(f"  round {i + 1} N={n:<6} cli        {c['wall_s']:7.2f} s  steps {c['steps_s']}", flush=True)
-            report["runtime_s"][f"measure_{n}"] = round(report["runtime_s"].get(f"measure_{n}", 0)
-                                                        + time.perf_counter() - started, 1)  # fmt: skip
+            report["runtime_s"][f"measure_{n}"] = round(
+                report["runtime_s"].get(f"measure_{n}", 0) + time.perf_counter() - started, 1
+            )
             finish(report, n)
             save()
     if strace:
@@ -1291,8 +1488,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
             src, info = lakes[n]
             row = report["sizes"][str(n)]
             row["strace"] = pass_cli(src, workdir / "pass", window, info["windows"], strace=strace)
-            print(f"  strace N={n:<6} {row['strace']['bytes_read'] / 1e6:.1f} MB read from {row['strace']['files_read']}"
-                  f" lake files {row['strace']['bytes_read_by_kind']}", flush=True)  # fmt: skip
+            print(
+                f"  strace N={n:<6} {row['strace']['bytes_read'] / 1e6:.1f} MB read from {row['strace']['files_read']}"
+                f" lake files {row['strace']['bytes_read_by_kind']}",
+                flush=True,
+            )
             finish(report, n)
             save()
     if args.index_docs:

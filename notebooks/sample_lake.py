@@ -40,19 +40,34 @@ EVALUATION_NAME = "ops_success"
 
 # (request, wrong answer, correction) — one lesson per list, several wordings by different users.
 REGION = [
-    ("Please deploy the payments service.", "Deploying the payments service to us-east-1.",
-     "No — we never deploy to us-east-1, always use us-west-2."),
-    ("Deploy the billing service to production.", "Deploying the billing service to us-east-1 now.",
-     "No, never deploy to us-east-1; use us-west-2 instead."),
-    ("Can you deploy the search service?", "Sure, deploying the search service in us-east-1.",
-     "Wrong region: never us-east-1, always deploy to us-west-2."),
-]  # fmt: skip
+    (
+        "Please deploy the payments service.",
+        "Deploying the payments service to us-east-1.",
+        "No — we never deploy to us-east-1, always use us-west-2.",
+    ),
+    (
+        "Deploy the billing service to production.",
+        "Deploying the billing service to us-east-1 now.",
+        "No, never deploy to us-east-1; use us-west-2 instead.",
+    ),
+    (
+        "Can you deploy the search service?",
+        "Sure, deploying the search service in us-east-1.",
+        "Wrong region: never us-east-1, always deploy to us-west-2.",
+    ),
+]
 COMMITS = [
-    ("Write the commit message for this fix.", "Commit: arreglado el error de login.",
-     "No, always write commit messages in English."),
-    ("Commit these changes with a message.", "Commit: corrige le bug de connexion.",
-     "No — commit messages must always be in English."),
-]  # fmt: skip
+    (
+        "Write the commit message for this fix.",
+        "Commit: arreglado el error de login.",
+        "No, always write commit messages in English.",
+    ),
+    (
+        "Commit these changes with a message.",
+        "Commit: corrige le bug de connexion.",
+        "No — commit messages must always be in English.",
+    ),
+]
 GOOD = [
     ("user", "Please rotate the reporting credentials."),
     ("assistant", "Done: a second credential was issued in the vault and the service rolled onto it."),
@@ -71,28 +86,44 @@ SHADOW = {
     "bad": "Rotated the reporting credentials: a new credential in the vault, no database restart.",  # shadow better
 }  # region sessions: the regular answer with the right region, which covers the same request words (a tie)
 # Users of each version (a user who already taught 1.2 a lesson would not teach it again: repeats are not re-learned).
-USERS = {VERSIONS[0]: ["ann", "ben", "cat", "dev", "eli", "fay", "gus", "hal"],
-         VERSIONS[1]: ["ivy", "jon", "kim", "lea", "max", "ned", "oli", "pam"]}  # fmt: skip
+USERS = {
+    VERSIONS[0]: ["ann", "ben", "cat", "dev", "eli", "fay", "gus", "hal"],
+    VERSIONS[1]: ["ivy", "jon", "kim", "lea", "max", "ned", "oli", "pam"],
+}
 
 
-def _conversation(kind: str, user: str, version: str, session: str, at: datetime, case: int = 0,
-                  shadow: bool = False) -> dict:  # fmt: skip
+def _conversation(
+    kind: str, user: str, version: str, session: str, at: datetime, case: int = 0, shadow: bool = False
+) -> dict:
     if kind in ("region", "commit"):  # corrected once, then the agent gets it right and the user approves
         lessons = REGION if kind == "region" else COMMITS
         request, answer, correction = lessons[case % len(lessons)]
-        turns = [("user", request), ("assistant", answer), ("user", correction),
-                 ("assistant", "Understood, done that way."), ("user", "Thanks, that works.")]  # fmt: skip
+        turns = [
+            ("user", request),
+            ("assistant", answer),
+            ("user", correction),
+            ("assistant", "Understood, done that way."),
+            ("user", "Thanks, that works."),
+        ]
     else:
         turns = GOOD if kind == "good" else BAD
     interactions = []
     for i, (role, text) in enumerate(turns):
-        interactions.append({"role": role, "content": text, "created_at": int((at + timedelta(seconds=20 * i)).timestamp())})
+        interactions.append(
+            {"role": role, "content": text, "created_at": int((at + timedelta(seconds=20 * i)).timestamp())}
+        )
     if shadow and kind in SHADOW:
         interactions[1]["shadow_content"] = SHADOW[kind]
     elif shadow and kind == "region":
         interactions[1]["shadow_content"] = interactions[1]["content"].replace("us-east-1", "us-west-2")
-    return {"id": session, "user_id": user, "session_id": session, "agent_version": version, "source": "sample",
-            "interactions": interactions}  # fmt: skip
+    return {
+        "id": session,
+        "user_id": user,
+        "session_id": session,
+        "agent_version": version,
+        "source": "sample",
+        "interactions": interactions,
+    }
 
 
 def day_conversations(day: int, start: datetime) -> list[dict]:
@@ -100,14 +131,19 @@ def day_conversations(day: int, start: datetime) -> list[dict]:
     version = VERSIONS[0] if day < SAMPLE_DAYS // 2 else VERSIONS[1]
     newer = version == VERSIONS[1]
     # per day: (kind, how many); 1.2 fails more, 1.3 mostly succeeds
-    plan = ([("region", 2), ("commit", 1), ("good", 1), ("bad", 4)] if not newer
-            else [("region", 1), ("commit", 1 if day % 2 else 0), ("good", 3), ("bad", 2)])  # fmt: skip
+    plan = (
+        [("region", 2), ("commit", 1), ("good", 1), ("bad", 4)]
+        if not newer
+        else [("region", 1), ("commit", 1 if day % 2 else 0), ("good", 3), ("bad", 2)]
+    )
     out, n = [], 0
     for kind, count in plan:
         for _ in range(count):
             user = USERS[version][(day * 3 + n) % len(USERS[version])]
             at = start + timedelta(minutes=2 * n)
-            out.append(_conversation(kind, user, version, f"d{day}-{kind}-{n}", at, case=day + n, shadow=newer and n % 2 == 0))
+            out.append(
+                _conversation(kind, user, version, f"d{day}-{kind}-{n}", at, case=day + n, shadow=newer and n % 2 == 0)
+            )
             n += 1
     return out
 
@@ -153,7 +189,9 @@ def build_sample_lake(root: str | Path, instance=None, log=print) -> dict:
     lake = Lake.at(root)
     # Evaluate every closed session (the default samples 5 %); the file sits next to the lake, not in it.
     config = root.parent / f"{root.name}-extraction.json"
-    config.write_text(json.dumps({"agent_success_configs": [{"evaluation_name": EVALUATION_NAME, "sampling_rate": 1.0}]}))
+    config.write_text(
+        json.dumps({"agent_success_configs": [{"evaluation_name": EVALUATION_NAME, "sampling_rate": 1.0}]})
+    )
     settings = Settings(lake=str(root), extraction_config=str(config))
 
     today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -178,11 +216,15 @@ def build_sample_lake(root: str | Path, instance=None, log=print) -> dict:
         rules = client.post("/api/get_agent_playbooks", json={"agent_version": VERSIONS[0]}).json()["agent_playbooks"]
         region = next((r for r in rules if "us-west-2" in r["content"]), None)
         if region is not None:  # a reviewer approves the region rule (control_log)
-            client.put("/api/update_agent_playbook_status",
-                       json={"agent_playbook_id": region["agent_playbook_id"], "playbook_status": "approved"})  # fmt: skip
+            client.put(
+                "/api/update_agent_playbook_status",
+                json={"agent_playbook_id": region["agent_playbook_id"], "playbook_status": "approved"},
+            )
         # The 1.3 agent retrieves what a user taught it: the service logs the first retrieval (`retrievals`).
-        hits = client.post("/api/search", json={"query": "rotate credentials restart database", "threshold": 0.0,
-                                                "agent_version": VERSIONS[1]}).json()  # fmt: skip
+        hits = client.post(
+            "/api/search",
+            json={"query": "rotate credentials restart database", "threshold": 0.0, "agent_version": VERSIONS[1]},
+        ).json()
     served = lake.read_table("retrievals").to_pylist()
     if not served:
         raise RuntimeError(f"the service served no learned playbook of {VERSIONS[1]}: {hits}")
@@ -191,16 +233,23 @@ def build_sample_lake(root: str | Path, instance=None, log=print) -> dict:
 
     # After the first retrieval: a few more 1.3 sessions (stamped just after it), mostly successful.
     after = datetime.fromtimestamp(first_served + 1, timezone.utc)
-    later = [_conversation("bad" if i == 0 else "good", user, VERSIONS[1], f"after-{i}", after + timedelta(seconds=3 * i))
-             for i, user in enumerate(USERS[VERSIONS[1]])]  # fmt: skip
+    later = [
+        _conversation("bad" if i == 0 else "good", user, VERSIONS[1], f"after-{i}", after + timedelta(seconds=3 * i))
+        for i, user in enumerate(USERS[VERSIONS[1]])
+    ]
     land(lake, later)
     launch(settings=settings, instance=instance)
     # Sessions close after 10 quiet minutes: evaluate "as of" one hour after the newest session, so all are closed.
     evaluation = run_evaluation(now=int(after.timestamp()) + 3600, settings=settings, instance=instance)
     log(f"evaluation: {evaluation}")
-    return {"lake": str(root), "windows": len(learned.partition_keys), "aggregation": aggregation,
-            "evaluation": evaluation, "first_retrieval_at": first_served,
-            "seconds": round(time.monotonic() - started, 1)}  # fmt: skip
+    return {
+        "lake": str(root),
+        "windows": len(learned.partition_keys),
+        "aggregation": aggregation,
+        "evaluation": evaluation,
+        "first_retrieval_at": first_served,
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 if __name__ == "__main__":

@@ -15,9 +15,13 @@ def main(argv: list[str] | None = None) -> int:
     mat = sub.add_parser("materialize", help="materialise every pending window, then rebuild and publish the index")
     mat.add_argument("--lake", help="lake root (default: $REFLEXIO_LAKE or ./lake)")
     mat.add_argument("--partition", action="append", help="a partition key to (re)materialise; repeatable")
-    mat.add_argument("--flush", choices=["all", "due"], default="all",
-                     help="all (default): extract every new turn now; due: as the sensor does, hold back an incomplete "
-                          "window of a session that is still active (extraction_quiet_period_seconds)")  # fmt: skip
+    mat.add_argument(
+        "--flush",
+        choices=["all", "due"],
+        default="all",
+        help="all (default): extract every new turn now; due: as the sensor does, hold back an incomplete "
+        "window of a session that is still active (extraction_quiet_period_seconds)",
+    )
     demo = sub.add_parser("demo", help="run the end-to-end demo (see README)")
     demo.add_argument("--lake", help="lake root (default: $REFLEXIO_LAKE or ./lake)")
     demo.add_argument("--once", action="store_true", help="exit after printing the result (default when CI=true)")

@@ -1,14 +1,13 @@
 """Asset checks. `search_index_is_servable` is blocking: a version that fails it is never published."""
 
-
 from collections import Counter
 
 import dagster as dg
 import numpy as np
 
 from reflexio_pipelines.assets.search_index import expected_counts, search_index, staged_version
-from reflexio_pipelines.resources import EmbedderResource, LakeResource
 from reflexio_pipelines.learning.embedding import l2_normalize
+from reflexio_pipelines.resources import EmbedderResource, LakeResource
 from reflexio_pipelines.search.conversation import ENTITY as INTERACTION
 from reflexio_pipelines.search.conversation import NEIGHBOURS_KEY, turn_line, vector_parts
 from reflexio_pipelines.search.query import LoadedIndex
@@ -40,15 +39,18 @@ def index_problems(index: LoadedIndex, expected: dict[str, int], embedder_model_
     """Structural problems: wrong embedding model, row counts that differ from what the build was given."""
     problems = []
     if index.embedder_model_id != embedder_model_id:
-        problems.append(f"index vectors come from {index.embedder_model_id}, configured embedder is {embedder_model_id}")
+        problems.append(
+            f"index vectors come from {index.embedder_model_id}, configured embedder is {embedder_model_id}"
+        )
     for entity in ENTITY_TYPES:
         if index.count(entity) != expected.get(entity, 0):
             problems.append(f"{entity}: {index.count(entity)} docs indexed, {expected.get(entity, 0)} expected")
     return problems
 
 
-def _tied_out(index: LoadedIndex, entity: str, doc_id: str, text: str, query, top_k: int,
-              filters: SearchFilters) -> bool:  # fmt: skip
+def _tied_out(
+    index: LoadedIndex, entity: str, doc_id: str, text: str, query, top_k: int, filters: SearchFilters
+) -> bool:
     """Whether a doc missing from its own results only lost a tie: texts the tokenizer cannot read (symbols,
     unassigned code points) all embed alike, and equally scored docs are cut by id. Its own vector must then score
     as high against the query as the k-th nearest neighbour does; a misaligned vector would not."""
@@ -68,8 +70,7 @@ def self_retrieval_problems(index: LoadedIndex, model) -> list[str]:
     identical twins so a tie is not mistaken for a miss. Turns are checked by `turn_vector_problems` instead."""
     problems = []
     # now=0: expired profiles stay in the index (hidden at query time) and must be findable here too.
-    everything = SearchFilters(statuses=("current", "pending", "archived", "superseded"), playbook_statuses=None,
-                               now=0)
+    everything = SearchFilters(statuses=("current", "pending", "archived", "superseded"), playbook_statuses=None, now=0)
     for entity in ENTITY_TYPES:
         if entity == INTERACTION:
             problems += turn_vector_problems(index, model)
@@ -79,8 +80,9 @@ def self_retrieval_problems(index: LoadedIndex, model) -> list[str]:
             query = embed_search_query(model, text)
             top_k = 4 + twins[text]
             hits = index.search(entity, text, query, top_k=top_k, threshold=0.0, mode="hybrid", filters=everything)
-            if doc_id not in {hit.doc_id for hit in hits} and not _tied_out(index, entity, doc_id, text, query,
-                                                                            top_k, everything):
+            if doc_id not in {hit.doc_id for hit in hits} and not _tied_out(
+                index, entity, doc_id, text, query, top_k, everything
+            ):
                 problems.append(f"{entity} {doc_id} is not found by its own text")
     return problems
 

@@ -11,8 +11,8 @@ from reflexio_pipelines.assets import aggregation, evaluation, learning, learnin
 from reflexio_pipelines.checks import search_index_is_servable
 from reflexio_pipelines.jobs import aggregation_job, evaluation_job, extract_job, index_job, learn_job
 from reflexio_pipelines.operations import lifecycle_job, rerun_job
-from reflexio_pipelines.schedules import aggregation_schedule, evaluation_schedule, index_compaction_schedule
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
+from reflexio_pipelines.schedules import aggregation_schedule, evaluation_schedule, index_compaction_schedule
 from reflexio_pipelines.sensors import interaction_index_sensor, landing_sensor
 from reflexio_pipelines.settings import Settings, load_settings
 
@@ -65,8 +65,9 @@ def build_definitions(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or load_settings()
     sharded = settings.learning_shards > 1
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([turns, learning_shards if sharded else learning, aggregation, evaluation,
-                                            outcomes, search_index]),  # fmt: skip
+        assets=dg.load_assets_from_modules(
+            [turns, learning_shards if sharded else learning, aggregation, evaluation, outcomes, search_index]
+        ),
         asset_checks=[search_index_is_servable],
         jobs=[learn_job, extract_job, index_job, aggregation_job, evaluation_job, rerun_job, lifecycle_job],
         schedules=[aggregation_schedule, evaluation_schedule, index_compaction_schedule],

@@ -7,9 +7,17 @@ import dagster as dg
 INDEX_ASSETS = dg.AssetSelection.assets("search_index", "serving_index")
 AGGREGATION_ASSETS = dg.AssetSelection.assets("playbook_embeddings", "agent_playbooks", "aggregation_change_log")
 EVALUATION_ASSETS = dg.AssetSelection.assets(
-    "session_evaluations", "shadow_comparisons", "session_outcomes", "item_outcome_events", "item_outcomes",
-    "outcome_change_log", "impact_metrics", "impact_before_after", "impact_holdout",
+    "session_evaluations",
+    "shadow_comparisons",
+    "session_outcomes",
+    "item_outcome_events",
+    "item_outcomes",
+    "outcome_change_log",
+    "impact_metrics",
+    "impact_before_after",
+    "impact_holdout",
 )
+
 
 def lake_run_config(root: str, metadata_previews: bool) -> dict:
     """Run config pointing a run's `lake` resource at another lake (an organisation's): the resource's whole
@@ -25,8 +33,9 @@ def lake_run_config(root: str, metadata_previews: bool) -> dict:
 MAX_NEW_TURNS_PER_BUILD = 600
 
 
-def learning_run_config(flush: str = "all", flush_users: list[str] | tuple[str, ...] = (),
-                        index_turns: bool = False) -> dict:  # fmt: skip
+def learning_run_config(
+    flush: str = "all", flush_users: list[str] | tuple[str, ...] = (), index_turns: bool = False
+) -> dict:
     """Run config of the learning step (assets/learning.py `LearningRunConfig`) for a `learn_job`/`extract_job` run:
     `flush="due"` holds back incomplete windows of active sessions, except `flush_users`' turns. `index_turns`
     (`learn_job` only) has the run's index build take in the turns published since the served version too."""

@@ -95,8 +95,17 @@ def rerun(lake: Lake, extractor: ExtractorResource, embedder: EmbedderResource, 
     for turn in turns_from_table(turns_table):
         by_user[turn.user_id].append(turn)
     stopped = {"generated": 0, "users": len(by_user), "discarded_pending": 0, "id_column": id_column, "cancelled": True}
-    if begin_operation(lake, service, cfg.operation_id, cfg.model_dump(exclude=RUN_FIELDS), total_users=len(by_user),
-                       stale_after_s=cfg.stale_after_s) is None:  # fmt: skip
+    if (
+        begin_operation(
+            lake,
+            service,
+            cfg.operation_id,
+            cfg.model_dump(exclude=RUN_FIELDS),
+            total_users=len(by_user),
+            stale_after_s=cfg.stale_after_s,
+        )
+        is None
+    ):
         return stopped  # cleared before it began
     with heartbeat(lake, service, cfg.operation_id, cfg.heartbeat_s):
         rows: list[dict] = []
@@ -104,14 +113,26 @@ def rerun(lake: Lake, extractor: ExtractorResource, embedder: EmbedderResource, 
         for user_id in sorted(by_user):
             if cancel_requested(lake, service, cfg.operation_id):
                 # Nothing of a cancelled rerun is written: its pending rows appear all at once or not at all.
-                update_status(lake, service, cfg.operation_id, status="cancelled", completed_at=int(time.time()),
-                              current_user_id=None)  # fmt: skip
+                update_status(
+                    lake,
+                    service,
+                    cfg.operation_id,
+                    status="cancelled",
+                    completed_at=int(time.time()),
+                    current_user_id=None,
+                )
                 return stopped
             output = learn(
-                by_user[user_id], {user_id: UserState()}, extractor.get(), embedder.get(),
-                extractor.dedup_judge_factory(), window="rerun", run_id=run_id, config=extractor.get_config(),
+                by_user[user_id],
+                {user_id: UserState()},
+                extractor.get(),
+                embedder.get(),
+                extractor.dedup_judge_factory(),
+                window="rerun",
+                run_id=run_id,
+                config=extractor.get_config(),
                 status="pending",
-            )  # fmt: skip
+            )
             produced = output.profiles if cfg.entity == "profile" else output.playbooks
             for row in produced:
                 row["window"] = max(window_of[t] for t in row["source_turn_ids"])
@@ -121,16 +142,22 @@ def rerun(lake: Lake, extractor: ExtractorResource, embedder: EmbedderResource, 
                 row[id_column] = _versioned_id(row[id_column], cfg.operation_id)
             rows.extend(produced)
             processed.append(user_id)
-            progress = update_status(lake, service, cfg.operation_id, current_user_id=user_id,
-                                     processed_users=len(processed), processed_user_ids=processed,
-                                     stats={"total_interactions_processed": turns_table.num_rows,
-                                            "total_generated": len(rows)})  # fmt: skip
+            progress = update_status(
+                lake,
+                service,
+                cfg.operation_id,
+                current_user_id=user_id,
+                processed_users=len(processed),
+                processed_user_ids=processed,
+                stats={"total_interactions_processed": turns_table.num_rows, "total_generated": len(rows)},
+            )
             if progress is None:  # cleared or taken for interrupted meanwhile: write nothing, as for a cancel
                 return stopped
         discarded = _discard_earlier_pending(lake, cfg, set(by_user))
         lake.replace_operation(table_name, cfg.operation_id, pa.Table.from_pylist(rows, schema=TABLES[table_name]))
-        update_status(lake, service, cfg.operation_id, status="completed", completed_at=int(time.time()),
-                      current_user_id=None)  # fmt: skip
+        update_status(
+            lake, service, cfg.operation_id, status="completed", completed_at=int(time.time()), current_user_id=None
+        )
     return {"generated": len(rows), "users": len(by_user), "discarded_pending": discarded, "id_column": id_column}
 
 
@@ -141,8 +168,11 @@ def _versioned_id(item_id: str | int, operation_id: str) -> str | int:
 
 
 def _discard_earlier_pending(lake: Lake, cfg: RerunConfig, users: set[str]) -> int:
-    pending = [r for r in live_rows(lake, cfg.entity, statuses=("pending",))
-               if r["user_id"] in users and r["operation_id"] != cfg.operation_id]  # fmt: skip
+    pending = [
+        r
+        for r in live_rows(lake, cfg.entity, statuses=("pending",))
+        if r["user_id"] in users and r["operation_id"] != cfg.operation_id
+    ]
     _, id_column, _ = ENTITY_TABLES[cfg.entity]
     events = [(str(r[id_column]), r["user_id"], "pending", "discarded") for r in pending]
     _append_events(lake, cfg.operation_id, "rerun", cfg.entity, events)
@@ -162,8 +192,13 @@ def change_status(lake: Lake, cfg: StatusChangeConfig) -> dict:
         changes = plan_downgrade(rows, id_column)
     else:
         raise dg.Failure(f"unknown lifecycle operation {cfg.op!r}")
-    _append_events(lake, cfg.operation_id, cfg.op, cfg.entity,
-                   [(c.item_id, c.user_id, c.from_status, c.to_status) for c in changes])  # fmt: skip
+    _append_events(
+        lake,
+        cfg.operation_id,
+        cfg.op,
+        cfg.entity,
+        [(c.item_id, c.user_id, c.from_status, c.to_status) for c in changes],
+    )
     counts: dict[str, int] = defaultdict(int)
     for change in changes:
         counts[f"{change.from_status}->{change.to_status}"] += 1
@@ -175,17 +210,28 @@ def _matches(row: dict, cfg: StatusChangeConfig) -> bool:
     return all(row.get(column) == value for column, value in filters.items())
 
 
-def _append_events(lake: Lake, operation_id: str, op: str, entity: str, events: list[tuple[str, str, str, str]]) -> None:
+def _append_events(
+    lake: Lake, operation_id: str, op: str, entity: str, events: list[tuple[str, str, str, str]]
+) -> None:
     if not events:
         return
     with lake.lock("lifecycle-events"):
         base = lake.read_table("lifecycle_events").num_rows
         now = int(time.time())
         rows = [
-            {"operation_id": operation_id, "op": op, "entity": entity, "item_id": item_id, "user_id": user_id,
-             "from_status": old, "to_status": new, "seq": base + i, "at": now}
+            {
+                "operation_id": operation_id,
+                "op": op,
+                "entity": entity,
+                "item_id": item_id,
+                "user_id": user_id,
+                "from_status": old,
+                "to_status": new,
+                "seq": base + i,
+                "at": now,
+            }
             for i, (item_id, user_id, old, new) in enumerate(events)
-        ]  # fmt: skip
+        ]
         lake.append("lifecycle_events", pa.Table.from_pylist(rows, schema=TABLES["lifecycle_events"]))
 
 
@@ -193,8 +239,13 @@ def _append_events(lake: Lake, operation_id: str, op: str, entity: str, events: 
 
 
 @dg.op(description="Re-extract profiles or user playbooks over a time range into pending rows.")
-def rerun_extraction(context: dg.OpExecutionContext, config: RerunConfig, lake: LakeResource,
-                     extractor: ExtractorResource, embedder: EmbedderResource) -> dict:  # fmt: skip
+def rerun_extraction(
+    context: dg.OpExecutionContext,
+    config: RerunConfig,
+    lake: LakeResource,
+    extractor: ExtractorResource,
+    embedder: EmbedderResource,
+) -> dict:
     result = rerun(lake.get(), extractor, embedder, config, context.run.run_id)
     context.add_output_metadata({"generated": result["generated"], "users": result["users"]})
     return result

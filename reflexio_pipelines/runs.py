@@ -135,7 +135,11 @@ def launch(
     lake = Lake.at(settings.lake)
     with _lake_lock(str(lake.root)):
         instance = instance or default_instance()
-        keys = partition_keys if partition_keys is not None else [p.partition_key for p in pending_windows(lake, GRANULARITY)]
+        keys = (
+            partition_keys
+            if partition_keys is not None
+            else [p.partition_key for p in pending_windows(lake, GRANULARITY)]
+        )
         result = LaunchResult(partition_keys=list(keys))
         run_config = {**_RUN_CONFIG, **learning_run_config(flush, flush_users)}
         for key in keys:
@@ -146,8 +150,9 @@ def launch(
         return result
 
 
-def _extract(defs: dg.Definitions, settings: Settings, instance: dg.DagsterInstance, partition_key: str,
-             run_config: dict) -> str:  # fmt: skip
+def _extract(
+    defs: dg.Definitions, settings: Settings, instance: dg.DagsterInstance, partition_key: str, run_config: dict
+) -> str:
     """One `extract_job` run of a window; its run id. Raises as `execute_in_process` does when the run fails.
 
     Unsharded, in this process. With `learning_shards` > 1, through the definitions' multiprocess executor, so
@@ -156,10 +161,14 @@ def _extract(defs: dg.Definitions, settings: Settings, instance: dg.DagsterInsta
     if settings.learning_shards <= 1:
         job = defs.resolve_job_def("extract_job")
         return job.execute_in_process(partition_key=partition_key, instance=instance, run_config=run_config).run_id
-    job = dg.build_reconstructable_job(__name__, extract_job.__name__, reconstructable_kwargs={
-        "lake": str(Lake.at(settings.lake).root), "learning_shards": settings.learning_shards})  # fmt: skip
-    with dg.execute_job(job, instance=instance, run_config=run_config, tags={"dagster/partition": partition_key},
-                        raise_on_error=True) as run:  # fmt: skip
+    job = dg.build_reconstructable_job(
+        __name__,
+        extract_job.__name__,
+        reconstructable_kwargs={"lake": str(Lake.at(settings.lake).root), "learning_shards": settings.learning_shards},
+    )
+    with dg.execute_job(
+        job, instance=instance, run_config=run_config, tags={"dagster/partition": partition_key}, raise_on_error=True
+    ) as run:
         return run.run_id
 
 
@@ -217,8 +226,11 @@ def run_aggregation(
         run = defs.resolve_job_def("aggregation_job").execute_in_process(
             run_config={"ops": {"agent_playbook_aggregation": {"config": config}}, **_RUN_CONFIG}, instance=instance
         )
-    (materialization,) = [m for m in run.asset_materializations_for_node("agent_playbook_aggregation")
-                          if m.asset_key.path[-1] == "agent_playbooks"]  # fmt: skip
+    (materialization,) = [
+        m
+        for m in run.asset_materializations_for_node("agent_playbook_aggregation")
+        if m.asset_key.path[-1] == "agent_playbooks"
+    ]
     counts = {k: v.value for k, v in materialization.metadata.items() if isinstance(v.value, int)}
     return {"run_id": run.run_id, "success": run.success, **counts}
 
@@ -238,18 +250,31 @@ def run_evaluation(
     with _lake_lock(str(Lake.at(settings.lake).root)):
         instance = instance or default_instance()
         run = defs.resolve_job_def("evaluation_job").execute_in_process(
-            run_config={"ops": {"session_evaluation": {"config": {"now": now}},
-                                "learned_item_outcomes": {"config": {"now": now}}}, **_RUN_CONFIG},
+            run_config={
+                "ops": {
+                    "session_evaluation": {"config": {"now": now}},
+                    "learned_item_outcomes": {"config": {"now": now}},
+                },
+                **_RUN_CONFIG,
+            },
             instance=instance,
         )
-    (materialization,) = [m for m in run.asset_materializations_for_node("session_evaluation")
-                          if m.asset_key.path[-1] == "session_evaluations"]  # fmt: skip
+    (materialization,) = [
+        m
+        for m in run.asset_materializations_for_node("session_evaluation")
+        if m.asset_key.path[-1] == "session_evaluations"
+    ]
     counts = {k: v.value for k, v in materialization.metadata.items() if isinstance(v.value, (int, float))}
     return {"run_id": run.run_id, "success": run.success, **counts}
 
 
-def rebuild_index(*, settings: Settings | None = None, instance: dg.DagsterInstance | None = None,
-                  compact: bool = False, index_turns: bool = False) -> str:  # fmt: skip
+def rebuild_index(
+    *,
+    settings: Settings | None = None,
+    instance: dg.DagsterInstance | None = None,
+    compact: bool = False,
+    index_turns: bool = False,
+) -> str:
     """Run `index_job` (index everything live, incl. manual curation, and publish it): a delta on the current
     version, or with `compact` a full rebuild (a new base); with `index_turns` it also takes in the turns published
     since the current version. Returns the run id."""
@@ -261,8 +286,9 @@ def rebuild_index(*, settings: Settings | None = None, instance: dg.DagsterInsta
         return _rebuild_index(defs, instance or default_instance(), compact=compact, index_turns=index_turns)
 
 
-def _rebuild_index(defs: dg.Definitions, instance: dg.DagsterInstance, *, compact: bool = False,
-                   index_turns: bool = False) -> str:  # fmt: skip
+def _rebuild_index(
+    defs: dg.Definitions, instance: dg.DagsterInstance, *, compact: bool = False, index_turns: bool = False
+) -> str:
     run_config = {**_RUN_CONFIG, "ops": {"search_index": {"config": {"compact": compact, "index_turns": index_turns}}}}
     run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=run_config)
     return run.run_id

@@ -17,17 +17,23 @@ from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.storage import lake_path
 
 
-def per_organisation(context: dg.ScheduleEvaluationContext, lake: LakeResource,
-                     run_config: dict | None = None) -> list[dg.RunRequest]:  # fmt: skip
+def per_organisation(
+    context: dg.ScheduleEvaluationContext, lake: LakeResource, run_config: dict | None = None
+) -> list[dg.RunRequest]:
     """One run request per lake for this tick (with `run_config`'s op config); the run key (tick + organisation)
     makes a tick request each once."""
     tick = context.scheduled_execution_time.strftime("%Y%m%dT%H%M") if context.scheduled_execution_time else "now"
     return [
-        dg.RunRequest(run_key=f"{tick}:{org}", tags={ORG_TAG: org},
-                      run_config={**(run_config or {}),
-                                  **({} if org == DEFAULT_ORG else lake_run_config(str(root), lake.metadata_previews))})
+        dg.RunRequest(
+            run_key=f"{tick}:{org}",
+            tags={ORG_TAG: org},
+            run_config={
+                **(run_config or {}),
+                **({} if org == DEFAULT_ORG else lake_run_config(str(root), lake.metadata_previews)),
+            },
+        )
         for org, root in lakes_of(lake_path(lake.root))
-    ]  # fmt: skip
+    ]
 
 
 @dg.schedule(

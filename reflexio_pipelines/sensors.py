@@ -38,14 +38,18 @@ def landing_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> d
     # The run key names the exact file set, so a window is requested once per new set of files even though
     # this sensor keeps no cursor: the lake, not the sensor, is the state.
     requests = [
-        dg.RunRequest(run_key=f"{p.partition_key}:{p.digest}", partition_key=p.partition_key,
-                      run_config=learning_run_config("due", index_turns=True))  # fmt: skip
+        dg.RunRequest(
+            run_key=f"{p.partition_key}:{p.digest}",
+            partition_key=p.partition_key,
+            run_config=learning_run_config("due", index_turns=True),
+        )
         for p in pending
         if p.partition_key not in busy
     ]
     if not requests:
-        return dg.SensorResult(skip_reason="a run is in flight for every pending window" if pending
-                               else "no new landing files")  # fmt: skip
+        return dg.SensorResult(
+            skip_reason="a run is in flight for every pending window" if pending else "no new landing files"
+        )
     return dg.SensorResult(run_requests=requests)
 
 
@@ -79,5 +83,13 @@ def interaction_index_sensor(context: dg.SensorEvaluationContext, lake: LakeReso
         return dg.SensorResult(skip_reason="a learn_job run is in flight: its index build takes the turns in")
     # Keyed by the version and the newest file: requested once per new turns, again only after a new version.
     key = f"turns:{current_version(store.index_root)}:{newer[-1].name}"
-    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=key, run_config={
-        "ops": {"search_index": {"config": {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}}}})])  # fmt: skip
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(
+                run_key=key,
+                run_config={
+                    "ops": {"search_index": {"config": {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}}}
+                },
+            )
+        ]
+    )

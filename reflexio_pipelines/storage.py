@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
 
-from reflexio_pipelines.files import TMP_PREFIX, atomic_write_bytes as _atomic_write_local, fsync_path
+from reflexio_pipelines.files import TMP_PREFIX, fsync_path
+from reflexio_pipelines.files import atomic_write_bytes as _atomic_write_local
 
 #: A lake location: a local path, or a remote one (any UPath that is not a local `Path`).
 LakePath = Union[Path, UPath]
@@ -159,7 +160,7 @@ def download_tree(remote: UPath, local: Path) -> None:
     try:
         prefix = remote.path.rstrip("/") + "/"
         for key in remote.fs.find(remote.path):
-            target = tmp / key[len(prefix):]
+            target = tmp / key[len(prefix) :]
             target.parent.mkdir(parents=True, exist_ok=True)
             remote.fs.get_file(key, str(target))
         os.rename(tmp, local)

@@ -22,12 +22,12 @@ from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import live_turns, user_states
 from reflexio_pipelines.lake.schemas import TABLES
+from reflexio_pipelines.learning.batch import LearnOutput, LearnStats
 from reflexio_pipelines.learning.carry import ITEM_TABLES, WINDOW_TABLES, window_rows
 from reflexio_pipelines.learning.config import ExtractionConfig
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.extract import Extractor
 from reflexio_pipelines.learning.failures import blocked_users, merge_failures
-from reflexio_pipelines.learning.batch import LearnOutput, LearnStats
 from reflexio_pipelines.learning.learn import JudgeFactory, learn
 from reflexio_pipelines.learning.windows import Pace, group_by_user
 
@@ -59,8 +59,10 @@ def window_stamp(previous: dict[str, Rows]) -> str:
     """A digest of what earlier runs committed for the window: it changes with every commit that moved a bookmark
     or added an item, so a fanned-out run can tell at its commit whether another run of the window committed while
     its shards were learning."""
-    marks = sorted((b["user_id"], b["extractor"], b["last_turn_id"] or "", b["run_id"] or "",
-                    tuple(b["processed_turn_ids"] or ())) for b in previous.get("extraction_bookmarks", []))  # fmt: skip
+    marks = sorted(
+        (b["user_id"], b["extractor"], b["last_turn_id"] or "", b["run_id"] or "", tuple(b["processed_turn_ids"] or ()))
+        for b in previous.get("extraction_bookmarks", [])
+    )
     counts = [len(previous.get(name, [])) for name in WINDOW_TABLES]
     return hashlib.sha256(json.dumps([marks, counts]).encode()).hexdigest()
 
@@ -81,8 +83,16 @@ def shard_users(users: Sequence[str], count: int) -> list[int]:
     return shards
 
 
-def learn_users(store: Lake, window: str, learner: Learner, pace: Pace, *, run_id: str,
-                previous: dict[str, Rows], users: Collection[str] | None = None) -> LearnOutput:  # fmt: skip
+def learn_users(
+    store: Lake,
+    window: str,
+    learner: Learner,
+    pace: Pace,
+    *,
+    run_id: str,
+    previous: dict[str, Rows],
+    users: Collection[str] | None = None,
+) -> LearnOutput:
     """Learn the window's new turns of `users` (None: every user of the window) from their state in the lake.
 
     `previous` is the window's rows from earlier runs (`previous_rows`): the state a run continues from."""
@@ -98,9 +108,20 @@ def learn_users(store: Lake, window: str, learner: Learner, pace: Pace, *, run_i
     # a user with an unlearned earlier window waits behind it (see learning/failures.py)
     earlier = [("user_id", "in", ids), ("window", "<", window)]
     blocked = blocked_users(store.read_table("extraction_failures", filters=earlier).to_pylist()) if ids else {}
-    return learn(turns, states, learner.extractor, learner.embedder, learner.judge_factory, window=window,
-                 run_id=run_id, config=learner.config, on_failure="record", blocked=blocked, pace=pace,
-                 concurrency=learner.concurrency)  # fmt: skip
+    return learn(
+        turns,
+        states,
+        learner.extractor,
+        learner.embedder,
+        learner.judge_factory,
+        window=window,
+        run_id=run_id,
+        config=learner.config,
+        on_failure="record",
+        blocked=blocked,
+        pace=pace,
+        concurrency=learner.concurrency,
+    )
 
 
 def merge_outputs(outputs: Sequence[LearnOutput], user_order: Sequence[str]) -> LearnOutput:
@@ -135,24 +156,45 @@ class Committed:
     versions: dict[str, int]
 
 
-def commit_window(store: Lake, window: str, run_id: str, previous: dict[str, Rows], output: LearnOutput,
-                  *, clock: Callable[[], float] = time.time) -> Committed:  # fmt: skip
+def commit_window(
+    store: Lake,
+    window: str,
+    run_id: str,
+    previous: dict[str, Rows],
+    output: LearnOutput,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Committed:
     """Replace the window's tables with `previous` carried forward plus `output`, record its failures, and only
     then mark the window learned (a run that dies before the last line leaves the window pending, so the sensor
     runs it again). The caller holds the window's lock."""
     tables = window_rows(previous, output)
     arrow = {name: pa.Table.from_pylist(rows, schema=TABLES[name]) for name, rows in tables.items()}
-    failures = merge_failures(store.read_table("extraction_failures", window).to_pylist(), output.failures,
-                              output.learned_users, window=window, run_id=run_id, at=int(clock()))  # fmt: skip
+    failures = merge_failures(
+        store.read_table("extraction_failures", window).to_pylist(),
+        output.failures,
+        output.learned_users,
+        window=window,
+        run_id=run_id,
+        at=int(clock()),
+    )
     versions = {name: store.replace_window(name, window, table) for name, table in arrow.items()}
     store.replace_window("extraction_failures", window, pa.Table.from_pylist(failures, TABLES["extraction_failures"]))
     store.mark_learned(window)
     return Committed(arrow, versions)
 
 
-def commit_staged(store: Lake, window: str, run_id: str, shards: Sequence[int], *, learner_of: Callable[[], Learner],
-                  pace_of: Callable[[], Pace], rebuild: bool,
-                  warn: Callable[[str], None]) -> tuple[LearnOutput, Committed]:  # fmt: skip
+def commit_staged(
+    store: Lake,
+    window: str,
+    run_id: str,
+    shards: Sequence[int],
+    *,
+    learner_of: Callable[[], Learner],
+    pace_of: Callable[[], Pace],
+    rebuild: bool,
+    warn: Callable[[str], None],
+) -> tuple[LearnOutput, Committed]:
     """Commit a fanned-out run: the staged outputs of its `shards` merged in the window's user order. If another run
     committed the window while the shards learned (the plan's stamp moved) or the staging is gone (an erasure), the
     window is learned again from what is committed now instead, by `learner_of()` (only then made: a merge needs no
@@ -165,8 +207,10 @@ def commit_staged(store: Lake, window: str, run_id: str, shards: Sequence[int], 
     if plan is not None and window_stamp(previous) == plan.stamp and all(o is not None for o in outputs):
         output = merge_outputs(outputs, plan.users)
     else:
-        warn(f"window {window} changed while its shards learned (another run committed it, "
-             "or its staging was erased): learning it again from what is committed now")  # fmt: skip
+        warn(
+            f"window {window} changed while its shards learned (another run committed it, "
+            "or its staging was erased): learning it again from what is committed now"
+        )
         pace = plan.pace if plan else pace_of()
         output = learn_users(store, window, learner_of(), pace, run_id=run_id, previous=previous)
     return output, commit_window(store, window, run_id, previous, output)
@@ -178,8 +222,16 @@ def commit_staged(store: Lake, window: str, run_id: str, shards: Sequence[int], 
 CATCH_UP_PASSES = 3
 
 
-def learn_and_commit(store: Lake, window: str, learner: Learner, pace_of: Callable[[], Pace], *, run_id: str,
-                     rebuild: bool = False, catch_up: int = CATCH_UP_PASSES) -> tuple[LearnOutput, Committed]:  # fmt: skip
+def learn_and_commit(
+    store: Lake,
+    window: str,
+    learner: Learner,
+    pace_of: Callable[[], Pace],
+    *,
+    run_id: str,
+    rebuild: bool = False,
+    catch_up: int = CATCH_UP_PASSES,
+) -> tuple[LearnOutput, Committed]:
     """Learn the window and commit it; then, up to `catch_up` times, learn and commit again if held-back turns fell
     due meanwhile (`pace_of()` is the run's pace with its clock read now). The caller holds the window's lock.
 
@@ -210,6 +262,12 @@ def _with_pass(total: LearnOutput, later: LearnOutput) -> LearnOutput:
     stats.add(later.stats)
     blocked = {f.user_id for f in total.failures if f.stage == "blocked"}
     failures = [*total.failures, *(f for f in later.failures if not (f.stage == "blocked" and f.user_id in blocked))]
-    return LearnOutput([*total.profiles, *later.profiles], [*total.playbooks, *later.playbooks],
-                       [*total.change_log, *later.change_log], [*total.bookmarks, *later.bookmarks], stats,
-                       failures, total.learned_users | later.learned_users)  # fmt: skip
+    return LearnOutput(
+        [*total.profiles, *later.profiles],
+        [*total.playbooks, *later.playbooks],
+        [*total.change_log, *later.change_log],
+        [*total.bookmarks, *later.bookmarks],
+        stats,
+        failures,
+        total.learned_users | later.learned_users,
+    )

@@ -18,8 +18,13 @@ def keys(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     create = sub.add_parser("create", help="create a key for an organisation; prints it once")
     create.add_argument("--org", required=True)
-    create.add_argument("--limit", action="append", default=[], metavar="CLASS=PER_MINUTE",
-                        help="rate limit override, e.g. publish=600 (classes: publish, search, admin, other)")
+    create.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="CLASS=PER_MINUTE",
+        help="rate limit override, e.g. publish=600 (classes: publish, search, admin, other)",
+    )
     sub.add_parser("list", help="list keys (ids, organisations, status; never the keys)")
     revoke = sub.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("key_id")

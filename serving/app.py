@@ -11,6 +11,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reflexio_pipelines.settings import Settings, load_settings
+from serving import hosts
+from serving.autolearn import AutoLearner
+from serving.bodylimit import BodySizeLimit
+from serving.errors import error
+from serving.ratelimit import RateLimiter, route_class
 from serving.routers import (
     config,
     curation,
@@ -24,11 +29,6 @@ from serving.routers import (
     reads,
     search,
 )
-from serving.autolearn import AutoLearner
-from serving import hosts
-from serving.bodylimit import BodySizeLimit
-from serving.errors import error
-from serving.ratelimit import RateLimiter, route_class
 from serving.state import Launcher
 from serving.tenancy import DEFAULT_ORG, Tenants
 
@@ -81,13 +81,21 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
             scheme, _, token = request.headers.get("authorization", "").partition(" ")
             key = tenants.keys.verify(token.strip()) if scheme.lower() == "bearer" else None
             if key is None:
-                return error(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", "message",
-                             headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+                return error(
+                    401,
+                    "missing or invalid API key: send 'Authorization: Bearer <key>'",
+                    "message",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
             cls = route_class(request.url.path)
             wait = limiter.allow(f"{key.key_id}:{cls}", key.limit(cls))
             if wait is not None:
-                return error(429, f"rate limit of {key.limit(cls)} {cls} requests per minute reached; retry in "
-                                  f"{wait:.1f} s", "message", headers={"Retry-After": str(max(1, round(wait)))})  # fmt: skip
+                return error(
+                    429,
+                    f"rate limit of {key.limit(cls)} {cls} requests per minute reached; retry in {wait:.1f} s",
+                    "message",
+                    headers={"Retry-After": str(max(1, round(wait)))},
+                )
             request.state.org_id = key.org_id
         return await call_next(request)
 
@@ -109,10 +117,7 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
-            for e in exc.errors()
-        ]
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         summary = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
         # `detail` keeps the per-field list (the SDK's ValidationError.errors); the message is the summary
         return error(422, summary, "message", extra={"detail": errors})

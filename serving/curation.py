@@ -8,7 +8,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from reflexio_pipelines.lake.curation import ID_COLUMNS, CurationOp, apply_adds_and_updates, deleted_ids, read_ops, record
+from reflexio_pipelines.lake.curation import (
+    ID_COLUMNS,
+    CurationOp,
+    apply_adds_and_updates,
+    deleted_ids,
+    read_ops,
+    record,
+)
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.search.documents import patch_view
 

@@ -14,12 +14,19 @@ from typing import Any
 from fastapi.responses import JSONResponse
 
 
-def error(status_code: int, message: str, key: str = "msg", *, headers: Mapping[str, str] | None = None,
-          extra: Mapping[str, Any] | None = None) -> JSONResponse:  # fmt: skip
+def error(
+    status_code: int,
+    message: str,
+    key: str = "msg",
+    *,
+    headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> JSONResponse:
     """An error answer with `status_code` and `message` under `key`; `extra` adds fields (e.g. a 422's per-field
     `detail` list, which the SDK reads), `headers` e.g. `Retry-After`."""
-    return JSONResponse(status_code=status_code, headers=dict(headers or {}),
-                        content={**(extra or {}), "success": False, key: message})  # fmt: skip
+    return JSONResponse(
+        status_code=status_code, headers=dict(headers or {}), content={**(extra or {}), "success": False, key: message}
+    )
 
 
 def not_found(what: str, key: str = "msg") -> JSONResponse:

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from reflexio_pipelines.learning.embedding import Embedder
-from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
 from reflexio_pipelines.search.build import build_index
+from reflexio_pipelines.search.documents import agent_playbook_docs, profile_docs, user_playbook_docs
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.types import SearchDoc
 from reflexio_pipelines.search.versions import new_version_id
@@ -53,8 +53,9 @@ class _Vectors:
         self._used = {(model_id, dim, t) for t in texts}
         return {t: self._vectors[(model_id, dim, t)] for t in texts if (model_id, dim, t) in self._vectors}
 
-    def store(self, model_id: str, dim: int, texts: Sequence[str], vectors: np.ndarray,
-              owners: Mapping[str, frozenset[str]]) -> None:  # fmt: skip
+    def store(
+        self, model_id: str, dim: int, texts: Sequence[str], vectors: np.ndarray, owners: Mapping[str, frozenset[str]]
+    ) -> None:
         self._vectors.update({(model_id, dim, t): np.array(v) for t, v in zip(texts, vectors)})
         self._vectors = {k: v for k, v in self._vectors.items() if k in self._used}
 
@@ -83,8 +84,12 @@ class FreshAdds:
             return self._index
 
     def _rebuild(self, served: LoadedIndex | None, key: tuple[str | None, int]) -> None:
-        docs = [doc for entity in _DOCS for doc in _DOCS[entity](self._curation.added_rows(entity))
-                if served is None or served.payload(entity, doc.doc_id) is None]  # fmt: skip
+        docs = [
+            doc
+            for entity in _DOCS
+            for doc in _DOCS[entity](self._curation.added_rows(entity))
+            if served is None or served.payload(entity, doc.doc_id) is None
+        ]
         signature = _signature(docs)
         if signature == self._signature:  # e.g. a delete of a learned item, or the log re-read by the watcher
             self._key = key
@@ -118,6 +123,11 @@ def _signature(docs: list[SearchDoc]) -> str:
     """What an overlay built over `docs` would hold (ids, texts, payloads, filter fields)."""
     digest = hashlib.sha256()
     for doc in docs:
-        digest.update(json.dumps([doc.entity_type, doc.doc_id, doc.text, doc.payload, doc.status, doc.playbook_status,
-                                  doc.expires_at], sort_keys=True, default=str).encode())  # fmt: skip
+        digest.update(
+            json.dumps(
+                [doc.entity_type, doc.doc_id, doc.text, doc.payload, doc.status, doc.playbook_status, doc.expires_at],
+                sort_keys=True,
+                default=str,
+            ).encode()
+        )
     return digest.hexdigest()

@@ -66,8 +66,12 @@ class HostAllowList:
         value = Headers(scope=scope).get("host", "")
         host = host_of(value)
         if host is None or not host_allowed(host, self.patterns):
-            refused = error(400, f"Host header {value[:100]!r} is not allowed: this service answers loopback names and "
-                                 "REFLEXIO_ALLOWED_HOSTS only (docs/configuration.md)", "message")  # fmt: skip
+            refused = error(
+                400,
+                f"Host header {value[:100]!r} is not allowed: this service answers loopback names and "
+                "REFLEXIO_ALLOWED_HOSTS only (docs/configuration.md)",
+                "message",
+            )
             await refused(scope, receive, send)
             return
         await self.app(scope, receive, send)

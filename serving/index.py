@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+
 from reflexio_pipelines.search.query import LoadedIndex
-from reflexio_pipelines.search.versions import current_version
 from reflexio_pipelines.search.shards import ShardSelector
+from reflexio_pipelines.search.versions import current_version
 from reflexio_pipelines.storage import LakePath
 
 log = logging.getLogger(__name__)
@@ -20,8 +21,7 @@ class IndexHolder:
     request never mixes two versions, and an old version stays alive until its last reader lets go of it.
     """
 
-    def __init__(self, index_root: LakePath, poll_interval_s: float = 0.5,
-                 shards: ShardSelector | None = None) -> None:  # fmt: skip
+    def __init__(self, index_root: LakePath, poll_interval_s: float = 0.5, shards: ShardSelector | None = None) -> None:
         self._root = index_root
         self.shards = shards  # the index shards this replica loads (None = all)
         self._poll = poll_interval_s

@@ -19,9 +19,9 @@ from typing import Any
 
 from reflexio_pipelines.search.conversation import ENTITY, NEIGHBOURS_KEY, turn_docs
 from reflexio_pipelines.search.query import LoadedIndex
-from reflexio_pipelines.search.types import SearchFilters
 from reflexio_pipelines.search.turn_query import parse_turn_query, topic_of
 from reflexio_pipelines.search.turns import rank_texts
+from reflexio_pipelines.search.types import SearchFilters
 from serving.state import ServiceState
 
 RRF_K = 60
@@ -34,14 +34,27 @@ BM25_WEIGHT = 0.3
 POOL_WITH_REQUEST = 500
 
 
-def search_turns(state: ServiceState, user_id: str, query: str, top_k: int, mode: str, start: int | None,
-                 end: int | None, request_id: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+def search_turns(
+    state: ServiceState,
+    user_id: str,
+    query: str,
+    top_k: int,
+    mode: str,
+    start: int | None,
+    end: int | None,
+    request_id: str | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The user's turns best matching `query` (views with `neighbours`), and notes for the answer's message."""
     served = state.index.index  # one version for the whole request, even if a swap happens meanwhile
     watermark = state.turns_watermark(served)
     deleted = state.curation.excluded(ENTITY)
-    recent = [r for r in state.recent_turns.rows(user_id, watermark) if r["turn_id"] not in deleted
-              and (start is None or r["created_at"] >= start) and (end is None or r["created_at"] <= end)]  # fmt: skip
+    recent = [
+        r
+        for r in state.recent_turns.rows(user_id, watermark)
+        if r["turn_id"] not in deleted
+        and (start is None or r["created_at"] >= start)
+        and (end is None or r["created_at"] <= end)
+    ]
     pool = POOL_WITH_REQUEST if request_id else max(POOL, top_k)
     filters = SearchFilters(user_id=user_id, start_time=start, end_time=end)
     notes: list[str] = []
@@ -59,28 +72,53 @@ def search_turns(state: ServiceState, user_id: str, query: str, top_k: int, mode
             if vector is None:
                 notes.append("vector search unavailable (index built with another embedding model); used fts")
         leg_mode = mode if vector is not None else "fts"
-        leg(served.search(ENTITY, query, vector, top_k=pool, threshold=0.0, mode=leg_mode, filters=filters,
-                          exclude_ids=deleted, bm25_weight=BM25_WEIGHT))  # fmt: skip
+        leg(
+            served.search(
+                ENTITY,
+                query,
+                vector,
+                top_k=pool,
+                threshold=0.0,
+                mode=leg_mode,
+                filters=filters,
+                exclude_ids=deleted,
+                bm25_weight=BM25_WEIGHT,
+            )
+        )
     recent_docs = turn_docs(recent)
     fresh = [recent_docs[i] for i in rank_texts([d.text for d in recent_docs], query, pool)]
     legs.append([d.doc_id for d in fresh if d.doc_id not in candidates])
     candidates.update((d.doc_id, d.payload) for d in fresh if d.doc_id not in candidates)
     if not candidates:
         return [], notes
-    parsed = parse_turn_query(query, {p["role"] for p in candidates.values()},
-                              reference=max(p["created_at"] for p in candidates.values()))
+    parsed = parse_turn_query(
+        query, {p["role"] for p in candidates.values()}, reference=max(p["created_at"] for p in candidates.values())
+    )
     if parsed.timed and served is not None:  # the heuristic time leg: the same ranking within the question's range
         within = replace(filters, start_time=_later(parsed.start, start), end_time=_earlier(parsed.end, end))
-        leg(served.search(ENTITY, query, vector, top_k=pool, threshold=0.0, mode=leg_mode, filters=within,
-                          exclude_ids=deleted, bm25_weight=BM25_WEIGHT))  # fmt: skip
+        leg(
+            served.search(
+                ENTITY,
+                query,
+                vector,
+                top_k=pool,
+                threshold=0.0,
+                mode=leg_mode,
+                filters=within,
+                exclude_ids=deleted,
+                bm25_weight=BM25_WEIGHT,
+            )
+        )
     if request_id:
         candidates = {k: p for k, p in candidates.items() if p["request_id"] == request_id}
     if parsed.speakers:  # the heuristic speaker leg: the candidates the named speakers said, in fused order
         speakers = {s.casefold() for s in parsed.speakers}
         legs.append([d for d in _fuse(legs, candidates) if candidates[d]["role"].casefold() in speakers])
     if parsed.speakers or parsed.timed:
-        notes.append("heuristic boosts: " + ", ".join(
-            [*(f"speaker {s}" for s in parsed.speakers), *(["time range"] if parsed.timed else [])]))  # fmt: skip
+        notes.append(
+            "heuristic boosts: "
+            + ", ".join([*(f"speaker {s}" for s in parsed.speakers), *(["time range"] if parsed.timed else [])])
+        )
     ranked = _fuse(legs, candidates)[:top_k]
     recent_views = {d.doc_id: d.payload for d in recent_docs}
     return [_with_neighbours(candidates[d], served, recent_views, deleted) for d in ranked], notes
@@ -104,8 +142,12 @@ def _fuse(legs: list[list[str]], candidates: dict[str, dict[str, Any]]) -> list[
     return sorted(scores, key=lambda d: (-scores[d], -candidates[d]["created_at"], d))
 
 
-def _with_neighbours(payload: dict[str, Any], served: LoadedIndex | None, recent_views: dict[str, dict[str, Any]],
-                     deleted: frozenset[str]) -> dict[str, Any]:  # fmt: skip
+def _with_neighbours(
+    payload: dict[str, Any],
+    served: LoadedIndex | None,
+    recent_views: dict[str, dict[str, Any]],
+    deleted: frozenset[str],
+) -> dict[str, Any]:
     """The served view: the turn's InteractionView plus `neighbours`, the live turns of its window in order."""
     view = dict(payload)
     ids = view.pop(NEIGHBOURS_KEY, [])

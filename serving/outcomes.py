@@ -25,7 +25,6 @@ from reflexio_pipelines.learning.outcomes import ID_FIELDS, ItemRef
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class HoldoutDecision:
     """The holdout for one search: the user's arm, whether the caller switched it off, and so whether the answer
@@ -111,8 +110,9 @@ class OutcomeOverlay:
     def excluded(self, entity: str) -> frozenset[str]:
         """Ids of `entity` held out of search (flagged, the setting on, not kept by a reviewer since)."""
         with self._lock:
-            return frozenset(ref.item_id for ref in self._flagged.get(entity, ())
-                             if self._held_out(ref, self._rows[ref]))  # fmt: skip
+            return frozenset(
+                ref.item_id for ref in self._flagged.get(entity, ()) if self._held_out(ref, self._rows[ref])
+            )
 
     def annotate(self, entity: str, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The payloads with their `outcomes` counters (zeros for items never served)."""

@@ -40,8 +40,9 @@ class QueryPlan:
     """What one request resolved once, shared by its entity searches: the indexes (the served version, then the
     manual adds it lacks; see `ServiceState.searchable`) and the query vector."""
 
-    def __init__(self, state: ServiceState, indexes: list[LoadedIndex], query: str, mode: str,
-                 reformulate: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, state: ServiceState, indexes: list[LoadedIndex], query: str, mode: str, reformulate: bool = False
+    ) -> None:
         self.state, self.indexes, self.notes = state, indexes, []
         if reformulate:
             self.notes.append("enable_reformulation ignored: the read path runs no LLM, queries are used as given")
@@ -63,8 +64,16 @@ class QueryPlan:
             # Approval decisions made since this index was built apply now, in both directions.
             exclude = exclude | overlay_exclusions(index, state.control.snapshot(), q.playbook_statuses)
             filters = replace(filters, playbook_statuses=None)
-        return index.search(q.entity, q.query, self.vector, top_k=q.top_k, threshold=q.threshold, mode=self.mode,
-                            filters=filters, exclude_ids=exclude)  # fmt: skip
+        return index.search(
+            q.entity,
+            q.query,
+            self.vector,
+            top_k=q.top_k,
+            threshold=q.threshold,
+            mode=self.mode,
+            filters=filters,
+            exclude_ids=exclude,
+        )
 
     def run(self, q: EntityQuery) -> list[dict[str, Any]]:
         """Hits of one entity type as served payloads (overlays applied), best first over all indexes. Each index
@@ -77,8 +86,10 @@ class QueryPlan:
         hits = sorted(hits, key=lambda h: (-h.score, h.doc_id))[: q.top_k]
         payloads = [state.curation.patched(q.entity, h.doc_id, h.payload) for h in hits]
         if q.entity == "agent_playbook":
-            payloads = [dict(p, playbook_status=state.control.status(h.doc_id, p["playbook_status"]))
-                        for p, h in zip(payloads, hits)]  # fmt: skip
+            payloads = [
+                dict(p, playbook_status=state.control.status(h.doc_id, p["playbook_status"]))
+                for p, h in zip(payloads, hits)
+            ]
         return state.outcomes.annotate(q.entity, payloads)  # every item carries its outcome counters
 
     def run_many(self, queries: list[tuple[str, EntityQuery]]) -> dict[str, list[dict[str, Any]]]:

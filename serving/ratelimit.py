@@ -6,9 +6,18 @@ import threading
 import time
 
 #: Path prefixes of expensive operations (pipeline runs, bulk deletes) — the original limited these hardest.
-_ADMIN = ("/api/rerun_", "/api/manual_", "/api/upgrade_", "/api/downgrade_", "/api/run_playbook_aggregation",
-          "/api/delete_all_", "/api/erase_user_data", "/api/export_user_data", "/api/set_config",
-          "/api/cancel_operation")  # fmt: skip
+_ADMIN = (
+    "/api/rerun_",
+    "/api/manual_",
+    "/api/upgrade_",
+    "/api/downgrade_",
+    "/api/run_playbook_aggregation",
+    "/api/delete_all_",
+    "/api/erase_user_data",
+    "/api/export_user_data",
+    "/api/set_config",
+    "/api/cancel_operation",
+)
 
 
 def route_class(path: str) -> str:

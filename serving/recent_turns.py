@@ -59,8 +59,12 @@ class RecentTurns:
             landed, self._landed = self._landed, []
             self._read(landed)
             self._drop_through(watermark)
-            return [row for f in self._files.values() for row in f.by_user.get(user_id, ())
-                    if row["ingested_at_us"] > watermark]  # fmt: skip
+            return [
+                row
+                for f in self._files.values()
+                for row in f.by_user.get(user_id, ())
+                if row["ingested_at_us"] > watermark
+            ]
 
     def forget_user(self, user_id: str) -> None:
         """Drop the user's rows (an erasure rewrote their landing files)."""
@@ -87,5 +91,7 @@ class RecentTurns:
 
     def _drop_through(self, watermark: int) -> None:
         if watermark != self._watermark:
-            self._files = {k: f for k, f in self._files.items() if landing_ingested_us(k.rsplit("/", 1)[-1]) > watermark}
+            self._files = {
+                k: f for k, f in self._files.items() if landing_ingested_us(k.rsplit("/", 1)[-1]) > watermark
+            }
             self._watermark = watermark

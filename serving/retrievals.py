@@ -51,25 +51,53 @@ class RetrievalLog:
                 key = (entity, str(payload[id_field]))
                 if key not in self._seen:
                     self._seen.add(key)
-                    self._pending.append({"entity": entity, "item_id": key[1],
-                                          "agent_version": payload.get("agent_version"), "first_served_at": now})  # fmt: skip
+                    self._pending.append(
+                        {
+                            "entity": entity,
+                            "item_id": key[1],
+                            "agent_version": payload.get("agent_version"),
+                            "first_served_at": now,
+                        }
+                    )
 
-    def searched(self, *, user_id: str, session_id: str | None, agent_version: str | None, arm: str, holdout: bool,
-                 override: bool, results: dict[str, list[dict[str, Any]]], index_version: str | None) -> None:  # fmt: skip
+    def searched(
+        self,
+        *,
+        user_id: str,
+        session_id: str | None,
+        agent_version: str | None,
+        arm: str,
+        holdout: bool,
+        override: bool,
+        results: dict[str, list[dict[str, Any]]],
+        index_version: str | None,
+    ) -> None:
         """Note one search answer to a user: its holdout arm and the learned items it held (`results` maps the
         response fields `profiles`, `user_playbooks`, `agent_playbooks` to their payloads)."""
         served_at_us = time.time_ns() // 1_000
-        ids = {field: [p[ID_FIELDS[entity]] for p in results.get(field, []) if p.get(ID_FIELDS[entity]) is not None]
-               for field, entity in (("profiles", "profile"), ("user_playbooks", "user_playbook"),
-                                     ("agent_playbooks", "agent_playbook"))}  # fmt: skip
+        ids = {
+            field: [p[ID_FIELDS[entity]] for p in results.get(field, []) if p.get(ID_FIELDS[entity]) is not None]
+            for field, entity in (
+                ("profiles", "profile"),
+                ("user_playbooks", "user_playbook"),
+                ("agent_playbooks", "agent_playbook"),
+            )
+        }
         row = {
-            "event_id": uuid.uuid4().hex, "served_at_us": served_at_us, "user_id": user_id, "session_id": session_id,
-            "agent_version": agent_version or "", "arm": arm, "holdout": holdout, "holdout_override": override,
+            "event_id": uuid.uuid4().hex,
+            "served_at_us": served_at_us,
+            "user_id": user_id,
+            "session_id": session_id,
+            "agent_version": agent_version or "",
+            "arm": arm,
+            "holdout": holdout,
+            "holdout_override": override,
             "profile_ids": [str(i) for i in ids["profiles"]],
             "user_playbook_ids": [int(i) for i in ids["user_playbooks"]],
             "agent_playbook_ids": [int(i) for i in ids["agent_playbooks"]],
-            "index_version": index_version, "window": window_of_call(served_at_us),
-        }  # fmt: skip
+            "index_version": index_version,
+            "window": window_of_call(served_at_us),
+        }
         with self._lock:
             self._events.append(row)
 
@@ -86,7 +114,9 @@ class RetrievalLog:
                         self._lake.append("retrievals", pa.Table.from_pylist(rows, schema=TABLES["retrievals"]))
                         rows = []
                     if events:
-                        self._lake.append("retrieval_events", pa.Table.from_pylist(events, schema=TABLES["retrieval_events"]))
+                        self._lake.append(
+                            "retrieval_events", pa.Table.from_pylist(events, schema=TABLES["retrieval_events"])
+                        )
         except Exception:
             with self._lock:  # keep what was not written for the next flush rather than losing it
                 self._pending = rows + self._pending

@@ -14,9 +14,9 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 from reflexio_pipelines.privacy.erasure import active_erasures
 from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.shards import shard_of
 from reflexio_pipelines.search.text import embed_search_query
 from reflexio_pipelines.search.versions import TURNS_WATERMARK, version_watermark
-from reflexio_pipelines.search.shards import shard_of
 from reflexio_pipelines.settings import Settings
 from serving.control import ControlOverlay
 from serving.curation import CurationOverlay
@@ -123,8 +123,12 @@ class ServiceState:
         shards = self.index.shards
         if shards is None or shards.holds(user_id):
             return None
-        return error(421, f"user_id: this replica serves index shards {shards.describe()}; the user is in shard "
-                          f"{shard_of(user_id, shards.count)}", headers={"X-Reflexio-Shard": str(shard_of(user_id, shards.count))})  # fmt: skip
+        return error(
+            421,
+            f"user_id: this replica serves index shards {shards.describe()}; the user is in shard "
+            f"{shard_of(user_id, shards.count)}",
+            headers={"X-Reflexio-Shard": str(shard_of(user_id, shards.count))},
+        )
 
     def searchable(self) -> list[LoadedIndex]:
         """What a search reads: the served index version (if one was published) and the index of manual adds it does
@@ -144,7 +148,10 @@ class ServiceState:
         if self._embedder is None:
             e = self.settings.embedder
             self._embedder = make_embedder(
-                e.model, api_base=e.api_base, api_key=e.api_key.get_secret_value(), dimensions=e.dimensions,
+                e.model,
+                api_base=e.api_base,
+                api_key=e.api_key.get_secret_value(),
+                dimensions=e.dimensions,
                 api_version=e.api_version,
             )
         return self._embedder

@@ -28,7 +28,6 @@ from reflexio_pipelines.settings import LLMSettings, Settings  # noqa: E402
 from tests.support.dagster_home import dagster_home_env  # noqa: E402
 from tests.support.learned import keyed_service, learned_service  # noqa: E402, F401  (shared fixtures)
 
-
 #: Shared fixtures that start a Dagster instance or a real server: a test using one (directly or through another
 #: fixture) is an e2e test. Tests that start such things themselves carry the marker in their own module.
 E2E_FIXTURES = frozenset({"instance", "stub", "learned_service", "keyed_service"})

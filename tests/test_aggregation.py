@@ -12,22 +12,43 @@ from serving.app import create_app
 from tests.support.learned import REGION
 
 COMMITS = [
-    ("dan", "Write the commit message for this fix.", "Commit: arreglado el error de login.",
-     "No, always write commit messages in English."),
-    ("eve", "Commit these changes with a message.", "Commit: corrige le bug de connexion.",
-     "No — commit messages must always be in English."),
+    (
+        "dan",
+        "Write the commit message for this fix.",
+        "Commit: arreglado el error de login.",
+        "No, always write commit messages in English.",
+    ),
+    (
+        "eve",
+        "Commit these changes with a message.",
+        "Commit: corrige le bug de connexion.",
+        "No — commit messages must always be in English.",
+    ),
 ]
-NOISE = ("fay", "Summarise the incident report.", "Here is a 3-page summary of the incident.",
-         "No, keep incident summaries under five bullet points.")
+NOISE = (
+    "fay",
+    "Summarise the incident report.",
+    "Here is a 3-page summary of the incident.",
+    "No, keep incident summaries under five bullet points.",
+)
 
 
 @pytest.fixture
 def client(extractor_client):
     return extractor_client
+
+
 def _correct(client, user, request, answer, correction, version="ops-1"):
-    body = {"user_id": user, "agent_version": version, "session_id": f"{user}-{time.time_ns()}",
-            "interaction_data_list": [{"role": "user", "content": request}, {"role": "assistant", "content": answer},
-                                      {"role": "user", "content": correction}]}  # fmt: skip
+    body = {
+        "user_id": user,
+        "agent_version": version,
+        "session_id": f"{user}-{time.time_ns()}",
+        "interaction_data_list": [
+            {"role": "user", "content": request},
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": correction},
+        ],
+    }
     assert client.post("/api/publish_interaction?wait_for_response=true", json=body).json()["playbooks_added"] == 1
 
 
@@ -42,8 +63,10 @@ def _agent_playbooks(client, **filters) -> list[dict]:
 
 
 def _served(client) -> list[dict]:
-    return client.post("/api/search", json={"query": "which region to deploy to", "agent_version": "ops-1",
-                                            "threshold": 0.0, "top_k": 10}).json()["agent_playbooks"]  # fmt: skip
+    return client.post(
+        "/api/search",
+        json={"query": "which region to deploy to", "agent_version": "ops-1", "threshold": 0.0, "top_k": 10},
+    ).json()["agent_playbooks"]
 
 
 def test_same_correction_from_three_users_is_one_pending_agent_playbook_and_rejection_sticks(client, lake, request):
@@ -60,8 +83,10 @@ def test_same_correction_from_three_users_is_one_pending_agent_playbook_and_reje
     assert row["model"] == expected  # consolidated by the LLM (one call for the cluster) or the offline path
 
     rejected_at = time.monotonic()
-    reply = client.put("/api/update_agent_playbook_status",
-                       json={"agent_playbook_id": rule["agent_playbook_id"], "playbook_status": "rejected"})  # fmt: skip
+    reply = client.put(
+        "/api/update_agent_playbook_status",
+        json={"agent_playbook_id": rule["agent_playbook_id"], "playbook_status": "rejected"},
+    )
     assert reply.json()["success"]
     assert _served(client) == [] and time.monotonic() - rejected_at < 1.0  # gone from search in the same second
 
@@ -69,8 +94,10 @@ def test_same_correction_from_three_users_is_one_pending_agent_playbook_and_reje
     assert _served(client) == []
     assert [p["playbook_status"] for p in _agent_playbooks(client, status_filter=None)] == ["rejected"]
 
-    client.put("/api/update_agent_playbook_status",
-               json={"agent_playbook_id": rule["agent_playbook_id"], "playbook_status": "pending"})  # un-reject
+    client.put(
+        "/api/update_agent_playbook_status",
+        json={"agent_playbook_id": rule["agent_playbook_id"], "playbook_status": "pending"},
+    )  # un-reject
     assert [p["agent_playbook_id"] for p in _served(client)] == [rule["agent_playbook_id"]]
 
 
@@ -81,10 +108,17 @@ def test_unrelated_corrections_make_separate_clusters_and_approval_survives_reru
     rules = _agent_playbooks(client)
     assert len(rules) == 2  # region and commit language; the one-off stays unclustered
     commit = next(r for r in rules if "English" in r["content"])
-    client.put("/api/update_agent_playbook_status",
-               json={"agent_playbook_id": commit["agent_playbook_id"], "playbook_status": "approved"})  # fmt: skip
-    _correct(client, "gus", "Commit and push the hotfix.", "Commit: hotfix für den Login.",
-             "No, commit messages are always in English.")  # the approved cluster grows
+    client.put(
+        "/api/update_agent_playbook_status",
+        json={"agent_playbook_id": commit["agent_playbook_id"], "playbook_status": "approved"},
+    )
+    _correct(
+        client,
+        "gus",
+        "Commit and push the hotfix.",
+        "Commit: hotfix für den Login.",
+        "No, commit messages are always in English.",
+    )  # the approved cluster grows
     _correct(client, *REGION[2])
     _aggregate(client)
     after = {r["agent_playbook_id"]: r for r in _agent_playbooks(client)}
@@ -102,18 +136,30 @@ def test_change_log_and_audit_trail(client):
     added = logs[0]["added_agent_playbooks"][0]
     assert "us-west-2" in added["content"] and len(added["member_user_playbook_ids"]) == 2
     member_ids = set(added["member_user_playbook_ids"])
-    members = [p for p in client.post("/api/search", json={"query": "deploy region", "threshold": 0.0,
-                                                            "top_k": 20}).json()["user_playbooks"]  # fmt: skip
-               if p["user_playbook_id"] in member_ids]
+    members = [
+        p
+        for p in client.post("/api/search", json={"query": "deploy region", "threshold": 0.0, "top_k": 20}).json()[
+            "user_playbooks"
+        ]
+        if p["user_playbook_id"] in member_ids
+    ]
     assert len(members) == 2 and all(m["provenance"]["source_turn_ids"] for m in members)
 
 
 def test_status_update_validates(settings, instance):
     with TestClient(create_app(settings)) as client:
-        assert client.put("/api/update_agent_playbook_status",
-                          json={"agent_playbook_id": 12345, "playbook_status": "approved"}).status_code == 404  # fmt: skip
-        assert client.put("/api/update_agent_playbook_status",
-                          json={"agent_playbook_id": 1, "playbook_status": "maybe"}).status_code == 422  # fmt: skip
+        assert (
+            client.put(
+                "/api/update_agent_playbook_status", json={"agent_playbook_id": 12345, "playbook_status": "approved"}
+            ).status_code
+            == 404
+        )
+        assert (
+            client.put(
+                "/api/update_agent_playbook_status", json={"agent_playbook_id": 1, "playbook_status": "maybe"}
+            ).status_code
+            == 422
+        )
 
 
 def test_auto_approve_is_configurable_per_run(lake, instance, settings):
@@ -130,6 +176,7 @@ def test_auto_approve_is_configurable_per_run(lake, instance, settings):
 
 # -- wording: a shared rule never carries one person's words (issue #19) ------------------------------------------
 
+
 def _members(*rows: tuple[str, str, str]) -> list:
     from reflexio_pipelines.learning.aggregate import Member
 
@@ -142,11 +189,17 @@ def test_offline_consolidation_keeps_only_what_two_users_wrote_and_no_facts_abou
     from reflexio_pipelines.learning.aggregate import RepresentativeConsolidator
 
     members = _members(
-        ("zed", "When asked: I am a staff engineer at Plonkworks, how should I size the database pool?",
-         "Answer as the expert did: two connections per core at Plonkworks."),
-        ("ann", "When asked: How should I size the database pool?",
-         "Answer as the expert did: two connections per core."),
-    )  # fmt: skip
+        (
+            "zed",
+            "When asked: I am a staff engineer at Plonkworks, how should I size the database pool?",
+            "Answer as the expert did: two connections per core at Plonkworks.",
+        ),
+        (
+            "ann",
+            "When asked: How should I size the database pool?",
+            "Answer as the expert did: two connections per core.",
+        ),
+    )
     same = {m.user_playbook_id: np.ones(4, np.float32) / 2 for m in members}  # a tie: the lowest id (zed's) is chosen
     rule, calls, _, _ = RepresentativeConsolidator(same).consolidate(members, [])
     assert calls == 0
@@ -159,13 +212,19 @@ def test_offline_consolidation_keeps_only_what_two_users_wrote_and_no_facts_abou
 def test_shared_rule_filters_any_consolidator_and_says_when_nothing_is_shared():
     from reflexio_pipelines.learning.aggregate import NothingShared, Rule, shared_rule
 
-    members = _members(("zed", "When deploying the Flumpdoodle service", "Never deploy to us-east-1."),
-                       ("ann", "When deploying the billing service", "Never deploy to us-east-1."))  # fmt: skip
-    copied = Rule("Never deploy to us-east-1 (the Flumpdoodle rule).", "When deploying the Flumpdoodle service",
-                  "Region policy, as Zed's team says.")  # an LLM that copied one member, plus words of its own
+    members = _members(
+        ("zed", "When deploying the Flumpdoodle service", "Never deploy to us-east-1."),
+        ("ann", "When deploying the billing service", "Never deploy to us-east-1."),
+    )
+    copied = Rule(
+        "Never deploy to us-east-1 (the Flumpdoodle rule).",
+        "When deploying the Flumpdoodle service",
+        "Region policy, as Zed's team says.",
+    )  # an LLM that copied one member, plus words of its own
     rule = shared_rule(copied, members)
-    assert rule == Rule("Never deploy to us-east-1 (the rule).", "When deploying the service",
-                        "Region policy, as Zed's team says.")  # its own words stay: no member wrote them
+    assert rule == Rule(
+        "Never deploy to us-east-1 (the rule).", "When deploying the service", "Region policy, as Zed's team says."
+    )  # its own words stay: no member wrote them
     with pytest.raises(NothingShared):
         shared_rule(Rule("Flumpdoodle first."), members)
     alone = _members(("zed", "When deploying the Flumpdoodle service", "Flumpdoodle first."))
@@ -179,8 +238,10 @@ def test_wording_normalises_words_and_tidies_what_is_left():
     assert normal_word("Zed's") == normal_word("zed")
     assert vocabulary(["The user said: don't use Zürich!"]) == {"said", "use", "zürich"}
     drop = {normal_word("Flumpdoodle"), normal_word("Zed")}
-    assert keep_words("Deploy the 'Flumpdoodle' service (Zed), please.", lambda w: w not in drop) == \
-        "Deploy the service, please."  # fmt: skip
+    assert (
+        keep_words("Deploy the 'Flumpdoodle' service (Zed), please.", lambda w: w not in drop)
+        == "Deploy the service, please."
+    )
     text = "Use us-west-2."
     assert keep_words(text, lambda w: True) is text
     assert keep_words("Flumpdoodle!", lambda w: w not in drop) == ""

@@ -64,8 +64,18 @@ def _corpus() -> list[SearchDoc]:
         status = "archived" if rng.random() < 0.1 else "current"
         expires = NOW - 1 if rng.random() < 0.05 else None
         text = f"c{cluster} note {i} about topic{cluster} and item{i % 37}"
-        docs.append(SearchDoc("user_playbook", f"up-{i:05d}", text, {"id": i}, user_id=user, status=status,
-                              created_at=NOW - i, expires_at=expires))  # fmt: skip
+        docs.append(
+            SearchDoc(
+                "user_playbook",
+                f"up-{i:05d}",
+                text,
+                {"id": i},
+                user_id=user,
+                status=status,
+                created_at=NOW - i,
+                expires_at=expires,
+            )
+        )
     docs += [SearchDoc("profile", f"p-{i}", f"c{i % CLUSTERS} profile {i}", {}, user_id="u0") for i in range(20)]
     return docs
 
@@ -105,10 +115,12 @@ def _queries(embedder: ClusteredEmbedder, n: int = 30) -> list[np.ndarray]:
     return [embedder.embed([f"c{(k * 7) % CLUSTERS} query {k}"])[0] for k in range(n)]
 
 
-def _vector_ids(index: LoadedIndex, q: np.ndarray, filters: SearchFilters, top_k: int = 10, threshold: float = -1.0,
-                **kwargs) -> list[str]:  # fmt: skip
-    hits = index.search("user_playbook", "", q, top_k=top_k, threshold=threshold, mode="vector", filters=filters,
-                        **kwargs)  # fmt: skip
+def _vector_ids(
+    index: LoadedIndex, q: np.ndarray, filters: SearchFilters, top_k: int = 10, threshold: float = -1.0, **kwargs
+) -> list[str]:
+    hits = index.search(
+        "user_playbook", "", q, top_k=top_k, threshold=threshold, mode="vector", filters=filters, **kwargs
+    )
     return [h.doc_id for h in hits]
 
 
@@ -172,8 +184,9 @@ def test_hnsw_build_is_reproducible(tmp_path: Path, embedder: ClusteredEmbedder,
 # recall and filters
 
 
-def test_recall_at_10_against_exact(exact: LoadedIndex, hnsw: LoadedIndex, embedder: ClusteredEmbedder,
-                                    graph_walks: list[int]) -> None:  # fmt: skip
+def test_recall_at_10_against_exact(
+    exact: LoadedIndex, hnsw: LoadedIndex, embedder: ClusteredEmbedder, graph_walks: list[int]
+) -> None:
     queries = _queries(embedder)
     unfiltered = SearchFilters(now=NOW, statuses=("current", "archived"))
     assert _recall(exact, hnsw, queries, unfiltered) >= 0.95
@@ -181,8 +194,9 @@ def test_recall_at_10_against_exact(exact: LoadedIndex, hnsw: LoadedIndex, embed
     assert _recall(exact, hnsw, queries, SearchFilters(now=NOW)) >= 0.95  # default filters: status + expiry
 
 
-def test_user_filter_respected_by_graph_walk(exact: LoadedIndex, hnsw: LoadedIndex, embedder: ClusteredEmbedder,
-                                             graph_walks: list[int]) -> None:  # fmt: skip
+def test_user_filter_respected_by_graph_walk(
+    exact: LoadedIndex, hnsw: LoadedIndex, embedder: ClusteredEmbedder, graph_walks: list[int]
+) -> None:
     users = {d.doc_id: d.user_id for d in _corpus()}
     for user in USERS:
         filters = SearchFilters(now=NOW, user_id=user)
@@ -193,16 +207,18 @@ def test_user_filter_respected_by_graph_walk(exact: LoadedIndex, hnsw: LoadedInd
     assert len(graph_walks) == 4 * 10 * 2  # ~25% admitted: above the exact cut-off, so the graph was used
 
 
-def test_selective_filter_scans_exactly(exact: LoadedIndex, hnsw: LoadedIndex, embedder: ClusteredEmbedder,
-                                        graph_walks: list[int]) -> None:  # fmt: skip
+def test_selective_filter_scans_exactly(
+    exact: LoadedIndex, hnsw: LoadedIndex, embedder: ClusteredEmbedder, graph_walks: list[int]
+) -> None:
     filters = SearchFilters(now=NOW, user_id=RARE_USER)
     for q in _queries(embedder, 10):
         assert _vector_ids(hnsw, q, filters) == _vector_ids(exact, q, filters)
     assert graph_walks == []
 
 
-def test_status_expiry_and_exclusions_respected(hnsw: LoadedIndex, embedder: ClusteredEmbedder,
-                                                graph_walks: list[int]) -> None:  # fmt: skip
+def test_status_expiry_and_exclusions_respected(
+    hnsw: LoadedIndex, embedder: ClusteredEmbedder, graph_walks: list[int]
+) -> None:
     docs = {d.doc_id: d for d in _corpus()}
     for q in _queries(embedder, 10):
         ids = _vector_ids(hnsw, q, SearchFilters(now=NOW), top_k=50)
@@ -218,8 +234,9 @@ def test_status_expiry_and_exclusions_respected(hnsw: LoadedIndex, embedder: Clu
 
 def test_threshold_respected_by_graph_walk(exact: LoadedIndex, hnsw: LoadedIndex, embedder: ClusteredEmbedder) -> None:
     for q in _queries(embedder, 10):
-        hits = hnsw.search("user_playbook", "", q, top_k=50, threshold=0.6, mode="vector",
-                           filters=SearchFilters(now=NOW))  # fmt: skip
+        hits = hnsw.search(
+            "user_playbook", "", q, top_k=50, threshold=0.6, mode="vector", filters=SearchFilters(now=NOW)
+        )
         assert hits and all(h.similarity >= 0.6 for h in hits)
         truth = _vector_ids(exact, q, SearchFilters(now=NOW), top_k=50, threshold=0.6)
         assert len(hits) >= 0.9 * len(truth)
@@ -227,8 +244,15 @@ def test_threshold_respected_by_graph_walk(exact: LoadedIndex, hnsw: LoadedIndex
 
 def test_hybrid_with_graph_reports_cosines(hnsw: LoadedIndex, embedder: ClusteredEmbedder) -> None:
     q = embedder.embed(["c3 query"])[0]
-    hits = hnsw.search("user_playbook", "topic3 item5", q, top_k=10, threshold=0.3, mode="hybrid",
-                       filters=SearchFilters(now=NOW, user_id="u1"))  # fmt: skip
+    hits = hnsw.search(
+        "user_playbook",
+        "topic3 item5",
+        q,
+        top_k=10,
+        threshold=0.3,
+        mode="hybrid",
+        filters=SearchFilters(now=NOW, user_id="u1"),
+    )
     assert len(hits) == 10
     vectors = hnsw._table("user_playbook").vectors
     rows = hnsw._table("user_playbook").row_of
@@ -304,18 +328,28 @@ def test_bm25_pushdown_matches_post_filtering(hnsw: LoadedIndex) -> None:
     docs = {d.doc_id: d for d in _corpus()}
     everything = SearchFilters(now=NOW, statuses=("current", "archived"))
     query = "note topic3 topic7 item5 item11"  # "note" is in every row: all of them match
-    ranking = [h.doc_id for h in hnsw.search("user_playbook", query, None, top_k=ROWS, threshold=0.0, mode="fts",
-                                             filters=everything)]  # fmt: skip
+    ranking = [
+        h.doc_id
+        for h in hnsw.search("user_playbook", query, None, top_k=ROWS, threshold=0.0, mode="fts", filters=everything)
+    ]
     assert len(ranking) > 300
     excluded = frozenset(ranking[::3][:300])  # more exclusions than the leg post-filters itself
-    for filters, exclude in ((SearchFilters(now=NOW, user_id="u1"), frozenset()),
-                             (SearchFilters(now=NOW), excluded),
-                             (SearchFilters(now=NOW, user_id="u2"), excluded)):  # fmt: skip
-        def admissible(doc_id: str) -> bool:
-            d = docs[doc_id]
-            return (d.status == "current" and d.expires_at is None and doc_id not in exclude
-                    and filters.user_id in (None, d.user_id))  # fmt: skip
+    for filters, exclude in (
+        (SearchFilters(now=NOW, user_id="u1"), frozenset()),
+        (SearchFilters(now=NOW), excluded),
+        (SearchFilters(now=NOW, user_id="u2"), excluded),
+    ):
 
-        hits = hnsw.search("user_playbook", query, None, top_k=20, threshold=0.0, mode="fts", filters=filters,
-                           exclude_ids=exclude)  # fmt: skip
+        def admissible(doc_id: str, exclude=exclude, filters=filters) -> bool:
+            d = docs[doc_id]
+            return (
+                d.status == "current"
+                and d.expires_at is None
+                and doc_id not in exclude
+                and filters.user_id in (None, d.user_id)
+            )
+
+        hits = hnsw.search(
+            "user_playbook", query, None, top_k=20, threshold=0.0, mode="fts", filters=filters, exclude_ids=exclude
+        )
         assert [h.doc_id for h in hits] == [i for i in ranking if admissible(i)][:20]

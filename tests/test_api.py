@@ -28,10 +28,16 @@ GOOD = {"user_id": "u1", "interaction_data_list": [{"role": "user", "content": "
         ({"user_id": 42, "interaction_data_list": GOOD["interaction_data_list"]}, "user_id"),
         ({"user_id": "   ", "interaction_data_list": GOOD["interaction_data_list"]}, "user_id"),
         ({"user_id": "u1", "interaction_data_list": [{"role": "user", "content": ""}]}, "interaction_data_list.0"),
-        ({"user_id": "u1", "interaction_data_list": [{"content": "x", "user_action": "click"}]}, "interaction_data_list.0"),
+        (
+            {"user_id": "u1", "interaction_data_list": [{"content": "x", "user_action": "click"}]},
+            "interaction_data_list.0",
+        ),
         ({"user_id": "u1", "interaction_data_list": [{"content": "x", "user_action": "fly"}]}, "user_action"),
         ({"user_id": "u1", "interaction_data_list": [{"content": "x", "created_at": "yesterday"}]}, "created_at"),
-        ({"user_id": "u1", "interaction_data_list": [{"content": "x", "tools_used": [{"tool_data": {}}]}]}, "tool_name"),
+        (
+            {"user_id": "u1", "interaction_data_list": [{"content": "x", "tools_used": [{"tool_data": {}}]}]},
+            "tool_name",
+        ),
     ],
 )
 def test_invalid_publish_is_422_naming_the_field_and_writes_nothing(client, lake, body, field):
@@ -66,11 +72,14 @@ def test_publish_acknowledges_only_durable_turns_and_strips_control_characters(c
 def test_publish_strips_c1_and_invisible_format_characters_but_keeps_emoji_joiners(client, lake):
     import pyarrow.parquet as pq
 
-    family = "\U0001F468\u200d\U0001F469\u200d\U0001F467"  # one emoji: a ZWJ sequence
-    hidden = ("De\u200bploy\u2060 to\u00ad us-\u202eeast\u202c-1\u2066\u2069 \x85\x9bnow\ufeff "
-              f"{family} pay\u200dpal")  # fmt: skip
-    body = {"user_id": "u\u200b1", "interaction_data_list": [
-        {"role": "user", "content": hidden, "tools_used": [{"tool_name": "t", "tool_data": {"q": "x\u202ey"}}]}]}
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji: a ZWJ sequence
+    hidden = f"De\u200bploy\u2060 to\u00ad us-\u202eeast\u202c-1\u2066\u2069 \x85\x9bnow\ufeff {family} pay\u200dpal"
+    body = {
+        "user_id": "u\u200b1",
+        "interaction_data_list": [
+            {"role": "user", "content": hidden, "tools_used": [{"tool_name": "t", "tool_data": {"q": "x\u202ey"}}]}
+        ],
+    }
     assert client.post("/api/publish_interaction", json=body).status_code == 200
     (row,) = [r for f in _landed_files(lake) for r in pq.read_table(f).to_pylist()]
     assert row["content"] == f"Deploy to us-east-1 now {family} paypal"
@@ -134,8 +143,13 @@ def test_index_from_another_embedding_model_is_searched_by_bm25_only(settings, i
     from reflexio_pipelines.search.types import SearchDoc
     from reflexio_pipelines.search.versions import publish_index
 
-    doc = SearchDoc(entity_type="user_playbook", doc_id="1", text="always use us-west-2", user_id="u1",
-                    payload={"content": "always use us-west-2"})
+    doc = SearchDoc(
+        entity_type="user_playbook",
+        doc_id="1",
+        text="always use us-west-2",
+        user_id="u1",
+        payload={"content": "always use us-west-2"},
+    )
     publish_index(lake.index_root, [doc], _OtherModel())
     with TestClient(create_app(settings)) as c:
         body = c.post("/api/search", json={"query": "us-west-2", "user_id": "u1"}).json()
@@ -230,8 +244,10 @@ def test_keyed_mode_errors_are_in_the_documented_shape(keyed_service):
 
     unauthorised = httpx.post(f"{url}/api/search", json={"query": "x"})
     assert unauthorised.status_code == 401 and _documented_error(unauthorised) is None
-    limited = [httpx.post(f"{url}/api/search", json={"query": "x"}, headers={"Authorization": f"Bearer {globex}"})
-               for _ in range(3)][-1]  # fmt: skip
+    limited = [
+        httpx.post(f"{url}/api/search", json={"query": "x"}, headers={"Authorization": f"Bearer {globex}"})
+        for _ in range(3)
+    ][-1]
     assert limited.status_code == 429 and _documented_error(limited) is None
 
 
@@ -276,7 +292,9 @@ def test_allowed_hosts_extend_the_list_with_names_and_wildcards(settings, instan
         assert _host_answer(app, host).status_code == 200, host
     for host in ("corp.example", "corp.example.evil", "evil.example"):
         assert _host_answer(app, host).status_code == 400, host
-    assert _host_answer(create_app(settings.model_copy(update={"allowed_hosts": ["*"]})), "any.where").status_code == 200
+    assert (
+        _host_answer(create_app(settings.model_copy(update={"allowed_hosts": ["*"]})), "any.where").status_code == 200
+    )
 
 
 def test_host_check_over_real_http_and_keyed_mode_left_to_its_keys(settings, instance, real_hosts, tmp_path):

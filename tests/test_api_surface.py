@@ -31,7 +31,9 @@ def test_reads_return_the_originals_shapes(learned):
     client = learned
     profiles = client.post("/api/get_profiles", json={"user_id": "bob"}).json()
     assert profiles["success"] and profiles["user_profiles"]
-    assert {"profile_id", "user_id", "content", "last_modified_timestamp", "status"} <= set(profiles["user_profiles"][0])
+    assert {"profile_id", "user_id", "content", "last_modified_timestamp", "status"} <= set(
+        profiles["user_profiles"][0]
+    )
     assert all(p["user_id"] == "bob" for p in profiles["user_profiles"])
     everyone = client.get("/api/get_all_profiles?limit=1000").json()["user_profiles"]
     assert {p["user_id"] for p in everyone} >= {"bob"} and len(everyone) >= len(profiles["user_profiles"])
@@ -95,23 +97,42 @@ def test_per_entity_search_honours_filters(learned):
 
 
 def test_manual_adds_are_readable_at_once_and_searchable_after_the_reindex(client):
-    added = client.post("/api/add_user_profile?wait_for_response=true", json={"user_profiles": [
-        {"user_id": "erin", "content": "Erin's favourite database is PostgreSQL"}]}).json()  # fmt: skip
+    added = client.post(
+        "/api/add_user_profile?wait_for_response=true",
+        json={"user_profiles": [{"user_id": "erin", "content": "Erin's favourite database is PostgreSQL"}]},
+    ).json()
     assert added["success"] and added["added_count"] == 1
-    assert [p["content"] for p in client.post("/api/get_profiles", json={"user_id": "erin"}).json()["user_profiles"]] \
-        == ["Erin's favourite database is PostgreSQL"]  # fmt: skip
+    assert [
+        p["content"] for p in client.post("/api/get_profiles", json={"user_id": "erin"}).json()["user_profiles"]
+    ] == ["Erin's favourite database is PostgreSQL"]
     hits = client.post("/api/search", json={"query": "favourite database", "user_id": "erin"}).json()
     assert [p["content"] for p in hits["profiles"]] == ["Erin's favourite database is PostgreSQL"]
 
-    client.post("/api/add_user_playbook?wait_for_response=true", json={"user_playbooks": [
-        {"user_id": "erin", "agent_version": "v9", "structured_data": {"trigger": "user asks for a query plan"},
-         "content": "Always show EXPLAIN ANALYZE output."}]})  # fmt: skip
+    client.post(
+        "/api/add_user_playbook?wait_for_response=true",
+        json={
+            "user_playbooks": [
+                {
+                    "user_id": "erin",
+                    "agent_version": "v9",
+                    "structured_data": {"trigger": "user asks for a query plan"},
+                    "content": "Always show EXPLAIN ANALYZE output.",
+                }
+            ]
+        },
+    )
     found = _search_user_playbooks(client, "query plan", user_id="erin")
     assert found and found[0]["trigger"] == "user asks for a query plan"
     assert client.post("/api/add_user_playbook", json={"user_playbooks": [{"user_id": "erin"}]}).status_code == 422
 
-    agent = client.post("/api/add_agent_playbook?wait_for_response=true", json={"agent_playbooks": [
-        {"agent_version": "v9", "content": "Never drop production tables.", "playbook_status": "approved"}]}).json()
+    agent = client.post(
+        "/api/add_agent_playbook?wait_for_response=true",
+        json={
+            "agent_playbooks": [
+                {"agent_version": "v9", "content": "Never drop production tables.", "playbook_status": "approved"}
+            ]
+        },
+    ).json()
     assert agent["added_count"] == 1
     served = client.post("/api/search", json={"query": "drop production tables", "agent_version": "v9"}).json()
     assert [p["content"] for p in served["agent_playbooks"]] == ["Never drop production tables."]
@@ -119,25 +140,37 @@ def test_manual_adds_are_readable_at_once_and_searchable_after_the_reindex(clien
 
 def test_edits_are_served_at_once_and_re_indexed(learned):
     client = learned
-    (rule,) = [p for p in _search_user_playbooks(client, "us-west-2", user_id="alice") if "us-west-2" in p["content"]][:1]
-    reply = client.put("/api/update_user_playbook", json={"user_playbook_id": rule["user_playbook_id"],
-                                                          "content": "Deploy only to eu-central-1."})  # fmt: skip
+    (rule,) = [p for p in _search_user_playbooks(client, "us-west-2", user_id="alice") if "us-west-2" in p["content"]][
+        :1
+    ]
+    reply = client.put(
+        "/api/update_user_playbook",
+        json={"user_playbook_id": rule["user_playbook_id"], "content": "Deploy only to eu-central-1."},
+    )
     assert reply.json()["success"]
     # Before the rebuild lands, the old text still matches but the hit already shows the edit.
-    hit = next(p for p in _search_user_playbooks(client, "us-west-2 us-east-1 deploy", user_id="alice")
-               if p["user_playbook_id"] == rule["user_playbook_id"])  # fmt: skip
+    hit = next(
+        p
+        for p in _search_user_playbooks(client, "us-west-2 us-east-1 deploy", user_id="alice")
+        if p["user_playbook_id"] == rule["user_playbook_id"]
+    )
     assert hit["content"] == "Deploy only to eu-central-1."
-    client.put("/api/update_user_playbook?wait_for_response=true",
-               json={"user_playbook_id": rule["user_playbook_id"], "content": "Deploy only to eu-central-1."})
+    client.put(
+        "/api/update_user_playbook?wait_for_response=true",
+        json={"user_playbook_id": rule["user_playbook_id"], "content": "Deploy only to eu-central-1."},
+    )
     found = _search_user_playbooks(client, "eu-central-1", user_id="alice", search_mode="fts")
     assert [p["user_playbook_id"] for p in found] == [rule["user_playbook_id"]]
     assert client.put("/api/update_user_playbook", json={"user_playbook_id": 1, "content": "x"}).status_code == 404
 
     profile = client.post("/api/get_profiles", json={"user_id": "bob"}).json()["user_profiles"][0]
-    client.put("/api/update_user_profile?wait_for_response=true", json={
-        "user_id": "bob", "profile_id": profile["profile_id"], "content": "Works from the Lisbon office"})
-    found = client.post("/api/search_profiles", json={"user_id": "bob", "query": "Lisbon office",
-                                                       "search_mode": "fts"}).json()["user_profiles"]  # fmt: skip
+    client.put(
+        "/api/update_user_profile?wait_for_response=true",
+        json={"user_id": "bob", "profile_id": profile["profile_id"], "content": "Works from the Lisbon office"},
+    )
+    found = client.post(
+        "/api/search_profiles", json={"user_id": "bob", "query": "Lisbon office", "search_mode": "fts"}
+    ).json()["user_profiles"]
     assert [p["profile_id"] for p in found] == [profile["profile_id"]]
     wrong_user = {"user_id": "alice", "profile_id": profile["profile_id"], "content": "x"}
     assert client.put("/api/update_user_profile", json=wrong_user).status_code == 404
@@ -152,15 +185,21 @@ def test_deleting_a_request_cascades_to_what_was_learned_from_it(learned, sample
     assert reply["success"]
     # Gone from search in the same cycle (before any rebuild) and from reads.
     assert not [p for p in _search_user_playbooks(client, "us-west-2", user_id="alice") if "us-west-2" in p["content"]]
-    assert not [p for p in client.post("/api/get_user_playbooks", json={"user_id": "alice"}).json()["user_playbooks"]
-                if "us-west-2" in p["content"]]  # fmt: skip
+    assert not [
+        p
+        for p in client.post("/api/get_user_playbooks", json={"user_id": "alice"}).json()["user_playbooks"]
+        if "us-west-2" in p["content"]
+    ]
     assert not client.post("/api/get_requests", json={"session_id": "alice-s1"}).json()["sessions"]
     # A later pipeline run over the same window does not relearn from the deleted turns.
     from reflexio_pipelines.runs import launch
 
     launch(settings=client.app.state.svc.settings)
-    assert not [p for p in client.post("/api/get_user_playbooks", json={"user_id": "alice"}).json()["user_playbooks"]
-                if "us-west-2" in p["content"]]  # fmt: skip
+    assert not [
+        p
+        for p in client.post("/api/get_user_playbooks", json={"user_id": "alice"}).json()["user_playbooks"]
+        if "us-west-2" in p["content"]
+    ]
     assert client.request("DELETE", "/api/delete_request", json={"request_id": "nope"}).status_code == 404
 
 
@@ -185,7 +224,9 @@ def test_delete_profile_by_search_query(learned):
     before = client.post("/api/get_profiles", json={"user_id": "bob"}).json()["user_profiles"]
     tz = [p for p in before if "CET" in p["content"]]
     assert tz
-    reply = client.request("DELETE", "/api/delete_profile", json={"user_id": "bob", "search_query": "bob's timezone CET"})
+    reply = client.request(
+        "DELETE", "/api/delete_profile", json={"user_id": "bob", "search_query": "bob's timezone CET"}
+    )
     assert reply.json()["success"]
     after = client.post("/api/get_profiles", json={"user_id": "bob"}).json()["user_profiles"]
     assert not [p for p in after if "CET" in p["content"]]
@@ -202,8 +243,10 @@ def test_config_round_trip_never_returns_secrets(tmp_path, instance, monkeypatch
         config = client.get("/api/get_config").json()
         assert config["batch_size"] > 0 and config["llm_config"]["generation_model_name"] == "openai/gpt-x"
         assert secret not in client.get("/api/get_config").text
-        saved = client.post("/api/set_config", json={"batch_size": 7, "batch_interval": 3,
-                                                     "api_key_config": {"openai": {"api_key": "sk-new-secret"}}})  # fmt: skip
+        saved = client.post(
+            "/api/set_config",
+            json={"batch_size": 7, "batch_interval": 3, "api_key_config": {"openai": {"api_key": "sk-new-secret"}}},
+        )
         assert saved.json()["success"] and "api_key_config" in saved.json()["msg"]
         text = client.get("/api/get_config").text
         assert '"batch_size":7' in text and "sk-new-secret" not in text

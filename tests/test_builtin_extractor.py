@@ -247,11 +247,15 @@ def test_polite_replies_are_not_corrections(reply: str) -> None:
 def test_a_new_task_whose_verb_is_a_style_word_is_not_feedback(task: str) -> None:
     # "reply" / "answer" / "format" are also nouns of answer style ("Keep replies short"): as the verb opening a
     # request they name a new task, so the answer before it was not corrected (a heuristic; learning/rules/)
-    window = convo(("user", "Tell me a short joke."), ("assistant", "Why did the spreadsheet go to therapy?"),
-                   ("user", task))  # fmt: skip
+    window = convo(
+        ("user", "Tell me a short joke."), ("assistant", "Why did the spreadsheet go to therapy?"), ("user", task)
+    )
     assert EXTRACTOR.extract(window).playbooks == []
-    styled = convo(("user", "Tell me a short joke."), ("assistant", "Why did the spreadsheet go to therapy?"),
-                   ("user", "Reply in two sentences max."))  # fmt: skip
+    styled = convo(
+        ("user", "Tell me a short joke."),
+        ("assistant", "Why did the spreadsheet go to therapy?"),
+        ("user", "Reply in two sentences max."),
+    )
     assert [p.content for p in EXTRACTOR.extract(styled).playbooks] == ["Reply in two sentences max."]
 
 

@@ -13,12 +13,12 @@ import hashlib
 import numpy as np
 import pytest
 
-from reflexio_pipelines.learning.builtin import BuiltinExtractor
-from reflexio_pipelines.learning.rules.corrections import correction_rule
-from reflexio_pipelines.learning.dedup import Candidate, RuleDedupJudge, deduplicate, profile_slot
 from reflexio_pipelines.learning.batch import UserState
+from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.dedup import Candidate, RuleDedupJudge, deduplicate, profile_slot
 from reflexio_pipelines.learning.learn import learn
 from reflexio_pipelines.learning.lifecycle import current_rows
+from reflexio_pipelines.learning.rules.corrections import correction_rule
 from reflexio_pipelines.learning.types import Turn
 from tests.test_builtin_extractor import convo
 
@@ -79,9 +79,20 @@ class HashEmbedder:
 
 
 def _turns(user: str, texts: list[str], at: int) -> list[Turn]:
-    return [Turn(turn_id=f"{user}-{at}-{i}", interaction_id=at + i, request_id=f"{user}-{at}", user_id=user,
-                 role="user", content=text, created_at=at + i, session_id=f"{user}-{at}",
-                 ingested_at_us=(at + i) * 1_000_000) for i, text in enumerate(texts)]  # fmt: skip
+    return [
+        Turn(
+            turn_id=f"{user}-{at}-{i}",
+            interaction_id=at + i,
+            request_id=f"{user}-{at}",
+            user_id=user,
+            role="user",
+            content=text,
+            created_at=at + i,
+            session_id=f"{user}-{at}",
+            ingested_at_us=(at + i) * 1_000_000,
+        )
+        for i, text in enumerate(texts)
+    ]
 
 
 def _learn_twice(before: str, after: str) -> tuple[list[str], list[str], list[str]]:
@@ -90,10 +101,18 @@ def _learn_twice(before: str, after: str) -> tuple[list[str], list[str], list[st
     judge = lambda entity, vectors: RuleDedupJudge(vectors)  # noqa: E731
     first_turns = _turns("u", [before], 1_767_225_600)
     first = learn(first_turns, {}, EXTRACTOR, HashEmbedder(), judge, window="2026-01-01T00", run_id="r1")
-    state = UserState(history=first_turns,
-                      profiles=current_rows(first.profiles, "profile_id", "last_modified_timestamp"))  # fmt: skip
-    second = learn(_turns("u", [after], 1_767_312_000), {"u": state}, EXTRACTOR, HashEmbedder(), judge,
-                   window="2026-01-02T00", run_id="r2")  # fmt: skip
+    state = UserState(
+        history=first_turns, profiles=current_rows(first.profiles, "profile_id", "last_modified_timestamp")
+    )
+    second = learn(
+        _turns("u", [after], 1_767_312_000),
+        {"u": state},
+        EXTRACTOR,
+        HashEmbedder(),
+        judge,
+        window="2026-01-02T00",
+        run_id="r2",
+    )
     old = {r["profile_id"]: r["content"] for r in first.profiles}
     superseded = [old[i] for r in second.profiles for i in r["supersedes"] if i in old]
     return [r["content"] for r in first.profiles], [r["content"] for r in second.profiles], superseded
@@ -107,15 +126,23 @@ def _learn_twice(before: str, after: str) -> tuple[list[str], list[str], list[st
         ("I'm vegan.", "I had to go fully vegetarian.", "Is vegan", "Is vegetarian"),
         ("I eat anything.", "I've switched to a vegan diet.", "Eats everything", "Is vegan"),
         ("I'm strictly backend.", "These days I'm full-stack.", "Is strictly backend", "Is full-stack"),
-        ("I work as a data analyst.", "I got promoted to analytics lead.", "Works as a data analyst",
-         "Works as analytics lead"),
+        (
+            "I work as a data analyst.",
+            "I got promoted to analytics lead.",
+            "Works as a data analyst",
+            "Works as analytics lead",
+        ),
         ("I'm a junior designer.", "I became a design manager.", "Is a junior designer", "Is a design manager"),
-        ("I'm on the payments team.", "I joined the platform team.", "Is on the payments team",
-         "Is on the platform team"),
+        (
+            "I'm on the payments team.",
+            "I joined the platform team.",
+            "Is on the payments team",
+            "Is on the platform team",
+        ),
         ("I work at Acme.", "I started at Globex.", "Works at Acme", "Works at Globex"),
         ("My timezone is CET.", "I'm on Pacific time now.", "Timezone is CET", "Timezone is Pacific time"),
     ],
-)  # fmt: skip
+)
 def test_moves_diet_and_role_changes_supersede_the_older_fact(before: str, after: str, old: str, new: str) -> None:
     learned, relearned, superseded = _learn_twice(before, after)
     assert learned == [old]
@@ -170,8 +197,9 @@ def test_one_off_slips_are_session_context_not_rules(request_text: str, answer: 
 
 def test_a_durable_correction_is_still_a_rule_next_to_a_slip() -> None:
     said = "No, I meant the staging one. And never restart prod without asking."
-    result = EXTRACTOR.extract(convo(("user", "Restart the worker."), ("assistant", "Restarting the prod worker."),
-                                     ("user", said)))  # fmt: skip
+    result = EXTRACTOR.extract(
+        convo(("user", "Restart the worker."), ("assistant", "Restarting the prod worker."), ("user", said))
+    )
     (playbook,) = result.playbooks
     assert playbook.content == "Never restart prod without asking."
     assert result.session_context == ["Meant the staging one."]
@@ -186,16 +214,26 @@ STORY = (
 
 
 def test_a_story_with_marker_words_is_never_stored_as_a_rule() -> None:
-    result = EXTRACTOR.extract(convo(("user", "Help me write the status update."),
-                                     ("assistant", "Sure, what happened this week?"), ("user", STORY)))  # fmt: skip
+    result = EXTRACTOR.extract(
+        convo(
+            ("user", "Help me write the status update."),
+            ("assistant", "Sure, what happened this week?"),
+            ("user", STORY),
+        )
+    )
     assert result.playbooks == [] and result.profiles == []
     assert correction_rule(STORY) == ""
 
 
 def test_no_rule_repeats_a_long_turn_verbatim() -> None:
     turn = STORY + " Anyway, please keep the update to five bullet points."
-    result = EXTRACTOR.extract(convo(("user", "Help me write the status update."),
-                                     ("assistant", "Here is a long draft of the update."), ("user", turn)))  # fmt: skip
+    result = EXTRACTOR.extract(
+        convo(
+            ("user", "Help me write the status update."),
+            ("assistant", "Here is a long draft of the update."),
+            ("user", turn),
+        )
+    )
     (playbook,) = result.playbooks
     assert playbook.content == "Keep the update to five bullet points."
     assert len(playbook.content) < 100
@@ -208,17 +246,20 @@ def test_no_rule_repeats_a_long_turn_verbatim() -> None:
         ("Too many headings.", "Use fewer headings."),
         ("Less detail, please.", "Use less detail."),
         ("Could you make it more concise?", "Make it more concise."),
-        ("You should have checked the calendar before inviting everyone.",
-         "Check the calendar before inviting everyone."),
+        (
+            "You should have checked the calendar before inviting everyone.",
+            "Check the calendar before inviting everyone.",
+        ),
         ("You shouldn't have pushed straight to main.", "Do not push straight to main."),
         ("You forgot to attach the file.", "Remember to attach the file."),
         ("Actually, our services are written in Go.", "Our services are written in Go."),
         ("We actually deploy with Helm here.", "We actually deploy with Helm here."),
     ],
-)  # fmt: skip
+)
 def test_feedback_families_become_rules(feedback: str, rule: str) -> None:
-    result = EXTRACTOR.extract(convo(("user", "Draft the memo."), ("assistant", "Done: here is the memo."),
-                                     ("user", feedback)))  # fmt: skip
+    result = EXTRACTOR.extract(
+        convo(("user", "Draft the memo."), ("assistant", "Done: here is the memo."), ("user", feedback))
+    )
     assert [p.content for p in result.playbooks] == [rule]
     assert result.playbooks[0].trigger == "When drafting the memo"
 
@@ -230,10 +271,13 @@ def test_feedback_families_become_rules(feedback: str, rule: str) -> None:
         ("Whenever you book travel for me, pick aisle seats.", "Pick aisle seats.", "When booking travel for me"),
         ("Next time you plan a trip, skip red-eye flights.", "Skip red-eye flights.", "When planning a trip"),
         ("From now on please copy Lena on invoices.", "Copy Lena on invoices.", "When copying Lena on invoices"),
-        ("Please avoid emojis in your replies.", "Avoid emojis in your replies.",
-         "In any answer: avoid emojis in your replies"),
+        (
+            "Please avoid emojis in your replies.",
+            "Avoid emojis in your replies.",
+            "In any answer: avoid emojis in your replies",
+        ),
     ],
-)  # fmt: skip
+)
 def test_standing_instructions_need_no_agent_turn(said: str, rule: str, trigger: str) -> None:
     (playbook,) = EXTRACTOR.extract(convo(("user", said))).playbooks
     assert (playbook.content, playbook.trigger) == (rule, trigger)

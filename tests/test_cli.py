@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from reflexio_pipelines.cli import app
-from tests.support.processes import child_env, free_port, stop
 from tests.support.learned import AGENT, QUERY, correction_turns, landed_rows
+from tests.support.processes import child_env, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,16 +47,28 @@ def test_publish_inline_file_jsonl_and_stdin(learned_service, tmp_path: Path):
     assert result.exit_code == 0 and f"1 turn(s) for {inline} stored" in result.stdout
 
     payload = tmp_path / "payload.json"  # the original CLI's payload: its user_id wins over --user-id
-    payload.write_text(json.dumps({"user_id": in_payload, "session_id": "s1",
-                                   "interactions": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}))  # fmt: skip
+    payload.write_text(
+        json.dumps(
+            {
+                "user_id": in_payload,
+                "session_id": "s1",
+                "interactions": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+            }
+        )
+    )
     result = cli(url, "publish", "--json", "--user-id", "ignored", "--file", str(payload))
     (published,) = as_json(result)["published"]
     assert published["success"] and published["request_id"]
     assert [r["session_id"] for r in landed_rows(lake, in_payload)] == ["s1", "s1"]
 
     jsonl = tmp_path / "many.jsonl"  # one publish per line
-    jsonl.write_text("\n".join(json.dumps({"user_id": u, "interactions": [{"role": "user", "content": f"I am {u}"}]})
-                               for u in (first, second)) + "\n")  # fmt: skip
+    jsonl.write_text(
+        "\n".join(
+            json.dumps({"user_id": u, "interactions": [{"role": "user", "content": f"I am {u}"}]})
+            for u in (first, second)
+        )
+        + "\n"
+    )
     result = cli(url, "--json", "publish", "--file", str(jsonl), "--agent-version", AGENT)
     assert len(as_json(result)["published"]) == 2
     assert [r["agent_version"] for r in landed_rows(lake, first) + landed_rows(lake, second)] == [AGENT, AGENT]
@@ -68,10 +80,14 @@ def test_publish_inline_file_jsonl_and_stdin(learned_service, tmp_path: Path):
 
 def test_publish_wait_returns_when_searchable(learned_service):
     user = unique("gus")
-    turns = correction_turns("Write the commit message for this fix.", "Commit: arreglado el error de login.",
-                             "No, always write commit messages in English.")  # fmt: skip
-    result = cli(learned_service.url, "publish", "--wait", "--user-id", user, "--agent-version", AGENT,
-                 json.dumps(turns))
+    turns = correction_turns(
+        "Write the commit message for this fix.",
+        "Commit: arreglado el error de login.",
+        "No, always write commit messages in English.",
+    )
+    result = cli(
+        learned_service.url, "publish", "--wait", "--user-id", user, "--agent-version", AGENT, json.dumps(turns)
+    )
     assert result.exit_code == 0 and "learned 0 profile(s), 1 playbook(s), searchable now" in result.stdout
     found = as_json(cli(learned_service.url, "search", "commit message language", "--user-id", user, "--json"))
     assert any("English" in p["content"] for p in found["user_playbooks"])
@@ -83,11 +99,11 @@ def test_publish_wait_returns_when_searchable(learned_service):
         ([], None, "give the turns exactly one way"),
         (['[{"role": "user", "content": "x"}]', "--stdin"], "[]", "got DATA, --stdin"),
         (["{not json"], None, "cannot read the turns: not valid JSON"),
-        (['[1, 2]'], None, "item 1: expected a turn object"),
+        (["[1, 2]"], None, "item 1: expected a turn object"),
         (['[{"role": "user", "content": "x"}]'], None, "no user id"),
         (["--user-id", "u", '[{"role": "user", "content": ""}]'], None, "interaction_data_list.0: Value error"),
     ],
-)  # fmt: skip
+)
 def test_publish_usage_errors_exit_2_with_a_next_step(learned_service, args, stdin, expected):
     result = cli(learned_service.url, "publish", *args, input=stdin)
     assert result.exit_code == 2 and expected in result.stderr and "→" in result.stderr
@@ -228,8 +244,14 @@ def test_doctor_checks_the_api_key(keyed_service, tmp_path: Path, monkeypatch):
 
 def _spawn(args: list[str], env: dict, log: Path, cwd: Path = ROOT) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "reflexio_pipelines.cli", *args], cwd=cwd, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "reflexio_pipelines.cli", *args],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _wait_answering(url: str, proc: subprocess.Popen, log: Path, timeout_s: float) -> httpx.Response:
@@ -250,8 +272,9 @@ def _wait_answering(url: str, proc: subprocess.Popen, log: Path, timeout_s: floa
 def test_serve_runs_the_service_on_loopback(tmp_path: Path):
     port, log = free_port(), tmp_path / "serve.log"
     env = child_env(tmp_path / "lake", tmp_path / "home")
-    proc = _spawn(["--json", "serve", "--port", str(port), "--lake", str(tmp_path / "lake"), "--log-level", "warning"],
-                  env, log)  # fmt: skip
+    proc = _spawn(
+        ["--json", "serve", "--port", str(port), "--lake", str(tmp_path / "lake"), "--log-level", "warning"], env, log
+    )
     try:
         assert _wait_answering(f"http://127.0.0.1:{port}/health", proc, log, 60).json()["status"] == "healthy"
         announced = json.loads(log.read_text().splitlines()[0])
@@ -277,8 +300,13 @@ def test_ui_runs_dagster_dev_with_a_local_dagster_home(tmp_path: Path):
 
 @pytest.mark.e2e
 def test_demo_passes_its_arguments_through():
-    result = subprocess.run([sys.executable, "-m", "reflexio_pipelines.cli", "demo", "--help"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "reflexio_pipelines.cli", "demo", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0 and "python -m reflexio_pipelines demo" in result.stdout and "--once" in result.stdout
 
 
@@ -286,10 +314,23 @@ def test_demo_passes_its_arguments_through():
 def test_demo_once_end_to_end(tmp_path: Path):
     env = child_env(tmp_path / "lake", tmp_path / "home")
     result = subprocess.run(
-        [sys.executable, "-m", "reflexio_pipelines.cli", "demo", "--once", "--api-port", str(free_port()),
-         "--ui-port", str(free_port())],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "reflexio_pipelines.cli",
+            "demo",
+            "--once",
+            "--api-port",
+            str(free_port()),
+            "--ui-port",
+            str(free_port()),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "us-west-2" in result.stdout
 

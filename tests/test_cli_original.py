@@ -38,14 +38,20 @@ def unique(prefix: str) -> str:
 
 def script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The installed console script, as an integration runs it."""
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, COLUMNS="120", **(env or {})))  # fmt: skip
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, COLUMNS="120", **(env or {})),
+    )
 
 
 def test_agent_playbooks_aggregate_wait_exits_0_after_a_real_run(learned_service):
     """The OpenClaw plugin's call, verbatim, through the console script (REFLEXIO_URL as the original reads it)."""
-    result = script("agent-playbooks", "aggregate", "--agent-version", AGENT, "--wait",
-                    env={"REFLEXIO_URL": learned_service.url})  # fmt: skip
+    result = script(
+        "agent-playbooks", "aggregate", "--agent-version", AGENT, "--wait", env={"REFLEXIO_URL": learned_service.url}
+    )
     assert result.returncode == 0, result.stderr
     assert f"Aggregated (agent_version={AGENT}, playbook_name=all): aggregation run " in result.stderr
     data = envelope(reflexio(learned_service.url, "--json", "agent-playbooks", "aggregate", "--agent-version", AGENT))
@@ -66,8 +72,9 @@ def test_search_with_the_service_stopped_fails_in_one_line():
 
 def test_publish_then_search_prints_the_context_block(learned_service):
     url, user = learned_service.url, unique("pat")
-    turns = correction_turns("Write the changelog entry.", "Changelog: arreglado el login.",
-                             "No, always write the changelog in English.")  # fmt: skip
+    turns = correction_turns(
+        "Write the changelog entry.", "Changelog: arreglado el login.", "No, always write the changelog in English."
+    )
     payload = json.dumps({"user_id": user, "agent_version": AGENT, "interactions": turns})
     published = reflexio(url, "publish", "--data", payload, "--wait")
     assert published.exit_code == 0 and f"Published ({user})" in published.stderr
@@ -86,13 +93,27 @@ def test_profiles_and_user_playbooks(learned_service):
     for group in ("user-profiles", "profiles"):  # the original's name, and the short one
         listed = envelope(reflexio(url, "--json", group, "list", "--user-id", learned_service.facts_user))
         assert listed["data"] and listed["meta"]["limit"] == 20
-    assert reflexio(url, "user-profiles", "add", "--user-id", user, "--content", "Quinn works night shifts.").exit_code == 0
+    assert (
+        reflexio(url, "user-profiles", "add", "--user-id", user, "--content", "Quinn works night shifts.").exit_code
+        == 0
+    )
     hits = envelope(reflexio(url, "--json", "user-profiles", "search", "night shifts", "--user-id", user))
     assert [p["content"] for p in hits["data"]] == ["Quinn works night shifts."]  # searchable at once
     assert envelope(reflexio(url, "--json", "user-profiles", "list", "--limit", "5"))["data"]
 
-    added = reflexio(url, "user-playbooks", "add", "--user-id", user, "--content", "Send summaries as bullets.",
-                     "--trigger", "summarising a meeting", "--agent-version", AGENT)  # fmt: skip
+    added = reflexio(
+        url,
+        "user-playbooks",
+        "add",
+        "--user-id",
+        user,
+        "--content",
+        "Send summaries as bullets.",
+        "--trigger",
+        "summarising a meeting",
+        "--agent-version",
+        AGENT,
+    )
     assert added.exit_code == 0
     mine = envelope(reflexio(url, "--json", "user-playbooks", "list", "--user-id", user))["data"]
     assert [(p["content"], p["trigger"]) for p in mine] == [("Send summaries as bullets.", "summarising a meeting")]
@@ -100,8 +121,19 @@ def test_profiles_and_user_playbooks(learned_service):
     assert [p["content"] for p in hits["data"]] == ["Send summaries as bullets."]
     assert reflexio(url, "user-playbooks", "add", "--content", "x").exit_code == 2  # needs its user here
     # the original's OpenClaw skill still passes the older --instruction / --pitfall fields
-    skill = reflexio(url, "user-playbooks", "add", "--user-id", user, "--trigger", "quoting prices",
-                     "--instruction", "Quote prices in euros.", "--pitfall", "dollar amounts")  # fmt: skip
+    skill = reflexio(
+        url,
+        "user-playbooks",
+        "add",
+        "--user-id",
+        user,
+        "--trigger",
+        "quoting prices",
+        "--instruction",
+        "Quote prices in euros.",
+        "--pitfall",
+        "dollar amounts",
+    )
     assert skill.exit_code == 0, skill.output
     mine = envelope(reflexio(url, "--json", "user-playbooks", "list", "--user-id", user))["data"]
     assert "Quote prices in euros. Avoid: dollar amounts" in [p["content"] for p in mine]
@@ -109,8 +141,12 @@ def test_profiles_and_user_playbooks(learned_service):
 
 def test_agent_playbooks_add_list_approve_reject_update_delete(learned_service):
     url, version = learned_service.url, unique("cli-v")
-    assert reflexio(url, "agent-playbooks", "add", "--content", "Link the incident ticket.", "--agent-version",
-                    version).exit_code == 0  # fmt: skip
+    assert (
+        reflexio(
+            url, "agent-playbooks", "add", "--content", "Link the incident ticket.", "--agent-version", version
+        ).exit_code
+        == 0
+    )
     (playbook,) = envelope(reflexio(url, "--json", "agent-playbooks", "list", "--agent-version", version))["data"]
     pid, served = str(playbook["agent_playbook_id"]), ["search", "incident ticket", "--agent-version", version]
     assert playbook["playbook_status"] == "pending"
@@ -120,9 +156,12 @@ def test_agent_playbooks_add_list_approve_reject_update_delete(learned_service):
     assert reflexio(url, "agent-playbooks", "approve", "--playbook-id", pid).exit_code == 0
     (approved,) = envelope(reflexio(url, "--json", "agent-playbooks", *served))["data"]
     assert approved["playbook_status"] == "approved"
-    assert reflexio(url, "agent-playbooks", "update", "--playbook-id", pid, "--content", "Link the ticket.").exit_code == 0
-    listed = envelope(reflexio(url, "--json", "agent-playbooks", "list", "--agent-version", version,
-                               "--playbook-status", "approved"))["data"]  # fmt: skip
+    assert (
+        reflexio(url, "agent-playbooks", "update", "--playbook-id", pid, "--content", "Link the ticket.").exit_code == 0
+    )
+    listed = envelope(
+        reflexio(url, "--json", "agent-playbooks", "list", "--agent-version", version, "--playbook-status", "approved")
+    )["data"]
     assert [p["content"] for p in listed] == ["Link the ticket."]
     assert reflexio(url, "agent-playbooks", "delete", "--playbook-id", pid).exit_code == 0
     assert envelope(reflexio(url, "--json", "agent-playbooks", "list", "--agent-version", version))["data"] == []
@@ -136,8 +175,11 @@ def test_status_interactions_and_the_raw_api(learned_service):
     assert envelope(reflexio(url, "--json", "status", "whoami"))["data"]["org_id"] == "default"
     turns = envelope(reflexio(url, "--json", "interactions", "list", "--user-id", "ann"))["data"]
     assert sorted(t["content"] for t in turns) == sorted(REGION[0][1:])
-    raw = envelope(reflexio(url, "--json", "api", "POST", "/api/get_agent_playbooks", "--data",
-                            json.dumps({"agent_version": AGENT})))["data"]  # fmt: skip
+    raw = envelope(
+        reflexio(
+            url, "--json", "api", "POST", "/api/get_agent_playbooks", "--data", json.dumps({"agent_version": AGENT})
+        )
+    )["data"]
     assert [p["agent_playbook_id"] for p in raw["agent_playbooks"]] == [learned_service.agent_playbook_id]
 
 
@@ -149,10 +191,13 @@ def test_status_interactions_and_the_raw_api(learned_service):
         (["config", "show"], "reflexio api GET /api/get_config"),
         (["setup", "claude-code"], "docs/integrations.md"),
         (["doctor", "check"], "reflexio-lake doctor"),
-        (["user-profiles", "regenerate", "--user-id", "u", "--wait"], "reflexio api POST /api/rerun_profile_generation"),
+        (
+            ["user-profiles", "regenerate", "--user-id", "u", "--wait"],
+            "reflexio api POST /api/rerun_profile_generation",
+        ),
         (["agent-playbooks", "delete-all", "--yes"], "reflexio api DELETE /api/delete_all_agent_playbooks"),
     ],
-)  # fmt: skip
+)
 def test_commands_without_a_counterpart_exit_2_and_say_what_to_use(args, instead):
     result = reflexio("http://127.0.0.1:9", *args)  # never contacted
     assert result.exit_code == 2 and "is not available with this service" in result.stderr
@@ -164,4 +209,6 @@ def test_console_script_and_module_entry_points():
     for argv in ([str(SCRIPT), "--help"], [sys.executable, "-m", "reflexio_pipelines.cli.original", "--help"]):
         result = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=dict(os.environ, COLUMNS="120"))
         assert result.returncode == 0
-        assert all(name in result.stdout for name in ("publish", "search", "user-playbooks", "agent-playbooks", "status"))
+        assert all(
+            name in result.stdout for name in ("publish", "search", "user-playbooks", "agent-playbooks", "status")
+        )

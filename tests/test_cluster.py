@@ -315,5 +315,6 @@ def test_rejects_malformed_input_and_ignores_zero_rows() -> None:
     with_zero = np.concatenate([x, np.zeros((1, 8), np.float32)])
     np.testing.assert_array_equal(cluster_playbooks(with_zero, ["a", "b", "c", "d"]), [0, 0, 0, -1])
     # Unnormalised rows are fine: only the direction counts.
-    np.testing.assert_array_equal(cluster_playbooks(x * np.array([[1], [5], [0.01]], np.float32), ["a", "b", "c"]),
-                                  [0, 0, 0])  # fmt: skip
+    np.testing.assert_array_equal(
+        cluster_playbooks(x * np.array([[1], [5], [0.01]], np.float32), ["a", "b", "c"]), [0, 0, 0]
+    )

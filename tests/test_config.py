@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
+from reflexio_pipelines.learning.batch import UserState
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
 from reflexio_pipelines.learning.config import DEFAULT_CONFIG, PRESETS, ConfigError
 from reflexio_pipelines.learning.config_loading import (
@@ -20,9 +21,8 @@ from reflexio_pipelines.learning.config_loading import (
     parse_extraction_config,
     resolve_extraction_config,
 )
-from reflexio_pipelines.learning.extractor_groups import ExtractorGroup, NamedProfile
 from reflexio_pipelines.learning.dedup import RuleDedupJudge
-from reflexio_pipelines.learning.batch import UserState
+from reflexio_pipelines.learning.extractor_groups import ExtractorGroup, NamedProfile
 from reflexio_pipelines.learning.learn import learn
 from reflexio_pipelines.learning.llm_extract import LiteLLMExtractor, named_items
 from reflexio_pipelines.learning.types import ExtractedPlaybook, ExtractedProfile, ExtractionResult, Turn, Window
@@ -68,19 +68,22 @@ def test_presets_have_the_originals_numbers() -> None:
 
 
 def test_overrides_and_sources_split_extractors_into_groups() -> None:
-    config = parse_extraction_config({
-        "batch_size": 8, "batch_interval": 4,
-        "profile_extractor_configs": [
-            extractor_cfg("facts"),
-            extractor_cfg("support_facts", request_sources_enabled=[" support ", "chat", "support", ""]),
-            extractor_cfg("long_facts", batch_size_override=20, batch_interval_override=10),
-        ],
-        "user_playbook_extractor_configs": [
-            extractor_cfg("rules"),
-            extractor_cfg("support_rules", request_sources_enabled=["chat", "support"]),
-            extractor_cfg("same_as_default", batch_size_override=8),  # an override equal to the global: same group
-        ],
-    })  # fmt: skip
+    config = parse_extraction_config(
+        {
+            "batch_size": 8,
+            "batch_interval": 4,
+            "profile_extractor_configs": [
+                extractor_cfg("facts"),
+                extractor_cfg("support_facts", request_sources_enabled=[" support ", "chat", "support", ""]),
+                extractor_cfg("long_facts", batch_size_override=20, batch_interval_override=10),
+            ],
+            "user_playbook_extractor_configs": [
+                extractor_cfg("rules"),
+                extractor_cfg("support_rules", request_sources_enabled=["chat", "support"]),
+                extractor_cfg("same_as_default", batch_size_override=8),  # an override equal to the global: same group
+            ],
+        }
+    )
     groups = {g.name: g for g in config.groups()}
     assert list(groups) == ["facts+rules+same_as_default", "support_facts+support_rules", "long_facts"]
     main, support, long = groups.values()
@@ -89,9 +92,12 @@ def test_overrides_and_sources_split_extractors_into_groups() -> None:
     assert support.sources == ("chat", "support")  # trimmed, deduplicated, sorted: [" support ", "chat"] == [...]
     assert (long.batch_size, long.batch_interval, long.playbook_extractors) == (20, 10, ())
     assert config.profile_extractor_configs[0].request_sources_enabled is None
-    assert parse_extraction_config(
-        {"profile_extractor_configs": [extractor_cfg("p", request_sources_enabled=[])]}
-    ).profile_extractor_configs[0].request_sources_enabled is None  # [] = every source, like null
+    assert (
+        parse_extraction_config({"profile_extractor_configs": [extractor_cfg("p", request_sources_enabled=[])]})
+        .profile_extractor_configs[0]
+        .request_sources_enabled
+        is None
+    )  # [] = every source, like null
 
 
 @pytest.mark.parametrize(
@@ -99,34 +105,59 @@ def test_overrides_and_sources_split_extractors_into_groups() -> None:
     [
         ({"batch_size": 4, "batch_interval": 5}, "batch_interval: must be <= batch size 4"),
         ({"extraction_preset": "quick_chat", "batch_interval": 6}, "batch_interval: must be <= batch size 5"),
-        ({"profile_extractor_configs": [extractor_cfg("p", batch_size_override=4, batch_interval_override=5)]},
-         "profile_extractor_configs.0.batch_interval_override: must be <= batch size 4"),
-        ({"user_playbook_extractor_configs": [extractor_cfg("p", batch_size_override=4)]},
-         "user_playbook_extractor_configs.0.batch_size_override: must be >= batch interval 5"),
+        (
+            {"profile_extractor_configs": [extractor_cfg("p", batch_size_override=4, batch_interval_override=5)]},
+            "profile_extractor_configs.0.batch_interval_override: must be <= batch size 4",
+        ),
+        (
+            {"user_playbook_extractor_configs": [extractor_cfg("p", batch_size_override=4)]},
+            "user_playbook_extractor_configs.0.batch_size_override: must be >= batch interval 5",
+        ),
         ({"batch_size": 0}, "batch_size: Input should be greater than 0"),
-        ({"profile_extractor_configs": [extractor_cfg("p", batch_interval_override=-1)]},
-         "profile_extractor_configs.0.batch_interval_override: Input should be greater than 0"),
+        (
+            {"profile_extractor_configs": [extractor_cfg("p", batch_interval_override=-1)]},
+            "profile_extractor_configs.0.batch_interval_override: Input should be greater than 0",
+        ),
         ({"batch_sise": 10}, "batch_sise: unknown field (allowed: config_version, agent_context_prompt"),
-        ({"profile_extractor_configs": [extractor_cfg("p", sources=["x"])]},
-         "profile_extractor_configs.0.sources: unknown field (allowed: extractor_name,"),
+        (
+            {"profile_extractor_configs": [extractor_cfg("p", sources=["x"])]},
+            "profile_extractor_configs.0.sources: unknown field (allowed: extractor_name,",
+        ),
         ({"tool_can_use": [{"tool_name": "t", "description": "d"}]}, "tool_can_use.0.description: unknown field"),
         ({"storage_config": {"db_path": "x"}}, "storage_config: a field of the original Reflexio Config"),
-        ({"profile_extractor_configs": [extractor_cfg("  ")]}, "profile_extractor_configs.0.extractor_name: must not be empty"),
-        ({"profile_extractor_configs": [extractor_cfg("a+b")]}, "profile_extractor_configs.0.extractor_name: use letters"),
-        ({"profile_extractor_configs": [extractor_cfg("p", "\x00\x07 ")]},
-         "profile_extractor_configs.0.extraction_definition_prompt: must not be empty"),
-        ({"profile_extractor_configs": [{"extractor_name": "p"}]},
-         "profile_extractor_configs.0.extraction_definition_prompt: Field required"),
-        ({"profile_extractor_configs": [extractor_cfg("same")], "user_playbook_extractor_configs": [extractor_cfg("same")]},
-         "user_playbook_extractor_configs.0.extractor_name: duplicate name 'same' (also profile_extractor_configs.0)"),
-        ({"profile_extractor_configs": [], "user_playbook_extractor_configs": []},
-         "profile_extractor_configs: at least one profile or playbook extractor is required"),
+        (
+            {"profile_extractor_configs": [extractor_cfg("  ")]},
+            "profile_extractor_configs.0.extractor_name: must not be empty",
+        ),
+        (
+            {"profile_extractor_configs": [extractor_cfg("a+b")]},
+            "profile_extractor_configs.0.extractor_name: use letters",
+        ),
+        (
+            {"profile_extractor_configs": [extractor_cfg("p", "\x00\x07 ")]},
+            "profile_extractor_configs.0.extraction_definition_prompt: must not be empty",
+        ),
+        (
+            {"profile_extractor_configs": [{"extractor_name": "p"}]},
+            "profile_extractor_configs.0.extraction_definition_prompt: Field required",
+        ),
+        (
+            {
+                "profile_extractor_configs": [extractor_cfg("same")],
+                "user_playbook_extractor_configs": [extractor_cfg("same")],
+            },
+            "user_playbook_extractor_configs.0.extractor_name: duplicate name 'same' (also profile_extractor_configs.0)",
+        ),
+        (
+            {"profile_extractor_configs": [], "user_playbook_extractor_configs": []},
+            "profile_extractor_configs: at least one profile or playbook extractor is required",
+        ),
         ({"extraction_preset": "huge"}, "extraction_preset: Input should be 'quick_chat', 'standard', 'long_form'"),
         ({"config_version": 2}, "config_version: unsupported version 2 (this build reads 1)"),
         ({"extraction_window_size": 12, "batch_size": 12}, "extraction_window_size: legacy name of batch_size"),
         ({"agent_context_prompt": "x" * 9_000}, "agent_context_prompt: at most 8000 characters"),
     ],
-)  # fmt: skip
+)
 def test_validation_errors_name_the_field_and_the_reason(data: dict, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_extraction_config(data)
@@ -140,29 +171,37 @@ def test_every_problem_is_reported_at_once() -> None:
 
 
 def test_legacy_field_names_are_migrated() -> None:
-    config = parse_extraction_config({
-        "extraction_window_size": 12, "extraction_window_stride": 6,
-        "profile_extractor_configs": [{"extractor_name": "p", "profile_content_definition_prompt": "facts"}],
-        "agent_feedback_configs": [
-            {"feedback_name": "fb", "feedback_definition_prompt": "rules"},
-            {"playbook_name": "pb", "playbook_definition_prompt": "more rules"},
-        ],
-    })  # fmt: skip
+    config = parse_extraction_config(
+        {
+            "extraction_window_size": 12,
+            "extraction_window_stride": 6,
+            "profile_extractor_configs": [{"extractor_name": "p", "profile_content_definition_prompt": "facts"}],
+            "agent_feedback_configs": [
+                {"feedback_name": "fb", "feedback_definition_prompt": "rules"},
+                {"playbook_name": "pb", "playbook_definition_prompt": "more rules"},
+            ],
+        }
+    )
     assert (config.batch_size, config.batch_interval) == (12, 6)
     assert config.profile_extractor_configs[0].extraction_definition_prompt == "facts"
     assert [(c.extractor_name, c.extraction_definition_prompt) for c in config.user_playbook_extractor_configs] == [
-        ("fb", "rules"), ("pb", "more rules"),
-    ]  # fmt: skip
-    assert [c.extractor_name for c in parse_extraction_config(
-        {"playbook_configs": [extractor_cfg("x")]}).user_playbook_extractor_configs] == ["x"]  # fmt: skip
+        ("fb", "rules"),
+        ("pb", "more rules"),
+    ]
+    assert [
+        c.extractor_name
+        for c in parse_extraction_config({"playbook_configs": [extractor_cfg("x")]}).user_playbook_extractor_configs
+    ] == ["x"]
 
 
 def test_control_characters_are_stripped_from_prompts() -> None:
-    config = parse_extraction_config({
-        "agent_context_prompt": "  An ops\x00 agent\u202e.\n Second line\t ",
-        "tool_can_use": [{"tool_name": "create_issue", "tool_description": "files\x1b a ticket"}],
-        "profile_extractor_configs": [extractor_cfg("p", "Team\x07 facts\u200b only")],
-    })  # fmt: skip
+    config = parse_extraction_config(
+        {
+            "agent_context_prompt": "  An ops\x00 agent\u202e.\n Second line\t ",
+            "tool_can_use": [{"tool_name": "create_issue", "tool_description": "files\x1b a ticket"}],
+            "profile_extractor_configs": [extractor_cfg("p", "Team\x07 facts\u200b only")],
+        }
+    )
     assert config.agent_context_prompt == "An ops agent.\n Second line"  # newline and tab kept, edges trimmed
     assert config.tool_can_use[0].tool_description == "files a ticket"
     assert config.profile_extractor_configs[0].extraction_definition_prompt == "Team facts only"
@@ -207,8 +246,8 @@ def test_yaml_and_json_files_load_to_the_same_config(tmp_path: Path) -> None:
 
 def test_the_documented_example_is_valid() -> None:
     docs = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
-    section = docs[docs.index("## Extraction config file"):]
-    example = section[section.index("```yaml") + len("```yaml"):section.index("```", section.index("```yaml") + 7)]
+    section = docs[docs.index("## Extraction config file") :]
+    example = section[section.index("```yaml") + len("```yaml") : section.index("```", section.index("```yaml") + 7)]
     config = parse_extraction_config(yaml.safe_load(example))
     assert [g.name for g in config.groups()] == ["default"] and config.tool_can_use
 
@@ -303,17 +342,32 @@ def turns_for(user: str, n: int, sources: tuple[str, ...] = ("app",), start: int
     """n alternating user/assistant turns; the i-th turn's source is sources[i % len(sources)]."""
     return [
         Turn(
-            turn_id=f"{user}-t{i:03d}", interaction_id=i, request_id=f"{user}-r{i // 2}", user_id=user,
-            role="user" if i % 2 == 0 else "assistant", content=fields.get("content", f"message {i}"),
-            created_at=1_767_225_600 + i, session_id=f"{user}-s", source=sources[i % len(sources)], turn_index=i % 2,
+            turn_id=f"{user}-t{i:03d}",
+            interaction_id=i,
+            request_id=f"{user}-r{i // 2}",
+            user_id=user,
+            role="user" if i % 2 == 0 else "assistant",
+            content=fields.get("content", f"message {i}"),
+            created_at=1_767_225_600 + i,
+            session_id=f"{user}-s",
+            source=sources[i % len(sources)],
+            turn_index=i % 2,
         )
         for i in range(start, start + n)
-    ]  # fmt: skip
+    ]
 
 
 def run(turns: list[Turn], extractor, config=DEFAULT_CONFIG, states: dict[str, UserState] | None = None):
-    return learn(turns, states or {}, extractor, HashEmbedder(), rule_judges, window="2026-01-01T00", run_id="run-1",
-                 config=config)  # fmt: skip
+    return learn(
+        turns,
+        states or {},
+        extractor,
+        HashEmbedder(),
+        rule_judges,
+        window="2026-01-01T00",
+        run_id="run-1",
+        config=config,
+    )
 
 
 def test_the_default_config_makes_one_call_per_window() -> None:
@@ -325,19 +379,22 @@ def test_the_default_config_makes_one_call_per_window() -> None:
     assert len(fake.calls) == out.stats.windows == expected == 4
     assert {name for name, _ in fake.calls} == {"default"}
     assert [(b["user_id"], b["extractor"], b["new_turns"]) for b in out.bookmarks] == [
-        ("ana", "default", 23), ("ben", "default", 3),
-    ]  # fmt: skip
+        ("ana", "default", 23),
+        ("ben", "default", 3),
+    ]
     assert out.bookmarks[0]["last_turn_id"] == "ana-t029"
 
 
 TWO_GROUPS = {
-    "batch_size": 6, "batch_interval": 3,
+    "batch_size": 6,
+    "batch_interval": 3,
     "profile_extractor_configs": [
-        extractor_cfg("support_facts", request_sources_enabled=["support"], batch_size_override=4,
-                      batch_interval_override=2),
+        extractor_cfg(
+            "support_facts", request_sources_enabled=["support"], batch_size_override=4, batch_interval_override=2
+        ),
     ],
     "user_playbook_extractor_configs": [extractor_cfg("ops_rules", request_sources_enabled=["ops", "app"])],
-}  # fmt: skip
+}
 
 
 def test_groups_with_different_sources_and_windows_are_separate_calls_on_their_own_turns() -> None:
@@ -374,11 +431,20 @@ CORRECTION_TURNS = [
 
 def conversation(user: str, source: str, turns=CORRECTION_TURNS, start: int = 0) -> list[Turn]:
     return [
-        Turn(turn_id=f"{user}-{source}-{start + i}", interaction_id=start + i, request_id=f"{user}-{source}-{start}",
-             user_id=user, role=role, content=content, created_at=1_767_225_600 + start + i,
-             session_id=f"{user}-{source}", source=source, turn_index=i)
+        Turn(
+            turn_id=f"{user}-{source}-{start + i}",
+            interaction_id=start + i,
+            request_id=f"{user}-{source}-{start}",
+            user_id=user,
+            role=role,
+            content=content,
+            created_at=1_767_225_600 + start + i,
+            session_id=f"{user}-{source}",
+            source=source,
+            turn_index=i,
+        )
         for i, (role, content) in enumerate(turns)
-    ]  # fmt: skip
+    ]
 
 
 def test_items_are_tagged_with_their_extractor_names() -> None:
@@ -397,10 +463,12 @@ def test_items_are_tagged_with_their_extractor_names() -> None:
 
 
 def test_named_items_in_one_group_keep_their_own_names_and_merge_when_equal() -> None:
-    config = parse_extraction_config({
-        "profile_extractor_configs": [extractor_cfg("facts"), extractor_cfg("prefs")],
-        "user_playbook_extractor_configs": [extractor_cfg("rules"), extractor_cfg("escalations")],
-    })  # fmt: skip
+    config = parse_extraction_config(
+        {
+            "profile_extractor_configs": [extractor_cfg("facts"), extractor_cfg("prefs")],
+            "user_playbook_extractor_configs": [extractor_cfg("rules"), extractor_cfg("escalations")],
+        }
+    )
     (group,) = config.groups()
     assert group.name == "facts+prefs+rules+escalations"
 
@@ -412,24 +480,29 @@ def test_named_items_in_one_group_keep_their_own_names_and_merge_when_equal() ->
                 NamedProfile("Prefers short answers", source_turn_ids=ids, extractor_name="facts"),
                 ExtractedProfile("Works at Acme", source_turn_ids=ids),  # untagged: the group's first
             ],
-            playbooks=[group.tag_playbook(ExtractedPlaybook("Escalate outages", source_turn_ids=ids), "escalations"),
-                       ExtractedPlaybook("Use us-west-2", source_turn_ids=ids)],
+            playbooks=[
+                group.tag_playbook(ExtractedPlaybook("Escalate outages", source_turn_ids=ids), "escalations"),
+                ExtractedPlaybook("Use us-west-2", source_turn_ids=ids),
+            ],
             extractor="fake",
-        )  # fmt: skip
+        )
 
     out = run(conversation("fay", "app"), CountingExtractor(reply), config)
     names = {p["content"]: p["extractor_names"] for p in out.profiles}
     assert names == {"Prefers short answers": ["prefs", "facts"], "Works at Acme": ["facts"]}
     assert {p["content"]: p["playbook_name"] for p in out.playbooks} == {
-        "Escalate outages": "escalations", "Use us-west-2": "rules",
-    }  # fmt: skip
+        "Escalate outages": "escalations",
+        "Use us-west-2": "rules",
+    }
 
 
 def test_llm_items_name_their_definition_and_unknown_names_fall_back() -> None:
-    config = parse_extraction_config({
-        "profile_extractor_configs": [extractor_cfg("facts"), extractor_cfg("prefs")],
-        "user_playbook_extractor_configs": [],
-    })  # fmt: skip
+    config = parse_extraction_config(
+        {
+            "profile_extractor_configs": [extractor_cfg("facts"), extractor_cfg("prefs")],
+            "user_playbook_extractor_configs": [],
+        }
+    )
     (group,) = config.groups()
     window = Window("u", tuple(conversation("u", "app")))
     reply = {
@@ -443,8 +516,10 @@ def test_llm_items_name_their_definition_and_unknown_names_fall_back() -> None:
     }
     profiles, playbooks, problems = named_items(reply, window, group)
     assert [(p.content, p.extractor_name) for p in profiles] == [
-        ("Prefers short answers", "prefs"), ("Is named Dana", "facts"), ("Works at Acme", "facts"),
-    ]  # fmt: skip
+        ("Prefers short answers", "prefs"),
+        ("Is named Dana", "facts"),
+        ("Works at Acme", "facts"),
+    ]
     assert profiles[2].custom_features == {"team": "billing"}  # the extractor key is not a custom feature
     assert playbooks == []  # this group has no playbook extractor
     assert any("profiles[1]: unknown extractor 'nonsense'" in p for p in problems)
@@ -457,7 +532,8 @@ def test_prompt_tokens_of_the_default_group_stay_close_to_the_previous_prompt() 
     from reflexio_pipelines.learning.prompts import load_prompt
 
     window = Window("u", tuple(conversation("u", "app")))
-    ex = LiteLLMExtractor(model="openai/none")
+    LiteLLMExtractor(model="openai/none")  # builds with the definitions in its prompt
+
     def size(version: str | None) -> int:
         prompt = load_prompt("extraction", version) if version else None
         extractor = LiteLLMExtractor(model="openai/none", **({"prompt": prompt} if prompt else {}))
@@ -489,8 +565,14 @@ def gated_stub() -> Iterator[tuple]:
 
 
 def gated_extractor(base_url: str) -> LiteLLMExtractor:
-    return LiteLLMExtractor(model="openai/stub", api_base=f"{base_url}/v1", api_key="k", max_retries=0,
-                            gate_model=f"openai/{GATE_MODEL}", sleep=lambda s: None)  # fmt: skip
+    return LiteLLMExtractor(
+        model="openai/stub",
+        api_base=f"{base_url}/v1",
+        api_key="k",
+        max_retries=0,
+        gate_model=f"openai/{GATE_MODEL}",
+        sleep=lambda s: None,
+    )
 
 
 @pytest.mark.e2e
@@ -551,11 +633,15 @@ def test_the_learning_asset_uses_the_configured_extractors(lake, instance, lande
     from reflexio_pipelines.partitions import GRANULARITY
 
     path = tmp_path / "extraction.json"
-    path.write_text(json.dumps({
-        "extraction_preset": "quick_chat",
-        "profile_extractor_configs": [extractor_cfg("team_facts")],
-        "user_playbook_extractor_configs": [extractor_cfg("team_rules")],
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "extraction_preset": "quick_chat",
+                "profile_extractor_configs": [extractor_cfg("team_facts")],
+                "user_playbook_extractor_configs": [extractor_cfg("team_rules")],
+            }
+        )
+    )
     resources = build_resources(Settings(lake=str(lake.root), extraction_config=str(path)))
     key = key_of_moment(datetime.now(timezone.utc), GRANULARITY)  # `landed` committed the samples just now
     window = window_of_key(key, GRANULARITY)

@@ -18,11 +18,11 @@ from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import MAX_AUTOMATIC_RETRIES, pending_windows
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings
+from tests.support.dagster_home import make_dagster_home
 from tests.support.landing import land
 from tests.support.openai_stub import StubBehaviour, make_openai_stub
 from tests.support.processes import child_env, free_port, start_service, stop
 from tests.support.servers import serve_app
-from tests.support.dagster_home import make_dagster_home
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +41,9 @@ def _body(client: int, seq: int) -> dict:
 
 def _landed(lake: Lake) -> list[dict]:
     files = lake.landing_files([p for _, _, p in lake.landing_hours()])
-    return [row for f in files for row in pq.read_table(f, columns=["turn_id", "request_id", "idempotency_key"]).to_pylist()]
+    return [
+        row for f in files for row in pq.read_table(f, columns=["turn_id", "request_id", "idempotency_key"]).to_pylist()
+    ]
 
 
 def test_sigkill_mid_stream_loses_no_acknowledged_turn(tmp_path: Path, instance, capsys):
@@ -62,7 +64,9 @@ def test_sigkill_mid_stream_loses_no_acknowledged_turn(tmp_path: Path, instance,
                 with lock:
                     attempted.append(key)
                 try:
-                    reply = http.post(f"{api}/api/publish_interaction", json=_body(c, seq), headers={"Idempotency-Key": key})
+                    reply = http.post(
+                        f"{api}/api/publish_interaction", json=_body(c, seq), headers={"Idempotency-Key": key}
+                    )
                 except httpx.HTTPError:
                     return  # the server died: this publish was never acknowledged
                 if reply.status_code == 200:
@@ -95,7 +99,9 @@ def test_sigkill_mid_stream_loses_no_acknowledged_turn(tmp_path: Path, instance,
         with httpx.Client(timeout=10) as http:
             for key in attempted:
                 c, seq = (int(x) for x in key[1:].split("-"))
-                reply = http.post(f"{api}/api/publish_interaction", json=_body(c, seq), headers={"Idempotency-Key": key})
+                reply = http.post(
+                    f"{api}/api/publish_interaction", json=_body(c, seq), headers={"Idempotency-Key": key}
+                )
                 assert reply.status_code == 200
                 if key in acked:
                     assert reply.json()["request_id"] == acked[key]
@@ -110,8 +116,10 @@ def test_sigkill_mid_stream_loses_no_acknowledged_turn(tmp_path: Path, instance,
     turns = sum(lake.read_table("turns", w).num_rows for w in {k for k in _windows(result.partition_keys)})
     assert turns == len(attempted) * TURNS_PER_PUBLISH
     with capsys.disabled():
-        print(f"\ncrash safety: {len(acked)} publishes acknowledged before SIGKILL, all found; "
-              f"{len(attempted)} attempted, {turns} turns compacted once each")
+        print(
+            f"\ncrash safety: {len(acked)} publishes acknowledged before SIGKILL, all found; "
+            f"{len(attempted)} attempted, {turns} turns compacted once each"
+        )
 
 
 def _windows(keys: list[str]) -> list[str]:
@@ -132,11 +140,21 @@ def test_a_learning_run_killed_after_compaction_is_run_again(tmp_path: Path, sam
 
     hanging = make_openai_stub(StubBehaviour(delay_s=60))  # the extraction call never answers in time
     with serve_app(hanging) as llm_url:
-        env = child_env(lake_dir, home, REFLEXIO_LLM_MODEL="openai/stub", REFLEXIO_LLM_API_BASE=f"{llm_url}/v1",
-                        REFLEXIO_LLM_API_KEY="k", REFLEXIO_LLM_MAX_RETRIES="0")  # fmt: skip
-        proc = subprocess.Popen([sys.executable, "-m", "reflexio_pipelines", "materialize", "--lake", str(lake_dir)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)  # fmt: skip
+        env = child_env(
+            lake_dir,
+            home,
+            REFLEXIO_LLM_MODEL="openai/stub",
+            REFLEXIO_LLM_API_BASE=f"{llm_url}/v1",
+            REFLEXIO_LLM_API_KEY="k",
+            REFLEXIO_LLM_MAX_RETRIES="0",
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reflexio_pipelines", "materialize", "--lake", str(lake_dir)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 120
             while hanging.state.calls == 0:  # inside the learning step: `turns` has committed

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.processes import child_env, free_port, stop
 from tests.support.dagster_home import make_dagster_home
+from tests.support.processes import child_env, free_port, stop
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +44,10 @@ def test_workspace_lists_assets_partitions_sensor_and_blocking_check(tmp_path: P
     with open(tmp_path / "webserver.log", "wb") as log:
         proc = subprocess.Popen(
             [str(webserver), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-            cwd=ROOT, env=child_env(tmp_path / "lake", home), stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=child_env(tmp_path / "lake", home),
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     try:
@@ -72,13 +75,20 @@ def test_workspace_lists_assets_partitions_sensor_and_blocking_check(tmp_path: P
     assert {"name": "search_index_is_servable", "blocking": True} in checks
     assert sorted(s["name"] for s in data["sensors"]) == ["interaction_index_sensor", "landing_sensor"]
     assert {s["sensorState"]["status"] for s in data["sensors"]} == {"RUNNING"}
-    assert {"learn_job", "extract_job", "index_job", "aggregation_job", "evaluation_job", "rerun_job",
-            "lifecycle_job"} <= {
-        j["name"] for j in data["jobs"]
-    }
+    assert {
+        "learn_job",
+        "extract_job",
+        "index_job",
+        "aggregation_job",
+        "evaluation_job",
+        "rerun_job",
+        "lifecycle_job",
+    } <= {j["name"] for j in data["jobs"]}
     assert {"playbook_embeddings", "agent_playbooks", "aggregation_change_log", "change_log"} <= set(assets)
     schedules = sorted(data["schedules"], key=lambda x: x["name"])
-    assert schedules == [{"name": "daily_aggregation", "scheduleState": {"status": "RUNNING"}},
-                         {"name": "index_compaction", "scheduleState": {"status": "RUNNING"}},
-                         {"name": "session_evaluation", "scheduleState": {"status": "RUNNING"}}]  # fmt: skip
+    assert schedules == [
+        {"name": "daily_aggregation", "scheduleState": {"status": "RUNNING"}},
+        {"name": "index_compaction", "scheduleState": {"status": "RUNNING"}},
+        {"name": "session_evaluation", "scheduleState": {"status": "RUNNING"}},
+    ]
     assert {"session_evaluations", "shadow_comparisons", "impact_metrics"} <= set(assets)

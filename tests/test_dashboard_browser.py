@@ -102,28 +102,65 @@ def _evaluation_rows(impact: list[dict]) -> list[dict]:
         closed = int(datetime.strptime(metric["day"], "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp()) + 12 * 3600
         for n in range(metric["sessions_evaluated"]):
             session = f"{metric['agent_version']}-{metric['day']}-{n}"
-            rows.append({
-                "result_id": f"r-{session}", "session_id": session, "user_id": f"user-{n % 11}",
-                "agent_version": metric["agent_version"], "evaluation_name": "default",
-                "is_success": n < metric["successes"], "failure_type": None, "failure_reason": None,
-                "is_escalated": False, "regular_vs_shadow": None, "shadow_pairs": 0,
-                "number_of_correction_per_session": 0, "user_turns_to_resolution": 3, "judge": "heuristic",
-                "model": None, "prompt_version": None, "session_started_at": closed - 600,
-                "session_closed_at": closed, "created_at": closed + 60, "day": metric["day"],
-            })  # fmt: skip
+            rows.append(
+                {
+                    "result_id": f"r-{session}",
+                    "session_id": session,
+                    "user_id": f"user-{n % 11}",
+                    "agent_version": metric["agent_version"],
+                    "evaluation_name": "default",
+                    "is_success": n < metric["successes"],
+                    "failure_type": None,
+                    "failure_reason": None,
+                    "is_escalated": False,
+                    "regular_vs_shadow": None,
+                    "shadow_pairs": 0,
+                    "number_of_correction_per_session": 0,
+                    "user_turns_to_resolution": 3,
+                    "judge": "heuristic",
+                    "model": None,
+                    "prompt_version": None,
+                    "session_started_at": closed - 600,
+                    "session_closed_at": closed,
+                    "created_at": closed + 60,
+                    "day": metric["day"],
+                }
+            )
     return rows
 
 
-def _playbook(pid: int, name: str, version: str, content: str, trigger: str, rationale: str, playbook_status: str,
-              users: int, at: int) -> dict:  # fmt: skip
+def _playbook(
+    pid: int,
+    name: str,
+    version: str,
+    content: str,
+    trigger: str,
+    rationale: str,
+    playbook_status: str,
+    users: int,
+    at: int,
+) -> dict:
     return {
-        "agent_playbook_id": pid, "playbook_name": name, "agent_version": version, "created_at": at, "updated_at": at,
-        "content": content, "trigger": trigger, "rationale": rationale, "blocking_issue_kind": None,
-        "blocking_issue_details": None, "playbook_status": playbook_status, "status": "current",
-        "fingerprints": [f"fp-{pid}"], "member_ids": list(range(pid * 10, pid * 10 + users)),
-        "member_user_ids": [f"user-{pid}-{u}" for u in range(users)], "consolidator": "litellm",
-        "model": "stub-model", "prompt_version": "v1", "run_id": "run-seed",
-    }  # fmt: skip
+        "agent_playbook_id": pid,
+        "playbook_name": name,
+        "agent_version": version,
+        "created_at": at,
+        "updated_at": at,
+        "content": content,
+        "trigger": trigger,
+        "rationale": rationale,
+        "blocking_issue_kind": None,
+        "blocking_issue_details": None,
+        "playbook_status": playbook_status,
+        "status": "current",
+        "fingerprints": [f"fp-{pid}"],
+        "member_ids": list(range(pid * 10, pid * 10 + users)),
+        "member_user_ids": [f"user-{pid}-{u}" for u in range(users)],
+        "consolidator": "litellm",
+        "model": "stub-model",
+        "prompt_version": "v1",
+        "run_id": "run-seed",
+    }
 
 
 def _seed(lake: Lake) -> dict[str, int]:
@@ -134,28 +171,76 @@ def _seed(lake: Lake) -> dict[str, int]:
     evaluations = pa.Table.from_pylist(_evaluation_rows(impact), schema=TABLES["session_evaluations"])
     lake.replace_where("session_evaluations", None, evaluations)
     playbooks = [
-        _playbook(101, "refund_requests", AFTER,
-                  "Confirm the order number and the refund method before promising a refund date.",
-                  "the user asks for a refund or a return", "Users corrected the agent when it promised dates "
-                  "that billing could not keep.", "pending", 7, at - 3600),
-        _playbook(102, "tone", AFTER, "Answer in two short paragraphs at most; lead with the answer, then the steps.",
-                  "any answer longer than a screen", "Several users asked the agent to be shorter.", "pending", 4,
-                  at - 7200),
-        _playbook(103, "escalation", BEFORE, "Offer a human agent after the second failed attempt.",
-                  "the same request fails twice", "Escalation cut repeated corrections.", "approved", 3, at - 86400),
-    ]  # fmt: skip
+        _playbook(
+            101,
+            "refund_requests",
+            AFTER,
+            "Confirm the order number and the refund method before promising a refund date.",
+            "the user asks for a refund or a return",
+            "Users corrected the agent when it promised dates that billing could not keep.",
+            "pending",
+            7,
+            at - 3600,
+        ),
+        _playbook(
+            102,
+            "tone",
+            AFTER,
+            "Answer in two short paragraphs at most; lead with the answer, then the steps.",
+            "any answer longer than a screen",
+            "Several users asked the agent to be shorter.",
+            "pending",
+            4,
+            at - 7200,
+        ),
+        _playbook(
+            103,
+            "escalation",
+            BEFORE,
+            "Offer a human agent after the second failed attempt.",
+            "the same request fails twice",
+            "Escalation cut repeated corrections.",
+            "approved",
+            3,
+            at - 86400,
+        ),
+    ]
     lake.replace_where("agent_playbooks", None, pa.Table.from_pylist(playbooks, schema=TABLES["agent_playbooks"]))
     day = lambda ago: (now - timedelta(days=ago)).strftime("%Y-%m-%d")  # noqa: E731
     holdout = [  # treated vs control for the after version: the evaluator's success rate and a heuristic signal
-        {"agent_version": AFTER, "evaluation_name": "default", "judge": "heuristic", "metric": "success_rate",
-         "period_start": day(8), "period_end": day(1), "treated_sessions": 170, "control_sessions": 14,
-         "treated_value": 0.8, "control_value": 0.5, "difference": 0.3, "ci_low": 0.05, "ci_high": 0.52,
-         "interval": "newcombe"},
-        {"agent_version": AFTER, "evaluation_name": "session_signals", "judge": "heuristic",
-         "metric": "corrections_per_session", "period_start": day(8), "period_end": day(1), "treated_sessions": 170,
-         "control_sessions": 14, "treated_value": 0.6, "control_value": 1.4, "difference": -0.8, "ci_low": -1.3,
-         "ci_high": -0.3, "interval": "welch"},
-    ]  # fmt: skip
+        {
+            "agent_version": AFTER,
+            "evaluation_name": "default",
+            "judge": "heuristic",
+            "metric": "success_rate",
+            "period_start": day(8),
+            "period_end": day(1),
+            "treated_sessions": 170,
+            "control_sessions": 14,
+            "treated_value": 0.8,
+            "control_value": 0.5,
+            "difference": 0.3,
+            "ci_low": 0.05,
+            "ci_high": 0.52,
+            "interval": "newcombe",
+        },
+        {
+            "agent_version": AFTER,
+            "evaluation_name": "session_signals",
+            "judge": "heuristic",
+            "metric": "corrections_per_session",
+            "period_start": day(8),
+            "period_end": day(1),
+            "treated_sessions": 170,
+            "control_sessions": 14,
+            "treated_value": 0.6,
+            "control_value": 1.4,
+            "difference": -0.8,
+            "ci_low": -1.3,
+            "ci_high": -0.3,
+            "interval": "welch",
+        },
+    ]
     lake.replace_where("impact_holdout", None, pa.Table.from_pylist(holdout, schema=TABLES["impact_holdout"]))
     success = 100.0 * sum(r["successes"] for r in impact) / sum(r["sessions_evaluated"] for r in impact)
     return {"reject": 101, "gone": 102, "approved": 103, "success_pct": round(success, 1)}
@@ -176,7 +261,9 @@ def _build_app(lake: Lake):
 
 
 def _pending_ids(base_url: str) -> list[int]:
-    body = httpx.post(f"{base_url}/api/get_agent_playbooks", json={"playbook_status_filter": "pending"}, timeout=10).json()
+    body = httpx.post(
+        f"{base_url}/api/get_agent_playbooks", json={"playbook_status_filter": "pending"}, timeout=10
+    ).json()
     return sorted(p["agent_playbook_id"] for p in body["agent_playbooks"])
 
 
@@ -204,8 +291,10 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
     try:
         from playwright.sync_api import expect, sync_playwright
     except ImportError:
-        pytest.fail("the `playwright` Python package is missing: pip install -e '.[dev]' (never `playwright install`)",
-                    pytrace=False)  # fmt: skip
+        pytest.fail(
+            "the `playwright` Python package is missing: pip install -e '.[dev]' (never `playwright install`)",
+            pytrace=False,
+        )
 
     started = time.monotonic()
     lake = Lake.at(tmp_path / "lake")
@@ -232,14 +321,24 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
             expect(success.locator(f'g[data-series="{BEFORE}"] [data-point]')).to_have_count(len(BEFORE_DAYS))
             expect(success.locator(f'g[data-series="{AFTER}"] [data-point]')).to_have_count(len(AFTER_DAYS))
             expect(success.locator("[data-band]")).to_have_count(2)
-            before_ys = [float(y) for y in success.locator(f'g[data-series="{BEFORE}"] [data-point]').evaluate_all(
-                "els => els.map(e => e.dataset.y)")]  # fmt: skip
-            after_ys = [float(y) for y in success.locator(f'g[data-series="{AFTER}"] [data-point]').evaluate_all(
-                "els => els.map(e => e.dataset.y)")]  # fmt: skip
+            before_ys = [
+                float(y)
+                for y in success.locator(f'g[data-series="{BEFORE}"] [data-point]').evaluate_all(
+                    "els => els.map(e => e.dataset.y)"
+                )
+            ]
+            after_ys = [
+                float(y)
+                for y in success.locator(f'g[data-series="{AFTER}"] [data-point]').evaluate_all(
+                    "els => els.map(e => e.dataset.y)"
+                )
+            ]
             assert max(before_ys) < min(after_ys), (before_ys, after_ys)
 
             # Every rate names its judge; the rule-based one says so.
-            expect(page.locator('[data-judge="success-rate"]')).to_have_text("judge: heuristic (rule-based, not a model)")
+            expect(page.locator('[data-judge="success-rate"]')).to_have_text(
+                "judge: heuristic (rule-based, not a model)"
+            )
             expect(page.locator('[data-judge="corrections"]')).to_contain_text("heuristic")
             expect(page.locator('[data-judge="recurrence"]')).to_contain_text("heuristic")
 
@@ -247,8 +346,12 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
             expect(page.get_by_role("heading", name="Regular (live) answer's win rate over shadow")).to_be_visible()
             shadow = page.locator('[data-chart="regular-win-rate"]')
             expect(shadow.locator("[data-bar]")).to_have_count(2)
-            wins = {b["series"]: float(b["value"]) for b in shadow.locator("[data-bar]").evaluate_all(
-                "els => els.map(e => ({series: e.dataset.series, value: e.dataset.value}))")}  # fmt: skip
+            wins = {
+                b["series"]: float(b["value"])
+                for b in shadow.locator("[data-bar]").evaluate_all(
+                    "els => els.map(e => ({series: e.dataset.series, value: e.dataset.value}))"
+                )
+            }
             assert set(wins) == {BEFORE, AFTER} and wins[BEFORE] < 0.5 < wins[AFTER], wins
 
             # Corrections per session: a line per version with every day plotted.
@@ -292,14 +395,17 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
                 target.get_by_role("button", name="Reject").click()
             assert put.value.request.method == "PUT"
             assert json.loads(put.value.request.post_data or "{}") == {
-                "agent_playbook_id": ids["reject"], "playbook_status": "rejected"}  # fmt: skip
+                "agent_playbook_id": ids["reject"],
+                "playbook_status": "rejected",
+            }
             assert put.value.status == 200
             expect(target).to_have_count(0)
             expect(rows).to_have_count(1)
             expect(page.locator('[data-testid="queue-count"]')).to_have_text("1")
             expect(page.locator('[data-testid="toast"]')).to_contain_text("rejected")
-            rejected = httpx.post(f"{base_url}/api/get_agent_playbooks", json={"playbook_status_filter": "rejected"},
-                                  timeout=10).json()["agent_playbooks"]  # fmt: skip
+            rejected = httpx.post(
+                f"{base_url}/api/get_agent_playbooks", json={"playbook_status_filter": "rejected"}, timeout=10
+            ).json()["agent_playbooks"]
             assert [p["agent_playbook_id"] for p in rejected] == [ids["reject"]]
             assert _pending_ids(base_url) == [ids["gone"]]
 
@@ -393,7 +499,9 @@ def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
             page.wait_for_selector('body[data-ready="true"]')
             for chart in ("success-rate", "regular-win-rate", "corrections"):
                 expect(page.locator(f'[data-chart="{chart}"]')).to_contain_text("No evaluations yet")
-                expect(page.locator(f'[data-chart="{chart}"] [data-point], [data-chart="{chart}"] [data-bar]')).to_have_count(0)
+                expect(
+                    page.locator(f'[data-chart="{chart}"] [data-point], [data-chart="{chart}"] [data-bar]')
+                ).to_have_count(0)
             expect(page.locator('[data-testid="approval-queue"]')).to_contain_text("Nothing waiting for review")
             expect(page.locator('[data-testid="queue-count"]')).to_have_text("0")
             expect(page.locator('[data-testid="llm-usage"]')).to_contain_text("No LLM calls recorded yet")
@@ -430,7 +538,7 @@ def test_dashboard_with_an_api_key_in_chromium(tmp_path: Path) -> None:
             page.wait_for_selector('body[data-ready="true"]')
             expect(page.locator('[data-testid="queue-count"]')).to_have_text("2")  # 101 and 102 are pending
             expect(page.locator("[data-usage-day]")).to_have_count(3)  # the organisation's own ledger
-            api_calls = [(url, auth) for url, auth in seen[len(seen) // 2:] if "/api/" in url]
+            api_calls = [(url, auth) for url, auth in seen[len(seen) // 2 :] if "/api/" in url]
             assert api_calls and all(auth == f"Bearer {key}" for _, auth in api_calls)
             assert all(key not in url for url, _ in seen if url.startswith("http") and "#" not in url)
 
@@ -466,8 +574,13 @@ def test_dashboard_after_the_demo_in_chromium(tmp_path: Path, instance) -> None:
             expect(page.locator('[data-judge="success-rate"]')).to_contain_text("heuristic")
             recurrence = page.locator('[data-chart="recurrence"]')
             expect(recurrence.locator("[data-point]").first).to_be_visible()
-            assert max(float(y) for y in recurrence.locator("[data-point]").evaluate_all(
-                "els => els.map(e => e.dataset.y)")) > 0  # fmt: skip
+            assert (
+                max(
+                    float(y)
+                    for y in recurrence.locator("[data-point]").evaluate_all("els => els.map(e => e.dataset.y)")
+                )
+                > 0
+            )
             rows = page.locator("[data-item-row]")
             expect(rows.first).to_be_visible()
             counts = rows.locator('[data-field="served"]').evaluate_all("els => els.map(e => Number(e.dataset.value))")

@@ -48,8 +48,11 @@ def _dockerfile_env() -> dict[str, str]:
 
 def _copies() -> list[tuple[str, str]]:
     """(source, destination) of every COPY from the build context (not from another stage)."""
-    return [tuple(line.split()[1:3]) for line in DOCKERFILE.splitlines()
-            if line.startswith("COPY ") and "--from=" not in line]  # fmt: skip
+    return [
+        tuple(line.split()[1:3])
+        for line in DOCKERFILE.splitlines()
+        if line.startswith("COPY ") and "--from=" not in line
+    ]
 
 
 def test_compose_services_and_shared_volumes():
@@ -90,8 +93,13 @@ def test_dockerfile_copies_existing_files_to_where_compose_expects_them():
 
 def test_every_instance_variable_is_set_for_every_app_service_and_no_secret_is_literal():
     wanted = set(re.findall(r"\{env: (\w+)\}", (DEPLOY / "dagster.yaml").read_text()))
-    assert wanted == {"DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USERNAME", "DAGSTER_PG_PASSWORD",
-                      "DAGSTER_PG_DB"}  # fmt: skip
+    assert wanted == {
+        "DAGSTER_PG_HOST",
+        "DAGSTER_PG_PORT",
+        "DAGSTER_PG_USERNAME",
+        "DAGSTER_PG_PASSWORD",
+        "DAGSTER_PG_DB",
+    }
     for name in APP_SERVICES:
         env = SERVICES[name]["environment"]
         assert wanted <= set(env), (name, wanted - set(env))
@@ -100,7 +108,10 @@ def test_every_instance_variable_is_set_for_every_app_service_and_no_secret_is_l
     env = SERVICES["reflexio"]["environment"]
     postgres = SERVICES["postgres"]["environment"]
     assert (env["DAGSTER_PG_HOST"], env["DAGSTER_PG_USERNAME"], env["DAGSTER_PG_DB"]) == (
-        "postgres", postgres["POSTGRES_USER"], postgres["POSTGRES_DB"])
+        "postgres",
+        postgres["POSTGRES_USER"],
+        postgres["POSTGRES_DB"],
+    )
     # Secrets are interpolated from the caller's environment, required (`:?`) or empty, never written here.
     for value in (env["DAGSTER_PG_PASSWORD"], postgres["POSTGRES_PASSWORD"]):
         assert value.startswith("${DAGSTER_PG_PASSWORD:?")
@@ -125,8 +136,11 @@ def test_instance_config_is_valid_for_dagster():
 
 
 #: The (sub)command whose --help lists the flags each Dagster service passes.
-DAGSTER_COMMANDS = {"code-location": ["dagster", "api", "grpc"], "webserver": ["dagster-webserver"],
-                    "daemon": ["dagster-daemon", "run"]}  # fmt: skip
+DAGSTER_COMMANDS = {
+    "code-location": ["dagster", "api", "grpc"],
+    "webserver": ["dagster-webserver"],
+    "daemon": ["dagster-daemon", "run"],
+}
 
 
 @pytest.mark.e2e
@@ -137,7 +151,7 @@ def test_dagster_commands_exist_and_accept_their_flags(service):
     executable = shutil.which(prefix[0], path=str(Path(sys.executable).parent))
     assert executable, f"{prefix[0]} is not installed by the project's dependencies"
     helptext = subprocess.run([executable, *prefix[1:], "--help"], capture_output=True, text=True, timeout=120).stdout
-    for flag in (a for a in command[len(prefix):] if a.startswith("-")):
+    for flag in (a for a in command[len(prefix) :] if a.startswith("-")):
         assert re.search(rf"(^|[\s,]){re.escape(flag)}\b", helptext), (service, flag)
     if "-m" in command:
         assert importlib.util.find_spec(command[command.index("-m") + 1]) is not None
@@ -152,8 +166,13 @@ def test_service_command_is_the_serving_module():
 
 
 def _readiness(url: str, lake: Path, home: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(DEPLOY / "readiness.py"), url], env=child_env(lake, home),
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(DEPLOY / "readiness.py"), url],
+        env=child_env(lake, home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _wait_ready(url: str, lake: Path, home: Path, timeout_s: float = 30) -> subprocess.CompletedProcess:
@@ -178,8 +197,13 @@ def test_readiness_means_the_published_index_is_loaded(tmp_path):
         missing = _readiness(url, lake.root, home)
         assert missing.returncode == 1 and "20260101T000000000000Z-abcdef" in missing.stderr
 
-        doc = SearchDoc(entity_type="user_playbook", doc_id="1", text="always use us-west-2", user_id="u1",
-                        payload={"content": "always use us-west-2"})  # fmt: skip
+        doc = SearchDoc(
+            entity_type="user_playbook",
+            doc_id="1",
+            text="always use us-west-2",
+            user_id="u1",
+            payload={"content": "always use us-west-2"},
+        )
         publish_index(lake.index_root, [doc], make_embedder())
         assert _wait_ready(url, lake.root, home).returncode == 0
 

@@ -35,7 +35,10 @@ def test_publish_materialise_search_over_http(tmp_path, samples):
 
         done = subprocess.run(
             [sys.executable, "-m", "reflexio_pipelines", "materialize", "--lake", str(lake)],
-            env=child_env(lake, home), capture_output=True, text=True, timeout=300,
+            env=child_env(lake, home),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == 0, done.stderr[-3000:]
         assert "materialised 1 window" in done.stdout
@@ -48,8 +51,16 @@ def test_publish_materialise_search_over_http(tmp_path, samples):
         top = hits["user_playbooks"][0]
         assert "us-west-2" in top["content"] and top["user_id"] == "alice"
         assert top["provenance"]["source_turn_ids"]
-        assert any("analyst" in p["content"].lower() for p in httpx.post(
-            f"{api}/api/search", json={"query": "what is my job", "user_id": "bob"}).json()["profiles"])
+        assert any(
+            "analyst" in p["content"].lower()
+            for p in httpx.post(f"{api}/api/search", json={"query": "what is my job", "user_id": "bob"}).json()[
+                "profiles"
+            ]
+        )
         # another user's profile never leaks into a user-scoped search
-        assert all(p["user_id"] == "bob" for p in httpx.post(
-            f"{api}/api/search", json={"query": "deploy us-west-2", "user_id": "bob"}).json()["profiles"])
+        assert all(
+            p["user_id"] == "bob"
+            for p in httpx.post(f"{api}/api/search", json={"query": "deploy us-west-2", "user_id": "bob"}).json()[
+                "profiles"
+            ]
+        )

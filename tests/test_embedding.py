@@ -15,7 +15,6 @@ from reflexio_pipelines.learning.embedding import (
     ModelFileError,
     make_embedder,
 )
-
 from tests.support.embedding_stub import make_embedding_app, stub_vector
 from tests.support.servers import serve_app
 
@@ -30,8 +29,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_local_model_shape_norm_dtype(local: LocalMiniLMEmbedder) -> None:
-    texts = ["We deploy to us-west-2", "", "a" * 10_000, "emoji 🚀 and ünïcödé", "lone \ud800 surrogate",
-             "nul\x00"]
+    texts = ["We deploy to us-west-2", "", "a" * 10_000, "emoji 🚀 and ünïcödé", "lone \ud800 surrogate", "nul\x00"]
     vectors = local.embed(texts)
     assert local.model_id == "all-MiniLM-L6-v2-onnx-int8"
     assert local.dim == 384

@@ -33,10 +33,10 @@ from reflexio_pipelines.search.types import SearchDoc
 from reflexio_pipelines.search.versions import stage_index
 from reflexio_pipelines.settings import Settings
 from reflexio_pipelines.storage import open_delta
+from tests.support.dagster_home import dagster_home_env
 from tests.support.landing import land
 from tests.test_privacy import CONVERSATIONS, T0, ZED
 from tests.test_search_index import CORPUS
-from tests.support.dagster_home import dagster_home_env
 
 DISTINCT_TEXTS = len({normalize_text(d.text) for d in CORPUS})
 
@@ -45,8 +45,9 @@ class CountingEmbedder:
     """The real embedder, counting the texts it is asked to embed. `model_id` and `transform` make it stand for a
     different model (same texts, other vectors); `rendezvous` makes racing builds meet inside `embed`."""
 
-    def __init__(self, inner: Embedder, model_id: str | None = None, transform=None,
-                 rendezvous: threading.Barrier | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, inner: Embedder, model_id: str | None = None, transform=None, rendezvous: threading.Barrier | None = None
+    ) -> None:
         self.inner, self.model_id, self.dim = inner, model_id or inner.model_id, inner.dim
         self.transform, self.rendezvous = transform, rendezvous
         self.texts = self.calls = 0
@@ -110,7 +111,10 @@ def test_adding_items_embeds_only_them_in_one_commit(tmp_path: Path, local: Embe
     assert counting.texts == 1 and cache.stats.cached == DISTINCT_TEXTS and cache.stats.stored == 1
     assert _cache_version(lake) == 1
 
-    three_more = [*one_more, *(_doc(f"p-{i}", f"Collects {kind} stamps") for i, kind in enumerate(["red", "old", "odd"]))]
+    three_more = [
+        *one_more,
+        *(_doc(f"p-{i}", f"Collects {kind} stamps") for i, kind in enumerate(["red", "old", "odd"])),
+    ]
     later, cache = _build(lake, three_more, counting)
     assert counting.texts == 4 and cache.stats.stored == 3 and _cache_version(lake) == 2  # three texts, one commit
     assert lake.read_table(CACHE_TABLE).num_rows == DISTINCT_TEXTS + 4
@@ -126,7 +130,9 @@ def test_another_model_id_never_gets_these_vectors(tmp_path: Path, local: Embedd
     other = CountingEmbedder(local, model_id="reversed-minilm", transform=lambda v: v[:, ::-1])
     theirs, cache = _build(lake, CORPUS, other)
     assert other.texts == DISTINCT_TEXTS and cache.stats.cached == 0 and cache.stats.stored == DISTINCT_TEXTS
-    uncached = stage_index(tmp_path / "uncached", CORPUS, CountingEmbedder(local, "reversed-minilm", lambda v: v[:, ::-1]))
+    uncached = stage_index(
+        tmp_path / "uncached", CORPUS, CountingEmbedder(local, "reversed-minilm", lambda v: v[:, ::-1])
+    )
     assert _vector_bytes(lake.index_root, theirs) == _vector_bytes(tmp_path / "uncached", uncached)
     assert _vector_bytes(lake.index_root, theirs) != _vector_bytes(lake.index_root, mine)
 
@@ -195,8 +201,11 @@ def test_erase_owner_rewrites_only_the_buckets_holding_the_user(tmp_path: Path, 
     lake = Lake.at(tmp_path / "lake")
     _build(lake, CORPUS, local)
     before = lake.read_table(CACHE_TABLE)
-    owned = {k for k, o in zip(before.column("text_sha256").to_pylist(), before.column("owner_user_ids").to_pylist())
-             if "u3" in o}  # fmt: skip
+    owned = {
+        k
+        for k, o in zip(before.column("text_sha256").to_pylist(), before.column("owner_user_ids").to_pylist())
+        if "u3" in o
+    }
     files_before = set(open_delta(lake.table_path(CACHE_TABLE)).file_uris())
     deleted, _ = erase_owner(lake, "u3")
     after = lake.read_table(CACHE_TABLE)
@@ -284,7 +293,11 @@ def test_pipeline_rebuild_of_the_same_lake_embeds_nothing(world):
     # worded unlike any user's playbook, and the members' playbooks whose status changed, already cached).
     assert aggregation["build_mode"] == "incremental" and aggregation["docs_upserted"] > 0
     assert aggregation["embedding_cache/texts"] < texts
-    assert aggregation["embedding_cache/embedded"] == aggregation["embedding_cache/texts"] - aggregation["embedding_cache/cached"] > 0
+    assert (
+        aggregation["embedding_cache/embedded"]
+        == aggregation["embedding_cache/texts"] - aggregation["embedding_cache/cached"]
+        > 0
+    )
     # The compaction rebuilds every document and embeds nothing at all.
     assert rebuild["build_mode"] == "full" and rebuild["full_build_reason"] == "compaction requested"
     assert rebuild["embedding_cache/embedded"] == 0 and rebuild["embedding_cache/cached"] == texts
@@ -305,8 +318,10 @@ def _cache_files_holding(lake: Lake, strings: tuple[str, ...], vector: np.ndarra
             table = parquet.read()
             texts.append(str([parquet.metadata.row_group(i).to_dict() for i in range(parquet.num_row_groups)]))
             if "vector" in table.column_names:
-                found |= any(np.asarray(v, dtype=np.float32).tobytes() == vector.tobytes()
-                             for v in table.column("vector").to_pylist())  # fmt: skip
+                found |= any(
+                    np.asarray(v, dtype=np.float32).tobytes() == vector.tobytes()
+                    for v in table.column("vector").to_pylist()
+                )
                 table = table.drop_columns(["vector"])
             texts.append(json.dumps(table.to_pylist(), default=str))
         if found or any(needle in text for needle in strings for text in texts):
@@ -339,7 +354,9 @@ def test_erasure_removes_the_users_cached_vectors(world, tmp_path: Path, monkeyp
     assert _cache_files_holding(lake, (key, ZED), vector) == []
     # The shared texts went with ZED's words. The agent playbooks others still support are in the new index
     # version, whose build embedded their texts again, owned by the remaining members only.
-    members = {str(r["agent_playbook_id"]): r["member_user_ids"] for r in lake.read_table("agent_playbooks").to_pylist()}
+    members = {
+        str(r["agent_playbook_id"]): r["member_user_ids"] for r in lake.read_table("agent_playbooks").to_pylist()
+    }
     recached = 0
     for agent_id, agent_text in LoadedIndex.load(lake.index_root).sample("agent_playbook", 1000):
         agent_key = text_key(normalize_text(agent_text))
@@ -356,8 +373,21 @@ def test_benchmark_runs_at_a_tiny_size(tmp_path: Path):
 
     out = tmp_path / "embedding_cache.json"
     root = Path(__file__).resolve().parents[1]
-    subprocess.run([sys.executable, str(root / "benchmarks" / "embedding_cache.py"), "--docs", "30", "--new", "2",
-                    "--out", str(out)], check=True, capture_output=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            str(root / "benchmarks" / "embedding_cache.py"),
+            "--docs",
+            "30",
+            "--new",
+            "2",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     report = json.loads(out.read_text())
     runs = report["runs"]
     assert report["vectors_identical"] and runs["second_build_same_lake"]["embedded"] == 0

@@ -24,21 +24,31 @@ T0 = datetime(2026, 11, 3, 10, 0, tzinfo=timezone.utc)
 
 def _session(version: str, i: int, good: bool, base: datetime = T0) -> dict:
     if good:
-        turns = [("user", "Please rotate the reporting credentials."),
-                 ("assistant", "Done: new credential issued and the service rolled onto it."),
-                 ("user", "Perfect, thanks!")]  # fmt: skip
+        turns = [
+            ("user", "Please rotate the reporting credentials."),
+            ("assistant", "Done: new credential issued and the service rolled onto it."),
+            ("user", "Perfect, thanks!"),
+        ]
     else:
-        turns = [("user", "Please rotate the reporting credentials."),
-                 ("assistant", "I changed the password and restarted the database."),
-                 ("user", "No, that's wrong — never restart the database for a rotation."),
-                 ("assistant", "Sorry, restarting it again now."),
-                 ("user", "No! This is still wrong and now it's down. Let me talk to a human.")]  # fmt: skip
+        turns = [
+            ("user", "Please rotate the reporting credentials."),
+            ("assistant", "I changed the password and restarted the database."),
+            ("user", "No, that's wrong — never restart the database for a rotation."),
+            ("assistant", "Sorry, restarting it again now."),
+            ("user", "No! This is still wrong and now it's down. Let me talk to a human."),
+        ]
     created = int((base + timedelta(minutes=i % 100)).timestamp())
     interactions = [{"role": role, "content": text, "created_at": created} for role, text in turns]
     if version == "v2" and i % 2 == 0:
         interactions[1]["shadow_content"] = "I restarted the database."  # what the agent said before learning
-    return {"id": f"{version}-{i}", "user_id": f"{version}-u{i}", "session_id": f"{version}-s{i}",
-            "agent_version": version, "source": "test", "interactions": interactions}  # fmt: skip
+    return {
+        "id": f"{version}-{i}",
+        "user_id": f"{version}-u{i}",
+        "session_id": f"{version}-s{i}",
+        "agent_version": version,
+        "source": "test",
+        "interactions": interactions,
+    }
 
 
 def _config(tmp_path, rate: float) -> str:
@@ -55,16 +65,24 @@ def eval_settings(request, lake: Lake, tmp_path):
         return
     stub = make_openai_stub()
     with serve_app(stub) as base_url:
-        yield Settings(lake=str(lake.root), extraction_config=config,
-                       llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))  # fmt: skip
+        yield Settings(
+            lake=str(lake.root),
+            extraction_config=config,
+            llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"),
+        )
 
 
 def test_after_version_shows_higher_success_and_fewer_corrections(lake: Lake, eval_settings, instance):
-    land(lake, [_session("v1", i, good=i % 5 == 0) for i in range(10)] +
-         [_session("v2", i, good=i % 5 != 0) for i in range(10)], at=T0)  # fmt: skip
+    land(
+        lake,
+        [_session("v1", i, good=i % 5 == 0) for i in range(10)]
+        + [_session("v2", i, good=i % 5 != 0) for i in range(10)],
+        at=T0,
+    )
     launch([key_of_moment(T0, GRANULARITY)], settings=eval_settings, instance=instance)
-    still_open = run_evaluation(now=int((T0 + timedelta(minutes=12)).timestamp()), settings=eval_settings,
-                                instance=instance)  # fmt: skip
+    still_open = run_evaluation(
+        now=int((T0 + timedelta(minutes=12)).timestamp()), settings=eval_settings, instance=instance
+    )
     assert still_open["evaluated_now"] < 20  # the newest sessions are still inside their quiet period
     result = run_evaluation(now=int((T0 + timedelta(hours=1)).timestamp()), settings=eval_settings, instance=instance)
     assert result["success"]
@@ -74,7 +92,9 @@ def test_after_version_shows_higher_success_and_fewer_corrections(lake: Lake, ev
     assert len(rows) == 20 and len({r["session_id"] for r in rows}) == 20
     judge = {r["judge"] for r in rows}
     assert judge == ({"litellm"} if eval_settings.llm.model else {"heuristic"})
-    rows_by_evaluation = [r for r in lake.read_table("impact_metrics").to_pylist() if r["evaluation_name"] == "ops_success"]
+    rows_by_evaluation = [
+        r for r in lake.read_table("impact_metrics").to_pylist() if r["evaluation_name"] == "ops_success"
+    ]
     metrics = {r["agent_version"]: r for r in rows_by_evaluation}
     assert {r["judge"] for r in rows_by_evaluation} == judge  # every rate names the judge that produced it
     before, after = metrics["v1"], metrics["v2"]
@@ -110,8 +130,9 @@ def test_before_after_the_first_retrieval_of_a_learned_playbook(lake: Lake, inst
     land(lake, [_session("v3", i, good=False) for i in range(4)], at=T0)
     launch([key_of_moment(T0, GRANULARITY)], settings=settings, instance=instance)
     with TestClient(create_app(settings)) as client:  # the service serves a learned rule, and logs it
-        hits = client.post("/api/search", json={"query": "rotate credentials restart database", "user_id": "v3-u0",
-                                                "threshold": 0.0}).json()["user_playbooks"]  # fmt: skip
+        hits = client.post(
+            "/api/search", json={"query": "rotate credentials restart database", "user_id": "v3-u0", "threshold": 0.0}
+        ).json()["user_playbooks"]
         assert hits and hits[0]["agent_version"] == "v3"
     (logged,) = lake.read_table("retrievals").to_pylist()
     assert logged["entity"] == "user_playbook" and logged["agent_version"] == "v3"

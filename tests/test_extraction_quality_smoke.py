@@ -83,9 +83,27 @@ def test_llm_run_goes_through_litellm_and_counts_tokens(tmp_path: Path, monkeypa
     monkeypatch.setenv("EQ_SMOKE_KEY", "not-a-secret")
     out = tmp_path / "eq-llm.json"
     with serve_app(make_openai_stub()) as base_url:
-        report = main(["--model", "openai/stub", "--api-base", f"{base_url}/v1", "--api-key-env", "EQ_SMOKE_KEY",
-                       "--category", "profile_fact", "--category", "supersede_location", "--limit", "2",
-                       "--embedder", "hash", "--out", str(out), "--quiet"])  # fmt: skip
+        report = main(
+            [
+                "--model",
+                "openai/stub",
+                "--api-base",
+                f"{base_url}/v1",
+                "--api-key-env",
+                "EQ_SMOKE_KEY",
+                "--category",
+                "profile_fact",
+                "--category",
+                "supersede_location",
+                "--limit",
+                "2",
+                "--embedder",
+                "hash",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
     _check_report(report, out)
     assert report["model"] == "openai/stub" and report["heuristic"] is False and "target" not in report
     cost = report["cost"]

@@ -12,10 +12,10 @@ import pytest
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import live_rows
-from reflexio_pipelines.learning.rules.forget_requests import forget_target
 from reflexio_pipelines.learning.embedding import make_embedder
 from reflexio_pipelines.learning.forget import match_profiles
 from reflexio_pipelines.learning.learn import FORGOTTEN_CONTENT
+from reflexio_pipelines.learning.rules.forget_requests import forget_target
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.types import SearchFilters
@@ -25,25 +25,51 @@ T0 = datetime(2026, 11, 4, 9, 10, tzinfo=timezone.utc)
 
 
 def _conversation(user: str, cid: str, *turns: tuple[str, str]) -> dict:
-    return {"id": cid, "user_id": user, "session_id": f"{user}-{cid}", "agent_version": "v1", "source": "test",
-            "interactions": [{"role": role, "content": content} for role, content in turns]}  # fmt: skip
+    return {
+        "id": cid,
+        "user_id": user,
+        "session_id": f"{user}-{cid}",
+        "agent_version": "v1",
+        "source": "test",
+        "interactions": [{"role": role, "content": content} for role, content in turns],
+    }
 
 
 HOURS = [
     [
-        _conversation("dana", "d1", ("user", "Hi, I live in Paris and my phone number is 555-0100."),
-                      ("assistant", "Noted."), ("user", "I prefer short answers."), ("assistant", "Sure.")),
+        _conversation(
+            "dana",
+            "d1",
+            ("user", "Hi, I live in Paris and my phone number is 555-0100."),
+            ("assistant", "Noted."),
+            ("user", "I prefer short answers."),
+            ("assistant", "Sure."),
+        ),
         _conversation("paul", "p1", ("user", "I live in Lyon and I speak French."), ("assistant", "Merci.")),
         _conversation("eve", "e1", ("user", "I work as a pilot."), ("assistant", "Great.")),
     ],
     [
-        _conversation("dana", "d2", ("user", "Please forget that I live in Paris."), ("assistant", "Done."),
-                      ("user", "Also, stop remembering my phone number."), ("assistant", "OK."),
-                      ("user", "I work at Initech."), ("assistant", "Noted."),
-                      ("user", "Actually, forget that I work at Initech."), ("assistant", "Forgotten.")),
+        _conversation(
+            "dana",
+            "d2",
+            ("user", "Please forget that I live in Paris."),
+            ("assistant", "Done."),
+            ("user", "Also, stop remembering my phone number."),
+            ("assistant", "OK."),
+            ("user", "I work at Initech."),
+            ("assistant", "Noted."),
+            ("user", "Actually, forget that I work at Initech."),
+            ("assistant", "Forgotten."),
+        ),
         _conversation("paul", "p2", ("user", "Please delete what you know about my address."), ("assistant", "Done.")),
-        _conversation("eve", "e2", ("user", "Book me a flight to Oslo."), ("assistant", "Which day?"),
-                      ("user", "Forget it, I'll do it myself."), ("assistant", "Alright.")),
+        _conversation(
+            "eve",
+            "e2",
+            ("user", "Book me a flight to Oslo."),
+            ("assistant", "Which day?"),
+            ("user", "Forget it, I'll do it myself."),
+            ("assistant", "Alright."),
+        ),
     ],
     [
         _conversation("dana", "d3", ("user", "What's the weather like today?"), ("assistant", "Sunny.")),
@@ -63,7 +89,9 @@ def _live(lake: Lake, user: str) -> set[str]:
 
 def _search(lake: Lake, user: str, query: str) -> list[str]:
     index = LoadedIndex.load(lake.index_root)
-    hits = index.search("profile", query, None, top_k=10, threshold=0.0, mode="fts", filters=SearchFilters(user_id=user))
+    hits = index.search(
+        "profile", query, None, top_k=10, threshold=0.0, mode="fts", filters=SearchFilters(user_id=user)
+    )
     return [hit.payload["content"] for hit in hits]
 
 
@@ -85,8 +113,11 @@ def test_forget_requests_remove_profiles_and_are_not_relearned(lake: Lake, setti
     tombstones = [r for r in rows if r["status"] == "forgotten"]
     assert all(t["content"] == FORGOTTEN_CONTENT for t in tombstones)  # the forgotten fact is not repeated
     removed = {old for t in tombstones for old in t["supersedes"]}
-    assert {by_content["Lives in Paris"]["profile_id"], by_content["Phone number is 555-0100"]["profile_id"],
-            by_content["Lives in Lyon"]["profile_id"]} <= removed  # fmt: skip
+    assert {
+        by_content["Lives in Paris"]["profile_id"],
+        by_content["Phone number is 555-0100"]["profile_id"],
+        by_content["Lives in Lyon"]["profile_id"],
+    } <= removed
     assert len(tombstones) == 4  # Paris, phone, Initech (never written, still tombstoned), Lyon
     # the request is never stored as a fact or a rule
     learned = [r["content"] for r in rows] + [r["content"] for r in lake.read_table("user_playbooks").to_pylist()]
@@ -119,8 +150,14 @@ def test_forget_wording_heuristic(sentence: str, target: str | None):
 
 
 def test_matching_heuristic_removes_the_fact_and_not_its_neighbours():
-    profiles = ["Lives in Paris", "Lives in Berlin", "Works at Acme in the Paris office", "Phone number is 555-0100",
-                "Prefers vegetarian food", "Email is dana@example.com"]  # fmt: skip
+    profiles = [
+        "Lives in Paris",
+        "Lives in Berlin",
+        "Works at Acme in the Paris office",
+        "Phone number is 555-0100",
+        "Prefers vegetarian food",
+        "Email is dana@example.com",
+    ]
     embedder = make_embedder()
 
     def matched(target: str) -> list[str]:

@@ -35,9 +35,9 @@ from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings
 from serving.app import MAX_BODY_BYTES, create_app
 from serving.models.fields import strip_control
+from tests.support.dagster_home import dagster_home_env
 from tests.support.landing import land
 from tests.support.servers import serve_app
-from tests.support.dagster_home import dagster_home_env
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +65,6 @@ RUN_LAUNCHING = {
 #: learning run; curation: the re-index). Valid cases are sent with it false: validation and the durable write
 #: are the same either way.
 WAIT_PARAM = "wait_for_response"
-
 
 
 def documented_error_shape(ctx, response, case) -> None:
@@ -142,8 +141,10 @@ class FuzzReport:
         return sum(self.cases.values())
 
     def summary(self) -> str:
-        return (f"{self.total} cases over {len(self.cases)} operation/mode pairs, {len(self.failures)} failures, "
-                f"{self.normalised} invalid inputs valid after control-character stripping")
+        return (
+            f"{self.total} cases over {len(self.cases)} operation/mode pairs, {len(self.failures)} failures, "
+            f"{self.normalised} invalid inputs valid after control-character stripping"
+        )
 
 
 def _operations(schema) -> list:
@@ -186,8 +187,14 @@ def _fuzz(operation, mode: GenerationMode, base_url: str, spec: dict, report: Fu
 
     # No shrinking and every failure recorded instead of raised: the report lists each distinct reproducer once,
     # and one run shows all findings rather than the first.
-    @hypothesis.settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                         phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))  # fmt: skip
+    @hypothesis.settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @hypothesis.given(case=operation.as_strategy(mode, **pinned))
     def run(case) -> None:
         report.cases[key] += 1
@@ -228,8 +235,12 @@ def test_oversize_body_is_413_over_real_http(api):
 
 
 def test_oversize_chunked_body_without_content_length_is_413(api):
-    reply = httpx.post(f"{api}/api/publish_interaction", content=_chunked_publish(MAX_BODY_BYTES + (1 << 20)),
-                       headers={"content-type": "application/json"}, timeout=120)  # fmt: skip
+    reply = httpx.post(
+        f"{api}/api/publish_interaction",
+        content=_chunked_publish(MAX_BODY_BYTES + (1 << 20)),
+        headers={"content-type": "application/json"},
+        timeout=120,
+    )
     assert reply.status_code == 413, reply.text[:300]
 
 
@@ -240,8 +251,11 @@ def _json_body_models(schema: dict) -> Iterator[tuple[str, str, dict]]:
             content = operation.get("requestBody", {}).get("content", {}).get("application/json")
             if content:
                 ref = content["schema"].get("$ref", "")
-                yield method.upper(), path, schema["components"]["schemas"][ref.rsplit("/", 1)[-1]] if ref else \
-                    content["schema"]
+                yield (
+                    method.upper(),
+                    path,
+                    schema["components"]["schemas"][ref.rsplit("/", 1)[-1]] if ref else content["schema"],
+                )
 
 
 def _types(prop: dict) -> set:
@@ -250,9 +264,12 @@ def _types(prop: dict) -> set:
 
 def test_wrong_type_is_422_naming_the_field_on_every_json_operation(api):
     schema = httpx.get(f"{api}/openapi.json").json()
-    cases = [(method, path, name) for method, path, model in _json_body_models(schema)
-             for name, prop in list(model.get("properties", {}).items())[:1]
-             if _types(prop) & {"string", "integer"} and not _types(prop) & {"array", "object"}]  # fmt: skip
+    cases = [
+        (method, path, name)
+        for method, path, model in _json_body_models(schema)
+        for name, prop in list(model.get("properties", {}).items())[:1]
+        if _types(prop) & {"string", "integer"} and not _types(prop) & {"array", "object"}
+    ]
     assert len(cases) >= 20
     wrong = []
     for method, path, name in cases:
@@ -278,8 +295,11 @@ def test_integers_beyond_64_bits_are_rejected_not_a_server_error(api):
         if f"{method} {path}" in RUN_LAUNCHING:
             continue
         properties = model.get("properties", {})
-        base = {name: _FILLERS[next(iter(_types(properties[name]) & set(_FILLERS)))] for name in model.get("required", [])
-                if _types(properties[name]) & set(_FILLERS)}  # fmt: skip
+        base = {
+            name: _FILLERS[next(iter(_types(properties[name]) & set(_FILLERS)))]
+            for name in model.get("required", [])
+            if _types(properties[name]) & set(_FILLERS)
+        }
         for name, prop in properties.items():
             integer = [t for t in [prop, *prop.get("anyOf", [])] if t.get("type") == "integer"]
             if integer:
@@ -301,8 +321,9 @@ def test_instruction_like_text_is_stored_and_served_back_verbatim_as_data(api):
     assert not any(ch in c for c in contents for ch in "\x00\x07\x1b")
 
     # The learned correction quotes the user's words; search serves them as a field of a result, nothing more.
-    hits = httpx.post(f"{api}/api/search", json={"query": "which region for the billing service", "user_id": "mallory"},
-                      timeout=30).json()  # fmt: skip
+    hits = httpx.post(
+        f"{api}/api/search", json={"query": "which region for the billing service", "user_id": "mallory"}, timeout=30
+    ).json()
     served = [p["content"] for p in hits["user_playbooks"] if p["user_id"] == "mallory"]
     assert any(INJECTION in content for content in served), served
     assert hits["success"] is True and "password" not in hits["msg"]

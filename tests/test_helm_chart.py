@@ -136,8 +136,9 @@ def _kv():
 
 
 def _helm_python(request: dict) -> str:
-    proc = subprocess.run([sys.executable, "-c", _HELM_PYTHON], input=json.dumps(request), capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", _HELM_PYTHON], input=json.dumps(request), capture_output=True, text=True, timeout=120
+    )
     if proc.returncode:
         raise RenderError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "helm failed")
     return proc.stdout
@@ -157,8 +158,9 @@ def render_manifest(values: dict, tmp: Path) -> str:
     """`helm template reflexio deploy/helm/reflexio -n reflexio -f values` as text."""
     if _renderer() == "helm":
         return _helm_cli(["template", RELEASE, str(CHART), "--namespace", NAMESPACE], values, tmp)
-    return _helm_python({"action": "render", "chart": str(CHART), "release": RELEASE, "namespace": NAMESPACE,
-                         "values": values})  # fmt: skip
+    return _helm_python(
+        {"action": "render", "chart": str(CHART), "release": RELEASE, "namespace": NAMESPACE, "values": values}
+    )
 
 
 @cache
@@ -179,8 +181,11 @@ def workloads(docs) -> dict[str, dict]:
 
 
 def component(docs, name: str) -> list[dict]:
-    return [doc for doc in workloads(docs).values()
-            if doc["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component") == name]  # fmt: skip
+    return [
+        doc
+        for doc in workloads(docs).values()
+        if doc["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component") == name
+    ]
 
 
 def one(docs, name: str) -> dict:
@@ -299,7 +304,9 @@ def test_run_pods_the_k8s_run_launcher_creates_are_valid_jobs(case):
     (run_container,) = pod["containers"]
     env = {item["name"]: item for item in run_container["env"]}
     assert env["DAGSTER_PG_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "name": pg_secret_name(docs), "key": "postgresql-password"}  # fmt: skip
+        "name": pg_secret_name(docs),
+        "key": "postgresql-password",
+    }
     # The run pod gets the same environment and lake as the code location it was launched from.
     assert run_container["envFrom"] == container(one(docs, "code-location"))["envFrom"]
     code_location_mounts = {m["mountPath"] for m in container(one(docs, "code-location"))["volumeMounts"]}
@@ -348,8 +355,12 @@ def test_run_launcher_service_account_may_manage_jobs_and_read_pod_logs():
     (binding,) = objects(docs, "RoleBinding").values()
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]
     role = objects(docs, "Role")[binding["roleRef"]["name"]]
-    grants = {(group, resource): set(rule["verbs"])
-              for rule in role["rules"] for group in rule["apiGroups"] for resource in rule["resources"]}  # fmt: skip
+    grants = {
+        (group, resource): set(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
     assert {"create", "get", "list", "watch", "delete"} <= grants[("batch", "jobs")]
     assert {"get", "list", "watch"} <= grants[("", "pods")]
     assert "get" in grants[("", "pods/log")]
@@ -368,8 +379,9 @@ def test_run_launcher_service_account_may_manage_jobs_and_read_pod_logs():
 
 def test_each_serving_group_carries_its_shards():
     docs = rendered("sharded-s3-external-pg")
-    groups = {d["spec"]["template"]["metadata"]["labels"]["reflexio.io/replica-group"]: d
-              for d in component(docs, "serving")}  # fmt: skip
+    groups = {
+        d["spec"]["template"]["metadata"]["labels"]["reflexio.io/replica-group"]: d for d in component(docs, "serving")
+    }
     assert {name: env_of(d)["REFLEXIO_INDEX_SHARDS"]["value"] for name, d in groups.items()} == {"a": "0,1", "b": "2,3"}
     assert {env_of(d)["REFLEXIO_INDEX_SHARD_COUNT"]["value"] for d in groups.values()} == {"4"}
     assert {name: d["spec"]["replicas"] for name, d in groups.items()} == {"a": 2, "b": 3}
@@ -411,7 +423,10 @@ def test_serving_probes_use_the_readiness_script_and_the_health_route():
         serving = container(deployment)
         port = serving["ports"][0]["containerPort"]
         assert serving["readinessProbe"]["exec"]["command"] == [
-            "python", "deploy/readiness.py", f"http://127.0.0.1:{port}"]  # fmt: skip
+            "python",
+            "deploy/readiness.py",
+            f"http://127.0.0.1:{port}",
+        ]
         assert serving["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
         assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 30
 
@@ -483,8 +498,10 @@ def test_every_reference_resolves(case):
     """Each ConfigMap, Secret, claim and ServiceAccount a pod names is rendered, or named in the values as existing;
     each Service selects pods and targets a port they declare."""
     docs = rendered(case)
-    known = {kind: set(objects(docs, kind)) | EXTERNAL.get(kind, set())
-             for kind in ("ConfigMap", "Secret", "PersistentVolumeClaim", "ServiceAccount")}  # fmt: skip
+    known = {
+        kind: set(objects(docs, kind)) | EXTERNAL.get(kind, set())
+        for kind in ("ConfigMap", "Secret", "PersistentVolumeClaim", "ServiceAccount")
+    }
     for workload in workloads(docs).values():
         pod = workload["spec"]["template"]["spec"]
         assert pod.get("serviceAccountName", "default") in known["ServiceAccount"] | {"default"}
@@ -509,8 +526,11 @@ def test_every_reference_resolves(case):
         assert mounted <= {v["name"] for v in pod.get("volumes", [])} | claims
     for service in objects(docs, "Service").values():
         selector = service["spec"]["selector"]
-        targets = [w for w in workloads(docs).values()
-                   if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()]  # fmt: skip
+        targets = [
+            w
+            for w in workloads(docs).values()
+            if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()
+        ]
         assert targets, service["metadata"]["name"]
         for target in targets:
             names = {p["name"] for p in container(target).get("ports", [])}
@@ -583,8 +603,12 @@ def test_external_postgres_without_a_password_does_not_render(tmp_path):
 def test_commands_image_and_versions_agree_with_compose_and_the_image():
     docs = rendered("default")
     services = COMPOSE["services"]
-    for part, compose_name in {"code-location": "code-location", "webserver": "webserver", "daemon": "daemon",
-                               "serving": "reflexio"}.items():  # fmt: skip
+    for part, compose_name in {
+        "code-location": "code-location",
+        "webserver": "webserver",
+        "daemon": "daemon",
+        "serving": "reflexio",
+    }.items():
         assert container(one(docs, part))["command"] == services[compose_name]["command"], part
     home = re.search(r"DAGSTER_HOME=(\S+)", DOCKERFILE).group(1)
     assert env_config(docs)["DAGSTER_HOME"] == home
@@ -616,8 +640,13 @@ def test_the_service_answers_its_own_service_names_and_the_configured_hosts(tmp_
         return [normalise_pattern(h) for h in env["data"]["REFLEXIO_ALLOWED_HOSTS"].split(",")]
 
     allowed = hosts_of(rendered("sharded-s3-external-pg"))
-    for name in ("reflexio-serving", "reflexio-serving-a", "reflexio-serving-b.reflexio",
-                 "reflexio-serving-a.reflexio.svc", "reflexio-serving.reflexio.svc.cluster.local"):
+    for name in (
+        "reflexio-serving",
+        "reflexio-serving-a",
+        "reflexio-serving-b.reflexio",
+        "reflexio-serving-a.reflexio.svc",
+        "reflexio-serving.reflexio.svc.cluster.local",
+    ):
         assert host_allowed(name, allowed), name
     assert not host_allowed("evil.example", allowed)
     text = render_manifest({"serving": {"allowedHosts": ["reflexio.example.com", "*.corp.example"]}}, tmp_path)

@@ -14,7 +14,15 @@ from fastapi.testclient import TestClient
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.config import ConfigError, HoldoutSettings
 from reflexio_pipelines.learning.config_loading import parse_extraction_config
-from reflexio_pipelines.learning.holdout import CONTROL, DEFAULT_SHARE, SHARE_ENV, TREATED, arm_of, default_share, share_for
+from reflexio_pipelines.learning.holdout import (
+    CONTROL,
+    DEFAULT_SHARE,
+    SHARE_ENV,
+    TREATED,
+    arm_of,
+    default_share,
+    share_for,
+)
 from reflexio_pipelines.learning.stats import newcombe_difference, welch_difference
 from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import Settings
@@ -23,12 +31,21 @@ from tests.support.landing import land
 
 AGENT = "ops-v1"
 USERS = [f"user-{i:02d}" for i in range(16)]
-TEACH = [("user", "Please deploy the payments service."), ("assistant", "Deploying the payments service to us-east-1."),
-         ("user", "No — we never deploy to us-east-1, always use us-west-2.")]  # fmt: skip
-GOOD = [("user", "Deploy the payments service to production."), ("assistant", "Deploying to us-west-2 as usual."),
-        ("user", "Perfect, thanks!")]  # fmt: skip
-BAD = [("user", "Deploy the payments service again."), ("assistant", "Deploying the payments service to us-east-1."),
-       ("user", "No — we never deploy to us-east-1, always use us-west-2.")]  # fmt: skip
+TEACH = [
+    ("user", "Please deploy the payments service."),
+    ("assistant", "Deploying the payments service to us-east-1."),
+    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+]
+GOOD = [
+    ("user", "Deploy the payments service to production."),
+    ("assistant", "Deploying to us-west-2 as usual."),
+    ("user", "Perfect, thanks!"),
+]
+BAD = [
+    ("user", "Deploy the payments service again."),
+    ("assistant", "Deploying the payments service to us-east-1."),
+    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+]
 
 
 def test_arms_are_deterministic_per_agent_version_and_default_to_five_percent(monkeypatch):
@@ -60,14 +77,26 @@ def test_difference_intervals():
 
 
 def _conversation(user: str, session: str, turns: list[tuple[str, str]], at: int | None = None) -> dict:
-    return {"id": f"{user}-{session}", "user_id": user, "session_id": session, "agent_version": AGENT,
-            "source": "test", "interactions": [{"role": r, "content": t, "created_at": at} for r, t in turns]}  # fmt: skip
+    return {
+        "id": f"{user}-{session}",
+        "user_id": user,
+        "session_id": session,
+        "agent_version": AGENT,
+        "source": "test",
+        "interactions": [{"role": r, "content": t, "created_at": at} for r, t in turns],
+    }
 
 
 def test_control_users_get_no_learned_context_and_impact_compares_the_arms(lake: Lake, tmp_path, instance):
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"holdout": {"agent_versions": {AGENT: 0.5}},
-                                  "agent_success_configs": [{"evaluation_name": "ops", "sampling_rate": 1.0}]}))
+    config.write_text(
+        json.dumps(
+            {
+                "holdout": {"agent_versions": {AGENT: 0.5}},
+                "agent_success_configs": [{"evaluation_name": "ops", "sampling_rate": 1.0}],
+            }
+        )
+    )
     settings = Settings(lake=str(lake.root), extraction_config=str(config))
     arms = {u: arm_of(HoldoutSettings(agent_versions={AGENT: 0.5}), AGENT, u) for u in USERS}
     control = [u for u in USERS if arms[u] == CONTROL]
@@ -81,8 +110,13 @@ def test_control_users_get_no_learned_context_and_impact_compares_the_arms(lake:
     launch(None, settings=settings, instance=instance)
 
     def search(client: TestClient, user: str, **headers: str) -> dict:
-        body = {"query": "deploy the payments service", "user_id": user, "agent_version": AGENT, "threshold": 0.0,
-                "session_id": "follow-up"}  # fmt: skip
+        body = {
+            "query": "deploy the payments service",
+            "user_id": user,
+            "agent_version": AGENT,
+            "threshold": 0.0,
+            "session_id": "follow-up",
+        }
         reply = client.post("/api/search", json=body, headers=headers)
         assert reply.status_code == 200
         return reply.json()
@@ -91,10 +125,14 @@ def test_control_users_get_no_learned_context_and_impact_compares_the_arms(lake:
         answers = {u: search(client, u) for u in USERS}
         debug = search(client, control[0], **{"X-Reflexio-Holdout": "off"})
         for user in USERS:
-            publish = {"user_id": user, "session_id": "follow-up", "agent_version": AGENT,
-                       "interaction_data_list": [{"role": r, "content": t}
-                                                 for r, t in (BAD if arms[user] == CONTROL or user == treated[0]
-                                                              else GOOD)]}  # fmt: skip
+            publish = {
+                "user_id": user,
+                "session_id": "follow-up",
+                "agent_version": AGENT,
+                "interaction_data_list": [
+                    {"role": r, "content": t} for r, t in (BAD if arms[user] == CONTROL or user == treated[0] else GOOD)
+                ],
+            }
             assert client.post("/api/publish_interaction", json=publish).status_code == 200
     with TestClient(create_app(settings)) as again:  # another replica draws the same users
         assert search(again, control[1])["holdout"] and not search(again, treated[1])["holdout"]
@@ -127,6 +165,10 @@ def test_control_users_get_no_learned_context_and_impact_compares_the_arms(lake:
     corrections = rows[("session_signals", "heuristic", "corrections_per_session")]
     assert corrections["difference"] < 0 and corrections["interval"] == "welch"
     assert corrections["ci_low"] <= corrections["difference"] <= corrections["ci_high"]
-    assert {m for (_, _, m) in rows} == {"success_rate", "turns_to_resolution", "corrections_per_session",
-                                         "tool_failures_per_session"}  # fmt: skip
+    assert {m for (_, _, m) in rows} == {
+        "success_rate",
+        "turns_to_resolution",
+        "corrections_per_session",
+        "tool_failures_per_session",
+    }
     assert corrections["period_start"] == corrections["period_end"] == success["period_start"]

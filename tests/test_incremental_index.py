@@ -14,24 +14,50 @@ import pytest
 
 from reflexio_pipelines.learning.embedding import LocalMiniLMEmbedder
 from reflexio_pipelines.search import LoadedIndex, SearchDoc, SearchFilters, embed_search_query
+from reflexio_pipelines.search.build import build_index
 from reflexio_pipelines.search.incremental import MAX_DELTAS, needs_compaction, plan_changes, stage_update
 from reflexio_pipelines.search.types import ENTITY_TYPES
-from reflexio_pipelines.search.build import build_index
 from reflexio_pipelines.search.versions import activate_version, current_version, publish_index
 
 NOW = 1_700_000_000
-TOPICS = ["python type hints", "deploying to kubernetes", "vegetarian recipes", "celsius temperatures",
-          "short answers", "terraform modules", "running the test suite", "berlin timezone", "pnpm workspaces",
-          "booking flights"]  # fmt: skip
-QUERIES = ["how should I write python", "kubernetes deploy", "food without meat", "temperature units",
-           "keep it brief", "infrastructure as code", "tests before merge", "what time is it there", "package manager",
-           "travel plans", "zorblax"]  # fmt: skip
+TOPICS = [
+    "python type hints",
+    "deploying to kubernetes",
+    "vegetarian recipes",
+    "celsius temperatures",
+    "short answers",
+    "terraform modules",
+    "running the test suite",
+    "berlin timezone",
+    "pnpm workspaces",
+    "booking flights",
+]
+QUERIES = [
+    "how should I write python",
+    "kubernetes deploy",
+    "food without meat",
+    "temperature units",
+    "keep it brief",
+    "infrastructure as code",
+    "tests before merge",
+    "what time is it there",
+    "package manager",
+    "travel plans",
+    "zorblax",
+]
 
 
 def _doc(entity_type: str, i: int, user: str, text: str, **kw) -> SearchDoc:
     doc_id = f"{entity_type[:2]}-{user}-{i}"
-    return SearchDoc(entity_type, doc_id, text, {"id": doc_id, "content": text, "user_id": user}, user_id=user,
-                     created_at=NOW - i, **kw)  # fmt: skip
+    return SearchDoc(
+        entity_type,
+        doc_id,
+        text,
+        {"id": doc_id, "content": text, "user_id": user},
+        user_id=user,
+        created_at=NOW - i,
+        **kw,
+    )
 
 
 def corpus(n_users: int = 6) -> list[SearchDoc]:
@@ -41,10 +67,27 @@ def corpus(n_users: int = 6) -> list[SearchDoc]:
             if (u + i) % 3 == 0:
                 docs.append(_doc("profile", i, f"u{u}", f"User {u} cares about {topic} (note {i})"))
             else:
-                docs.append(_doc("user_playbook", i, f"u{u}", f"When asked about {topic}, answer with care {u}",
-                                 agent_version="v1", playbook_name="general"))  # fmt: skip
-    docs.append(SearchDoc("agent_playbook", "ap-1", "Always confirm before booking flights", {"id": "ap-1"},
-                          agent_version="v1", playbook_status="approved", created_at=NOW))  # fmt: skip
+                docs.append(
+                    _doc(
+                        "user_playbook",
+                        i,
+                        f"u{u}",
+                        f"When asked about {topic}, answer with care {u}",
+                        agent_version="v1",
+                        playbook_name="general",
+                    )
+                )
+    docs.append(
+        SearchDoc(
+            "agent_playbook",
+            "ap-1",
+            "Always confirm before booking flights",
+            {"id": "ap-1"},
+            agent_version="v1",
+            playbook_status="approved",
+            created_at=NOW,
+        )
+    )
     return docs
 
 
@@ -52,12 +95,21 @@ def changed(docs: list[SearchDoc], round_: int) -> list[SearchDoc]:
     """One round of lake changes: a doc edited, one superseded, one deleted, two added."""
     out = [d for d in docs if d.doc_id != docs[round_].doc_id]  # deleted
     edit = out[round_ + 1]
-    out[round_ + 1] = replace(edit, text=edit.text + f" and also zorblax {round_}",
-                              payload={**edit.payload, "content": edit.text + " edited"})  # fmt: skip
+    out[round_ + 1] = replace(
+        edit, text=edit.text + f" and also zorblax {round_}", payload={**edit.payload, "content": edit.text + " edited"}
+    )
     out[round_ + 2] = replace(out[round_ + 2], status="superseded")
-    out += [_doc("user_playbook", 100 + round_, f"u{round_ % 3}", f"New rule {round_}: mention zorblax and pnpm",
-                 agent_version="v1", playbook_name="general"),
-            _doc("profile", 200 + round_, "u1", f"Moved to city number {round_} near the kubernetes office")]  # fmt: skip
+    out += [
+        _doc(
+            "user_playbook",
+            100 + round_,
+            f"u{round_ % 3}",
+            f"New rule {round_}: mention zorblax and pnpm",
+            agent_version="v1",
+            playbook_name="general",
+        ),
+        _doc("profile", 200 + round_, "u1", f"Moved to city number {round_} near the kubernetes office"),
+    ]
     return out
 
 
@@ -72,8 +124,11 @@ def results(index: LoadedIndex, embedder, entity_type: str) -> list:
     for query in QUERIES:
         vector = embed_search_query(embedder, query)
         for mode in ("hybrid", "vector", "fts"):
-            for filters in (SearchFilters(), SearchFilters(user_id="u1"),
-                            SearchFilters(statuses=("current", "superseded"), playbook_statuses=None)):  # fmt: skip
+            for filters in (
+                SearchFilters(),
+                SearchFilters(user_id="u1"),
+                SearchFilters(statuses=("current", "superseded"), playbook_statuses=None),
+            ):
                 hits = index.search(entity_type, query, vector, top_k=5, threshold=0.0, mode=mode, filters=filters)
                 out.append([(h.doc_id, h.bm25_rank, h.vector_rank, h.payload.get("content")) for h in hits])
     return out
@@ -86,8 +141,11 @@ def same_answers(a: LoadedIndex, b: LoadedIndex, embedder) -> None:
 
 
 def digests(directory: Path) -> dict[str, str]:
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file() and "lock" not in p.name}  # fmt: skip
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and "lock" not in p.name
+    }
 
 
 def full(tmp_path: Path, docs: list[SearchDoc], embedder, name: str, **kw) -> LoadedIndex:
@@ -155,15 +213,24 @@ def test_deltas_beside_an_hnsw_graph(tmp_path: Path, embedder) -> None:
     rebuilt = full(tmp_path, docs2, embedder, "full", hnsw_min_rows=20)
     for query in QUERIES:
         vector = embed_search_query(embedder, query)
-        got = delta.search("user_playbook", query, vector, top_k=5, threshold=0.0, mode="vector",
-                           filters=SearchFilters())  # fmt: skip
-        want = rebuilt.search("user_playbook", query, vector, top_k=5, threshold=0.0, mode="vector",
-                              filters=SearchFilters())  # fmt: skip
+        got = delta.search(
+            "user_playbook", query, vector, top_k=5, threshold=0.0, mode="vector", filters=SearchFilters()
+        )
+        want = rebuilt.search(
+            "user_playbook", query, vector, top_k=5, threshold=0.0, mode="vector", filters=SearchFilters()
+        )
         assert [h.doc_id for h in got] == [h.doc_id for h in want], query
         assert all(h.doc_id != docs[1].doc_id for h in got)
     new_rule = next(d for d in docs2 if d.doc_id.startswith("us-u1-101"))
-    hits = delta.search("user_playbook", new_rule.text, embed_search_query(embedder, new_rule.text), top_k=1,
-                        threshold=0.0, mode="vector", filters=SearchFilters())  # fmt: skip
+    hits = delta.search(
+        "user_playbook",
+        new_rule.text,
+        embed_search_query(embedder, new_rule.text),
+        top_k=1,
+        threshold=0.0,
+        mode="vector",
+        filters=SearchFilters(),
+    )
     assert hits[0].doc_id == new_rule.doc_id
 
 
@@ -174,8 +241,9 @@ def test_compaction_when_asked_or_when_the_delta_outgrows_the_base(tmp_path: Pat
     assert stage_update(root, changed(docs, 0), embedder, compact=True).mode == "full"
     manifest = json.loads((root / current_version(root) / "manifest.json").read_text())
     many = [_doc("profile", 1000 + i, "u9", f"fact number {i}") for i in range(1200)]
-    reason = needs_compaction(manifest, plan_changes({t: {} for t in ("profile", "user_playbook", "agent_playbook")},
-                                                     many))  # fmt: skip
+    reason = needs_compaction(
+        manifest, plan_changes({t: {} for t in ("profile", "user_playbook", "agent_playbook")}, many)
+    )
     assert reason and "profile" in reason
     assert needs_compaction(manifest, plan_changes({}, many[:10])) is None
 

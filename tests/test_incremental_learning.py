@@ -20,7 +20,14 @@ from reflexio_pipelines.jobs import learning_run_config
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
 from reflexio_pipelines.learning.types import Turn
-from reflexio_pipelines.learning.windows import FLUSH_ALL, Pace, plan_windows, ready_turns, session_breaks, window_bounds
+from reflexio_pipelines.learning.windows import (
+    FLUSH_ALL,
+    Pace,
+    plan_windows,
+    ready_turns,
+    session_breaks,
+    window_bounds,
+)
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows
 from reflexio_pipelines.runs import exclusive, launch
@@ -41,8 +48,16 @@ def _us(moment: datetime) -> int:
 
 
 def _turn(i: int, at_s: float, user: str = "u1") -> Turn:
-    return Turn(turn_id=f"t{i:03d}", interaction_id=i, request_id=f"r{i:03d}", user_id=user, role="user",
-                content=f"message {i}", created_at=1_000 + i, ingested_at_us=int(at_s * SECOND_US))  # fmt: skip
+    return Turn(
+        turn_id=f"t{i:03d}",
+        interaction_id=i,
+        request_id=f"r{i:03d}",
+        user_id=user,
+        role="user",
+        content=f"message {i}",
+        created_at=1_000 + i,
+        ingested_at_us=int(at_s * SECOND_US),
+    )
 
 
 # -- the pure planner ------------------------------------------------------------------------------------------
@@ -111,35 +126,60 @@ def test_the_chunks_do_not_depend_on_when_runs_happen(seed: int) -> None:
 
 def _conversation(user: str, part: int) -> dict:
     lines = [
-        [{"role": "user", "content": "Please deploy the payments service to production."},
-         {"role": "assistant", "content": "Deploying the payments service to us-east-1 now."}],
-        [{"role": "user", "content": "No — we never deploy to us-east-1, always use us-west-2."},
-         {"role": "assistant", "content": "Understood, us-west-2 it is."}],
-        [{"role": "user", "content": f"I'm a platform engineer at Company {user.upper()} and I prefer short answers."},
-         {"role": "assistant", "content": "Noted."}],
-    ]  # fmt: skip
-    return {"id": f"{user}-{part}", "user_id": user, "session_id": f"{user}-s", "agent_version": "a1", "source": "t",
-            "interactions": lines[part]}  # fmt: skip
+        [
+            {"role": "user", "content": "Please deploy the payments service to production."},
+            {"role": "assistant", "content": "Deploying the payments service to us-east-1 now."},
+        ],
+        [
+            {"role": "user", "content": "No — we never deploy to us-east-1, always use us-west-2."},
+            {"role": "assistant", "content": "Understood, us-west-2 it is."},
+        ],
+        [
+            {
+                "role": "user",
+                "content": f"I'm a platform engineer at Company {user.upper()} and I prefer short answers.",
+            },
+            {"role": "assistant", "content": "Noted."},
+        ],
+    ]
+    return {
+        "id": f"{user}-{part}",
+        "user_id": user,
+        "session_id": f"{user}-s",
+        "agent_version": "a1",
+        "source": "t",
+        "interactions": lines[part],
+    }
 
 
 USERS = [f"user{i:02d}" for i in range(8)]
 
 
-def _materialise(lake: Lake, settings: Settings, instance, *, flush: str, now: datetime, **extra) -> dg.ExecuteInProcessResult:
+def _materialise(
+    lake: Lake, settings: Settings, instance, *, flush: str, now: datetime, **extra
+) -> dg.ExecuteInProcessResult:
     config = learning_run_config(flush)
     config["ops"]["user_learning"]["config"].update(now_us=_us(now), **extra)
-    result = dg.materialize([turns, user_learning], partition_key=KEY, resources=build_resources(settings),
-                            instance=instance, run_config=config)  # fmt: skip
+    result = dg.materialize(
+        [turns, user_learning],
+        partition_key=KEY,
+        resources=build_resources(settings),
+        instance=instance,
+        run_config=config,
+    )
     assert result.success
     return result
 
 
 def _items(lake: Lake) -> tuple[set, set]:
     """What was learned, comparable across lakes (request ids differ per lake; evidence is compared by count)."""
-    profiles = {(r["user_id"], r["content"], len(r["source_turn_ids"]))
-                for r in lake.read_table("user_profiles").to_pylist()}  # fmt: skip
-    playbooks = {(r["user_id"], r["trigger"], r["content"], len(r["source_turn_ids"]))
-                 for r in lake.read_table("user_playbooks").to_pylist()}  # fmt: skip
+    profiles = {
+        (r["user_id"], r["content"], len(r["source_turn_ids"])) for r in lake.read_table("user_profiles").to_pylist()
+    }
+    playbooks = {
+        (r["user_id"], r["trigger"], r["content"], len(r["source_turn_ids"]))
+        for r in lake.read_table("user_playbooks").to_pylist()
+    }
     return profiles, playbooks
 
 
@@ -153,13 +193,17 @@ def _calls(stub) -> tuple[int, int]:
 def stub_settings(tmp_path):
     stub = make_openai_stub()
     with serve_app(stub) as base_url:
+
         def settings_for(name: str, batch_size: int | None = None) -> Settings:
             config = None
             if batch_size is not None:  # smaller windows, so that full ones complete while the session goes on
                 config = tmp_path / f"{name}-extraction.yaml"
                 config.write_text(f"batch_size: {batch_size}\nbatch_interval: {batch_size // 2}\n")
-            return Settings(lake=str(tmp_path / name), extraction_config=str(config) if config else None,
-                            llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))  # fmt: skip
+            return Settings(
+                lake=str(tmp_path / name),
+                extraction_config=str(config) if config else None,
+                llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"),
+            )
 
         yield stub, settings_for
 
@@ -186,7 +230,9 @@ def test_runs_during_a_window_cost_the_calls_of_one_pass_and_learn_the_same_item
     one_pass = Lake.at(settings_for("one-pass", batch_size).lake)
     for part in range(3):
         land(one_pass, [_conversation(u, part) for u in USERS], at=START + timedelta(seconds=2 * part))
-    _materialise(one_pass, settings_for("one-pass", batch_size), instance, flush="all", now=START + timedelta(seconds=5))
+    _materialise(
+        one_pass, settings_for("one-pass", batch_size), instance, flush="all", now=START + timedelta(seconds=5)
+    )
     baseline = _calls(stub)
     assert baseline[0] == windows_per_user * len(USERS)  # 6 turns: one window of 10, or 4 + 2
     stub.state.requests.clear()
@@ -204,8 +250,10 @@ def test_a_run_with_nothing_new_extracts_nothing_and_rewrites_the_same_rows(stub
     lake = Lake.at(settings.lake)
     land(lake, [_conversation(u, p) for u in USERS[:3] for p in range(3)], at=START)
     _materialise(lake, settings, instance, flush="all", now=START)
-    before = {name: lake.read_table(name, WINDOW).to_pylist() for name in ("user_profiles", "user_playbooks",
-                                                                          "change_log", "extraction_bookmarks")}  # fmt: skip
+    before = {
+        name: lake.read_table(name, WINDOW).to_pylist()
+        for name in ("user_profiles", "user_playbooks", "change_log", "extraction_bookmarks")
+    }
     stub.state.requests.clear()
     result = _materialise(lake, settings, instance, flush="all", now=START + timedelta(seconds=5))
     assert stub.state.requests == []
@@ -290,10 +338,11 @@ def test_concurrent_users_write_exactly_the_rows_of_a_serial_run(tmp_path, insta
             elapsed = time.monotonic() - started
             drop = {"run_id"}
             rows[concurrency] = {
-                name: sorted(({k: v for k, v in r.items() if k not in drop} for r in lake.read_table(name).to_pylist()),
-                             key=repr)
+                name: sorted(
+                    ({k: v for k, v in r.items() if k not in drop} for r in lake.read_table(name).to_pylist()), key=repr
+                )
                 for name in ("user_profiles", "user_playbooks", "change_log", "extraction_bookmarks")
-            }  # fmt: skip
+            }
             if concurrency == 8:
                 assert stub.state.max_in_flight >= 4, stub.state.max_in_flight
             else:
@@ -334,13 +383,21 @@ def test_the_sensor_asks_for_due_only_runs_and_waits_for_a_windows_unfinished_ru
     context = dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
     (request,) = landing_sensor(context).run_requests
     assert request.run_config == learning_run_config("due", index_turns=True)
-    running = DagsterRun(job_name="learn_job", run_id="run-in-flight", status=dg.DagsterRunStatus.STARTED,
-                         tags={"dagster/partition": request.partition_key})  # fmt: skip
+    running = DagsterRun(
+        job_name="learn_job",
+        run_id="run-in-flight",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={"dagster/partition": request.partition_key},
+    )
     instance.add_run(running)
-    skipped = landing_sensor(dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))}))
+    skipped = landing_sensor(
+        dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
+    )
     assert not skipped.run_requests and "in flight" in skipped.skip_reason.skip_message
     instance.report_run_failed(running)  # the run ends: the window is requested again
-    again = landing_sensor(dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))}))
+    again = landing_sensor(
+        dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
+    )
     assert [r.partition_key for r in again.run_requests] == [request.partition_key]
 
 

@@ -13,13 +13,19 @@ from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.text import embed_search_query
 from reflexio_pipelines.search.types import SearchDoc, SearchFilters
 
-READABLE = ["Never deploy to us-east-1; always use us-west-2.", "Answer with SQL examples.",
-            "Schedule reports for 08:00 CET.", "Escalate after the second failed attempt."]  # fmt: skip
+READABLE = [
+    "Never deploy to us-east-1; always use us-west-2.",
+    "Answer with SQL examples.",
+    "Schedule reports for 08:00 CET.",
+    "Escalate after the second failed attempt.",
+]
 
 
 def _docs(texts: list[str]) -> list[SearchDoc]:
-    return [SearchDoc("agent_playbook", f"ap-{i:02d}", t, {"content": t}, playbook_status="pending")
-            for i, t in enumerate(texts)]  # fmt: skip
+    return [
+        SearchDoc("agent_playbook", f"ap-{i:02d}", t, {"content": t}, playbook_status="pending")
+        for i, t in enumerate(texts)
+    ]
 
 
 def test_unreadable_texts_that_tie_do_not_fail_the_check(tmp_path):
@@ -33,8 +39,10 @@ def test_unreadable_texts_that_tie_do_not_fail_the_check(tmp_path):
 
 def test_a_misaligned_vector_is_not_taken_for_a_tie(tmp_path):
     embedder = make_embedder("local")
-    texts = READABLE + [f"Always check the {w} before deploying." for w in ("logs", "queue", "cache", "quota",
-                                                                            "backups", "alerts", "tokens", "DNS")]
+    texts = READABLE + [
+        f"Always check the {w} before deploying."
+        for w in ("logs", "queue", "cache", "quota", "backups", "alerts", "tokens", "DNS")
+    ]
     version = "20261130T000000000000Z-bbbbbb"
     build_index(_docs(texts), embedder, tmp_path / version)
     vectors_path = tmp_path / version / "vectors" / "agent_playbook.npy"
@@ -52,17 +60,38 @@ def test_a_misaligned_vector_is_not_taken_for_a_tie(tmp_path):
 
 def _turn_rows(users: int) -> list[dict]:
     """Template-like traffic: every user says the same six lines on the same day (as a synthetic corpus does)."""
-    lines = ["I use pnpm in this repo.", "Noted, pnpm it is.", "Run the tests please.", "All 12 tests pass.",
-             "Thanks!", "You're welcome."]  # fmt: skip
+    lines = [
+        "I use pnpm in this repo.",
+        "Noted, pnpm it is.",
+        "Run the tests please.",
+        "All 12 tests pass.",
+        "Thanks!",
+        "You're welcome.",
+    ]
     rows = []
     for u in range(users):
         for i, line in enumerate(lines):
-            rows.append({"turn_id": f"t-{u}-{i}", "interaction_id": u * 10 + i, "user_id": f"u{u}",
-                         "session_id": f"s{u}", "request_id": f"r{u}", "turn_index": i, "created_at": 1_700_000_000,
-                         "ingested_at_us": 1, "role": "User" if i % 2 == 0 else "Assistant", "content": line,
-                         "user_action": None, "user_action_description": None, "interacted_image_url": None,
-                         "shadow_content": None, "expert_content": None, "tools_used": None,
-                         "agent_version": "v1"})  # fmt: skip
+            rows.append(
+                {
+                    "turn_id": f"t-{u}-{i}",
+                    "interaction_id": u * 10 + i,
+                    "user_id": f"u{u}",
+                    "session_id": f"s{u}",
+                    "request_id": f"r{u}",
+                    "turn_index": i,
+                    "created_at": 1_700_000_000,
+                    "ingested_at_us": 1,
+                    "role": "User" if i % 2 == 0 else "Assistant",
+                    "content": line,
+                    "user_action": None,
+                    "user_action_description": None,
+                    "interacted_image_url": None,
+                    "shadow_content": None,
+                    "expert_content": None,
+                    "tools_used": None,
+                    "agent_version": "v1",
+                }
+            )
     return rows
 
 

@@ -12,12 +12,22 @@ from fastapi.testclient import TestClient
 from reflexio_pipelines.learning.embedding import LocalMiniLMEmbedder
 from reflexio_pipelines.search import LoadedIndex, SearchDoc, SearchFilters, embed_search_query
 from reflexio_pipelines.search.incremental import stage_update
-from reflexio_pipelines.search.versions import activate_version, publish_index
 from reflexio_pipelines.search.shards import ShardSelector, shard_of
+from reflexio_pipelines.search.versions import activate_version, publish_index
 from reflexio_pipelines.settings import Settings
 
-TOPICS = ["python type hints", "kubernetes deploys", "vegetarian food", "celsius units", "short answers",
-          "terraform modules", "the test suite", "berlin timezone", "pnpm workspaces", "booking flights"]  # fmt: skip
+TOPICS = [
+    "python type hints",
+    "kubernetes deploys",
+    "vegetarian food",
+    "celsius units",
+    "short answers",
+    "terraform modules",
+    "the test suite",
+    "berlin timezone",
+    "pnpm workspaces",
+    "booking flights",
+]
 USERS = [f"user-{i}" for i in range(24)]
 SELECTOR = ShardSelector(frozenset({0, 1}), 4)
 
@@ -29,11 +39,22 @@ def corpus() -> list[SearchDoc]:
             entity = "profile" if (u + i) % 2 else "user_playbook"
             doc_id = f"{entity}-{user}-{i}"
             text = f"{user} note {i}: cares about {topic} and {TOPICS[(i + u) % len(TOPICS)]}"
-            docs.append(SearchDoc(entity, doc_id, text, {"id": doc_id, "content": text}, user_id=user,
-                                  created_at=1_700_000_000 + i))  # fmt: skip
-    docs += [SearchDoc("agent_playbook", f"ap-{i}", f"Shared rule about {t}",
-                       {"id": f"ap-{i}", "playbook_status": "approved"}, agent_version="v1",
-                       playbook_status="approved") for i, t in enumerate(TOPICS)]  # fmt: skip
+            docs.append(
+                SearchDoc(
+                    entity, doc_id, text, {"id": doc_id, "content": text}, user_id=user, created_at=1_700_000_000 + i
+                )
+            )
+    docs += [
+        SearchDoc(
+            "agent_playbook",
+            f"ap-{i}",
+            f"Shared rule about {t}",
+            {"id": f"ap-{i}", "playbook_status": "approved"},
+            agent_version="v1",
+            playbook_status="approved",
+        )
+        for i, t in enumerate(TOPICS)
+    ]
     return docs
 
 
@@ -47,8 +68,9 @@ def answers(index: LoadedIndex, embedder, user: str | None, entity: str) -> list
     for query in ["python", "what does the user eat", "deploy to kubernetes", "units", "flights and timezone", ""]:
         vector = embed_search_query(embedder, query)
         for mode in ("hybrid", "vector", "fts"):
-            hits = index.search(entity, query, vector, top_k=5, threshold=0.0, mode=mode,
-                                filters=SearchFilters(user_id=user))  # fmt: skip
+            hits = index.search(
+                entity, query, vector, top_k=5, threshold=0.0, mode=mode, filters=SearchFilters(user_id=user)
+            )
             out.append([(h.doc_id, h.bm25_rank, h.vector_rank, round(h.score, 9), h.payload) for h in hits])
     return out
 
@@ -61,7 +83,8 @@ def test_two_of_four_shards_answer_their_users_like_the_whole_index(tmp_path: Pa
     # A delta too: shards select rows across the base and delta segments, tombstones included.
     changed = [d for d in docs if d.doc_id != "profile-user-1-0"] + [
         SearchDoc("user_playbook", f"new-{u}", f"{u} now prefers pnpm for kubernetes", {"id": f"new-{u}"}, user_id=u)
-        for u in USERS[:6]]  # fmt: skip
+        for u in USERS[:6]
+    ]
     activate_version(root, stage_update(root, changed, embedder, hnsw_min_rows=hnsw_min_rows).version)
     whole = LoadedIndex.load(root)
     part = LoadedIndex.load(root, shards=SELECTOR)

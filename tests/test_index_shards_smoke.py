@@ -17,8 +17,12 @@ pytestmark = pytest.mark.e2e
 
 def test_index_shards_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "index_shards.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "index_shards.py"), "--docs", "2000",
-                           "--out", str(out)], capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "index_shards.py"), "--docs", "2000", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(out.read_text())
     whole, part = report["runs"]["whole"], report["runs"]["shards_0_1_of_4"]

@@ -23,8 +23,9 @@ def test_swaps_under_continuous_load_drop_nothing(settings, instance, landed):
     def hammer(base: str) -> None:
         with httpx.Client(base_url=base, timeout=30) as client:
             while not stop.is_set():
-                reply = client.post("/api/search", json={"query": "deploy region", "user_id": "alice",
-                                                         "threshold": 0.0})  # fmt: skip
+                reply = client.post(
+                    "/api/search", json={"query": "deploy region", "user_id": "alice", "threshold": 0.0}
+                )
                 body = reply.json() if reply.status_code == 200 else {}
                 results.append((reply.status_code, body.get("index_version"), len(body.get("user_playbooks", []))))
 

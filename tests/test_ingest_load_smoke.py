@@ -17,10 +17,24 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ingest_load_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "ingest_load.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "ingest_load.py"), "--seconds", "2", "--processes", "2",
-         "--concurrency", "2", "--turns", "3", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "ingest_load.py"),
+            "--seconds",
+            "2",
+            "--processes",
+            "2",
+            "--concurrency",
+            "2",
+            "--turns",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())
 

@@ -33,7 +33,7 @@ CORRECTION = "No — we never deploy to us-east-1, always use us-west-2."
 ACK = "Understood, us-west-2 from now on."
 NEXT = "Deploy the billing service to production."
 RULE = "Never deploy to us-east-1; always use us-west-2."
-TOOL_ERROR = "Error: kubectl: context \"prod-us-east-1\" is not allowed for this account (exit code 1)"
+TOOL_ERROR = 'Error: kubectl: context "prod-us-east-1" is not allowed for this account (exit code 1)'
 
 # Settings a project already has: none of it may change.
 EXISTING = {
@@ -47,8 +47,9 @@ EXISTING = {
 
 
 def setup(project: Path, *args: str):
-    return CliRunner().invoke(app, ["--json", "setup", "claude-code", "--project-dir", str(project), *args],
-                              catch_exceptions=False)  # fmt: skip
+    return CliRunner().invoke(
+        app, ["--json", "setup", "claude-code", "--project-dir", str(project), *args], catch_exceptions=False
+    )
 
 
 def test_setup_installs_idempotently_and_uninstalls_exactly_its_hooks(tmp_path):
@@ -93,7 +94,10 @@ def test_setup_installs_idempotently_and_uninstalls_exactly_its_hooks(tmp_path):
     bare.mkdir()
     assert json.loads(setup(bare).stdout)["action"] == "installed"
     assert set(json.loads((bare / ".claude" / "settings.json").read_text())["hooks"]) == {
-        "UserPromptSubmit", "Stop", "SessionEnd"}
+        "UserPromptSubmit",
+        "Stop",
+        "SessionEnd",
+    }
     setup(bare, "--uninstall")
     assert list(bare.iterdir()) == []
 
@@ -115,9 +119,20 @@ class Transcript:
         self.parent: str | None = None
 
     def _entry(self, kind: str, message: dict, **extra) -> None:
-        entry = {"parentUuid": self.parent, "isSidechain": False, "userType": "external", "cwd": str(self.path.parent),
-                 "sessionId": SESSION, "version": "2.1.0", "gitBranch": "main", "type": kind, "message": message,
-                 "uuid": str(uuid.uuid4()), "timestamp": "2026-12-01T10:00:00.000Z", **extra}  # fmt: skip
+        entry = {
+            "parentUuid": self.parent,
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": str(self.path.parent),
+            "sessionId": SESSION,
+            "version": "2.1.0",
+            "gitBranch": "main",
+            "type": kind,
+            "message": message,
+            "uuid": str(uuid.uuid4()),
+            "timestamp": "2026-12-01T10:00:00.000Z",
+            **extra,
+        }
         self.parent = entry["uuid"]
         with self.path.open("a") as f:
             f.write(json.dumps(entry) + "\n")
@@ -130,31 +145,57 @@ class Transcript:
 
     def answer(self, *blocks: dict) -> None:  # streamed: one entry per content block
         for block in blocks:
-            self._entry("assistant", {"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-x",
-                                      "content": [block], "stop_reason": None})  # fmt: skip
+            self._entry(
+                "assistant",
+                {
+                    "id": "msg_01",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-x",
+                    "content": [block],
+                    "stop_reason": None,
+                },
+            )
 
     def tool_result(self, tool_use_id: str, text: str, is_error: bool) -> None:
-        self._entry("user", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use_id,
-                                                          "content": text, "is_error": is_error}]},
-                    toolUseResult=text)  # fmt: skip
+        self._entry(
+            "user",
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": text, "is_error": is_error}],
+            },
+            toolUseResult=text,
+        )
 
 
 def payload(event: str, transcript: Path, **extra) -> dict:
-    return {"session_id": SESSION, "transcript_path": str(transcript), "cwd": str(transcript.parent),
-            "permission_mode": "default", "hook_event_name": event, **extra}  # fmt: skip
+    return {
+        "session_id": SESSION,
+        "transcript_path": str(transcript),
+        "cwd": str(transcript.parent),
+        "permission_mode": "default",
+        "hook_event_name": event,
+        **extra,
+    }
 
 
 def run_hook(command: str, body: dict, env: dict) -> subprocess.CompletedProcess:
     """One hook, as Claude Code runs it: the command through the shell, the event's JSON on stdin."""
-    return subprocess.run(command, shell=True, input=json.dumps(body), capture_output=True, text=True, env=env,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(
+        command, shell=True, input=json.dumps(body), capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def landed(settings, user_id: str) -> list[tuple]:
-    return connect(settings.lake).sql(
-        "select role, content, tools_used, agent_version, session_id, source from landing_turns where user_id = ? "
-        "order by ingested_at_us, turn_index", params=[user_id]
-    ).fetchall()
+    return (
+        connect(settings.lake)
+        .sql(
+            "select role, content, tools_used, agent_version, session_id, source from landing_turns where user_id = ? "
+            "order by ingested_at_us, turn_index",
+            params=[user_id],
+        )
+        .fetchall()
+    )
 
 
 def test_hooks_publish_the_session_and_inject_what_was_learned(tmp_path, settings, instance):
@@ -166,8 +207,12 @@ def test_hooks_publish_the_session_and_inject_what_was_learned(tmp_path, setting
     transcript = Transcript(tmp_path / f"{SESSION}.jsonl")
     service = create_app(settings)
     with serve_app(service) as url:
-        env = dict(os.environ, REFLEXIO_API_URL=url, REFLEXIO_USER_ID="dev-cc",
-                   REFLEXIO_CLAUDE_CODE_STATE_DIR=str(tmp_path / "state"))  # fmt: skip
+        env = dict(
+            os.environ,
+            REFLEXIO_API_URL=url,
+            REFLEXIO_USER_ID="dev-cc",
+            REFLEXIO_CLAUDE_CODE_STATE_DIR=str(tmp_path / "state"),
+        )
 
         # nothing learned yet: UserPromptSubmit prints nothing (the prompt goes on unchanged)
         first = run_hook(command["UserPromptSubmit"], payload("UserPromptSubmit", transcript.path, prompt=REQUEST), env)
@@ -176,8 +221,10 @@ def test_hooks_publish_the_session_and_inject_what_was_learned(tmp_path, setting
         # turn 1: a tool call that fails, then the wrong answer; Stop publishes it
         transcript.prompt(REQUEST)
         command_line = "kubectl --context prod-us-east-1 apply -f payments.yaml"
-        transcript.answer({"type": "thinking", "thinking": "Deploy with kubectl.", "signature": "x"},
-                          {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": command_line}})
+        transcript.answer(
+            {"type": "thinking", "thinking": "Deploy with kubectl.", "signature": "x"},
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": command_line}},
+        )
         transcript.tool_result("toolu_1", TOOL_ERROR, is_error=True)
         transcript.answer({"type": "text", "text": WRONG})
         stop = run_hook(command["Stop"], payload("Stop", transcript.path, stop_hook_active=False), env)
@@ -194,8 +241,12 @@ def test_hooks_publish_the_session_and_inject_what_was_learned(tmp_path, setting
         assert (end.returncode, end.stderr) == (0, "")
 
         rows = landed(settings, "dev-cc")
-        assert [(r[0], r[1]) for r in rows] == [("user", REQUEST), ("assistant", WRONG), ("user", CORRECTION),
-                                                ("assistant", ACK)]  # fmt: skip
+        assert [(r[0], r[1]) for r in rows] == [
+            ("user", REQUEST),
+            ("assistant", WRONG),
+            ("user", CORRECTION),
+            ("assistant", ACK),
+        ]
         assert {(r[3], r[4], r[5]) for r in rows} == {("my-repo", SESSION, "claude-code")}
         (tool,) = json.loads(rows[1][2])
         assert tool == {"tool_name": "Bash", "tool_data": {"input": {"command": command_line}, "error": TOOL_ERROR}}
@@ -214,12 +265,15 @@ def test_hooks_publish_the_session_and_inject_what_was_learned(tmp_path, setting
     down = dict(env, REFLEXIO_API_URL=f"http://127.0.0.1:{free_port()}")
     transcript.prompt(NEXT)
     transcript.answer({"type": "text", "text": "Deploying the billing service to us-west-2."})
-    for event, body in (("UserPromptSubmit", payload("UserPromptSubmit", transcript.path, prompt=NEXT)),
-                        ("Stop", payload("Stop", transcript.path, stop_hook_active=False))):  # fmt: skip
+    for event, body in (
+        ("UserPromptSubmit", payload("UserPromptSubmit", transcript.path, prompt=NEXT)),
+        ("Stop", payload("Stop", transcript.path, stop_hook_active=False)),
+    ):
         failed = run_hook(command[event], body, down)
         assert (failed.returncode, failed.stdout) == (0, "") and "reflexio:" in failed.stderr, failed.stderr
-    garbage = subprocess.run(command["Stop"], shell=True, input="not json", capture_output=True, text=True, env=down,
-                             timeout=300)  # fmt: skip
+    garbage = subprocess.run(
+        command["Stop"], shell=True, input="not json", capture_output=True, text=True, env=down, timeout=300
+    )
     assert garbage.returncode == 0 and "reflexio: publish skipped" in garbage.stderr
 
 
@@ -229,14 +283,23 @@ def test_transcript_reading_skips_what_is_not_conversation(tmp_path):
     transcript.prompt("<local-command-stdout>Set model to opus</local-command-stdout>")
     transcript.prompt(f"<reflexio_context>\nold block\n</reflexio_context>\n{REQUEST}")
     write = {"file_path": "a.txt", "content": "x" * 10_000}
-    transcript.answer({"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "t1", "name": "Write",
-                                                              "input": write})  # fmt: skip
+    transcript.answer(
+        {"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "t1", "name": "Write", "input": write}
+    )
     transcript.tool_result("t1", "File created successfully at: a.txt", is_error=False)
     transcript.answer({"type": "text", "text": "Done."})
     with transcript.path.open("a") as f:
-        f.write(json.dumps({"type": "assistant", "isSidechain": True, "uuid": "sub",
-                            "message": {"role": "assistant", "content": [{"type": "text", "text": "subagent"}]}}))
-        f.write("\n{\"type\": \"user\", \"message\"")  # a line still being written
+        f.write(
+            json.dumps(
+                {
+                    "type": "assistant",
+                    "isSidechain": True,
+                    "uuid": "sub",
+                    "message": {"role": "assistant", "content": [{"type": "text", "text": "subagent"}]},
+                }
+            )
+        )
+        f.write('\n{"type": "user", "message"')  # a line still being written
     turns = interactions(read_entries(transcript.path))
     assert [(t["role"], t["content"]) for t in turns] == [("user", REQUEST), ("assistant", "Checking.\n\nDone.")]
     (tool,) = turns[1]["tools_used"]

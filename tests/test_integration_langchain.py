@@ -39,25 +39,36 @@ def reflexio(settings, instance):
 
 
 def landed(settings, user_id: str) -> list[tuple]:
-    return connect(settings.lake).sql(
-        "select role, content, tools_used, agent_version, session_id, source from landing_turns where user_id = ? "
-        "order by ingested_at_us, turn_index", params=[user_id]
-    ).fetchall()
+    return (
+        connect(settings.lake)
+        .sql(
+            "select role, content, tools_used, agent_version, session_id, source from landing_turns where user_id = ? "
+            "order by ingested_at_us, turn_index",
+            params=[user_id],
+        )
+        .fetchall()
+    )
 
 
 def test_handler_publishes_turns_and_retriever_returns_what_was_learned(reflexio, settings, instance):
     service, client = reflexio
     handler = ReflexioCallbackHandler(client, agent_version="lc-agent")
-    model = GenericFakeChatModel(messages=iter([
-        "Sure. I'll deploy the payments service to production in us-east-1 now.",
-        "Understood. Deploying the payments service to us-west-2 instead.",
-        AIMessage("", tool_calls=[{"name": "create_issue", "args": {"repo": "infra"}, "id": "call-1"}]),
-        "I tried to open the ticket but the tracker rejected the request.",
-    ]))  # fmt: skip
+    model = GenericFakeChatModel(
+        messages=iter(
+            [
+                "Sure. I'll deploy the payments service to production in us-east-1 now.",
+                "Understood. Deploying the payments service to us-west-2 instead.",
+                AIMessage("", tool_calls=[{"name": "create_issue", "args": {"repo": "infra"}, "id": "call-1"}]),
+                "I tried to open the ticket but the tracker rejected the request.",
+            ]
+        )
+    )
     config = {"callbacks": [handler], "metadata": {"user_id": "dana-lc", "thread_id": "thread-1"}}
     history = [SystemMessage("You are a deployment assistant.")]
-    for text in ("Please deploy the payments service to production.",
-                 "No — we never deploy to us-east-1, always use us-west-2."):  # fmt: skip
+    for text in (
+        "Please deploy the payments service to production.",
+        "No — we never deploy to us-east-1, always use us-west-2.",
+    ):
         history.append(HumanMessage(text))
         history.append(model.invoke(history, config=config))
     # a tool loop: the tool-call request is not the end of the turn; the final answer is
@@ -97,8 +108,10 @@ def test_plain_llm_prompt_is_the_user_turn(reflexio, settings):
     _, client = reflexio
     handler = ReflexioCallbackHandler(client, user_id="erin-lc", agent_version="lc-agent", session_id="s-9")
     llm = FakeListLLM(responses=["Reports are scheduled for 08:00 CET."])
-    assert llm.invoke("My timezone is CET, so schedule reports for 8am my time.",
-                      config={"callbacks": [handler]}) == "Reports are scheduled for 08:00 CET."  # fmt: skip
+    assert (
+        llm.invoke("My timezone is CET, so schedule reports for 8am my time.", config={"callbacks": [handler]})
+        == "Reports are scheduled for 08:00 CET."
+    )
     assert [(r[0], r[1], r[4]) for r in landed(settings, "erin-lc")] == [
         ("user", "My timezone is CET, so schedule reports for 8am my time.", "s-9"),
         ("assistant", "Reports are scheduled for 08:00 CET.", "s-9"),
@@ -166,11 +179,17 @@ def learn(service, settings, instance) -> None:
 def test_chat_model_injects_what_the_first_exchange_taught_into_the_next_system_prompt(reflexio, settings, instance):
     service, client = reflexio
     recorder = PromptRecorder()
-    llm = GenericFakeChatModel(messages=iter([
-        ACK, NEXT_REPLY,
-        AIMessage("", tool_calls=[{"name": "create_issue", "args": {"repo": "infra"}, "id": "call-7"}]),
-        "The tracker rejected the ticket.",
-    ]), callbacks=[recorder])  # fmt: skip
+    llm = GenericFakeChatModel(
+        messages=iter(
+            [
+                ACK,
+                NEXT_REPLY,
+                AIMessage("", tool_calls=[{"name": "create_issue", "args": {"repo": "infra"}, "id": "call-7"}]),
+                "The tracker rejected the ticket.",
+            ]
+        ),
+        callbacks=[recorder],
+    )
     chat = ReflexioChatModel(llm, client, user_id="finn-lc", agent_version="lc-agent", session_id="conv-1")
 
     # call 1: nothing learned yet; the exchange, with the answer the user corrects, is published
@@ -201,8 +220,10 @@ def test_chat_model_injects_what_the_first_exchange_taught_into_the_next_system_
 
     rows = landed(settings, "finn-lc")[4:]
     assert [(r[0], r[1]) for r in rows] == [
-        ("user", NEXT), ("assistant", NEXT_REPLY),  # the streamed reply, whole
-        ("user", "Open a ticket in the infra repo about it."), ("assistant", "The tracker rejected the ticket."),
+        ("user", NEXT),
+        ("assistant", NEXT_REPLY),  # the streamed reply, whole
+        ("user", "Open a ticket in the infra repo about it."),
+        ("assistant", "The tracker rejected the ticket."),
     ]
     assert json.loads(rows[3][2]) == [
         {"tool_name": "create_issue", "tool_data": {"input": {"repo": "infra"}, "error": TOOL_ERROR}}
@@ -226,16 +247,23 @@ def test_chat_model_async_with_an_async_client(reflexio, settings, instance):
     assert first.content == ACK and len(chunks) > 1 and "".join(c.content for c in chunks) == NEXT_REPLY
     assert system_prompt(recorder.prompts[0]) == SYSTEM and RULE in system_prompt(recorder.prompts[1])
     rows = landed(settings, "gail-lc")
-    assert [(r[0], r[1]) for r in rows] == [("user", REQUEST), ("assistant", WRONG), ("user", CORRECTION),
-                                            ("assistant", ACK), ("user", NEXT), ("assistant", NEXT_REPLY)]  # fmt: skip
+    assert [(r[0], r[1]) for r in rows] == [
+        ("user", REQUEST),
+        ("assistant", WRONG),
+        ("user", CORRECTION),
+        ("assistant", ACK),
+        ("user", NEXT),
+        ("assistant", NEXT_REPLY),
+    ]
     assert {r[4] for r in rows[:4]} == {"thread-a"} and rows[4][4] != "thread-a"
 
 
 def test_chat_model_answers_when_reflexio_is_down(caplog):
     down = ReflexioClient(base_url=f"http://127.0.0.1:{free_port()}", max_retries=0)  # nothing listens there
     recorder = PromptRecorder()
-    chat = ReflexioChatModel(GenericFakeChatModel(messages=iter(["Hello!", "Hi again!"]), callbacks=[recorder]),
-                             down, user_id="u")  # fmt: skip
+    chat = ReflexioChatModel(
+        GenericFakeChatModel(messages=iter(["Hello!", "Hi again!"]), callbacks=[recorder]), down, user_id="u"
+    )
     with caplog.at_level(logging.WARNING, logger="reflexio_pipelines.integrations"):
         assert chat.invoke([HumanMessage("Hi")]).content == "Hello!"
         assert "".join(c.content for c in chat.stream("Hi")) == "Hi again!"

@@ -61,10 +61,15 @@ def reflexio(settings, instance):
 
 
 def landed(settings, user_id: str) -> list[tuple]:
-    return connect(settings.lake).sql(
-        "select role, content, agent_version, session_id, source from landing_turns where user_id = ? "
-        "order by ingested_at_us, turn_index", params=[user_id]
-    ).fetchall()
+    return (
+        connect(settings.lake)
+        .sql(
+            "select role, content, agent_version, session_id, source from landing_turns where user_id = ? "
+            "order by ingested_at_us, turn_index",
+            params=[user_id],
+        )
+        .fetchall()
+    )
 
 
 def test_telemetry_is_off():
@@ -119,8 +124,10 @@ def test_async_client_reads_ids_from_filters_and_keeps_a_conversation_together(m
     scope = {"filters": {"user_id": "carol-m0", "agent_id": "ops-agent"}}
 
     async def run():
-        async with AsyncReflexioClient(base_url=reflexio_url) as publisher, \
-                AsyncMemoryClient(api_key=API_KEY, host=mem0_url, reflexio=publisher) as client:
+        async with (
+            AsyncReflexioClient(base_url=reflexio_url) as publisher,
+            AsyncMemoryClient(api_key=API_KEY, host=mem0_url, reflexio=publisher) as client,
+        ):
             assert isinstance(client, mem0.AsyncMemoryClient)
             # turn by turn, as chat apps call mem0, without a run id
             return [await client.add(CONVERSATION[1:3], **scope), await client.add(CONVERSATION[3:5], **scope)]
@@ -155,20 +162,38 @@ def mem0_local(tmp_path):
     """A self-hosted mem0 config whose every part is local (the model stub's app, the config dict)."""
     model = make_provider_stub("openai", MODEL_KEY, responder=mem0_extractor, embedding_dim=DIMS)
     with serve_app(model) as url:
-        yield model, {
-            "llm": {"provider": "openai", "config": {"model": "local-llm", "api_key": MODEL_KEY,
-                                                     "openai_base_url": f"{url}/v1"}},
-            "embedder": {"provider": "openai", "config": {"model": "local-embedder", "api_key": MODEL_KEY,
-                                                          "openai_base_url": f"{url}/v1", "embedding_dims": DIMS}},
-            "vector_store": {"provider": "qdrant", "config": {"path": str(tmp_path / "qdrant"),
-                                                              "collection_name": "memories",
-                                                              "embedding_model_dims": DIMS}},
-            "history_db_path": str(tmp_path / "mem0-history.db"),
-        }  # fmt: skip
+        yield (
+            model,
+            {
+                "llm": {
+                    "provider": "openai",
+                    "config": {"model": "local-llm", "api_key": MODEL_KEY, "openai_base_url": f"{url}/v1"},
+                },
+                "embedder": {
+                    "provider": "openai",
+                    "config": {
+                        "model": "local-embedder",
+                        "api_key": MODEL_KEY,
+                        "openai_base_url": f"{url}/v1",
+                        "embedding_dims": DIMS,
+                    },
+                },
+                "vector_store": {
+                    "provider": "qdrant",
+                    "config": {
+                        "path": str(tmp_path / "qdrant"),
+                        "collection_name": "memories",
+                        "embedding_model_dims": DIMS,
+                    },
+                },
+                "history_db_path": str(tmp_path / "mem0-history.db"),
+            },
+        )
 
 
-def test_self_hosted_memory_keeps_its_memories_and_reflexio_learns_the_correction(mem0_local, reflexio, settings,
-                                                                                 instance, monkeypatch):  # fmt: skip
+def test_self_hosted_memory_keeps_its_memories_and_reflexio_learns_the_correction(
+    mem0_local, reflexio, settings, instance, monkeypatch
+):
     model, config = mem0_local
     service, reflexio_url = reflexio
     monkeypatch.setenv("REFLEXIO_API_URL", reflexio_url)  # the user's code changes its import, nothing else
@@ -219,19 +244,26 @@ def test_async_self_hosted_memory_keeps_a_conversation_together(mem0_local, refl
     _, reflexio_url = reflexio
 
     async def run():
-        async with AsyncReflexioClient(base_url=reflexio_url) as publisher, \
-                AsyncMemory.from_config(config, reflexio=publisher) as memory:
+        async with (
+            AsyncReflexioClient(base_url=reflexio_url) as publisher,
+            AsyncMemory.from_config(config, reflexio=publisher) as memory,
+        ):
             assert isinstance(memory, mem0.AsyncMemory)
             # turn by turn, as chat apps call mem0, without a run id
-            added = [await memory.add(CONVERSATION[1:3], user_id="jade-m0", agent_id="ops-agent"),
-                     await memory.add(CONVERSATION[3:5], user_id="jade-m0", agent_id="ops-agent")]  # fmt: skip
+            added = [
+                await memory.add(CONVERSATION[1:3], user_id="jade-m0", agent_id="ops-agent"),
+                await memory.add(CONVERSATION[3:5], user_id="jade-m0", agent_id="ops-agent"),
+            ]
             return added, await memory.get_all(filters={"user_id": "jade-m0"})
 
     added, stored = asyncio.run(run())
-    assert [[r["memory"] for r in a["results"]] for a in added] == [[CONVERSATION[1]["content"]],
-                                                                     [CONVERSATION[3]["content"]]]  # fmt: skip
+    assert [[r["memory"] for r in a["results"]] for a in added] == [
+        [CONVERSATION[1]["content"]],
+        [CONVERSATION[3]["content"]],
+    ]
     assert len(stored["results"]) == 2
     rows = landed(settings, "jade-m0")
-    assert [(r[0], r[1], r[2], r[4]) for r in rows] == [(m["role"], m["content"], "ops-agent", "mem0")
-                                                        for m in CONVERSATION[1:]]  # fmt: skip
+    assert [(r[0], r[1], r[2], r[4]) for r in rows] == [
+        (m["role"], m["content"], "ops-agent", "mem0") for m in CONVERSATION[1:]
+    ]
     assert len({r[3] for r in rows}) == 1 and rows[0][3]  # one session across the two adds

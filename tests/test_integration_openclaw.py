@@ -38,16 +38,22 @@ def test_openclaw_plugin_recalls_and_publishes(settings, instance):
     user = f"openclaw-{uuid.uuid4().hex[:8]}"
     with serve_app(create_app(settings)) as base_url:
         env = dict(os.environ, REFLEXIO_TEST_URL=base_url, REFLEXIO_TEST_USER=user)
-        done = subprocess.run([NODE, "--test", "test/"], cwd=PLUGIN_DIR, env=env, capture_output=True, text=True,
-                              timeout=600)  # fmt: skip
+        done = subprocess.run(
+            [NODE, "--test", "test/"], cwd=PLUGIN_DIR, env=env, capture_output=True, text=True, timeout=600
+        )
     report = done.stdout + done.stderr
     assert done.returncode == 0, report[-4000:]
     assert "# fail 0" in report and "# skipped 0" in report, report[-2000:]  # the live test really ran
 
-    rows = connect(settings.lake).sql(
-        "select session_id, agent_version, source, role, content, tools_used from landing_turns "
-        "where user_id = ? and session_id <> 'seed' order by turn_index", params=[user]
-    ).fetchall()
+    rows = (
+        connect(settings.lake)
+        .sql(
+            "select session_id, agent_version, source, role, content, tools_used from landing_turns "
+            "where user_id = ? and session_id <> 'seed' order by turn_index",
+            params=[user],
+        )
+        .fetchall()
+    )
     assert [(r[3], r[4]) for r in rows] == [
         ("user", "Deploy the payments service to production, please."),  # the injected block was stripped
         ("assistant", "Deploying the payments service to us-west-2."),
@@ -97,54 +103,108 @@ def _openclaw_config(home: Path, model_url: str) -> None:
     """OpenClaw's config before the plugin is installed: the stub model as the default model, and only the Reflexio
     plugin allowed to load (a faster startup)."""
     config = {
-        "models": {"mode": "merge", "providers": {"stub": {
-            "baseUrl": f"{model_url}/v1", "apiKey": MODEL_KEY, "api": "openai-completions",
-            "models": [{"id": "stub-model", "name": "Stub model", "reasoning": False, "input": ["text"],
-                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                        "contextWindow": 128000, "maxTokens": 4096}]}}},
+        "models": {
+            "mode": "merge",
+            "providers": {
+                "stub": {
+                    "baseUrl": f"{model_url}/v1",
+                    "apiKey": MODEL_KEY,
+                    "api": "openai-completions",
+                    "models": [
+                        {
+                            "id": "stub-model",
+                            "name": "Stub model",
+                            "reasoning": False,
+                            "input": ["text"],
+                            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                            "contextWindow": 128000,
+                            "maxTokens": 4096,
+                        }
+                    ],
+                }
+            },
+        },
         "agents": {"defaults": {"model": {"primary": "stub/stub-model"}}},
         "skills": {"allowBundled": []},
         "plugins": {"allow": ["reflexio"]},
-    }  # fmt: skip
+    }
     (home / ".openclaw").mkdir(parents=True)
     (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config, indent=2))
 
 
 def _turn(runtime: OpenClawRuntime, home: Path, session: str, message: str) -> str:
     """One agent turn through OpenClaw's embedded runner (`openclaw agent --local`); the reply text."""
-    done = runtime.run(home, "agent", "--local", "--session-id", session, "--message", message, "--json",
-                       "--timeout", "600", timeout=900)  # fmt: skip
+    done = runtime.run(
+        home,
+        "agent",
+        "--local",
+        "--session-id",
+        session,
+        "--message",
+        message,
+        "--json",
+        "--timeout",
+        "600",
+        timeout=900,
+    )
     result = json.loads(done.stdout)
     return "\n".join(p.get("text") or "" for p in result["payloads"])
 
 
 def _published(settings) -> list[tuple]:
-    return connect(settings.lake).sql(
-        "select session_id, agent_version, source, role, content, tools_used from landing_turns "
-        "where user_id = 'openclaw:main' order by ingested_at_us, turn_index"
-    ).fetchall()
+    return (
+        connect(settings.lake)
+        .sql(
+            "select session_id, agent_version, source, role, content, tools_used from landing_turns "
+            "where user_id = 'openclaw:main' order by ingested_at_us, turn_index"
+        )
+        .fetchall()
+    )
 
 
 @pytest.mark.timeout(3600)
-def test_openclaw_runtime_learns_a_correction_and_injects_it_in_the_next_session(openclaw_runtime, settings,
-                                                                                 instance, tmp_path):  # fmt: skip
+def test_openclaw_runtime_learns_a_correction_and_injects_it_in_the_next_session(
+    openclaw_runtime,  # noqa: F811  (the fixture imported above)
+    settings,
+    instance,
+    tmp_path,
+):
     home = tmp_path / "openclaw-home"
     model = make_provider_stub("openai", MODEL_KEY, responder=_model)
     service = create_app(settings)
     with serve_app(model) as model_url, serve_app(service) as reflexio_url:
         _openclaw_config(home, model_url)
         # the install, as docs/integrations.md tells OpenClaw users
-        installed = openclaw_runtime.run(home, "plugins", "install", "--link", PLUGIN_DIR, "--force",
-                                         "--accept-capabilities", timeout=900)  # fmt: skip
+        installed = openclaw_runtime.run(
+            home, "plugins", "install", "--link", PLUGIN_DIR, "--force", "--accept-capabilities", timeout=900
+        )
         assert "Linked plugin path" in installed.stdout + installed.stderr, installed.stdout + installed.stderr
-        openclaw_runtime.run(home, "config", "set", "plugins.entries.reflexio.hooks.allowConversationAccess", "true",
-                             "--strict-json", timeout=900)  # fmt: skip
-        openclaw_runtime.run(home, "config", "set", "plugins.entries.reflexio.config",
-                             json.dumps({"url": reflexio_url}), "--strict-json", "--merge", timeout=900)  # fmt: skip
+        openclaw_runtime.run(
+            home,
+            "config",
+            "set",
+            "plugins.entries.reflexio.hooks.allowConversationAccess",
+            "true",
+            "--strict-json",
+            timeout=900,
+        )
+        openclaw_runtime.run(
+            home,
+            "config",
+            "set",
+            "plugins.entries.reflexio.config",
+            json.dumps({"url": reflexio_url}),
+            "--strict-json",
+            "--merge",
+            timeout=900,
+        )
         config = json.loads((home / ".openclaw" / "openclaw.json").read_text())
         assert str(PLUGIN_DIR) in config["plugins"]["load"]["paths"]
         assert config["plugins"]["entries"]["reflexio"] == {
-            "enabled": True, "hooks": {"allowConversationAccess": True}, "config": {"url": reflexio_url}}
+            "enabled": True,
+            "hooks": {"allowConversationAccess": True},
+            "config": {"url": reflexio_url},
+        }
 
         # session 1: a request, a wrong answer, the user's correction
         assert _turn(openclaw_runtime, home, "deploy-1", REQUEST) == WRONG
@@ -152,8 +212,10 @@ def test_openclaw_runtime_learns_a_correction_and_injects_it_in_the_next_session
         assert first and not any("<reflexio_context>" in json.dumps(b) for b in first)  # nothing learned yet
         assert _turn(openclaw_runtime, home, "deploy-1", CORRECTION) == ACK
         assert [(r[0], r[1], r[2], r[3], r[4]) for r in _published(settings)] == [
-            ("deploy-1", "main", "openclaw", "user", REQUEST), ("deploy-1", "main", "openclaw", "assistant", WRONG),
-            ("deploy-1", "main", "openclaw", "user", CORRECTION), ("deploy-1", "main", "openclaw", "assistant", ACK),
+            ("deploy-1", "main", "openclaw", "user", REQUEST),
+            ("deploy-1", "main", "openclaw", "assistant", WRONG),
+            ("deploy-1", "main", "openclaw", "user", CORRECTION),
+            ("deploy-1", "main", "openclaw", "assistant", ACK),
         ]  # the local operator (no sender on a CLI run) is one user across sessions; agent version = agent id
 
         # the pipeline learns from what the plugin published
@@ -167,11 +229,13 @@ def test_openclaw_runtime_learns_a_correction_and_injects_it_in_the_next_session
         seen = len(_chat_requests(model))
         reply = _turn(openclaw_runtime, home, "deploy-2", NEXT)
         calls = _chat_requests(model)[seen:]
-        assert reply == NEXT_REPLY, [[(m["role"], _text(m.get("content"))[-300:]) for m in c["messages"][1:]]
-                                     for c in calls]  # fmt: skip
+        assert reply == NEXT_REPLY, [
+            [(m["role"], _text(m.get("content"))[-300:]) for m in c["messages"][1:]] for c in calls
+        ]
         assert len(calls) == 2  # the tool call, then the answer after the tool result
-        prompt = next(_text(m["content"]) for m in calls[0]["messages"] if m["role"] == "user" and NEXT in
-                      _text(m["content"]))  # fmt: skip
+        prompt = next(
+            _text(m["content"]) for m in calls[0]["messages"] if m["role"] == "user" and NEXT in _text(m["content"])
+        )
         block = prompt[prompt.index("<reflexio_context>") : prompt.index("</reflexio_context>")]
         assert RULE in block and prompt.index("</reflexio_context>") < prompt.index(NEXT), prompt
         tool_error = next(_text(m["content"]) for m in calls[1]["messages"] if m["role"] == "tool")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import shutil
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from reflexio_pipelines.integrations.wiring import ReflexioHooks, reply_text
-from reflexio_pipelines.sdk import render_context
-from reflexio_pipelines.sdk.models import SearchResult
 from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.runs import launch
-from reflexio_pipelines.sdk import ReflexioClient
+from reflexio_pipelines.sdk import ReflexioClient, render_context
+from reflexio_pipelines.sdk.models import SearchResult
 from serving.app import create_app
 from tests.support.processes import free_port
 from tests.support.provider_stubs import make_provider_stub, prompt_text
@@ -35,8 +34,9 @@ NODE = shutil.which("node")
 
 
 def run_script(name: str, *args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPTS / name), *map(str, args)], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / name), *map(str, args)], capture_output=True, text=True, timeout=120
+    )
 
 
 class RecordingLLM:
@@ -101,8 +101,10 @@ def test_inspect_and_wire_recognise_the_common_model_clients(tmp_path):
     done = run_script("inspect_agent.py", tmp_path)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    kinds = {c["function"]: (c["kind"], c["context_arg"]["source"] if c["context_arg"] else None)
-             for c in report["llm_calls"]}  # fmt: skip
+    kinds = {
+        c["function"]: (c["kind"], c["context_arg"]["source"] if c["context_arg"] else None)
+        for c in report["llm_calls"]
+    }
     assert kinds == {
         "openai_bot": ("openai", '[{"role": "user", "content": user_message}]'),
         "claude_bot": ("anthropic", '"Be brief."'),
@@ -112,7 +114,10 @@ def test_inspect_and_wire_recognise_the_common_model_clients(tmp_path):
     }
     handlers = {h["function"]: h for h in report["turn_handlers"]}
     assert [handlers["openai_bot"][k] for k in ("message_param", "user_id_param", "session_param")] == [
-        "user_message", "user_id", "conversation_id"]
+        "user_message",
+        "user_id",
+        "conversation_id",
+    ]
     assert handlers["repl"]["loop_agent"] and not handlers["openai_bot"]["loop_agent"]
     assert handlers["claude_bot"]["async"]
 
@@ -120,10 +125,13 @@ def test_inspect_and_wire_recognise_the_common_model_clients(tmp_path):
     assert wired.returncode == 0, wired.stderr
     source = bots.read_text()
     compile(source, str(bots), "exec")
-    assert ('messages=_reflexio.inject([{"role": "user", "content": user_message}], user_message, '
-            'user_id=user_id)') in source
-    assert "return _reflexio.after_turn(user_id, user_message, out.choices[0].message.content, " \
-           "session_id=conversation_id)" in source
+    assert (
+        'messages=_reflexio.inject([{"role": "user", "content": user_message}], user_message, user_id=user_id)'
+    ) in source
+    assert (
+        "return _reflexio.after_turn(user_id, user_message, out.choices[0].message.content, "
+        "session_id=conversation_id)" in source
+    )
     assert 'system=_reflexio.system("Be brief.", question)' in source
     assert "return _reflexio.after_turn(None, text, chat.invoke(_reflexio.inject(text, text)).content)" in source
     assert "print(chat.invoke(input()).content)" in source  # the loop agent is left for wiring by hand
@@ -157,17 +165,24 @@ def test_inspect_and_wire_the_sample_agent_then_it_learns(tmp_path, settings, in
         spec = importlib.util.spec_from_file_location("deploy_bot_agent", agent_file)
         agent = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(agent)
-        llm = RecordingLLM([
-            "Sure. I'll deploy the payments service to production in us-east-1 now.",
-            "Understood. Deploying the payments service to us-west-2 instead.",
-            "Deploying the payments service to us-west-2.",
-        ])  # fmt: skip
+        llm = RecordingLLM(
+            [
+                "Sure. I'll deploy the payments service to production in us-east-1 now.",
+                "Understood. Deploying the payments service to us-west-2 instead.",
+                "Deploying the payments service to us-west-2.",
+            ]
+        )
         agent.answer("frank-sk", "Please deploy the payments service to production.", llm)
         agent.answer("frank-sk", "No — we never deploy to us-east-1, always use us-west-2.", llm)
 
-        rows = connect(settings.lake).sql(
-            "select role, content, agent_version from landing_turns where user_id = 'frank-sk' "
-            "order by ingested_at_us, turn_index").fetchall()  # fmt: skip
+        rows = (
+            connect(settings.lake)
+            .sql(
+                "select role, content, agent_version from landing_turns where user_id = 'frank-sk' "
+                "order by ingested_at_us, turn_index"
+            )
+            .fetchall()
+        )
         assert [r[:2] for r in rows] == [
             ("user", "Please deploy the payments service to production."),
             ("assistant", "Sure. I'll deploy the payments service to production in us-east-1 now."),
@@ -213,13 +228,19 @@ def test_reply_text_reads_the_common_reply_objects():
 #: The hand wiring SKILL.md prescribes for the Node sample (import + instance, context into the messages, afterTurn
 #: on the final reply), as (before, after) edits of its source.
 NODE_WIRING = (
-    ("export const SYSTEM_PROMPT",
-     'import { ReflexioHooks } from "./reflexio.mjs";\n\n'
-     'const reflexio = new ReflexioHooks({ agentVersion: "deploy-bot-node" });\n\nexport const SYSTEM_PROMPT'),
-    ("body: JSON.stringify({ model: MODEL, messages }),",
-     "body: JSON.stringify({ model: MODEL, messages: await reflexio.inject(messages, message, { userId }) }),"),
-    ("return completion.choices[0].message.content.trim();",
-     "return reflexio.afterTurn(userId, message, completion.choices[0].message.content.trim());"),
+    (
+        "export const SYSTEM_PROMPT",
+        'import { ReflexioHooks } from "./reflexio.mjs";\n\n'
+        'const reflexio = new ReflexioHooks({ agentVersion: "deploy-bot-node" });\n\nexport const SYSTEM_PROMPT',
+    ),
+    (
+        "body: JSON.stringify({ model: MODEL, messages }),",
+        "body: JSON.stringify({ model: MODEL, messages: await reflexio.inject(messages, message, { userId }) }),",
+    ),
+    (
+        "return completion.choices[0].message.content.trim();",
+        "return reflexio.afterTurn(userId, message, completion.choices[0].message.content.trim());",
+    ),
 )
 DRIVER = """\
 import { answer } from "./agent.mjs";
@@ -247,39 +268,62 @@ def test_node_agent_inspected_and_wired_with_reflexio_mjs_learns(tmp_path, setti
     (project / "agent.mjs").write_text(source)
     (project / "driver.mjs").write_text(DRIVER)
 
-    replies = {"Please deploy the payments service to production.":
-               "Sure. I'll deploy the payments service to production in us-east-1 now.",
-               "No — we never deploy to us-east-1, always use us-west-2.":
-               "Understood. Deploying the payments service to us-west-2 instead.",
-               "Deploy the billing service to production, please.":
-               "Deploying the billing service to us-west-2."}  # fmt: skip
+    replies = {
+        "Please deploy the payments service to production.": "Sure. I'll deploy the payments service to production in us-east-1 now.",
+        "No — we never deploy to us-east-1, always use us-west-2.": "Understood. Deploying the payments service to us-west-2 instead.",
+        "Deploy the billing service to production, please.": "Deploying the billing service to us-west-2.",
+    }
     model = make_provider_stub("openai", "sk-node-test", responder=lambda body: replies[prompt_text(body)])
     app = create_app(settings)
     with serve_app(model) as model_url, serve_app(app) as url:
         env = dict(os.environ, REFLEXIO_API_URL=url, OPENAI_BASE_URL=f"{model_url}/v1", OPENAI_API_KEY="sk-node-test")
 
         def turns(*messages: str) -> list[str]:
-            done = subprocess.run([NODE, "driver.mjs", "gina-node", *messages], cwd=project, env=env,
-                                  capture_output=True, text=True, timeout=120)  # fmt: skip
+            done = subprocess.run(
+                [NODE, "driver.mjs", "gina-node", *messages],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert done.returncode == 0 and not done.stderr, done.stderr
             return [json.loads(line) for line in done.stdout.splitlines()]
 
         assert turns(*list(replies)[:2]) == list(replies.values())[:2]
-        rows = connect(settings.lake).sql(
-            "select role, content, agent_version, source from landing_turns where user_id = 'gina-node' "
-            "order by ingested_at_us, turn_index").fetchall()  # fmt: skip
-        assert [r[:2] for r in rows] == [(role, text) for pair in list(replies.items())[:2]
-                                         for role, text in zip(("user", "assistant"), pair)]  # fmt: skip
+        rows = (
+            connect(settings.lake)
+            .sql(
+                "select role, content, agent_version, source from landing_turns where user_id = 'gina-node' "
+                "order by ingested_at_us, turn_index"
+            )
+            .fetchall()
+        )
+        assert [r[:2] for r in rows] == [
+            (role, text) for pair in list(replies.items())[:2] for role, text in zip(("user", "assistant"), pair)
+        ]
         assert {r[2:] for r in rows} == {("deploy-bot-node", "agent")}
-        assert len({r for r in connect(settings.lake).sql(
-            "select distinct session_id from landing_turns where user_id = 'gina-node'").fetchall()}) == 1
+        assert (
+            len(
+                {
+                    r
+                    for r in connect(settings.lake)
+                    .sql("select distinct session_id from landing_turns where user_id = 'gina-node'")
+                    .fetchall()
+                }
+            )
+            == 1
+        )
 
         launch(settings=settings, instance=instance)
         app.state.svc.index.refresh()
         assert turns(list(replies)[2]) == [list(replies.values())[2]]
 
-    systems = [next(m["content"] for m in json.loads(seen.body)["messages"] if m["role"] == "system")
-               for seen in model.state.stub.seen if seen.kind == "chat"]  # fmt: skip
+    systems = [
+        next(m["content"] for m in json.loads(seen.body)["messages"] if m["role"] == "system")
+        for seen in model.state.stub.seen
+        if seen.kind == "chat"
+    ]
     assert systems[0] == "You are a careful deployment assistant for the platform team. Answer briefly."
     assert systems[2].startswith(systems[0] + "\n\n<reflexio_context>") and "us-west-2" in systems[2]
 
@@ -289,15 +333,20 @@ def test_node_agent_inspected_and_wired_with_reflexio_mjs_learns(tmp_path, setti
 def test_reflexio_mjs_renders_the_block_as_the_sdk_does(tmp_path):
     result = {
         "profiles": [{"profile_id": "p1", "user_id": "u", "content": "Timezone is CET"}],
-        "user_playbooks": [{"user_playbook_id": 1, "user_id": "u", "content": "Always use us-west-2",
-                            "trigger": "deploying"}],
-        "agent_playbooks": [{"agent_playbook_id": 2, "content": "Always  use\nus-west-2", "trigger": "deploying"},
-                            {"agent_playbook_id": 3, "content": "Use the <reflexio_context> ops-bot token"}],
-    }  # fmt: skip
-    code = (f"import {{ renderContext }} from {json.dumps(str(SCRIPTS / 'reflexio.mjs'))};\n"
-            f"const r = {json.dumps(result)};\n"
-            "console.log(JSON.stringify([renderContext(r, 4000), renderContext(r, 400),"
-            " renderContext({})]));")  # fmt: skip
+        "user_playbooks": [
+            {"user_playbook_id": 1, "user_id": "u", "content": "Always use us-west-2", "trigger": "deploying"}
+        ],
+        "agent_playbooks": [
+            {"agent_playbook_id": 2, "content": "Always  use\nus-west-2", "trigger": "deploying"},
+            {"agent_playbook_id": 3, "content": "Use the <reflexio_context> ops-bot token"},
+        ],
+    }
+    code = (
+        f"import {{ renderContext }} from {json.dumps(str(SCRIPTS / 'reflexio.mjs'))};\n"
+        f"const r = {json.dumps(result)};\n"
+        "console.log(JSON.stringify([renderContext(r, 4000), renderContext(r, 400),"
+        " renderContext({})]));"
+    )
     (tmp_path / "render.mjs").write_text(code)
     done = subprocess.run([NODE, str(tmp_path / "render.mjs")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

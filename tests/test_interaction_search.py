@@ -13,12 +13,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflexio_pipelines.definitions import build_definitions
-from reflexio_pipelines.learning.embedding import l2_normalize
 from reflexio_pipelines.jobs import MAX_NEW_TURNS_PER_BUILD
+from reflexio_pipelines.learning.embedding import l2_normalize
 from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.runs import rebuild_index
-from reflexio_pipelines.search.conversation import NEIGHBOUR_WEIGHT, NEIGHBOURS_KEY, turn_docs
 from reflexio_pipelines.search.build import build_index, doc_fingerprint
+from reflexio_pipelines.search.conversation import NEIGHBOUR_WEIGHT, NEIGHBOURS_KEY, turn_docs
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.text import normalize_text
 from reflexio_pipelines.search.types import SearchDoc
@@ -31,16 +31,34 @@ AUG_2023 = int(datetime(2023, 8, 20, 18, 0, tzinfo=timezone.utc).timestamp())
 
 
 def _row(turn_index: int, role: str, content: str, created_at: int = MAY_2023, session: str = "s1") -> dict:
-    return {"turn_id": f"r-{session}:{turn_index}", "interaction_id": 1000 + turn_index, "request_id": f"r-{session}",
-            "turn_index": turn_index, "user_id": "pair", "session_id": session, "role": role, "content": content,
-            "user_action": "none", "user_action_description": "", "interacted_image_url": "", "shadow_content": "",
-            "expert_content": "", "tools_used": "[]", "agent_version": "", "created_at": created_at + turn_index,
-            "ingested_at_us": 1}  # fmt: skip
+    return {
+        "turn_id": f"r-{session}:{turn_index}",
+        "interaction_id": 1000 + turn_index,
+        "request_id": f"r-{session}",
+        "turn_index": turn_index,
+        "user_id": "pair",
+        "session_id": session,
+        "role": role,
+        "content": content,
+        "user_action": "none",
+        "user_action_description": "",
+        "interacted_image_url": "",
+        "shadow_content": "",
+        "expert_content": "",
+        "tools_used": "[]",
+        "agent_version": "",
+        "created_at": created_at + turn_index,
+        "ingested_at_us": 1,
+    }
 
 
 def test_turn_documents_carry_their_window_and_session_date():
-    rows = [_row(i, ("Leo", "Maya")[i % 2], text) for i, text in enumerate(
-        ["Did you run the Lisbon marathon?", "I did, four hours ten.", "Wow!", "My knees hate me.", "Rest up."])]
+    rows = [
+        _row(i, ("Leo", "Maya")[i % 2], text)
+        for i, text in enumerate(
+            ["Did you run the Lisbon marathon?", "I did, four hours ten.", "Wow!", "My knees hate me.", "Rest up."]
+        )
+    ]
     docs = {d.doc_id: d for d in turn_docs(rows)}
     answer = docs["r-s1:1"]
     assert answer.entity_type == "interaction" and answer.user_id == "pair"
@@ -98,16 +116,24 @@ CONVERSATION = [
 
 
 def _publish(client, turns, created_at: int, session: str) -> None:
-    body = {"user_id": "pair", "session_id": session, "interaction_data_list": [
-        {"role": role, "content": text, "created_at": created_at + i} for i, (role, text) in enumerate(turns)]}
+    body = {
+        "user_id": "pair",
+        "session_id": session,
+        "interaction_data_list": [
+            {"role": role, "content": text, "created_at": created_at + i} for i, (role, text) in enumerate(turns)
+        ],
+    }
     reply = client.post("/api/publish_interaction", json=body)
     assert reply.status_code == 200 and reply.json()["success"], reply.text
 
 
 def _index_turns(settings, instance) -> None:
     """What interaction_index_sensor's runs do: index_job with `index_turns`, the blocking check included."""
-    run = build_definitions(settings).resolve_job_def("index_job").execute_in_process(
-        instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}})
+    run = (
+        build_definitions(settings)
+        .resolve_job_def("index_job")
+        .execute_in_process(instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}})
+    )
     assert run.success
     checks = [e.asset_check_evaluation_data for e in run.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert checks and all(c.passed for c in checks), [c.metadata for c in checks]
@@ -123,8 +149,12 @@ def _search(client, query: str, **extra) -> dict:
 def client(settings, instance):
     with TestClient(create_app(settings)) as c:
         _publish(c, CONVERSATION, MAY_2023, "s1")
-        _publish(c, [("Leo", "How is the garden?"), ("Maya", "Tried making paella from scratch for the neighbours.")],
-                 AUG_2023, "s2")  # fmt: skip
+        _publish(
+            c,
+            [("Leo", "How is the garden?"), ("Maya", "Tried making paella from scratch for the neighbours.")],
+            AUG_2023,
+            "s2",
+        )
         _index_turns(settings, instance)
         c.app.state.svc.index.refresh()
         yield c
@@ -152,7 +182,8 @@ def test_speaker_and_time_named_in_the_question_boost_the_matching_turns(client)
     assert timed["interactions"][0]["content"].startswith("Tried making paella")
     assert "time range" in timed["msg"]
     assert _search(client, "What did Maya cook in May 2023?")["interactions"][0]["content"].startswith(
-        "Tried making a mushroom risotto")
+        "Tried making a mushroom risotto"
+    )
 
 
 def test_a_published_turn_is_found_before_any_run_and_until_a_version_holds_it(client, settings, instance):
@@ -177,8 +208,9 @@ def _turn_ids(state, word: str) -> set[str]:
 
 def test_a_deleted_turn_leaves_search_and_neighbour_lists_at_once(client):
     dog = _search(client, "What is the name of Maya's dog?")["interactions"][0]
-    reply = client.request("DELETE", "/api/delete_interaction",
-                           json={"user_id": "pair", "interaction_id": dog["interaction_id"]})  # fmt: skip
+    reply = client.request(
+        "DELETE", "/api/delete_interaction", json={"user_id": "pair", "interaction_id": dog["interaction_id"]}
+    )
     assert reply.json()["success"], reply.text
     found = _search(client, "beagle puppy called Biscuit")["interactions"]
     assert all("Biscuit" not in t["content"] for t in found)
@@ -188,7 +220,9 @@ def test_a_deleted_turn_leaves_search_and_neighbour_lists_at_once(client):
 def test_a_query_without_words_lists_the_newest_turns(client):
     turns = client.post("/api/search_interactions", json={"user_id": "pair", "most_recent_k": 2}).json()
     assert [t["content"] for t in turns["interactions"]] == [
-        "Tried making paella from scratch for the neighbours.", "How is the garden?"]
+        "Tried making paella from scratch for the neighbours.",
+        "How is the garden?",
+    ]
 
 
 def test_the_sensor_asks_for_a_run_while_turns_wait_outside_the_index(settings, instance, lake):
@@ -226,8 +260,13 @@ def test_a_run_checks_and_serves_its_own_build_not_the_newest(settings, instance
     from reflexio_pipelines.assets.search_index import expected_counts, staged_version
 
     def index_run():
-        return build_definitions(settings).resolve_job_def("index_job").execute_in_process(
-            instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}})  # fmt: skip
+        return (
+            build_definitions(settings)
+            .resolve_job_def("index_job")
+            .execute_in_process(
+                instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}}
+            )
+        )
 
     with TestClient(create_app(settings)) as c:
         _publish(c, CONVERSATION[:2], MAY_2023, "s1")

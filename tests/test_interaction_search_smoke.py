@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _load_benchmark():
     sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmark imports its corpus module
-    spec = importlib.util.spec_from_file_location("interaction_search_bench", ROOT / "benchmarks" / "interaction_search.py")
+    spec = importlib.util.spec_from_file_location(
+        "interaction_search_bench", ROOT / "benchmarks" / "interaction_search.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

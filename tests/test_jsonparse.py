@@ -71,8 +71,10 @@ def test_a_reply_whose_object_never_closes_is_cut_off_and_yields_nothing(reply: 
     [
         ("I'm sorry, but I can't help with that.", RefusedReply),
         ('I cannot process personal data.\n{"profiles": [], "playbooks": []}', RefusedReply),
-        ('{"profiles": [{"content": "Likes tea"}]}\nor rather {"profiles": [{"content": "Likes coffee"}]}',
-         AmbiguousReply),
+        (
+            '{"profiles": [{"content": "Likes tea"}]}\nor rather {"profiles": [{"content": "Likes coffee"}]}',
+            AmbiguousReply,
+        ),
         ("<think>The user likes tea, so the answer is", LLMOutputError),  # reasoning that never ends
     ],
 )

@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.judge import (
     REGULAR_VS_SHADOW,
     HeuristicJudge,
@@ -19,7 +20,6 @@ from reflexio_pipelines.learning.judge import (
     presentation_order,
     session_verdict_from_pairs,
 )
-from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_judge import JudgeFailed, LiteLLMJudge, map_back, parse_comparison, parse_verdict
 from reflexio_pipelines.learning.prompts import load_prompt
 from reflexio_pipelines.learning.sessions import Session, group_sessions
@@ -40,8 +40,19 @@ def session(*lines: tuple, session_id: str = "s1") -> Session:
     turns = []
     for i, line in enumerate(lines):
         role, content, extra = (*line, {}) if len(line) == 2 else line
-        turns.append(Turn(turn_id=f"{session_id}-t{i}", interaction_id=i, request_id="r1", user_id="ann", role=role,
-                          content=content, created_at=T0 + i, session_id=session_id, **extra))  # fmt: skip
+        turns.append(
+            Turn(
+                turn_id=f"{session_id}-t{i}",
+                interaction_id=i,
+                request_id="r1",
+                user_id="ann",
+                role=role,
+                content=content,
+                created_at=T0 + i,
+                session_id=session_id,
+                **extra,
+            )
+        )
     (s,) = group_sessions(turns)
     return s
 
@@ -78,13 +89,19 @@ ESCALATED = session(
 )
 MISSING_TOOL = session(
     ("user", "Refund order 42."),
-    ("assistant", "Let me refund it.",
-     {"tools_used": (ToolCall("refund_order", {"input": {"order": 42}, "error": "Unknown tool: refund_order"}),)}),
+    (
+        "assistant",
+        "Let me refund it.",
+        {"tools_used": (ToolCall("refund_order", {"input": {"order": 42}, "error": "Unknown tool: refund_order"}),)},
+    ),
     ("user", "Hm, ok."),
 )
 NO_SIGNAL = session(("user", "What's our SLA?"), ("assistant", "99.9 % monthly uptime."))
-PACKAGE_MANAGER = session(("user", "Which package manager do we use?"), ("assistant", "pnpm."),
-                          ("user", "Great, I'll use pnpm as my package manager."))  # fmt: skip
+PACKAGE_MANAGER = session(
+    ("user", "Which package manager do we use?"),
+    ("assistant", "pnpm."),
+    ("user", "Great, I'll use pnpm as my package manager."),
+)
 CASES = {
     "thanks": THANKS,
     "repeated_corrections": REPEATED_CORRECTIONS,
@@ -97,8 +114,10 @@ CASES = {
 }
 
 QUESTION = "How do I rotate the API keys of the billing service?"
-GOOD = ("Open Settings, API keys, pick the billing service and click Rotate; then update the billing service's "
-        "secret with the new keys.")  # fmt: skip
+GOOD = (
+    "Open Settings, API keys, pick the billing service and click Rotate; then update the billing service's "
+    "secret with the new keys."
+)
 POOR = "Please contact support."
 
 
@@ -133,8 +152,12 @@ def test_heuristic_rules() -> None:
         False, None, "heuristic: the session ended without the user approving the result", False
     )
     assert heuristic_verdict(PACKAGE_MANAGER) == Verdict(True, None, None, False)  # "package manager" is no escalation
-    for phrase in ("Escalate this please.", "Can I speak to your manager?", "Transfer me to billing.",
-                   "Open a support ticket."):  # fmt: skip
+    for phrase in (
+        "Escalate this please.",
+        "Can I speak to your manager?",
+        "Transfer me to billing.",
+        "Open a support ticket.",
+    ):
         assert heuristic_verdict(session(("user", phrase))).is_escalated, phrase
 
 
@@ -168,9 +191,10 @@ def test_session_verdict_from_pairs() -> None:
     # more regular wins, but no majority of all pairs: only slightly
     assert session_verdict_from_pairs(pairs("regular_is_better", "tied", "tied")) == "regular_is_slightly_better"
     # mostly small wins: slightly
-    assert session_verdict_from_pairs(
-        ["shadow_is_slightly_better", "shadow_is_slightly_better", "shadow_is_better"]
-    ) == "shadow_is_slightly_better"
+    assert (
+        session_verdict_from_pairs(["shadow_is_slightly_better", "shadow_is_slightly_better", "shadow_is_better"])
+        == "shadow_is_slightly_better"
+    )
     with pytest.raises(ValueError, match="unknown"):
         session_verdict_from_pairs(["regular_wins"])
     assert set(REGULAR_VS_SHADOW) >= {session_verdict_from_pairs(pairs(x)) for x in REGULAR_VS_SHADOW}
@@ -197,18 +221,25 @@ def test_map_back_and_strict_reply_parsing() -> None:
     assert parse_verdict({"is_success": True, "failure_type": "", "failure_reason": "n/a"}) == Verdict(
         True, None, None, False
     )
-    assert parse_verdict({"is_success": False, "failure_type": "Wrong_Tool", "failure_reason": " bad\n tool ",
-                          "is_escalated": True}) == Verdict(False, "wrong_tool", "bad tool", True)  # fmt: skip
-    for bad in ({"is_success": "yes"}, {"is_success": False, "failure_type": "bogus"},
-                {"is_success": True, "failure_type": "wrong_answer"}, {"is_success": False, "is_escalated": "no"},
-                {"is_success": False, "failure_reason": 3}):  # fmt: skip
+    assert parse_verdict(
+        {"is_success": False, "failure_type": "Wrong_Tool", "failure_reason": " bad\n tool ", "is_escalated": True}
+    ) == Verdict(False, "wrong_tool", "bad tool", True)
+    for bad in (
+        {"is_success": "yes"},
+        {"is_success": False, "failure_type": "bogus"},
+        {"is_success": True, "failure_type": "wrong_answer"},
+        {"is_success": False, "is_escalated": "no"},
+        {"is_success": False, "failure_reason": 3},
+    ):
         with pytest.raises(LLMOutputError):
             parse_verdict(bad)
 
 
 def test_prompts_render_compactly_and_keep_shadow_out_of_the_evaluation() -> None:
-    for prompt_id, variables in (("session_evaluation", ("success_definition", "transcript")),
-                                 ("shadow_comparison", ("question", "answer_a", "answer_b"))):  # fmt: skip
+    for prompt_id, variables in (
+        ("session_evaluation", ("success_definition", "transcript")),
+        ("shadow_comparison", ("question", "answer_a", "answer_b")),
+    ):
         prompt = load_prompt(prompt_id)
         assert (prompt.version, prompt.variables) == ("1.0.0", variables) and prompt.description and prompt.changelog
     j = LiteLLMJudge("openai/stub", api_key=API_KEY)

@@ -18,14 +18,19 @@ START = datetime(2026, 3, 2, 9, tzinfo=timezone.utc)
 
 
 def _renamed(conversations: list[dict], prefix: str) -> list[dict]:
-    return [dict(c, id=f"{prefix}-{c['id']}", user_id=f"{prefix}-{c['user_id']}",
-                 session_id=f"{prefix}-{c['session_id']}") for c in conversations]  # fmt: skip
+    return [
+        dict(c, id=f"{prefix}-{c['id']}", user_id=f"{prefix}-{c['user_id']}", session_id=f"{prefix}-{c['session_id']}")
+        for c in conversations
+    ]
 
 
 def _learning_metadata(instance: dg.DagsterInstance, key: str) -> dict:
     records = instance.fetch_materializations(dg.AssetKey("user_profiles"), limit=50).records
-    (event,) = [r.event_log_entry.asset_materialization for r in records
-                if r.event_log_entry.asset_materialization.partition == key][:1]  # fmt: skip
+    (event,) = [
+        r.event_log_entry.asset_materialization
+        for r in records
+        if r.event_log_entry.asset_materialization.partition == key
+    ][:1]
     return {k: v.value for k, v in event.metadata.items()}
 
 

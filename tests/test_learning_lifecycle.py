@@ -23,9 +23,15 @@ T0 = datetime(2026, 11, 2, 9, 15, tzinfo=timezone.utc)
 def settings(extractor_settings):
     """Every test runs with the built-in extractor and through LiteLLM against the stub (see conftest)."""
     return extractor_settings
+
+
 def _conversation(user: str, *turns: tuple[str, str], cid: str = "c", session: str | None = None) -> dict:
     return {
-        "id": cid, "user_id": user, "session_id": session or f"{user}-{cid}", "agent_version": "v1", "source": "test",
+        "id": cid,
+        "user_id": user,
+        "session_id": session or f"{user}-{cid}",
+        "agent_version": "v1",
+        "source": "test",
         "interactions": [{"role": role, "content": content} for role, content in turns],
     }
 
@@ -48,10 +54,19 @@ def _run_hours(lake: Lake, settings, instance, batches: list[list[dict]]) -> lis
 
 
 def test_a_later_contradicting_fact_supersedes_with_lineage(lake: Lake, settings, instance):
-    _run_hours(lake, settings, instance, [
-        [_conversation("ana", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted."))],
-        [_conversation("ana", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!"))],
-    ])  # fmt: skip
+    _run_hours(
+        lake,
+        settings,
+        instance,
+        [
+            [
+                _conversation(
+                    "ana", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")
+                )
+            ],
+            [_conversation("ana", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!"))],
+        ],
+    )
     rows = lake.read_table("user_profiles").to_pylist()
     london = next(r for r in rows if r["content"] == "Lives in London")
     berlin = next(r for r in rows if r["content"] == "Lives in Berlin")
@@ -60,12 +75,22 @@ def test_a_later_contradicting_fact_supersedes_with_lineage(lake: Lake, settings
     assert "Lives in Berlin" in current and "Lives in London" not in current
     assert any("short answers" in c for c in current)  # an unrelated fact is untouched
     changes = lake.read_table("change_log").to_pylist()
-    assert {"entity": "profile", "change": "superseded", "item_id": london["profile_id"],
-            "superseded_by": berlin["profile_id"]}.items() <= next(
-        c for c in changes if c["change"] == "superseded").items()  # fmt: skip
+    assert {
+        "entity": "profile",
+        "change": "superseded",
+        "item_id": london["profile_id"],
+        "superseded_by": berlin["profile_id"],
+    }.items() <= next(c for c in changes if c["change"] == "superseded").items()
     index = LoadedIndex.load(lake.index_root)
-    hits = index.search("profile", "where does the user live", None, top_k=5, threshold=0.0, mode="fts",
-                        filters=SearchFilters(user_id="ana"))  # fmt: skip
+    hits = index.search(
+        "profile",
+        "where does the user live",
+        None,
+        top_k=5,
+        threshold=0.0,
+        mode="fts",
+        filters=SearchFilters(user_id="ana"),
+    )
     assert [h.payload["content"] for h in hits if "Lives" in h.payload["content"]] == ["Lives in Berlin"]
 
 
@@ -90,10 +115,15 @@ def test_bookmarks_advance_even_when_nothing_is_extracted(lake: Lake, settings, 
 
 def test_a_correction_split_across_windows_is_read_with_its_context(lake: Lake, settings, instance):
     first, correction = CORRECTION[:2], CORRECTION[2:]
-    _run_hours(lake, settings, instance, [
-        [_conversation("dee", *first, cid="a", session="dee-s")],
-        [_conversation("dee", *correction, cid="b", session="dee-s")],
-    ])  # fmt: skip
+    _run_hours(
+        lake,
+        settings,
+        instance,
+        [
+            [_conversation("dee", *first, cid="a", session="dee-s")],
+            [_conversation("dee", *correction, cid="b", session="dee-s")],
+        ],
+    )
     rows = lake.read_table("user_playbooks").to_pylist()
     assert any("us-west-2" in r["content"] and r["trigger"] for r in rows)
     (row,) = [r for r in rows if "us-west-2" in r["content"]]
@@ -102,13 +132,22 @@ def test_a_correction_split_across_windows_is_read_with_its_context(lake: Lake, 
 
 @pytest.mark.parametrize("reruns", [2])
 def test_rerunning_an_old_window_changes_nothing(lake: Lake, settings, instance, reruns):
-    keys = _run_hours(lake, settings, instance, [
-        [_conversation("eve", ("user", "I live in Oslo."), ("assistant", "Ok."))],
-        [_conversation("eve", ("user", "I moved to Rome."), ("assistant", "Ok."))],
-    ])  # fmt: skip
+    keys = _run_hours(
+        lake,
+        settings,
+        instance,
+        [
+            [_conversation("eve", ("user", "I live in Oslo."), ("assistant", "Ok."))],
+            [_conversation("eve", ("user", "I moved to Rome."), ("assistant", "Ok."))],
+        ],
+    )
+
     def snapshot():
-        return sorted((r["profile_id"], r["content"], tuple(r["supersedes"]), r["window"])
-                      for r in lake.read_table("user_profiles").to_pylist())  # fmt: skip
+        return sorted(
+            (r["profile_id"], r["content"], tuple(r["supersedes"]), r["window"])
+            for r in lake.read_table("user_profiles").to_pylist()
+        )
+
     before = snapshot()
     for _ in range(reruns):
         launch(keys, settings=settings, instance=instance)

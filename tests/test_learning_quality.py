@@ -8,10 +8,11 @@ import time
 import pytest
 
 
-
 @pytest.fixture
 def client(extractor_client):
     return extractor_client
+
+
 def _publish(client, user: str, *turns: dict, **extra) -> dict:
     body = {"user_id": user, "session_id": f"{user}-s", "interaction_data_list": list(turns), **extra}
     reply = client.post("/api/publish_interaction?wait_for_response=true", json=body)
@@ -20,22 +21,25 @@ def _publish(client, user: str, *turns: dict, **extra) -> dict:
 
 
 def _playbooks(client, user: str, query: str) -> list[dict]:
-    return client.post("/api/search", json={"query": query, "user_id": user, "threshold": 0.0,
-                                            "top_k": 10}).json()["user_playbooks"]  # fmt: skip
+    return client.post("/api/search", json={"query": query, "user_id": user, "threshold": 0.0, "top_k": 10}).json()[
+        "user_playbooks"
+    ]
 
 
 def _profiles(client, user: str, query: str) -> list[dict]:
-    return client.post("/api/search", json={"query": query, "user_id": user, "threshold": 0.0,
-                                            "top_k": 10}).json()["profiles"]  # fmt: skip
+    return client.post("/api/search", json={"query": query, "user_id": user, "threshold": 0.0, "top_k": 10}).json()[
+        "profiles"
+    ]
 
 
 def test_a_correction_yields_a_rule_naming_the_situation_and_the_fix(client):
     result = _publish(
-        client, "kim",
+        client,
+        "kim",
         {"role": "user", "content": "Please deploy the search service to production."},
         {"role": "assistant", "content": "Deploying the search service to us-east-1 now."},
         {"role": "user", "content": "No — we never deploy to us-east-1, always use us-west-2."},
-    )  # fmt: skip
+    )
     assert result["playbooks_added"] == 1
     (rule,) = _playbooks(client, "kim", "deploy region")
     assert "deploy" in rule["trigger"].lower() and "search service" in rule["trigger"].lower()
@@ -45,12 +49,20 @@ def test_a_correction_yields_a_rule_naming_the_situation_and_the_fix(client):
 
 def test_a_tool_failure_yields_a_rule_naming_the_cause(client):
     _publish(
-        client, "lee",
+        client,
+        "lee",
         {"role": "user", "content": "Open a ticket about the flaky backup job."},
-        {"role": "assistant", "content": "The tracker rejected the request.",
-         "tools_used": [{"tool_name": "create_issue",
-                         "tool_data": {"input": {"repo": "infra"}, "error": "403 Forbidden: token lacks issues:write"}}]},
-    )  # fmt: skip
+        {
+            "role": "assistant",
+            "content": "The tracker rejected the request.",
+            "tools_used": [
+                {
+                    "tool_name": "create_issue",
+                    "tool_data": {"input": {"repo": "infra"}, "error": "403 Forbidden: token lacks issues:write"},
+                }
+            ],
+        },
+    )
     (rule,) = _playbooks(client, "lee", "create_issue ticket")
     assert "create_issue" in rule["content"] and "403" in rule["content"]
     assert rule["blocking_issue"] == {"kind": "permission_denied", "details": rule["blocking_issue"]["details"]}
@@ -59,18 +71,25 @@ def test_a_tool_failure_yields_a_rule_naming_the_cause(client):
 @pytest.mark.parametrize(
     ("expert", "learns"),
     [
-        ("Create a second credential in the vault, roll the service onto it with a rolling restart, verify, then "
-         "revoke the old credential so there is no downtime.", True),
+        (
+            "Create a second credential in the vault, roll the service onto it with a rolling restart, verify, then "
+            "revoke the old credential so there is no downtime.",
+            True,
+        ),
         ("Change the password in the database, then restart the reporting service.", False),  # same substance
     ],
-)  # fmt: skip
+)
 def test_expert_answers_teach_only_substantive_differences(client, expert, learns):
     _publish(
-        client, "max",
+        client,
+        "max",
         {"role": "user", "content": "How do I rotate the database credentials for the reporting service?"},
-        {"role": "assistant", "content": "Change the password in the database and restart the reporting service.",
-         "expert_content": expert},
-    )  # fmt: skip
+        {
+            "role": "assistant",
+            "content": "Change the password in the database and restart the reporting service.",
+            "expert_content": expert,
+        },
+    )
     rules = [r for r in _playbooks(client, "max", "rotate database credentials") if r["kind"] == "expert"]
     assert bool(rules) == learns
     if learns:
@@ -78,12 +97,20 @@ def test_expert_answers_teach_only_substantive_differences(client, expert, learn
 
 
 def test_a_stated_fact_yields_a_profile_and_a_later_contradiction_supersedes_it(client):
-    _publish(client, "nia", {"role": "user", "content": "I live in Lisbon and I prefer metric units."},
-             {"role": "assistant", "content": "Noted."})  # fmt: skip
+    _publish(
+        client,
+        "nia",
+        {"role": "user", "content": "I live in Lisbon and I prefer metric units."},
+        {"role": "assistant", "content": "Noted."},
+    )
     assert "Lives in Lisbon" in [p["content"] for p in _profiles(client, "nia", "where does the user live")]
     time.sleep(1.1)  # a strictly newer statement
-    _publish(client, "nia", {"role": "user", "content": "I moved to Porto last month."},
-             {"role": "assistant", "content": "Noted."})  # fmt: skip
+    _publish(
+        client,
+        "nia",
+        {"role": "user", "content": "I moved to Porto last month."},
+        {"role": "assistant", "content": "Noted."},
+    )
     contents = [p["content"] for p in _profiles(client, "nia", "where does the user live")]
     assert "Lives in Porto" in contents and "Lives in Lisbon" not in contents
     assert any("metric" in c for c in contents)
@@ -92,19 +119,24 @@ def test_a_stated_fact_yields_a_profile_and_a_later_contradiction_supersedes_it(
 def test_the_same_correction_published_three_times_is_one_playbook(client):
     for _ in range(3):
         _publish(
-            client, "oz",
+            client,
+            "oz",
             {"role": "user", "content": "Deploy the billing api."},
             {"role": "assistant", "content": "Deploying the billing api to us-east-1."},
             {"role": "user", "content": "No, never deploy to us-east-1; always use us-west-2."},
-        )  # fmt: skip
+        )
     rules = _playbooks(client, "oz", "deploy region billing")
     assert len([r for r in rules if "us-west-2" in r["content"]]) == 1
 
 
 def test_an_expired_profile_is_hidden_but_kept(client, lake):
     three_days_ago = int(time.time()) - 3 * 86_400
-    _publish(client, "pat", {"role": "user", "content": "I prefer green tea today.", "created_at": three_days_ago},
-             {"role": "assistant", "content": "Noted.", "created_at": three_days_ago})  # fmt: skip
+    _publish(
+        client,
+        "pat",
+        {"role": "user", "content": "I prefer green tea today.", "created_at": three_days_ago},
+        {"role": "assistant", "content": "Noted.", "created_at": three_days_ago},
+    )
     rows = lake.read_table("user_profiles").to_pylist()
     (row,) = [r for r in rows if "green tea" in r["content"]]
     assert row["profile_time_to_live"] == "one_day" and row["expiration_timestamp"] < time.time()
@@ -113,16 +145,28 @@ def test_an_expired_profile_is_hidden_but_kept(client, lake):
 
 def test_a_successful_run_the_user_approves_yields_a_recipe_with_the_working_calls(client):
     _publish(
-        client, "quinn",
+        client,
+        "quinn",
         {"role": "user", "content": "Export last month's sales report as CSV to the finance bucket."},
-        {"role": "assistant", "content": "Done: the report is in the finance bucket.",
-         "tools_used": [
-             {"tool_name": "run_query", "tool_data": {"input": {"sql": "select * from sales where month = '2026-10'"},
-                                                      "output": "1200 rows"}},
-             {"tool_name": "upload_file", "tool_data": {"input": {"bucket": "finance", "path": "sales-2026-10.csv"},
-                                                        "output": "ok"}}]},
+        {
+            "role": "assistant",
+            "content": "Done: the report is in the finance bucket.",
+            "tools_used": [
+                {
+                    "tool_name": "run_query",
+                    "tool_data": {
+                        "input": {"sql": "select * from sales where month = '2026-10'"},
+                        "output": "1200 rows",
+                    },
+                },
+                {
+                    "tool_name": "upload_file",
+                    "tool_data": {"input": {"bucket": "finance", "path": "sales-2026-10.csv"}, "output": "ok"},
+                },
+            ],
+        },
         {"role": "user", "content": "Perfect, thanks!"},
-    )  # fmt: skip
+    )
     (recipe,) = [r for r in _playbooks(client, "quinn", "export sales report") if r["kind"] == "recipe"]
     assert "sales report" in recipe["trigger"]
     assert "run_query" in recipe["content"] and "upload_file" in recipe["content"] and "finance" in recipe["content"]
@@ -130,10 +174,14 @@ def test_a_successful_run_the_user_approves_yields_a_recipe_with_the_working_cal
 
 def test_a_run_without_approval_is_not_a_recipe(client):
     _publish(
-        client, "ray",
+        client,
+        "ray",
         {"role": "user", "content": "Export the sales report."},
-        {"role": "assistant", "content": "Exported.",
-         "tools_used": [{"tool_name": "run_query", "tool_data": {"input": {"sql": "select 1"}, "output": "1 row"}}]},
+        {
+            "role": "assistant",
+            "content": "Exported.",
+            "tools_used": [{"tool_name": "run_query", "tool_data": {"input": {"sql": "select 1"}, "output": "1 row"}}],
+        },
         {"role": "user", "content": "Now also send it to Bob."},
-    )  # fmt: skip
+    )
     assert not [r for r in _playbooks(client, "ray", "export sales report") if r["kind"] == "recipe"]

@@ -19,15 +19,15 @@ from reflexio_pipelines.assets.learning import user_learning
 from reflexio_pipelines.assets.learning_shards import sharded_user_learning
 from reflexio_pipelines.assets.turns import turns
 from reflexio_pipelines.definitions import build_resources
+from reflexio_pipelines.demo.run import sample_conversations
 from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
 from reflexio_pipelines.learning.carry import WINDOW_TABLES
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch
-from reflexio_pipelines.window_pass import shard_users
 from reflexio_pipelines.settings import Settings
-from reflexio_pipelines.demo.run import sample_conversations
+from reflexio_pipelines.window_pass import shard_users
 from tests.support.landing import land
 
 SHARDS = 4
@@ -42,8 +42,14 @@ def _conversations(copies: int = 4) -> list[dict]:
     for i in range(copies):
         for conversation in sample_conversations():
             suffix = f"-{i}"
-            out.append({**conversation, "id": conversation["id"] + suffix, "user_id": conversation["user_id"] + suffix,
-                        "session_id": conversation["session_id"] + suffix})  # fmt: skip
+            out.append(
+                {
+                    **conversation,
+                    "id": conversation["id"] + suffix,
+                    "user_id": conversation["user_id"] + suffix,
+                    "session_id": conversation["session_id"] + suffix,
+                }
+            )
     return out
 
 
@@ -83,7 +89,11 @@ def one_pass(copy_lake, instance) -> dict[str, list[dict]]:
     lake, settings = copy_lake("one-pass")
     assert _materialize(user_learning, settings, instance, 1).success
     tables = _tables(lake)
-    assert tables["user_playbooks"] and tables["user_profiles"] and len(tables["extraction_bookmarks"]) == len({c["user_id"] for c in _conversations()})
+    assert (
+        tables["user_playbooks"]
+        and tables["user_profiles"]
+        and len(tables["extraction_bookmarks"]) == len({c["user_id"] for c in _conversations()})
+    )
     return tables
 
 
@@ -124,7 +134,9 @@ def test_a_second_run_continues_from_what_the_first_committed(copy_lake, instanc
     metadata = result.asset_materializations_for_node("user_learning")[0].metadata
     assert metadata["turns_extracted"].value == 0 and metadata["llm_calls"].value == 0
     assert _tables(lake) == one_pass
-    assert lake.read_table("extraction_bookmarks", WINDOW).select(["user_id", "run_id"]) == first.select(["user_id", "run_id"])
+    assert lake.read_table("extraction_bookmarks", WINDOW).select(["user_id", "run_id"]) == first.select(
+        ["user_id", "run_id"]
+    )
 
 
 @pytest.mark.e2e
@@ -146,8 +158,8 @@ def test_materialize_fans_the_window_out_over_processes(dagster_home, copy_lake,
 def test_shard_staging_round_trips_a_learn_output(copy_lake, instance):
     lake, settings = copy_lake("staged")
     assert _materialize(user_learning, settings, instance, 1).success
-    from reflexio_pipelines.window_pass import Learner, learn_users, previous_rows
     from reflexio_pipelines.learning.windows import FLUSH_ALL
+    from reflexio_pipelines.window_pass import Learner, learn_users, previous_rows
 
     resources = build_resources(settings)
     extractor, embedder = resources["extractor"], resources["embedder"]
@@ -161,9 +173,9 @@ def test_shard_staging_round_trips_a_learn_output(copy_lake, instance):
 
 
 def test_erasure_deletes_what_shards_staged(copy_lake, instance):
+    from reflexio_pipelines.learning.windows import FLUSH_ALL
     from reflexio_pipelines.privacy.erasure import erase_user
     from reflexio_pipelines.window_pass import Learner, learn_users
-    from reflexio_pipelines.learning.windows import FLUSH_ALL
 
     lake, settings = copy_lake("erased")
     assert dg.materialize([turns], partition_key=KEY, resources=build_resources(settings), instance=instance).success

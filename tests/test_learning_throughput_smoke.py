@@ -33,12 +33,34 @@ def _processes_mentioning(text: str) -> list[str]:
 def test_learning_throughput_benchmark_smoke(tmp_path: Path) -> None:
     out, workdir = tmp_path / "learning_throughput.json", tmp_path / "work"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "learning_throughput.py"), "--phase", "rounds",
-         "--rounds-users", str(USERS), "--turns-per-user", str(TURNS), "--rounds", "1", "--rounds-delay", "0.2",
-         "--per-publish-users", "0", "--settle-s", "0", "--max-run-s", "240", "--out", str(out),
-         "--workdir", str(workdir)],
-        capture_output=True, text=True, timeout=420,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "learning_throughput.py"),
+            "--phase",
+            "rounds",
+            "--rounds-users",
+            str(USERS),
+            "--turns-per-user",
+            str(TURNS),
+            "--rounds",
+            "1",
+            "--rounds-delay",
+            "0.2",
+            "--per-publish-users",
+            "0",
+            "--settle-s",
+            "0",
+            "--max-run-s",
+            "240",
+            "--out",
+            str(out),
+            "--workdir",
+            str(workdir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert _processes_mentioning(str(workdir)) == []  # stub, service and materialize processes all stopped
 

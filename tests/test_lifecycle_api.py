@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from reflexio_pipelines.lake.records import live_rows
 
 
 def _publish(client, user: str, text: str) -> None:
-    body = {"user_id": user, "interaction_data_list": [{"role": "user", "content": text},
-                                                       {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+    body = {
+        "user_id": user,
+        "interaction_data_list": [{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}],
+    }
     assert client.post("/api/publish_interaction?wait_for_response=true", json=body).json()["success"]
 
 
@@ -27,8 +27,9 @@ def _wait_for(client, service: str) -> dict:
 
 
 def _profiles(client, user: str) -> list[str]:
-    hits = client.post("/api/search", json={"query": "where does the user live", "user_id": user,
-                                            "threshold": 0.0, "top_k": 20}).json()  # fmt: skip
+    hits = client.post(
+        "/api/search", json={"query": "where does the user live", "user_id": user, "threshold": 0.0, "top_k": 20}
+    ).json()
     return sorted(p["content"] for p in hits["profiles"])
 
 
@@ -46,8 +47,13 @@ def test_rerun_upgrade_downgrade_profiles(client, lake):
     assert _profiles(client, "ana") == ["Lives in London"]  # pending items are not served
 
     upgraded = client.post("/api/upgrade_all_profiles", json={"only_affected_users": True}).json()
-    assert upgraded == {"success": True, "profiles_archived": 1, "profiles_promoted": 1, "profiles_deleted": 0,
-                        "message": "upgraded"}  # fmt: skip
+    assert upgraded == {
+        "success": True,
+        "profiles_archived": 1,
+        "profiles_promoted": 1,
+        "profiles_deleted": 0,
+        "message": "upgraded",
+    }
     current = live_rows(lake, "profile")
     archived = live_rows(lake, "profile", statuses=("archived",))
     assert [p["operation_id"] for p in current] == [started["operation_id"]]
@@ -61,11 +67,15 @@ def test_rerun_upgrade_downgrade_profiles(client, lake):
 
 
 def test_rerun_and_upgrade_user_playbooks(client, lake):
-    body = {"user_id": "bo", "agent_version": "v2", "interaction_data_list": [
-        {"role": "user", "content": "Deploy the api."},
-        {"role": "assistant", "content": "Deploying the api to us-east-1."},
-        {"role": "user", "content": "No, never deploy to us-east-1; always use us-west-2."},
-    ]}  # fmt: skip
+    body = {
+        "user_id": "bo",
+        "agent_version": "v2",
+        "interaction_data_list": [
+            {"role": "user", "content": "Deploy the api."},
+            {"role": "assistant", "content": "Deploying the api to us-east-1."},
+            {"role": "user", "content": "No, never deploy to us-east-1; always use us-west-2."},
+        ],
+    }
     assert client.post("/api/publish_interaction?wait_for_response=true", json=body).json()["playbooks_added"] == 1
     assert client.post("/api/rerun_playbook_generation", json={"agent_version": "v2"}).json()["success"]
     assert _wait_for(client, "playbook_generation")["status"] == "completed"

@@ -32,7 +32,8 @@ def test_pipeline_learns_through_litellm(lake: Lake, instance, landed, monkeypat
     stub = make_openai_stub(behaviour)
     with serve_app(stub) as base_url:
         settings = Settings(
-            lake=str(lake.root), llm=LLMSettings(model="openai/stub-extractor", api_base=f"{base_url}/v1", max_retries=3)
+            lake=str(lake.root),
+            llm=LLMSettings(model="openai/stub-extractor", api_base=f"{base_url}/v1", max_retries=3),
         )
         result = launch(settings=settings, instance=instance)
     assert result.index_version
@@ -47,8 +48,9 @@ def test_pipeline_learns_through_litellm(lake: Lake, instance, landed, monkeypat
     assert correction[0]["prompt_version"].startswith("extraction@")
     assert any(p["user_id"] == "bob" for p in lake.read_table("user_profiles").to_pylist())
     index = LoadedIndex.load(lake.index_root)
-    hits = index.search("user_playbook", "us-west-2", None, top_k=3, threshold=0.0, mode="fts",
-                        filters=SearchFilters(user_id="alice"))
+    hits = index.search(
+        "user_playbook", "us-west-2", None, top_k=3, threshold=0.0, mode="fts", filters=SearchFilters(user_id="alice")
+    )
     assert hits and hits[0].payload["provenance"]["extractor"] == "litellm"
     assert SECRET.encode() not in _all_bytes_under(lake.root)
 
@@ -67,5 +69,12 @@ def test_index_built_with_a_litellm_embedder_records_its_model(lake: Lake, insta
     assert embed_stub.state.requests, "document vectors came from the configured provider"
     # a query vector from another model is refused rather than compared with these vectors
     with pytest.raises(IndexModelMismatch):
-        index.search("user_playbook", "deploy", np.ones(384, dtype=np.float32) / np.sqrt(384), top_k=3,
-                     threshold=0.0, mode="vector", filters=SearchFilters())
+        index.search(
+            "user_playbook",
+            "deploy",
+            np.ones(384, dtype=np.float32) / np.sqrt(384),
+            top_k=3,
+            threshold=0.0,
+            mode="vector",
+            filters=SearchFilters(),
+        )

@@ -36,13 +36,32 @@ def at_us(day: date, hour: int, minute: int = 0) -> int:
     return int(datetime(day.year, day.month, day.day, hour, minute, tzinfo=timezone.utc).timestamp() * 1_000_000)
 
 
-def call(stage: str, model: str, prompt: int, completion: int, cost: float | None, started_at_us: int,
-         user_id: str | None, outcome: str = "ok", attempt: int = 1) -> LLMCall:  # fmt: skip
+def call(
+    stage: str,
+    model: str,
+    prompt: int,
+    completion: int,
+    cost: float | None,
+    started_at_us: int,
+    user_id: str | None,
+    outcome: str = "ok",
+    attempt: int = 1,
+) -> LLMCall:
     """One ledger record (error class derived from the outcome, latency fixed)."""
     error = None if outcome == "ok" else {"timeout": "Timeout", "rate_limited": "RateLimitError"}.get(outcome, "Error")
-    return LLMCall(stage=stage, model=model, prompt_tokens=prompt, completion_tokens=completion, latency_ms=850,
-                   outcome=outcome, error_class=error, cost_usd=cost, attempt=attempt, started_at_us=started_at_us,
-                   user_id=user_id)  # fmt: skip
+    return LLMCall(
+        stage=stage,
+        model=model,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        latency_ms=850,
+        outcome=outcome,
+        error_class=error,
+        cost_usd=cost,
+        attempt=attempt,
+        started_at_us=started_at_us,
+        user_id=user_id,
+    )
 
 
 def ledger(*calls: LLMCall) -> CallLedger:
@@ -55,9 +74,21 @@ def ledger(*calls: LLMCall) -> CallLedger:
 def seed_turns(lake: Lake, counts: dict[str, int]) -> None:
     """`counts[window]` turns in the real `turns` table, one window per Delta commit."""
     for window, n in counts.items():
-        rows = [{"turn_id": f"{window}-r{i}:0", "interaction_id": i, "request_id": f"{window}-r{i}", "turn_index": 0,
-                 "user_id": f"user-{i % 7}", "role": "user", "content": "hello", "created_at": 0,
-                 "ingested_at_us": 0, "window": window} for i in range(n)]  # fmt: skip
+        rows = [
+            {
+                "turn_id": f"{window}-r{i}:0",
+                "interaction_id": i,
+                "request_id": f"{window}-r{i}",
+                "turn_index": 0,
+                "user_id": f"user-{i % 7}",
+                "role": "user",
+                "content": "hello",
+                "created_at": 0,
+                "ingested_at_us": 0,
+                "window": window,
+            }
+            for i in range(n)
+        ]
         lake.replace_window("turns", window, pa.Table.from_pylist(rows, schema=TABLES["turns"]))
 
 
@@ -71,9 +102,12 @@ def seed_usage(lake: Lake, d1: date, d2: date, d3: date) -> None:
     - d2: 200 turns; two unpriced consolidation calls (cross-user) — cost n/a.
     - d3: no turns; one priced judge call.
     """
-    seed_turns(lake, {window_of_call(at_us(d1, 4)): 250, window_of_call(at_us(d1, 9)): 150,
-                      window_of_call(at_us(d2, 10)): 200} if GRANULARITY == "hourly"
-               else {window_of_call(at_us(d1, 4)): 400, window_of_call(at_us(d2, 10)): 200})  # fmt: skip
+    seed_turns(
+        lake,
+        {window_of_call(at_us(d1, 4)): 250, window_of_call(at_us(d1, 9)): 150, window_of_call(at_us(d2, 10)): 200}
+        if GRANULARITY == "hourly"
+        else {window_of_call(at_us(d1, 4)): 400, window_of_call(at_us(d2, 10)): 200},
+    )
     learning = ledger(
         call("extraction", PRICED, 1000, 200, 0.0003, at_us(d1, 4, 5), "u1"),
         call("extraction", PRICED, 0, 0, 0.0, at_us(d1, 4, 6), "u1", outcome="timeout"),
@@ -87,11 +121,18 @@ def seed_usage(lake: Lake, d1: date, d2: date, d3: date) -> None:
         call("shadow_judge", PRICED, 300, 10, 0.0001, at_us(d1, 9, 3), "u2", attempt=2),
     )
     write_llm_calls(lake, evaluation, run_id="eval-1", asset="session_evaluation", window=None)
-    aggregation = ledger(call("consolidation", UNPRICED, 800, 100, None, at_us(d2, 12), None),
-                         call("consolidation", UNPRICED, 800, 100, None, at_us(d2, 12, 1), None))  # fmt: skip
+    aggregation = ledger(
+        call("consolidation", UNPRICED, 800, 100, None, at_us(d2, 12), None),
+        call("consolidation", UNPRICED, 800, 100, None, at_us(d2, 12, 1), None),
+    )
     write_llm_calls(lake, aggregation, run_id="agg-1", asset="agent_playbook_aggregation", window=None)
-    write_llm_calls(lake, ledger(call("session_judge", PRICED, 700, 30, 0.0002, at_us(d3, 8), "u3")),
-                    run_id="eval-2", asset="session_evaluation", window=None)  # fmt: skip
+    write_llm_calls(
+        lake,
+        ledger(call("session_judge", PRICED, 700, 30, 0.0002, at_us(d3, 8), "u3")),
+        run_id="eval-2",
+        asset="session_evaluation",
+        window=None,
+    )
 
 
 D1, D2, D3 = date(2026, 3, 2), date(2026, 3, 3), date(2026, 3, 4)
@@ -102,13 +143,19 @@ D1, D2, D3 = date(2026, 3, 2), date(2026, 3, 3), date(2026, 3, 4)
 
 def test_round_trip_keeps_every_field_and_places_rows_in_windows(lake: Lake):
     partitioned = window_of_call(at_us(D1, 4))
-    records = [call("extraction", PRICED, 1200, 300, 0.00042, at_us(D1, 4, 30), "u1"),
-               call("consolidation", UNPRICED, 50, 5, None, at_us(D1, 23, 59), None, outcome="bad_output")]  # fmt: skip
+    records = [
+        call("extraction", PRICED, 1200, 300, 0.00042, at_us(D1, 4, 30), "u1"),
+        call("consolidation", UNPRICED, 50, 5, None, at_us(D1, 23, 59), None, outcome="bad_output"),
+    ]
     assert write_llm_calls(lake, ledger(*records), run_id="r1", asset="user_learning", window=partitioned) == 2
     assert write_llm_calls(lake, ledger(*records), run_id="r2", asset="session_evaluation", window=None) == 2
     rows = sorted(lake.read_table("llm_calls").to_pylist(), key=lambda r: (r["run_id"], r["started_at_us"]))
-    assert [r["window"] for r in rows] == [partitioned, partitioned,  # the partition's window, whatever the time
-                                           partitioned, window_of_call(at_us(D1, 23))]  # else the start's window
+    assert [r["window"] for r in rows] == [
+        partitioned,
+        partitioned,  # the partition's window, whatever the time
+        partitioned,
+        window_of_call(at_us(D1, 23)),
+    ]  # else the start's window
     for row, record in zip(rows, records * 2):
         assert {k: row[k] for k in record.row()} == record.row()  # nothing lost or retyped on the way
     assert {r["asset"] for r in rows} == {"user_learning", "session_evaluation"}
@@ -140,9 +187,17 @@ def test_writing_does_not_wait_behind_a_window_lock(lake: Lake):
     window = window_of_call(at_us(D1, 4))
     written: list[int] = []
     with lake.lock(f"window-{window}"):
-        writer = threading.Thread(target=lambda: written.append(write_llm_calls(
-            lake, ledger(call("session_judge", PRICED, 10, 1, 0.00001, at_us(D1, 4), "u1")),
-            run_id="eval-1", asset="session_evaluation", window=None)))  # fmt: skip
+        writer = threading.Thread(
+            target=lambda: written.append(
+                write_llm_calls(
+                    lake,
+                    ledger(call("session_judge", PRICED, 10, 1, 0.00001, at_us(D1, 4), "u1")),
+                    run_id="eval-1",
+                    asset="session_evaluation",
+                    window=None,
+                )
+            )
+        )
         writer.start()
         writer.join(timeout=30)
     assert written == [1] and not writer.is_alive()
@@ -227,9 +282,13 @@ def test_llm_usage_in_keyed_mode_reads_each_organisations_own_lake(tmp_path: Pat
     acme, beta = KeyStore(keys).create("acme"), KeyStore(keys).create("beta")
     d1, d2, d3 = recent_days()
     seed_usage(Lake.at(tmp_path / "lake" / "orgs" / "acme"), d1, d2, d3)
-    write_llm_calls(Lake.at(tmp_path / "lake" / "orgs" / "beta"),
-                    ledger(call("extraction", PRICED, 5, 1, 0.00001, at_us(d3, 1), "b1")),
-                    run_id="beta-1", asset="user_learning", window=window_of_call(at_us(d3, 1)))  # fmt: skip
+    write_llm_calls(
+        Lake.at(tmp_path / "lake" / "orgs" / "beta"),
+        ledger(call("extraction", PRICED, 5, 1, 0.00001, at_us(d3, 1), "b1")),
+        run_id="beta-1",
+        asset="user_learning",
+        window=window_of_call(at_us(d3, 1)),
+    )
     app = create_app(Settings(lake=str(tmp_path / "lake"), api_keys_file=str(keys), org_learn_interval_s=0))
     with TestClient(app) as client:
         assert client.get("/api/llm_usage").status_code == 401
@@ -251,13 +310,27 @@ def _files_mentioning(lake: Lake, needle: bytes) -> list[str]:
 def test_erasing_a_user_removes_their_ledger_rows_and_keeps_everyone_elses(settings, lake: Lake, instance):
     gone, kept = "erase-me-7Q4Z", "keep-me-2B"
     window = window_of_call(at_us(D1, 4))
-    write_llm_calls(lake, ledger(call("extraction", PRICED, 100, 10, 0.0001, at_us(D1, 4), gone),
-                                 call("dedup", PRICED, 50, 5, 0.00005, at_us(D1, 4, 1), gone),
-                                 call("extraction", PRICED, 90, 9, 0.00009, at_us(D1, 4, 2), kept)),
-                    run_id="learn-1", asset="user_learning", window=window)  # fmt: skip
-    write_llm_calls(lake, ledger(call("consolidation", UNPRICED, 800, 80, None, at_us(D1, 5), None),
-                                 call("session_judge", PRICED, 70, 7, 0.00007, at_us(D2, 5), gone)),
-                    run_id="agg-1", asset="agent_playbook_aggregation", window=None)  # fmt: skip
+    write_llm_calls(
+        lake,
+        ledger(
+            call("extraction", PRICED, 100, 10, 0.0001, at_us(D1, 4), gone),
+            call("dedup", PRICED, 50, 5, 0.00005, at_us(D1, 4, 1), gone),
+            call("extraction", PRICED, 90, 9, 0.00009, at_us(D1, 4, 2), kept),
+        ),
+        run_id="learn-1",
+        asset="user_learning",
+        window=window,
+    )
+    write_llm_calls(
+        lake,
+        ledger(
+            call("consolidation", UNPRICED, 800, 80, None, at_us(D1, 5), None),
+            call("session_judge", PRICED, 70, 7, 0.00007, at_us(D2, 5), gone),
+        ),
+        run_id="agg-1",
+        asset="agent_playbook_aggregation",
+        window=None,
+    )
     assert _files_mentioning(lake, gone.encode())  # the check below could fail: the id is in the files now
     with TestClient(create_app(settings)) as client:
         reply = client.request("DELETE", "/api/erase_user_data", json={"user_id": gone})
@@ -276,13 +349,21 @@ T0 = datetime(2026, 11, 3, 10, 0, tzinfo=timezone.utc)
 
 def _session(i: int, shadow: bool) -> dict:
     created = int((T0 + timedelta(minutes=i)).timestamp())
-    turns = [{"role": "user", "content": "Please rotate the reporting credentials.", "created_at": created},
-             {"role": "assistant", "content": "Done: new credential issued.", "created_at": created},
-             {"role": "user", "content": "Perfect, thanks!", "created_at": created}]  # fmt: skip
+    turns = [
+        {"role": "user", "content": "Please rotate the reporting credentials.", "created_at": created},
+        {"role": "assistant", "content": "Done: new credential issued.", "created_at": created},
+        {"role": "user", "content": "Perfect, thanks!", "created_at": created},
+    ]
     if shadow:
         turns[1]["shadow_content"] = "I restarted the database."
-    return {"id": f"s{i}", "user_id": f"judge-u{i}", "session_id": f"judge-s{i}", "agent_version": "v1",
-            "source": "test", "interactions": turns}  # fmt: skip
+    return {
+        "id": f"s{i}",
+        "user_id": f"judge-u{i}",
+        "session_id": f"judge-s{i}",
+        "agent_version": "v1",
+        "source": "test",
+        "interactions": turns,
+    }
 
 
 def test_an_evaluation_run_with_the_litellm_judge_lands_its_calls(lake: Lake, instance, tmp_path: Path):
@@ -290,8 +371,11 @@ def test_an_evaluation_run_with_the_litellm_judge_lands_its_calls(lake: Lake, in
     config.write_text(json.dumps({"agent_success_configs": [{"evaluation_name": "ok", "sampling_rate": 1.0}]}))
     stub = make_openai_stub()
     with serve_app(stub) as base_url:
-        settings = Settings(lake=str(lake.root), extraction_config=str(config),
-                            llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))  # fmt: skip
+        settings = Settings(
+            lake=str(lake.root),
+            extraction_config=str(config),
+            llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"),
+        )
         land(lake, [_session(i, shadow=i % 2 == 0) for i in range(4)], at=T0)
         launch([key_of_moment(T0, GRANULARITY)], settings=settings, instance=instance)
         before = len(stub.state.requests)
@@ -312,12 +396,17 @@ def test_an_evaluation_run_with_the_litellm_judge_lands_its_calls(lake: Lake, in
 def test_an_aggregation_run_lands_its_consolidation_calls_without_a_user(lake: Lake, instance):
     stub = make_openai_stub()
     with serve_app(stub) as base_url:
-        settings = Settings(lake=str(lake.root),
-                            llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k"))  # fmt: skip
+        settings = Settings(
+            lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k")
+        )
         with TestClient(create_app(settings)) as client:
             for user, request, answer, correction in REGION:
-                body = {"user_id": user, "agent_version": "ops-1", "session_id": f"{user}-s",
-                        "interaction_data_list": correction_turns(request, answer, correction)}  # fmt: skip
+                body = {
+                    "user_id": user,
+                    "agent_version": "ops-1",
+                    "session_id": f"{user}-s",
+                    "interaction_data_list": correction_turns(request, answer, correction),
+                }
                 reply = client.post("/api/publish_interaction?wait_for_response=true", json=body)
                 assert reply.status_code == 200 and reply.json()["playbooks_added"] == 1, reply.text
             before = len(stub.state.requests)

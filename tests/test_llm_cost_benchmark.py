@@ -56,5 +56,9 @@ def test_benchmark_writes_report_and_ours_needs_fewer_calls(tmp_path: Path):
     assert 0 < report["ratio_ours_over_original"]["chat_calls"] < 1
     assert report["reference_original_measured"]["chat_calls_per_1k_turns"] == 920
     assert set(report["target"]) == {"max_ratio", "calls_met", "prompt_tokens_met", "vs_measured_original"}
-    assert set(report["target"]["vs_measured_original"]) == {"calls_ratio", "prompt_tokens_ratio", "calls_met",
-                                                             "prompt_tokens_met"}
+    assert set(report["target"]["vs_measured_original"]) == {
+        "calls_ratio",
+        "prompt_tokens_ratio",
+        "calls_met",
+        "prompt_tokens_met",
+    }

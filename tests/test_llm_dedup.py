@@ -18,7 +18,6 @@ from reflexio_pipelines.learning.llm_dedup import (
     validate_groups,
 )
 from reflexio_pipelines.learning.prompts import load_prompt
-
 from tests.support.openai_stub import StubBehaviour, dedup_reply
 
 pytestmark = pytest.mark.e2e

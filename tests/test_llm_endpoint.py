@@ -54,8 +54,11 @@ class Arrivals:
                 self.times.append((time.monotonic(), text))
                 if RATE_LIMIT_MARKER in text and self.rate_limited_at is None:
                     self.rate_limited_at = time.monotonic()
-                    return JSONResponse({"error": {"message": "slow down", "type": "rate_limit_error"}},
-                                        status_code=429, headers={"Retry-After": f"{retry_after_s:g}"})  # fmt: skip
+                    return JSONResponse(
+                        {"error": {"message": "slow down", "type": "rate_limit_error"}},
+                        status_code=429,
+                        headers={"Retry-After": f"{retry_after_s:g}"},
+                    )
             return await call_next(request)
 
 
@@ -106,8 +109,9 @@ def test_a_429_with_retry_after_pauses_every_caller() -> None:
     ledger = CallLedger()
 
     def worker(w: int) -> list:
-        return [ask(ep, f"worker {w} call {c}" + (f" {RATE_LIMIT_MARKER}" if (w, c) == (0, 1) else ""))
-                for c in range(6)]  # fmt: skip
+        return [
+            ask(ep, f"worker {w} call {c}" + (f" {RATE_LIMIT_MARKER}" if (w, c) == (0, 1) else "")) for c in range(6)
+        ]
 
     with observed_stub(StubBehaviour(delay_s=0.05), retry_after_s=1.0) as (app, base_url, arrivals):
         ep = endpoint(base_url, concurrency=8, max_retries=2)
@@ -210,8 +214,13 @@ def test_reasoning_models_get_no_temperature_and_succeed(stub, model: str) -> No
     (row,) = ledger.calls()
     assert row.outcome == "ok" and row.cost_usd is not None and row.cost_usd > 0  # a model in the bundled cost map
     # the price LiteLLM put on the response is the cost map's price of the tokens the provider reported
-    assert row.cost_usd == pytest.approx(sum(litellm_cost_per_token(model=model, prompt_tokens=row.prompt_tokens,
-                                                                     completion_tokens=row.completion_tokens)))
+    assert row.cost_usd == pytest.approx(
+        sum(
+            litellm_cost_per_token(
+                model=model, prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens
+            )
+        )
+    )
 
 
 def test_temperature_from_settings_reaches_every_stage(stub, tmp_path, monkeypatch) -> None:
@@ -228,8 +237,9 @@ def test_temperature_from_settings_reaches_every_stage(stub, tmp_path, monkeypat
     judge = resource.dedup_judge_factory()("profile", None)
     judge.judge([profile("n", "Lives in Berlin", T0)], [profile("e", "Lives in London", 0)])
     _judge(resource).evaluate(THANKS)
-    _consolidator(resource, {}, "v1").consolidate([Member(1, "u1", "Use us-west-2."),
-                                                   Member(2, "u2", "Use us-west-2 always.")], [])  # fmt: skip
+    _consolidator(resource, {}, "v1").consolidate(
+        [Member(1, "u1", "Use us-west-2."), Member(2, "u2", "Use us-west-2 always.")], []
+    )
     bodies = [r["body"] for r in app.state.requests]
     assert len(bodies) == 4 and [b["temperature"] for b in bodies] == [0.7] * 4
     assert {b["model"] for b in bodies} == {"gpt-4o-mini"}
@@ -237,11 +247,19 @@ def test_temperature_from_settings_reaches_every_stage(stub, tmp_path, monkeypat
 
 def test_every_llm_setting_reaches_the_resource_and_the_endpoint(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("REFLEXIO_CONFIG", raising=False)
-    env = {"REFLEXIO_LLM_MODEL": "openai/gpt-4o-mini", "REFLEXIO_LLM_API_BASE": "http://127.0.0.1:9/v1",
-           "REFLEXIO_LLM_TIMEOUT": "7", "REFLEXIO_LLM_MAX_RETRIES": "5", "REFLEXIO_LLM_BACKOFF_BASE": "0.5",
-           "REFLEXIO_LLM_TEMPERATURE": "0.3", "REFLEXIO_LLM_GATE_MODEL": "openai/gpt-4.1-nano",
-           "REFLEXIO_LLM_CONCURRENCY": "8", "REFLEXIO_LLM_RPM": "500", "REFLEXIO_LLM_TPM": "200000",
-           "REFLEXIO_LLM_API_VERSION": "2024-10-21"}  # fmt: skip
+    env = {
+        "REFLEXIO_LLM_MODEL": "openai/gpt-4o-mini",
+        "REFLEXIO_LLM_API_BASE": "http://127.0.0.1:9/v1",
+        "REFLEXIO_LLM_TIMEOUT": "7",
+        "REFLEXIO_LLM_MAX_RETRIES": "5",
+        "REFLEXIO_LLM_BACKOFF_BASE": "0.5",
+        "REFLEXIO_LLM_TEMPERATURE": "0.3",
+        "REFLEXIO_LLM_GATE_MODEL": "openai/gpt-4.1-nano",
+        "REFLEXIO_LLM_CONCURRENCY": "8",
+        "REFLEXIO_LLM_RPM": "500",
+        "REFLEXIO_LLM_TPM": "200000",
+        "REFLEXIO_LLM_API_VERSION": "2024-10-21",
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     settings = load_settings({"lake": str(tmp_path / "lake")})
@@ -250,7 +268,13 @@ def test_every_llm_setting_reaches_the_resource_and_the_endpoint(tmp_path, monke
     assert resource.concurrency == 8
     ep = resource.endpoint()
     assert (ep.model, ep.api_base, ep.timeout_s, ep.max_retries, ep.backoff_base_s, ep.temperature) == (
-        "openai/gpt-4o-mini", "http://127.0.0.1:9/v1", 7.0, 5, 0.5, 0.3)  # fmt: skip
+        "openai/gpt-4o-mini",
+        "http://127.0.0.1:9/v1",
+        7.0,
+        5,
+        0.5,
+        0.3,
+    )
     assert (ep.limits.concurrency, ep.limits.rpm, ep.limits.tpm) == (8, 500, 200_000)
     assert ep.api_version == "2024-10-21"  # Azure's api-version (tests/test_provider_protocols.py sends it)
     extractor = resource.get()
@@ -290,7 +314,9 @@ def test_every_attempt_lands_in_the_ledger_with_its_stage(stub) -> None:
     assert {r.user_id for r in rows} == {"u-42"} and all(r.cost_usd is None for r in rows)  # the stub is unmapped
     assert rows[0].prompt_tokens == 0 and all(r.prompt_tokens > 0 and r.completion_tokens > 0 for r in rows[1:])
     assert sum(r.prompt_tokens for r in rows) == result.prompt_tokens and len(rows) == result.llm_calls == 3
-    assert all(r.latency_ms >= 0 for r in rows) and rows[0].started_at_us < rows[1].started_at_us < rows[2].started_at_us
+    assert (
+        all(r.latency_ms >= 0 for r in rows) and rows[0].started_at_us < rows[1].started_at_us < rows[2].started_at_us
+    )
     assert abs(rows[-1].started_at_us / 1e6 - time.time()) < 60  # wall-clock microseconds
 
     ledger = CallLedger()
@@ -317,7 +343,11 @@ def test_refused_calls_are_recorded_once_and_an_unknown_stage_is_an_error(stub) 
     ledger = CallLedger()
     with recording(ledger):
         outcome = ask(endpoint(base_url, max_retries=3), "hello", stage="dedup")
-    assert not outcome.ok and outcome.calls == 1 and str(outcome.failure) == "AuthenticationError: request refused (HTTP 401)"
+    assert (
+        not outcome.ok
+        and outcome.calls == 1
+        and str(outcome.failure) == "AuthenticationError: request refused (HTTP 401)"
+    )
     assert [(r.outcome, r.attempt) for r in ledger.calls()] == [("refused", 1)]
     with pytest.raises(ValueError, match="unknown LLM stage"):
         ask(endpoint(base_url), "hello", stage="chat")

@@ -17,7 +17,6 @@ from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor, is_transient
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
 from reflexio_pipelines.settings import LLMSettings
-
 from tests.support.openai_stub import StubBehaviour
 
 pytestmark = pytest.mark.e2e
@@ -93,9 +92,11 @@ def test_same_items_as_builtin_over_real_http(stub, caplog) -> None:
     ex = extractor(base_url)
     assert isinstance(ex, Extractor)
     config = parse_extraction_config(
-        {"agent_context_prompt": "a deployment assistant",
-         "tool_can_use": [{"tool_name": "github.deploy", "tool_description": "deploys a service to a region"}]}
-    )  # fmt: skip
+        {
+            "agent_context_prompt": "a deployment assistant",
+            "tool_can_use": [{"tool_name": "github.deploy", "tool_description": "deploys a service to a region"}],
+        }
+    )
     result = ex.extract(DEPLOY_WINDOW, config.groups()[0])
     expected = BuiltinExtractor().extract(DEPLOY_WINDOW)
     assert expected.playbooks and expected.profiles  # the window exercises every rule family
@@ -180,7 +181,10 @@ def test_provider_text_never_reaches_the_error(stub, caplog) -> None:
         ex.extract(DEPLOY_WINDOW)
     # the failure is summarised (class and kind): a provider's message could echo the key or the prompt
     assert "BadRequestError: request refused (HTTP 400)" in str(info.value)
-    assert (info.value.summary.error_class, info.value.summary.message) == ("BadRequestError", "request refused (HTTP 400)")
+    assert (info.value.summary.error_class, info.value.summary.message) == (
+        "BadRequestError",
+        "request refused (HTTP 400)",
+    )
     assert "stub failure" not in str(info.value) and "stub failure" not in caplog.text
 
 

@@ -12,11 +12,11 @@ import dagster as dg
 import pytest
 from fastapi.testclient import TestClient
 
-from reflexio_pipelines.lake.windows import window_of_key
-from reflexio_pipelines.pending import pending_windows, windows_to_retry
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.windows import window_of_key
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
 from reflexio_pipelines.partitions import GRANULARITY
+from reflexio_pipelines.pending import pending_windows, windows_to_retry
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import LLMSettings, Settings
 from serving.app import create_app
@@ -38,36 +38,56 @@ LEARNED_TABLES = {
     "extraction_bookmarks": "user_id",
 }
 SAFE_MESSAGES = {
-    "the call timed out", "rate limited (HTTP 429)", "server error (HTTP 500)", "the reply holds no usable JSON object",
+    "the call timed out",
+    "rate limited (HTTP 429)",
+    "server error (HTTP 500)",
+    "the reply holds no usable JSON object",
     "the reply is JSON but violates the extraction schema",
-}  # fmt: skip
+}
 
 
 def _conversation(user: str, cid: str, *turns: tuple[str, str]) -> dict:
-    return {"id": cid, "user_id": user, "session_id": f"{user}-{cid}", "agent_version": "v1", "source": "test",
-            "interactions": [{"role": role, "content": content} for role, content in turns]}  # fmt: skip
+    return {
+        "id": cid,
+        "user_id": user,
+        "session_id": f"{user}-{cid}",
+        "agent_version": "v1",
+        "source": "test",
+        "interactions": [{"role": role, "content": content} for role, content in turns],
+    }
 
 
 HOUR_0 = [
     _conversation("erin", "e1", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")),
     _conversation("erin", "e2", ("user", "My phone number is 555-0100."), ("assistant", "Saved.")),
-    _conversation("frank", "f1", ("user", "Summarise the incident report."), ("assistant", "Here is a long essay."),
-                  ("user", "No — never write essays, always use three bullet points.")),
+    _conversation(
+        "frank",
+        "f1",
+        ("user", "Summarise the incident report."),
+        ("assistant", "Here is a long essay."),
+        ("user", "No — never write essays, always use three bullet points."),
+    ),
     _conversation("gina", "g1", ("user", "I work as a nurse and I speak Portuguese."), ("assistant", "Obrigada!")),
 ]
 HOUR_1 = [
     _conversation("erin", "e3", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!")),
     _conversation("bob", "b2", ("user", "My timezone is PST now."), ("assistant", "Updated.")),
-    _conversation("frank", "f2", ("user", "Draft the release notes."), ("assistant", "Release notes: a long essay."),
-                  ("user", "No — never write essays, always use three bullet points.")),
+    _conversation(
+        "frank",
+        "f2",
+        ("user", "Draft the release notes."),
+        ("assistant", "Release notes: a long essay."),
+        ("user", "No — never write essays, always use three bullet points."),
+    ),
     _conversation("gina", "g2", ("user", "I prefer answers in Portuguese."), ("assistant", "Claro.")),
 ]
 
 
 def _settings(lake: Lake, base_url: str, **llm) -> Settings:
     llm.setdefault("backoff_base_s", 0.01)  # retries in milliseconds: the delay shape is asserted separately below
-    return Settings(lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k",
-                                                         **llm))  # fmt: skip
+    return Settings(
+        lake=str(lake.root), llm=LLMSettings(model="openai/stub", api_base=f"{base_url}/v1", api_key="k", **llm)
+    )
 
 
 def _rows(lake: Lake, name: str) -> list[dict]:
@@ -76,8 +96,12 @@ def _rows(lake: Lake, name: str) -> list[dict]:
 
 
 def _item_keys(lake: Lake) -> set[tuple]:
-    profiles = {("profile", r["user_id"], r["content"], r["status"]) for r in lake.read_table("user_profiles").to_pylist()}
-    playbooks = {("playbook", r["user_id"], r["trigger"], r["content"]) for r in lake.read_table("user_playbooks").to_pylist()}
+    profiles = {
+        ("profile", r["user_id"], r["content"], r["status"]) for r in lake.read_table("user_profiles").to_pylist()
+    }
+    playbooks = {
+        ("playbook", r["user_id"], r["trigger"], r["content"]) for r in lake.read_table("user_playbooks").to_pylist()
+    }
     return profiles | playbooks
 
 
@@ -103,8 +127,13 @@ def test_faulty_runs_lose_nothing_and_duplicate_nothing(lake: Lake, tmp_path, in
             result = launch(pending, settings=settings, instance=instance)
             assert result.index_version
             unresolved = windows_to_retry(lake)
-            rounds.append({"windows": len(pending), "calls": faulty.state.calls - calls_before,
-                           "unresolved_windows": len(unresolved)})  # fmt: skip
+            rounds.append(
+                {
+                    "windows": len(pending),
+                    "calls": faulty.state.calls - calls_before,
+                    "unresolved_windows": len(unresolved),
+                }
+            )
             run_ids.append(set(result.run_ids))
             pending = [key for key in keys if window_of_key(key, GRANULARITY) in unresolved]
     assert not pending, f"still failing after {len(rounds)} rounds: {rounds}"
@@ -119,12 +148,15 @@ def test_faulty_runs_lose_nothing_and_duplicate_nothing(lake: Lake, tmp_path, in
     assert failures and rounds[0]["unresolved_windows"] > 0, "the first run left failed windows to retry"
     assert all(f["resolved_by_run"] and f["resolved_by_run"] != f["run_id"] for f in failures), "resolved later"
     for f in failures:  # fixed descriptions only: never a provider's message or a model's reply
-        assert f["error_message"] in SAFE_MESSAGES or (f["stage"] == "blocked" and f["error_message"].startswith(
-            "waiting for unresolved window")), f  # fmt: skip
+        assert f["error_message"] in SAFE_MESSAGES or (
+            f["stage"] == "blocked" and f["error_message"].startswith("waiting for unresolved window")
+        ), f
     # the materialisation metadata of the first round names the windows that failed in it
-    metadata = [r.asset_materialization.metadata for r in
-                instance.fetch_materializations(dg.AssetKey("user_profiles"), limit=100).records
-                if r.run_id in run_ids[0]]  # fmt: skip
+    metadata = [
+        r.asset_materialization.metadata
+        for r in instance.fetch_materializations(dg.AssetKey("user_profiles"), limit=100).records
+        if r.run_id in run_ids[0]
+    ]
     first = [f for f in failures if f["run_id"] in run_ids[0] and f["stage"] != "blocked"]
     assert sum(m["failed_windows"].value for m in metadata) == len(first) > 0
     named = ", ".join(m["failed_window_ids"].value for m in metadata)
@@ -142,10 +174,12 @@ def test_faulty_runs_lose_nothing_and_duplicate_nothing(lake: Lake, tmp_path, in
             assert len(ids) == len(set(ids)), f"duplicate rows in {name}"
         assert _rows(lake, name) == _rows(reference, name), f"{name} differs from the fault-free run"
     calls, retried = faulty.state.calls, len(faulty.state.faults)
-    print(f"\nfault rate {FAULT_RATE:.0%}, seed {plan.seed}: {calls} LLM calls, {retried} faults injected "
-          f"({', '.join(f'{k} {kinds.count(k)}' for k in FAULT_KINDS)}), rounds {rounds}, "
-          f"failed batches recorded {len(failures)} (all resolved), items {len(expected)} expected / {len(got)} "
-          f"learned, items lost: {len(lost)}, extra: {len(extra)}")
+    print(
+        f"\nfault rate {FAULT_RATE:.0%}, seed {plan.seed}: {calls} LLM calls, {retried} faults injected "
+        f"({', '.join(f'{k} {kinds.count(k)}' for k in FAULT_KINDS)}), rounds {rounds}, "
+        f"failed batches recorded {len(failures)} (all resolved), items {len(expected)} expected / {len(got)} "
+        f"learned, items lost: {len(lost)}, extra: {len(extra)}"
+    )
     assert not lost and not extra
 
 
@@ -174,8 +208,9 @@ def test_schema_violating_answers_are_rejected_and_never_stored(lake: Lake, inst
 def test_schema_violation_then_a_good_answer():
     app = make_openai_stub(StubBehaviour(responder=lambda body: '{"profiles": {"fact": 1}, "playbooks": "none"}'))
     with serve_app(app) as base_url:
-        extractor = LiteLLMExtractor(model="openai/stub", api_base=f"{base_url}/v1", api_key="k", max_retries=1,
-                                     backoff_base_s=0.01)
+        extractor = LiteLLMExtractor(
+            model="openai/stub", api_base=f"{base_url}/v1", api_key="k", max_retries=1, backoff_base_s=0.01
+        )
         with pytest.raises(ExtractionFailed, match="SchemaViolation: the reply is JSON but violates") as info:
             extractor.extract(DEPLOY_WINDOW)
         assert info.value.attempts == 2
@@ -190,8 +225,14 @@ def test_rate_limit_waits_for_retry_after_and_backoff_is_jittered_exponential():
     plan = FaultPlan(rate=1.0, kinds=("rate_limit",), retry_after_s=2.5)
     app = make_openai_stub(StubBehaviour(faults=plan))
     with serve_app(app) as base_url:
-        extractor = LiteLLMExtractor(model="openai/stub", api_base=f"{base_url}/v1", api_key="k", max_retries=3,
-                                     backoff_base_s=1.0, sleep=delays.append)  # fmt: skip
+        extractor = LiteLLMExtractor(
+            model="openai/stub",
+            api_base=f"{base_url}/v1",
+            api_key="k",
+            max_retries=3,
+            backoff_base_s=1.0,
+            sleep=delays.append,
+        )
         with pytest.raises(ExtractionFailed, match=r"RateLimitError: rate limited \(HTTP 429\)"):
             extractor.extract(DEPLOY_WINDOW)
     assert app.state.calls == 4 and len(delays) == 3
@@ -213,13 +254,25 @@ def test_a_waiting_publish_says_learning_failed_when_the_llm_is_down(lake: Lake,
     """`wait_for_response=true` while every LLM call fails: the publish is accepted (200, stored), but the answer
     says learning failed and why — never "learned and indexed" — and carries no provider text or key. Once the LLM
     is back, the same window is learned and the next waiting publish says so."""
-    body = {"user_id": "lia", "interaction_data_list": [{"role": "user", "content": "I live in Porto."},
-                                                        {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+    body = {
+        "user_id": "lia",
+        "interaction_data_list": [
+            {"role": "user", "content": "I live in Porto."},
+            {"role": "assistant", "content": "Noted."},
+        ],
+    }
     down = make_openai_stub(StubBehaviour(error_first=10**6, error_status=500))
     with serve_app(down) as base_url:
-        settings = Settings(lake=str(lake.root), llm=LLMSettings(
-            model="openai/stub", api_base=f"{base_url}/v1", api_key="sk-secret-value-42", max_retries=0,
-            backoff_base_s=0.01))  # fmt: skip
+        settings = Settings(
+            lake=str(lake.root),
+            llm=LLMSettings(
+                model="openai/stub",
+                api_base=f"{base_url}/v1",
+                api_key="sk-secret-value-42",
+                max_retries=0,
+                backoff_base_s=0.01,
+            ),
+        )
         with TestClient(create_app(settings)) as client:
             reply = client.post("/api/publish_interaction?wait_for_response=true", json=body)
     assert down.state.calls > 0  # the LLM really was asked, and failed
@@ -233,6 +286,8 @@ def test_a_waiting_publish_says_learning_failed_when_the_llm_is_down(lake: Lake,
 
     with serve_app(make_openai_stub()) as base_url:  # the LLM is back: the retry learns the window
         with TestClient(create_app(_settings(lake, base_url))) as client:
-            again = client.post("/api/publish_interaction?wait_for_response=true",
-                                json={**body, "interaction_data_list": body["interaction_data_list"][:1]}).json()  # fmt: skip
+            again = client.post(
+                "/api/publish_interaction?wait_for_response=true",
+                json={**body, "interaction_data_list": body["interaction_data_list"][:1]},
+            ).json()
     assert again["learned"] is True and again["message"] == "stored, learned and indexed", again

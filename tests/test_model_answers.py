@@ -77,27 +77,41 @@ def _texts(case: AnswerCase, evidence: tuple[str, ...]) -> frozenset[str]:
 def expected_items(case: AnswerCase) -> set[tuple]:
     """What the case must store, comparable with `stored_items`: profiles by content, TTL and cited turn texts,
     playbooks by kind, trigger, content, blocking issue and cited turn texts."""
-    return ({("profile", p.content, p.time_to_live, _texts(case, p.evidence)) for p in case.profiles}
-            | {("playbook", p.kind, p.trigger, p.content, p.blocking_issue_kind, _texts(case, p.evidence))
-               for p in case.playbooks})  # fmt: skip
+    return {("profile", p.content, p.time_to_live, _texts(case, p.evidence)) for p in case.profiles} | {
+        ("playbook", p.kind, p.trigger, p.content, p.blocking_issue_kind, _texts(case, p.evidence))
+        for p in case.playbooks
+    }
 
 
 def test_every_answer_yields_its_items_or_an_extraction_failure_and_nothing_wrong_is_stored(lake: Lake, instance):
     stub = make_provider_stub("openai", KEY, responder=corpus_responder)
     land(lake, [_conversation(case) for case in CASES], at=T0)
     with serve_app(stub, keep_alive_s=KEEP_ALIVE_S) as url:
-        settings = Settings(lake=str(lake.root), llm=LLMSettings(model="openai/gpt-4o-mini", api_base=f"{url}/v1",
-                                                                 api_key=KEY, max_retries=1, backoff_base_s=0.01))
+        settings = Settings(
+            lake=str(lake.root),
+            llm=LLMSettings(
+                model="openai/gpt-4o-mini", api_base=f"{url}/v1", api_key=KEY, max_retries=1, backoff_base_s=0.01
+            ),
+        )
         launch([key_of_moment(T0, GRANULARITY)], settings=settings, instance=instance)
 
     turn_text = {t["turn_id"]: t["content"] for t in lake.read_table("turns").to_pylist()}
     stored: dict[str, set[tuple]] = {case.id: set() for case in CASES}
     for p in lake.read_table("user_profiles").to_pylist():
-        stored[p["user_id"]].add(("profile", p["content"], p["profile_time_to_live"],
-                                  frozenset(turn_text[t] for t in p["source_turn_ids"])))  # fmt: skip
+        stored[p["user_id"]].add(
+            ("profile", p["content"], p["profile_time_to_live"], frozenset(turn_text[t] for t in p["source_turn_ids"]))
+        )
     for p in lake.read_table("user_playbooks").to_pylist():
-        stored[p["user_id"]].add(("playbook", p["kind"], p["trigger"], p["content"], p["blocking_issue_kind"],
-                                  frozenset(turn_text[t] for t in p["source_turn_ids"])))  # fmt: skip
+        stored[p["user_id"]].add(
+            (
+                "playbook",
+                p["kind"],
+                p["trigger"],
+                p["content"],
+                p["blocking_issue_kind"],
+                frozenset(turn_text[t] for t in p["source_turn_ids"]),
+            )
+        )
     failures = {f["user_id"]: f for f in lake.read_table("extraction_failures").to_pylist()}
 
     outcome: Counter[str] = Counter()
@@ -113,7 +127,10 @@ def test_every_answer_yields_its_items_or_an_extraction_failure_and_nothing_wron
                 problems.append((case.id, "missing", missing, "wrong", wrong, "failure", failure))
         else:
             ok = failure is not None and (failure["stage"], failure["error_message"], failure["attempts"]) == (
-                "extract", case.failure, 2)  # two attempts (max_retries=1), then recorded
+                "extract",
+                case.failure,
+                2,
+            )  # two attempts (max_retries=1), then recorded
             outcome["failed with its reason" if ok and not got else "MISMATCH"] += 1
             if not ok or got:
                 problems.append((case.id, "expected failure", case.failure, "got", failure, "stored", got))
@@ -128,9 +145,20 @@ def _window(case: AnswerCase) -> Window:
     turns = []
     for i, turn in enumerate(CONVERSATIONS[case.conversation]["interactions"], start=1):
         tools = tuple(ToolCall(t["tool_name"], t["tool_data"]) for t in turn.get("tools_used", []))
-        turns.append(Turn(turn_id=f"{case.id}:{i}", interaction_id=i, request_id=case.id, user_id=case.id,
-                          role=turn["role"], content=turn["content"], created_at=1_767_225_600 + i,
-                          session_id=case.id, tools_used=tools, expert_content=turn.get("expert_content", "")))
+        turns.append(
+            Turn(
+                turn_id=f"{case.id}:{i}",
+                interaction_id=i,
+                request_id=case.id,
+                user_id=case.id,
+                role=turn["role"],
+                content=turn["content"],
+                created_at=1_767_225_600 + i,
+                session_id=case.id,
+                tools_used=tools,
+                expert_content=turn.get("expert_content", ""),
+            )
+        )
     return Window(case.id, tuple(turns))
 
 
@@ -140,13 +168,16 @@ def test_every_answer_means_the_same_on_every_provider_protocol(protocol: str) -
     stub = make_provider_stub(protocol, KEY, responder=corpus_responder)
     results = {}
     with serve_app(stub, keep_alive_s=KEEP_ALIVE_S) as url:
-        endpoint = LLMEndpoint(model, api_base=base.format(url=url), api_key=KEY, api_version=api_version,
-                               max_retries=0)  # fmt: skip
+        endpoint = LLMEndpoint(
+            model, api_base=base.format(url=url), api_key=KEY, api_version=api_version, max_retries=0
+        )
         extractor = LiteLLMExtractor(endpoint=endpoint)
         for case in CASES:
             window = _window(case)
             label = {turn.turn_id: f"T{i}" for i, turn in enumerate(window.turns, start=1)}
-            cited = lambda ids: ALL if len(ids) == len(window.turns) > 1 else tuple(label[t] for t in ids)  # noqa: E731
+            cited = lambda ids, window=window, label=label: (  # noqa: E731
+                ALL if len(ids) == len(window.turns) > 1 else tuple(label[t] for t in ids)
+            )
             try:
                 result = extractor.extract(window)
             except ExtractionFailed as failed:
@@ -154,17 +185,20 @@ def test_every_answer_means_the_same_on_every_provider_protocol(protocol: str) -
                 continue
             results[case.id] = (
                 {(p.content, p.time_to_live, cited(p.source_turn_ids)) for p in result.profiles},
-                {(p.content, p.kind, p.trigger, p.blocking_issue_kind, cited(p.source_turn_ids))
-                 for p in result.playbooks},
+                {
+                    (p.content, p.kind, p.trigger, p.blocking_issue_kind, cited(p.source_turn_ids))
+                    for p in result.playbooks
+                },
                 {(f.target, cited(f.source_turn_ids)) for f in result.forget},
-            )  # fmt: skip
+            )
     expected = {
-        case.id: case.failure or (
+        case.id: case.failure
+        or (
             {(p.content, p.time_to_live, p.evidence) for p in case.profiles},
             {(p.content, p.kind, p.trigger, p.blocking_issue_kind, p.evidence) for p in case.playbooks},
             {(f.target, f.evidence) for f in case.forget},
         )
         for case in CASES
-    }  # fmt: skip
+    }
     assert {k: v for k, v in results.items() if v != expected[k]} == {}
     assert all(r.status == 200 for r in stub.state.stub.seen) and len(stub.state.stub.seen) == len(CASES)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
 from tests.support.dagster_home import dagster_home_env
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -73,13 +74,17 @@ def test_notebook_is_stored_stripped(name):
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(notebook)
     problems = unstripped(notebook)
-    assert not problems, (f"{name} is stored with outputs ({'; '.join(problems[:5])}); strip it with "
-                          f"`.venv/bin/python tests/test_notebooks.py notebooks/{name}`")  # fmt: skip
+    assert not problems, (
+        f"{name} is stored with outputs ({'; '.join(problems[:5])}); strip it with "
+        f"`.venv/bin/python tests/test_notebooks.py notebooks/{name}`"
+    )
 
 
 def test_strip_removes_outputs(tmp_path):
     """The helper the failure message points at really produces a notebook the check above accepts."""
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("1 + 1")])
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("1 + 1")]
+    )
     notebook.cells[1].outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "2"}, execution_count=1)]
     notebook.cells[1].execution_count = 1
     notebook.cells[1].metadata["execution"] = {"iopub.execute_input": "2026-11-30T00:00:00Z"}
@@ -101,8 +106,9 @@ def execute(name: str) -> tuple[nbformat.NotebookNode, float]:
 
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     started = time.monotonic()
-    NotebookClient(notebook, timeout=180, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()  # fmt: skip
+    NotebookClient(
+        notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
     return notebook, time.monotonic() - started
 
 
@@ -118,14 +124,18 @@ def text_of(notebook) -> str:
 
 
 def png_images(notebook) -> list[bytes]:
-    return [base64.b64decode(out["data"]["image/png"]) for cell in notebook.cells for out in cell.get("outputs", [])
-            if "image/png" in out.get("data", {})]  # fmt: skip
+    return [
+        base64.b64decode(out["data"]["image/png"])
+        for cell in notebook.cells
+        for out in cell.get("outputs", [])
+        if "image/png" in out.get("data", {})
+    ]
 
 
 def assert_clean(notebook, name: str) -> None:
     text = text_of(notebook)
     for bad in ("Traceback", "Error", "Warning"):
-        assert bad not in text, f"{name} printed {bad!r}:\n{text[max(0, text.find(bad) - 500):text.find(bad) + 500]}"
+        assert bad not in text, f"{name} printed {bad!r}:\n{text[max(0, text.find(bad) - 500) : text.find(bad) + 500]}"
 
 
 def report(capsys, name: str, seconds: float, lake: str) -> None:
@@ -149,7 +159,9 @@ def sample_lake(tmp_path_factory):
     root = tmp_path_factory.mktemp("sample")
     with dagster_home_env(root / "dagster_home"):
         with dg.DagsterInstance.ephemeral() as instance:
-            summary = _load_sample_lake_module().build_sample_lake(root / "lake", instance=instance, log=lambda *_: None)
+            summary = _load_sample_lake_module().build_sample_lake(
+                root / "lake", instance=instance, log=lambda *_: None
+            )
     assert summary["windows"] == 6 and summary["evaluation"]["success"]
     return Path(summary["lake"])
 
@@ -170,7 +182,7 @@ def test_quickstart_publishes_materialises_and_finds_the_correction(lake_from, s
     notebook, seconds = execute("quickstart.ipynb")
     assert_clean(notebook, "quickstart")
     text = text_of(notebook)
-    search = text[text.index("user playbook [correction]"):]
+    search = text[text.index("user playbook [correction]") :]
     assert re.search(r"content : .*us-west-2", search), "the learned correction is returned by /api/search"
     assert re.search(r"from turns: \['[^']+:0'", search), "with the turns it was learned from"
     # the provenance table shows the user's own words, joined back from the turns table
@@ -183,7 +195,12 @@ def test_quickstart_publishes_materialises_and_finds_the_correction(lake_from, s
     else:
         assert not lake.exists(), "without REFLEXIO_LAKE the notebook must not touch any configured lake"
         assert re.search(r"lake: .*reflexio-quickstart-", text)
-    report(capsys, f"quickstart.ipynb ({lake_from})", seconds, "its own temporary lake" if lake_from != "REFLEXIO_LAKE" else str(lake))
+    report(
+        capsys,
+        f"quickstart.ipynb ({lake_from})",
+        seconds,
+        "its own temporary lake" if lake_from != "REFLEXIO_LAKE" else str(lake),
+    )
 
 
 @pytest.mark.e2e
@@ -207,11 +224,12 @@ def test_lake_analytics_reports_traffic_corrections_and_clusters(lake_from, requ
         assert re.search(r"lake: .*reflexio-sample-", text)
         report(capsys, "lake_analytics.ipynb (temporary)", seconds, "the sample lake it built itself")
         return
-    expected = Counter(datetime.fromtimestamp(r["created_at"], timezone.utc).strftime("%Y-%m-%d")
-                       for r in _lake_rows(lake, "turns"))  # fmt: skip
+    expected = Counter(
+        datetime.fromtimestamp(r["created_at"], timezone.utc).strftime("%Y-%m-%d") for r in _lake_rows(lake, "turns")
+    )
     assert printed == dict(expected)
     # the cluster-size table: one row per current agent playbook, with its member count
-    table = text[text.index("cluster sizes (current agent playbooks):"):]
+    table = text[text.index("cluster sizes (current agent playbooks):") :]
     playbooks = [r for r in _lake_rows(lake, "agent_playbooks") if r["status"] == "current"]
     assert playbooks and f"shape: ({len(playbooks)}, 5)" in table
     biggest = max(playbooks, key=lambda r: len(r["member_ids"]))
@@ -239,8 +257,10 @@ def test_evaluation_reports_success_rates_shadow_outcomes_and_before_after(sampl
     lost = sum(p["regular_vs_shadow"].startswith("shadow") for p in pairs)
     assert pairs and f"regular won {won}, shadow won {lost}" in text
     (row,) = _lake_rows(sample_lake, "impact_before_after")
-    assert (f"before/after {row['agent_version']}: success rate {row['success_rate_before']} "
-            f"({row['sessions_before']} sessions) -> {row['success_rate_after']} ({row['sessions_after']} sessions)") in text
+    assert (
+        f"before/after {row['agent_version']}: success rate {row['success_rate_before']} "
+        f"({row['sessions_before']} sessions) -> {row['success_rate_after']} ({row['sessions_after']} sessions)"
+    ) in text
     assert "heuristic" in text  # the judge is named, never passed off as a model
     images = png_images(notebook)
     assert len(images) >= 3 and all(img.startswith(b"\x89PNG") for img in images)

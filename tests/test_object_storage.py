@@ -50,8 +50,17 @@ from reflexio_pipelines.settings import Settings
 from serving.app import create_app
 from tests.support.s3 import S3Server, moto_s3, s3_env
 from tests.support.servers import serve_app
-from tests.test_privacy import (CONVERSATIONS, NEEDLES, PLANTED, ZED, ZED_WORDS, _erase, erased_for_good, leftovers,
-                                shared_reads)
+from tests.test_privacy import (
+    CONVERSATIONS,
+    NEEDLES,
+    PLANTED,
+    ZED,
+    ZED_WORDS,
+    _erase,
+    erased_for_good,
+    leftovers,
+    shared_reads,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -60,8 +69,11 @@ PREFIX = "lake"
 URI = f"s3://{BUCKET}/{PREFIX}"
 LANDING = re.compile(rf"^{PREFIX}/landing/turns/date=(\d{{4}}-\d\d-\d\d)/hour=(\d\d)/[^/]+\.parquet$")
 #: What the other users taught (a query and a word of the user playbook it must find), served after the erasure.
-OTHERS_TAUGHT = {"ann": ("which region to deploy to", "us-west-2"), "bob": ("which region to deploy to", "us-west-2"),
-                 "dan": ("commit message language", "English")}  # fmt: skip
+OTHERS_TAUGHT = {
+    "ann": ("which region to deploy to", "us-west-2"),
+    "bob": ("which region to deploy to", "us-west-2"),
+    "dan": ("commit message language", "English"),
+}
 #: Published after the run, so it lives only in a landing object when the user is erased.
 LANDED_ONLY = {"user_id": ZED, "interaction_data_list": [{"role": "user", "content": "Wobbleton is my dog."}]}
 
@@ -151,8 +163,7 @@ def _local_lake_traces(root: Path) -> list[str]:
     return sorted(traces)
 
 
-def test_whole_loop_on_s3_ingest_materialise_index_serve_erase(s3, instance, local, tmp_path, tmp_path_factory,
-                                                                 capsys):  # fmt: skip
+def test_whole_loop_on_s3_ingest_materialise_index_serve_erase(s3, instance, local, tmp_path, tmp_path_factory, capsys):
     # `instance` comes before `local`: the ephemeral instance's own temp dir is not the one scanned below.
     lake = Lake.at(URI)
     assert str(lake.root).startswith(f"s3://{BUCKET}/{PREFIX}") and str(lake.index_root).endswith("indexes/search")
@@ -189,8 +200,10 @@ def test_whole_loop_on_s3_ingest_materialise_index_serve_erase(s3, instance, loc
         assert con.execute("select count(distinct request_id) from landing_turns").fetchone()[0] == len(acked)
         version = _current(s3)
         assert result.index_version == version == (lake.index_root / "CURRENT").read_text().strip()
-        assert {f"{PREFIX}/indexes/search/{version}/manifest.json", f"{PREFIX}/indexes/search/{version}/docs.parquet"
-                } <= set(s3.list_keys(BUCKET, f"{PREFIX}/indexes/search/{version}/"))  # fmt: skip
+        assert {
+            f"{PREFIX}/indexes/search/{version}/manifest.json",
+            f"{PREFIX}/indexes/search/{version}/docs.parquet",
+        } <= set(s3.list_keys(BUCKET, f"{PREFIX}/indexes/search/{version}/"))
 
         # Serve: the running service swaps to the version CURRENT names and finds what was learned.
         _wait_serving(api, version)
@@ -219,8 +232,12 @@ def test_whole_loop_on_s3_ingest_materialise_index_serve_erase(s3, instance, loc
         def scan() -> list[tuple[str, str]]:
             """The bucket, the cache, the temp dir (the user's id and words) and $DAGSTER_HOME (their words)."""
             home = Path(os.environ["DAGSTER_HOME"])
-            return (_scan_bucket(s3, tmp_path_factory.mktemp("bucket"))[2] + leftovers(local["cache"], NEEDLES)[2]
-                    + leftovers(local["tmp"], NEEDLES)[2] + leftovers(home, ZED_WORDS)[2])  # fmt: skip
+            return (
+                _scan_bucket(s3, tmp_path_factory.mktemp("bucket"))[2]
+                + leftovers(local["cache"], NEEDLES)[2]
+                + leftovers(local["tmp"], NEEDLES)[2]
+                + leftovers(home, ZED_WORDS)[2]
+            )
 
         # Erase through the HTTP API, aggregate again, erase again.
         erased = erased_for_good(api, scan, capsys)
@@ -241,15 +258,18 @@ def test_whole_loop_on_s3_ingest_materialise_index_serve_erase(s3, instance, loc
     cache_files, cache_bytes, cache_hits = leftovers(local["cache"], NEEDLES)
     tmp_files, tmp_bytes, tmp_hits = leftovers(local["tmp"], NEEDLES)
     with capsys.disabled():
-        print(f"\ns3 erasure scan: {files} objects, {scanned} bytes in s3://{BUCKET}, {len(hits)} hits; "
-              f"cache: {cache_files} files, {cache_bytes} bytes, {len(cache_hits)} hits; "
-              f"temp: {tmp_files} files, {tmp_bytes} bytes, {len(tmp_hits)} hits")  # fmt: skip
+        print(
+            f"\ns3 erasure scan: {files} objects, {scanned} bytes in s3://{BUCKET}, {len(hits)} hits; "
+            f"cache: {cache_files} files, {cache_bytes} bytes, {len(cache_hits)} hits; "
+            f"temp: {tmp_files} files, {tmp_bytes} bytes, {len(tmp_hits)} hits"
+        )
     assert hits == [] and cache_hits == [] and tmp_hits == []
     assert ZED not in set(lake.read_table("turns").column("user_id").to_pylist())
     assert set(others) <= set(lake.read_table("user_playbooks").column("user_id").to_pylist())
     versions = {k.split("/")[3] for k in s3.list_keys(BUCKET, f"{PREFIX}/indexes/search/") if k.count("/") > 3}
-    assert _current(s3) in versions and min(versions) >= erased["index_version"], \
+    assert _current(s3) in versions and min(versions) >= erased["index_version"], (
         "no index version built before the erasure (which indexed the user) may survive in the bucket"
+    )
 
     # The lake only ever lived in the bucket (tmp_path holds the cwd, the cache, the temp dir and DAGSTER_HOME).
     assert list(local["work"].iterdir()) == []
@@ -267,8 +287,15 @@ def _append_control_rows(writer: int, commits: int, cache_dir: str) -> None:
     os.environ["REFLEXIO_CACHE_DIR"] = cache_dir
     lake = Lake.at(f"{URI}-race")
     for n in range(commits):
-        row = {"seq": writer * 1000 + n, "at": n, "entity": "agent_playbook", "item_id": f"w{writer}-{n}",
-               "action": "playbook_status", "value": "approved", "actor": f"host-{writer}"}  # fmt: skip
+        row = {
+            "seq": writer * 1000 + n,
+            "at": n,
+            "entity": "agent_playbook",
+            "item_id": f"w{writer}-{n}",
+            "action": "playbook_status",
+            "value": "approved",
+            "actor": f"host-{writer}",
+        }
         lake.append("control_log", pa.Table.from_pylist([row], schema=TABLES["control_log"]))
 
 
@@ -277,13 +304,14 @@ def test_writers_on_different_hosts_never_lose_a_commit(s3, local):
     separate lock directories, as on separate hosts) racing on one table keep every commit, each its own version
     (without conditional writes, two commits of one version number overwrite each other and rows are lost)."""
     import multiprocessing
-
     from concurrent.futures import ProcessPoolExecutor
 
     writers, commits = 3, 6
     spawn = multiprocessing.get_context("spawn")  # delta-rs's runtime does not survive fork
     with ProcessPoolExecutor(writers, mp_context=spawn) as pool:
-        futures = [pool.submit(_append_control_rows, w, commits, str(local["cache"] / f"host-{w}")) for w in range(writers)]
+        futures = [
+            pool.submit(_append_control_rows, w, commits, str(local["cache"] / f"host-{w}")) for w in range(writers)
+        ]
         for future in futures:
             future.result(timeout=120)
     rows = Lake.at(f"{URI}-race").read_table("control_log").to_pylist()

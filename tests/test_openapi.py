@@ -76,7 +76,6 @@ def test_no_router_imports_another_router() -> None:
     routers = {f"serving.routers.{p.stem}" for p in ROUTERS.glob("*.py") if p.stem != "__init__"}
     assert len(routers) > 5
     crossing = {
-        p.stem: sorted(_imported_modules(p) & (routers - {f"serving.routers.{p.stem}"}))
-        for p in ROUTERS.glob("*.py")
+        p.stem: sorted(_imported_modules(p) & (routers - {f"serving.routers.{p.stem}"})) for p in ROUTERS.glob("*.py")
     }
     assert not {name: found for name, found in crossing.items() if found}

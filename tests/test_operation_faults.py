@@ -72,16 +72,25 @@ def _wait_status(client, predicate, timeout_s: float = 120) -> dict:
 def test_a_rerun_sigkilled_mid_run_is_interrupted_and_the_next_rerun_runs(tmp_path, instance, lake, monkeypatch):
     """The real service (`python -m serving`) starts a real rerun whose LLM call hangs; SIGKILL it there. The next
     service reports the rerun interrupted and starts a new one, which completes."""
-    body = {"user_id": "kai", "interaction_data_list": [{"role": "user", "content": "I live in Lisbon."},
-                                                        {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+    body = {
+        "user_id": "kai",
+        "interaction_data_list": [
+            {"role": "user", "content": "I live in Lisbon."},
+            {"role": "assistant", "content": "Noted."},
+        ],
+    }
     builtin = Settings(lake=str(lake.root))
     with TestClient(create_app(builtin)) as client:  # learned once with the built-in extractor: `turns` holds kai
         assert client.post("/api/publish_interaction?wait_for_response=true", json=body).json()["profiles_added"] == 1
 
     hanging = make_openai_stub(StubBehaviour(delay_s=30))  # the rerun's extraction call never answers in time
     with serve_app(hanging) as llm_url:
-        for name, value in {"REFLEXIO_LLM_MODEL": "openai/stub", "REFLEXIO_LLM_API_BASE": f"{llm_url}/v1",
-                            "REFLEXIO_LLM_API_KEY": "k", "REFLEXIO_LLM_MAX_RETRIES": "0"}.items():  # fmt: skip
+        for name, value in {
+            "REFLEXIO_LLM_MODEL": "openai/stub",
+            "REFLEXIO_LLM_API_BASE": f"{llm_url}/v1",
+            "REFLEXIO_LLM_API_KEY": "k",
+            "REFLEXIO_LLM_MAX_RETRIES": "0",
+        }.items():
             monkeypatch.setenv(name, value)
         port = free_port()
         proc = start_service(lake.root, tmp_path / "child_home", port, tmp_path / "serving.log")
@@ -131,8 +140,11 @@ def test_concurrent_rerun_starts_exactly_one_wins(settings, instance, lake):
             replies = list(pool.map(start, range(8)))
         codes = sorted(r.status_code for r in replies)
         assert codes == [200] + [409] * 7, [r.text for r in replies]
-        assert all(r.json()["success"] is False and "already in progress" in r.json()["msg"]
-                   for r in replies if r.status_code == 409)  # fmt: skip
+        assert all(
+            r.json()["success"] is False and "already in progress" in r.json()["msg"]
+            for r in replies
+            if r.status_code == 409
+        )
         winner = next(r.json()["operation_id"] for r in replies if r.status_code == 200)
         assert read_status(lake, SERVICE)["operation_id"] == winner
         release.set()
@@ -156,9 +168,15 @@ except OperationInProgress:
 def test_starting_an_operation_is_atomic_across_processes(lake):
     """Four processes start an operation at the same instant (each its own `begin_operation`): exactly one wins."""
     at = time.time() + 6  # after every interpreter has imported the package
-    procs = [subprocess.Popen([sys.executable, "-c", _RACER, str(lake.root), str(at), f"op-{i}"],
-                              env=child_env(lake.root, lake.root.parent / "home"), stdout=subprocess.PIPE, text=True)
-             for i in range(4)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, str(lake.root), str(at), f"op-{i}"],
+            env=child_env(lake.root, lake.root.parent / "home"),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
     results = [p.communicate(timeout=120)[0].strip() for p in procs]
     assert sorted(results) == ["lost", "lost", "lost", "won"], results
     assert read_status(lake, SERVICE)["operation_id"] == f"op-{results.index('won')}"
@@ -209,8 +227,9 @@ def test_force_cancel_clears_a_hung_rerun_through_the_api_and_the_cli(settings, 
         statuses = json.loads(shown.stdout)["operations"]
         assert statuses[SERVICE]["status"] == "in_progress" and statuses["playbook_generation"] is None
 
-        cleared = CliRunner().invoke(cli_app, ["--server-url", url, "operations", "cancel", "--service", SERVICE,
-                                               "--force"])  # fmt: skip
+        cleared = CliRunner().invoke(
+            cli_app, ["--server-url", url, "operations", "cancel", "--service", SERVICE, "--force"]
+        )
         assert cleared.exit_code == 0 and f"cleared {SERVICE}" in cleared.stdout, cleared.output
         status = read_status(lake, SERVICE)
         assert status["status"] == "cancelled" and status["error_message"].startswith("cleared:")

@@ -25,26 +25,50 @@ QUERY = "deploy the payments service"
 
 
 def _conversation(session: str, turns: list[tuple[str, str]]) -> dict:
-    return {"id": session, "user_id": USER, "session_id": session, "agent_version": AGENT, "source": "test",
-            "interactions": [{"role": role, "content": text} for role, text in turns]}  # fmt: skip
+    return {
+        "id": session,
+        "user_id": USER,
+        "session_id": session,
+        "agent_version": AGENT,
+        "source": "test",
+        "interactions": [{"role": role, "content": text} for role, text in turns],
+    }
 
 
-TEACH = [("user", "Please deploy the payments service."), ("assistant", "Deploying the payments service to us-east-1."),
-         ("user", "No — we never deploy to us-east-1, always use us-west-2.")]  # fmt: skip
-FOLLOWED = [("user", "Deploy the payments service to production."),
-            ("assistant", "Deploying the payments service to us-west-2 as usual."), ("user", "Perfect, thanks!")]  # fmt: skip
-CONTRADICTED = [("user", "Deploy the payments service for the EU launch."),
-                ("assistant", "Deploying the payments service to us-west-2."),
-                ("user", "No, for this one use us-east-1, not us-west-2.")]  # fmt: skip
-RECURS = [("user", "Deploy the payments service again."), ("assistant", "Deploying the payments service to us-east-1."),
-          ("user", "No — we never deploy to us-east-1, always use us-west-2.")]  # fmt: skip
+TEACH = [
+    ("user", "Please deploy the payments service."),
+    ("assistant", "Deploying the payments service to us-east-1."),
+    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+]
+FOLLOWED = [
+    ("user", "Deploy the payments service to production."),
+    ("assistant", "Deploying the payments service to us-west-2 as usual."),
+    ("user", "Perfect, thanks!"),
+]
+CONTRADICTED = [
+    ("user", "Deploy the payments service for the EU launch."),
+    ("assistant", "Deploying the payments service to us-west-2."),
+    ("user", "No, for this one use us-east-1, not us-west-2."),
+]
+RECURS = [
+    ("user", "Deploy the payments service again."),
+    ("assistant", "Deploying the payments service to us-east-1."),
+    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+]
 
 
 @pytest.fixture
 def settings(lake: Lake, tmp_path) -> Settings:
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"agent_success_configs": [{"evaluation_name": "ops", "sampling_rate": 1.0}],
-                                  "holdout": {"share": 0.0}, "outcomes": {"min_outcomes": 3}}))  # fmt: skip
+    config.write_text(
+        json.dumps(
+            {
+                "agent_success_configs": [{"evaluation_name": "ops", "sampling_rate": 1.0}],
+                "holdout": {"share": 0.0},
+                "outcomes": {"min_outcomes": 3},
+            }
+        )
+    )
     return Settings(lake=str(lake.root), extraction_config=str(config))
 
 
@@ -58,8 +82,12 @@ def _search(client: TestClient, session_id: str | None) -> dict:
 
 
 def _publish(client: TestClient, session: str, turns: list[tuple[str, str]]) -> None:
-    body = {"user_id": USER, "session_id": session, "agent_version": AGENT,
-            "interaction_data_list": [{"role": role, "content": text} for role, text in turns]}  # fmt: skip
+    body = {
+        "user_id": USER,
+        "session_id": session,
+        "agent_version": AGENT,
+        "interaction_data_list": [{"role": role, "content": text} for role, text in turns],
+    }
     assert client.post("/api/publish_interaction", json=body).status_code == 200
 
 
@@ -69,8 +97,16 @@ def test_served_rule_followed_contradicted_and_repeated_is_counted_and_flagged(l
     with TestClient(create_app(settings)) as client:
         (rule,) = [p for p in _search(client, "s1")["user_playbooks"] if "us-west-2" in p["content"]]
         rule_id = rule["user_playbook_id"]
-        assert rule["outcomes"] == {"served": 0, "sessions": 0, "helpful": 0, "harmful": 0, "missed": 0,
-                                    "flagged": False, "held_out": False, "rules": "outcome-heuristic-v1 (heuristic)"}
+        assert rule["outcomes"] == {
+            "served": 0,
+            "sessions": 0,
+            "helpful": 0,
+            "harmful": 0,
+            "missed": 0,
+            "flagged": False,
+            "held_out": False,
+            "rules": "outcome-heuristic-v1 (heuristic)",
+        }
         _publish(client, "s1", FOLLOWED)  # the rule is followed: helpful
         _search(client, "s2")
         _publish(client, "s2", CONTRADICTED)  # the user says the opposite: harmful
@@ -83,10 +119,17 @@ def test_served_rule_followed_contradicted_and_repeated_is_counted_and_flagged(l
     result = run_evaluation(now=int(time.time()) + 3600, settings=settings, instance=instance)
     assert result["success"]
 
-    events = {r["session_id"]: r for r in lake.read_table("item_outcome_events").to_pylist()
-              if r["entity"] == "user_playbook" and r["item_id"] == str(rule_id)}  # fmt: skip
-    assert {s: e["outcome"] for s, e in events.items()} == {"s1": "helpful", "s2": "harmful", "s3": "missed",
-                                                            "s4": "harmful"}  # fmt: skip
+    events = {
+        r["session_id"]: r
+        for r in lake.read_table("item_outcome_events").to_pylist()
+        if r["entity"] == "user_playbook" and r["item_id"] == str(rule_id)
+    }
+    assert {s: e["outcome"] for s, e in events.items()} == {
+        "s1": "helpful",
+        "s2": "harmful",
+        "s3": "missed",
+        "s4": "harmful",
+    }
     assert all(e["reason"].startswith("heuristic:") and e["rules"] == "outcome-heuristic-v1" for e in events.values())
     sessions = {r["session_id"]: r for r in lake.read_table("session_outcomes").to_pylist()}
     assert sessions["s3"]["recurring_corrections"] == 1 and sessions["s3"]["corrections"] == 1
@@ -99,7 +142,11 @@ def test_served_rule_followed_contradicted_and_repeated_is_counted_and_flagged(l
         metrics = client.get("/api/impact_metrics", params={"agent_version": AGENT}).json()["metrics"]
         (signals,) = [m for m in metrics if m["evaluation_name"] == "session_signals"]
         assert signals["judge"] == "heuristic" and signals["sessions_evaluated"] == 5
-        assert (signals["corrections"], signals["recurring_corrections"], signals["correction_recurrence"]) == (4, 1, 0.25)
+        assert (signals["corrections"], signals["recurring_corrections"], signals["correction_recurrence"]) == (
+            4,
+            1,
+            0.25,
+        )
         assert signals["repeated_learned_corrections"] == 1
         (judged,) = [m for m in metrics if m["evaluation_name"] == "ops"]
         assert judged["judge"] == "heuristic" and judged["sessions_evaluated"] == 5
@@ -107,8 +154,15 @@ def test_served_rule_followed_contradicted_and_repeated_is_counted_and_flagged(l
         listed = client.post("/api/get_user_playbooks", json={"user_id": USER}).json()["user_playbooks"]
         (read,) = [p for p in listed if p["user_playbook_id"] == rule_id]
         counts = read["outcomes"]
-        expected = {"served": 4, "sessions": 4, "helpful": 1, "harmful": 2, "missed": 1, "flagged": True,
-                    "held_out": False}  # fmt: skip
+        expected = {
+            "served": 4,
+            "sessions": 4,
+            "helpful": 1,
+            "harmful": 2,
+            "missed": 1,
+            "flagged": True,
+            "held_out": False,
+        }
         assert {k: counts[k] for k in expected} == expected
         (item,) = [i for i in client.get("/api/item_outcomes").json()["items"] if i["item_id"] == str(rule_id)]
         assert {k: item[k] for k in expected} == expected and "us-west-2" in item["content"]
@@ -119,7 +173,11 @@ def test_served_rule_followed_contradicted_and_repeated_is_counted_and_flagged(l
 
         (hit,) = served()
         assert {k: hit["outcomes"][k] for k in ("helpful", "harmful", "missed", "flagged")} == {
-            "helpful": 1, "harmful": 2, "missed": 1, "flagged": True}  # fmt: skip
+            "helpful": 1,
+            "harmful": 2,
+            "missed": 1,
+            "flagged": True,
+        }
         (flag,) = client.get("/api/outcome_change_log", params={"item_id": str(rule_id)}).json()["entries"]
         assert flag["action"] == "flagged" and sorted(flag["evidence_session_ids"]) == ["s2", "s4"]
         assert flag["reason"].startswith("heuristic counters: harmful 2 > helpful 1")
@@ -131,8 +189,10 @@ def test_served_rule_followed_contradicted_and_repeated_is_counted_and_flagged(l
         assert served() == []
         listed = client.post("/api/get_user_playbooks", json={"user_id": USER}).json()["user_playbooks"]
         assert all(p["outcomes"]["held_out"] for p in listed if p["user_playbook_id"] == rule_id)
-        review = client.post("/api/review_flagged_item", json={"entity": "user_playbook", "item_id": str(rule_id),
-                                                              "reason": "EU launch was a one-off"})  # fmt: skip
+        review = client.post(
+            "/api/review_flagged_item",
+            json={"entity": "user_playbook", "item_id": str(rule_id), "reason": "EU launch was a one-off"},
+        )
         assert review.status_code == 200, review.text
         assert len(served()) == 1
         entries = client.get("/api/outcome_change_log").json()["entries"]
@@ -155,18 +215,26 @@ def test_served_rule_followed_contradicted_and_repeated_is_counted_and_flagged(l
         assert not [r for r in rows if r.get("user_id") == USER or r.get("item_id") == str(rule_id)], table
 
 
-ITEM = LearnedItem(ItemRef("user_playbook", "1"), "u", "v", "Never deploy to us-east-1; always use us-west-2.",
-                   "When deploying the payments service")  # fmt: skip
+ITEM = LearnedItem(
+    ItemRef("user_playbook", "1"),
+    "u",
+    "v",
+    "Never deploy to us-east-1; always use us-west-2.",
+    "When deploying the payments service",
+)
 
 
-@pytest.mark.parametrize("correction, relation", [
-    ("No, for this one use us-east-1, not us-west-2.", "contradicts"),
-    ("No, deploy to us-east-1 this time.", "contradicts"),
-    ("No — we never deploy to us-east-1, always use us-west-2.", "repeats"),
-    ("Wrong, the payments service lives in us-west-2 not us-east-1", "repeats"),
-    ("No, deploy it later.", None),
-    ("Please keep answers short.", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "correction, relation",
+    [
+        ("No, for this one use us-east-1, not us-west-2.", "contradicts"),
+        ("No, deploy to us-east-1 this time.", "contradicts"),
+        ("No — we never deploy to us-east-1, always use us-west-2.", "repeats"),
+        ("Wrong, the payments service lives in us-west-2 not us-east-1", "repeats"),
+        ("No, deploy it later.", None),
+        ("Please keep answers short.", None),
+    ],
+)
 def test_heuristic_relation_of_a_correction_to_a_rule(correction, relation):
     assert relate(ITEM, correction) == relation
 

@@ -14,10 +14,10 @@ from reflexio_pipelines.assets.turns import turns
 from reflexio_pipelines.definitions import build_resources
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
+from reflexio_pipelines.learning.embedding import make_embedder
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.runs import launch
-from reflexio_pipelines.learning.embedding import make_embedder
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.text import embed_search_query
 from reflexio_pipelines.search.types import SearchFilters
@@ -38,7 +38,9 @@ def _sorted_rows(table: pa.Table, id_column: str, drop: set[str] = frozenset()) 
     return sorted(rows, key=lambda r: str(r[id_column]))
 
 
-def test_turns_partition_is_compacted_and_rematerialisation_is_idempotent(lake: Lake, settings, instance, landed, samples):
+def test_turns_partition_is_compacted_and_rematerialisation_is_idempotent(
+    lake: Lake, settings, instance, landed, samples
+):
     key = _current_key()
     window = window_of_key(key, GRANULARITY)
     resources = build_resources(settings)
@@ -80,7 +82,12 @@ def test_learning_assets_write_provenance_and_same_rows_on_rerun(lake: Lake, set
     assert any(p["kind"] == "tool_failure" and "403" in p["content"] for p in playbooks)
     assert any(p["user_id"] == "bob" for p in profiles)
     metadata = result.asset_materializations_for_node("user_learning")
-    assert {m.asset_key.path[-1] for m in metadata} == {"user_profiles", "user_playbooks", "change_log", "extraction_bookmarks"}
+    assert {m.asset_key.path[-1] for m in metadata} == {
+        "user_profiles",
+        "user_playbooks",
+        "change_log",
+        "extraction_bookmarks",
+    }
     assert all("llm_calls" in m.metadata for m in metadata)
 
 
@@ -91,7 +98,12 @@ def test_launch_publishes_an_index_that_finds_the_correction(lake: Lake, setting
     index = LoadedIndex.load(lake.index_root)
     query = "which region do we deploy to"
     hits = index.search(
-        "user_playbook", query, embed_search_query(make_embedder(), query), top_k=3, threshold=0.2, mode="hybrid",
+        "user_playbook",
+        query,
+        embed_search_query(make_embedder(), query),
+        top_k=3,
+        threshold=0.2,
+        mode="hybrid",
         filters=SearchFilters(user_id="alice"),
     )
     assert hits and "us-west-2" in hits[0].payload["content"]

@@ -73,8 +73,9 @@ class PostgresServer:
     host: str = "127.0.0.1"
 
     def connect(self, db_name: str = "postgres"):
-        return psycopg2.connect(host=self.host, port=self.port, user=self.username, password=self.password,
-                                dbname=db_name)  # fmt: skip
+        return psycopg2.connect(
+            host=self.host, port=self.port, user=self.username, password=self.password, dbname=db_name
+        )
 
     def create_database(self, name: str) -> str:
         conn = self.connect()
@@ -88,8 +89,13 @@ class PostgresServer:
 
     def env(self, db_name: str) -> dict[str, str]:
         """The variables deploy/dagster.yaml reads its storage settings from."""
-        return {"DAGSTER_PG_HOST": self.host, "DAGSTER_PG_PORT": str(self.port), "DAGSTER_PG_USERNAME": self.username,
-                "DAGSTER_PG_PASSWORD": self.password, "DAGSTER_PG_DB": db_name}  # fmt: skip
+        return {
+            "DAGSTER_PG_HOST": self.host,
+            "DAGSTER_PG_PORT": str(self.port),
+            "DAGSTER_PG_USERNAME": self.username,
+            "DAGSTER_PG_PASSWORD": self.password,
+            "DAGSTER_PG_DB": db_name,
+        }
 
     def query(self, db_name: str, sql: str, params: tuple = ()) -> list[tuple]:
         conn = self.connect(db_name)
@@ -132,10 +138,31 @@ def postgres() -> Iterator[PostgresServer]:
         subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True, timeout=120)
 
     try:
-        run(str(bin_dir / "initdb"), "-D", str(data), "-U", "reflexio", f"--pwfile={pwfile}", "--auth=scram-sha-256",
-            "-E", "UTF8", "--no-sync")  # fmt: skip
-        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(base / "server.log"), "-w", "-t", "60", "-o",
-            f"-c listen_addresses=127.0.0.1 -p {port} -k {base}", "start")  # fmt: skip
+        run(
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "reflexio",
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
+        run(
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(base / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-c listen_addresses=127.0.0.1 -p {port} -k {base}",
+            "start",
+        )
     except subprocess.CalledProcessError as exc:
         log = (base / "server.log").read_text() if (base / "server.log").exists() else ""
         shutil.rmtree(base, ignore_errors=True)
@@ -157,8 +184,11 @@ def _unprivileged_account() -> pwd.struct_passwd:
 
 
 def _materialised_assets(server: PostgresServer, db: str, run_ids: list[str]) -> set[str]:
-    rows = server.query(db, "SELECT asset_key FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' "
-                            "AND run_id = ANY(%s)", (run_ids,))  # fmt: skip
+    rows = server.query(
+        db,
+        "SELECT asset_key FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' AND run_id = ANY(%s)",
+        (run_ids,),
+    )
     return {json.loads(key)[-1] for (key,) in rows}
 
 
@@ -185,13 +215,25 @@ def test_launch_records_runs_materialisations_and_checks_in_postgres(postgres, t
     home = tmp_path / "dagster_home"
     home.mkdir()
     # The password is read from the environment when the instance loads; the file names only the variable.
-    (home / "dagster.yaml").write_text(yaml.safe_dump({
-        "storage": {"postgres": {"postgres_db": {
-            "hostname": postgres.host, "port": postgres.port, "username": postgres.username,
-            "password": {"env": "REFLEXIO_TEST_PG_PASSWORD"}, "db_name": db, "scheme": "postgresql+psycopg2",
-        }}},
-        "telemetry": {"enabled": False},
-    }))  # fmt: skip
+    (home / "dagster.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "storage": {
+                    "postgres": {
+                        "postgres_db": {
+                            "hostname": postgres.host,
+                            "port": postgres.port,
+                            "username": postgres.username,
+                            "password": {"env": "REFLEXIO_TEST_PG_PASSWORD"},
+                            "db_name": db,
+                            "scheme": "postgresql+psycopg2",
+                        }
+                    }
+                },
+                "telemetry": {"enabled": False},
+            }
+        )
+    )
     monkeypatch.setenv("REFLEXIO_TEST_PG_PASSWORD", postgres.password)
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     lake = Lake.at(tmp_path / "lake")
@@ -240,8 +282,11 @@ class _Processes:
 
     def start(self, name: str, command: list[str]) -> None:
         with open(self.logs / f"{name}.log", "wb") as out:
-            self.procs.append(subprocess.Popen(command, env=self.env, cwd=self.logs, stdout=out,
-                                               stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+            self.procs.append(
+                subprocess.Popen(
+                    command, env=self.env, cwd=self.logs, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
 
     def tails(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in self.logs.iterdir())
@@ -268,8 +313,11 @@ def _finished_learn_run(server: PostgresServer, db: str) -> tuple[str, str] | No
     # The daemon creates the schema on first connect; until then there is nothing to poll.
     if not server.query(db, "SELECT 1 FROM information_schema.tables WHERE table_name = 'runs'"):
         return None
-    rows = server.query(db, "SELECT run_id, status FROM runs WHERE pipeline_name = 'learn_job' "
-                            "AND status IN ('SUCCESS', 'FAILURE', 'CANCELED')")  # fmt: skip
+    rows = server.query(
+        db,
+        "SELECT run_id, status FROM runs WHERE pipeline_name = 'learn_job' "
+        "AND status IN ('SUCCESS', 'FAILURE', 'CANCELED')",
+    )
     return rows[0] if rows else None
 
 
@@ -295,7 +343,8 @@ def test_deploy_instance_queues_sensor_runs_and_the_daemon_launches_them(postgre
         queue = instance.get_concurrency_config().run_queue_config
         assert queue.max_concurrent_runs == 4
         assert queue.tag_concurrency_limits == [
-            {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
+            {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+        ]
 
     procs = _Processes(tmp_path / "logs", env)
     grpc_port = {"-h": "127.0.0.1", "-p": str(port)}
@@ -303,8 +352,12 @@ def test_deploy_instance_queues_sensor_runs_and_the_daemon_launches_them(postgre
         procs.start("code-location", _installed(_compose_service("code-location")["command"], grpc_port))
         # The daemon starts once the code location passes the compose healthcheck (depends_on: service_healthy).
         health = _installed(_compose_service("code-location")["healthcheck"]["test"][1:], {"-p": str(port)})
-        _wait(lambda: subprocess.run(health, env=env, capture_output=True).returncode == 0, 180,
-              "the code location did not become healthy", procs)  # fmt: skip
+        _wait(
+            lambda: subprocess.run(health, env=env, capture_output=True).returncode == 0,
+            180,
+            "the code location did not become healthy",
+            procs,
+        )
         workspace_flag = {"-w": str(tmp_path / "workspace.yaml")}
         procs.start("daemon", _installed(_compose_service("daemon")["command"], workspace_flag))
         run_id, status = _wait(lambda: _finished_learn_run(postgres, db), 420, "no learn_job run finished", procs)
@@ -315,8 +368,15 @@ def test_deploy_instance_queues_sensor_runs_and_the_daemon_launches_them(postgre
     tags = dict(postgres.query(db, "SELECT key, value FROM run_tags WHERE run_id = %s", (run_id,)))
     assert tags["dagster/sensor_name"] == "landing_sensor"
     assert tags["dagster/partition"] == pending.partition_key
-    events = [e for (e,) in postgres.query(db, "SELECT dagster_event_type FROM event_logs WHERE run_id = %s "
-                                               "AND dagster_event_type IS NOT NULL ORDER BY id", (run_id,))]  # fmt: skip
+    events = [
+        e
+        for (e,) in postgres.query(
+            db,
+            "SELECT dagster_event_type FROM event_logs WHERE run_id = %s "
+            "AND dagster_event_type IS NOT NULL ORDER BY id",
+            (run_id,),
+        )
+    ]
     # Queued by the coordinator, launched by the daemon's run queue, then executed by the run worker.
     assert events.index("PIPELINE_ENQUEUED") < events.index("PIPELINE_STARTING") < events.index("PIPELINE_START")
     assert _materialised_assets(postgres, db, [run_id]) >= LEARNING_ASSETS

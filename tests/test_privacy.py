@@ -42,9 +42,9 @@ from reflexio_pipelines.privacy.scope import AGGREGATE_TABLES, MissingErasureRul
 from reflexio_pipelines.runs import launch, run_aggregation, run_evaluation, run_operation
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
+from tests.support.dagster_home import make_dagster_home
 from tests.support.landing import land
 from tests.support.servers import serve_app
-from tests.support.dagster_home import make_dagster_home
 
 pytestmark = pytest.mark.e2e
 
@@ -59,27 +59,39 @@ NEEDLES = (ZED.lower(), *ZED_WORDS)
 POOL_ANSWER = "Size the pool at two connections per CPU core plus a few spare ones."
 
 
-def _conversation(user: str, n: int, turns: list[tuple[str, str]], at: datetime, shadow: str | None = None,
-                  expert: str | None = None) -> dict:  # fmt: skip
+def _conversation(
+    user: str, n: int, turns: list[tuple[str, str]], at: datetime, shadow: str | None = None, expert: str | None = None
+) -> dict:
     created = int(at.timestamp()) + 100 * n  # a user's conversations one after the other, never interleaved
     interactions = [{"role": role, "content": text, "created_at": created + i} for i, (role, text) in enumerate(turns)]
     if shadow:
         interactions[1]["shadow_content"] = shadow
     if expert:
         interactions[1]["expert_content"] = expert
-    return {"id": f"{user}-{n}", "user_id": user, "session_id": f"{user}-s{n}", "agent_version": "ops-1",
-            "source": "test", "interactions": interactions}  # fmt: skip
+    return {
+        "id": f"{user}-{n}",
+        "user_id": user,
+        "session_id": f"{user}-s{n}",
+        "agent_version": "ops-1",
+        "source": "test",
+        "interactions": interactions,
+    }
 
 
 def _region(user: str, service: str) -> list[tuple[str, str]]:
-    return [("user", f"Please deploy the {service} service."),
-            ("assistant", f"Deploying the {service} service to us-east-1."),
-            ("user", "No — we never deploy to us-east-1, always use us-west-2.")]  # fmt: skip
+    return [
+        ("user", f"Please deploy the {service} service."),
+        ("assistant", f"Deploying the {service} service to us-east-1."),
+        ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+    ]
 
 
 def _commits(text: str) -> list[tuple[str, str]]:
-    return [("user", "Write the commit message for this fix."), ("assistant", "Commit: arreglado el error de login."),
-            ("user", text)]  # fmt: skip
+    return [
+        ("user", "Write the commit message for this fix."),
+        ("assistant", "Commit: arreglado el error de login."),
+        ("user", text),
+    ]
 
 
 def _pool(question: str) -> list[tuple[str, str]]:
@@ -87,17 +99,38 @@ def _pool(question: str) -> list[tuple[str, str]]:
 
 
 CONVERSATIONS = [
-    _conversation(ZED, 1, [("user", "My cat is called Quixotica and I live in Zanzibarville."),
-                           ("assistant", "Noted, thanks for telling me."), ("user", "Thanks, perfect!")], T0),
+    _conversation(
+        ZED,
+        1,
+        [
+            ("user", "My cat is called Quixotica and I live in Zanzibarville."),
+            ("assistant", "Noted, thanks for telling me."),
+            ("user", "Thanks, perfect!"),
+        ],
+        T0,
+    ),
     _conversation(ZED, 2, _region(ZED, "Flumpdoodle"), T0, shadow="Deploying to us-west-2 as always."),
     _conversation(ZED, 3, _commits("No, always write commit messages in English."), T0),
-    _conversation(ZED, 4, _pool("I am a staff engineer at Plonkworks, how should I size the database pool?"), T0,
-                  expert=POOL_ANSWER),
+    _conversation(
+        ZED,
+        4,
+        _pool("I am a staff engineer at Plonkworks, how should I size the database pool?"),
+        T0,
+        expert=POOL_ANSWER,
+    ),
     _conversation("ann", 1, _region("ann", "billing"), T0),
     _conversation("ann", 2, _pool("How should I size the database pool?"), T0, expert=POOL_ANSWER),
     _conversation("bob", 1, _region("bob", "search"), T0),
-    _conversation("bob", 2, [("user", "My timezone is CET, so schedule reports for 8am my time."),
-                             ("assistant", "Got it: reports at 08:00 CET."), ("user", "Thanks!")], T0),
+    _conversation(
+        "bob",
+        2,
+        [
+            ("user", "My timezone is CET, so schedule reports for 8am my time."),
+            ("assistant", "Got it: reports at 08:00 CET."),
+            ("user", "Thanks!"),
+        ],
+        T0,
+    ),
     _conversation("dan", 1, _commits("No — commit messages must always be in English."), T0),
 ]
 
@@ -126,18 +159,34 @@ def world(tmp_path_factory) -> Path:
             land(lake, CONVERSATIONS, at=T0)  # one group commit: landing files mixing several users
             launch([key_of_moment(T0, GRANULARITY)], settings=settings, instance=instance)
             # Turns into the index (interaction_index_sensor's run); the runs below add delta segments on top.
-            assert build_definitions(settings).resolve_job_def("index_job").execute_in_process(
-                instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}}).success
-            run_operation("rerun_job", {"entity": "profile", "operation_id": "op-rerun", "user_id": ZED},
-                          settings=settings, instance=instance)  # fmt: skip
-            run_operation("lifecycle_job", {"entity": "profile", "op": "upgrade", "operation_id": "op-up",
-                                            "user_id": ZED}, settings=settings, instance=instance)  # fmt: skip
+            assert (
+                build_definitions(settings)
+                .resolve_job_def("index_job")
+                .execute_in_process(
+                    instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}}
+                )
+                .success
+            )
+            run_operation(
+                "rerun_job",
+                {"entity": "profile", "operation_id": "op-rerun", "user_id": ZED},
+                settings=settings,
+                instance=instance,
+            )
+            run_operation(
+                "lifecycle_job",
+                {"entity": "profile", "op": "upgrade", "operation_id": "op-up", "user_id": ZED},
+                settings=settings,
+                instance=instance,
+            )
             run_aggregation({"agent_version": "ops-1"}, settings=settings, instance=instance)
             run_evaluation(now=int((T0 + timedelta(hours=1)).timestamp()), settings=settings, instance=instance)
             with TestClient(create_app(settings)) as client:
                 for playbook in client.post("/api/get_agent_playbooks", json={}).json()["agent_playbooks"]:
-                    client.put("/api/update_agent_playbook_status",
-                               json={"agent_playbook_id": playbook["agent_playbook_id"], "playbook_status": "approved"})
+                    client.put(
+                        "/api/update_agent_playbook_status",
+                        json={"agent_playbook_id": playbook["agent_playbook_id"], "playbook_status": "approved"},
+                    )
                 client.post("/api/search", json={"query": "deploy region", "user_id": ZED, "threshold": 0.0})
                 client.post("/api/search", json={"query": "commit message language", "threshold": 0.0})
                 # A publish the pipeline has not materialised yet: it lives only in a landing file.
@@ -162,8 +211,16 @@ def test_world_populates_every_table(world: Path):
     # LLM calls: the world learns with the built-in rules; tests/test_llm_calls.py erases a user's ledger rows;
     # outcomes of served items and the holdout comparison need sessions after a search: tests/test_outcomes.py
     # erases a user's outcome rows).
-    assert set(empty) <= {"curation_log", "extraction_failures", "impact_before_after", "llm_calls",
-                          "item_outcome_events", "item_outcomes", "outcome_change_log", "impact_holdout"}, empty
+    assert set(empty) <= {
+        "curation_log",
+        "extraction_failures",
+        "impact_before_after",
+        "llm_calls",
+        "item_outcome_events",
+        "item_outcomes",
+        "outcome_change_log",
+        "impact_holdout",
+    }, empty
     rules = lake.read_table("agent_playbooks").to_pylist()
     assert any(ZED in r["member_user_ids"] and len(r["member_user_ids"]) >= 2 for r in rules)
     quoted = json.dumps(rules + lake.read_table("aggregation_change_log").to_pylist()).lower()
@@ -186,9 +243,21 @@ def test_export_json_and_parquet_hold_every_table_and_only_the_user(env):
         archive = client.post("/api/export_user_data", json={"user_id": ZED, "format": "parquet"})
         unknown = client.post("/api/export_user_data", json={"user_id": "nobody-here"}).json()["tables"]
     assert set(tables) == set(TABLES)
-    for name in ("turns", "user_profiles", "user_playbooks", "change_log", "extraction_bookmarks", "lifecycle_events",
-                 "playbook_embeddings", "agent_playbooks", "aggregation_change_log", "control_log",
-                 "session_evaluations", "shadow_comparisons", "retrievals"):  # fmt: skip
+    for name in (
+        "turns",
+        "user_profiles",
+        "user_playbooks",
+        "change_log",
+        "extraction_bookmarks",
+        "lifecycle_events",
+        "playbook_embeddings",
+        "agent_playbooks",
+        "aggregation_change_log",
+        "control_log",
+        "session_evaluations",
+        "shadow_comparisons",
+        "retrievals",
+    ):
         assert tables[name], f"{name} exported nothing"
     for name, rows in tables.items():
         for row in rows:
@@ -196,8 +265,10 @@ def test_export_json_and_parquet_hold_every_table_and_only_the_user(env):
                 assert row["user_id"] == ZED, name
             if "member_user_ids" in row:
                 assert row["member_user_ids"] == [ZED]  # other contributors are not disclosed
-    assert {r["content"] for r in tables["turns"]} >= {"Wobbleton is my dog.",
-                                                      "My cat is called Quixotica and I live in Zanzibarville."}
+    assert {r["content"] for r in tables["turns"]} >= {
+        "Wobbleton is my dog.",
+        "My cat is called Quixotica and I live in Zanzibarville.",
+    }
     landed_only = [r for r in tables["turns"] if r["content"] == "Wobbleton is my dog."]
     assert landed_only[0]["landing_file"].startswith("landing/turns/")
     profile = next(r for r in tables["user_profiles"] if "Quixotica" in r["content"])
@@ -228,7 +299,7 @@ def test_bad_requests_are_422_naming_the_field(env):
             ("POST", "/api/export_user_data", {"user_id": ZED, "format": "xml"}, "format"),
             ("DELETE", "/api/erase_user_data", {}, "user_id"),
             ("DELETE", "/api/erase_user_data", {"user_id": 7}, "user_id"),
-        ]:  # fmt: skip
+        ]:
             reply = client.request(method, path, json=body)
             assert reply.status_code == 422 and field in reply.json()["message"], (path, body, reply.text)
     assert lake.read_table("turns", filters=[("user_id", "=", ZED)]).num_rows  # nothing was touched
@@ -248,8 +319,9 @@ def leftovers(root: Path, needles: tuple[str, ...]) -> tuple[int, int, list[tupl
         if data[:4] == b"PAR1":
             parquet = pq.ParquetFile(path)
             texts.append(json.dumps(parquet.read().to_pylist(), default=str).lower().encode())
-            texts.append(str([parquet.metadata.row_group(i).to_dict() for i in range(parquet.num_row_groups)])
-                         .lower().encode())  # fmt: skip
+            texts.append(
+                str([parquet.metadata.row_group(i).to_dict() for i in range(parquet.num_row_groups)]).lower().encode()
+            )
         hits |= {(str(path.relative_to(root)), n) for n in needles for t in texts if n.encode() in t}
     for meta in root.rglob("meta.json"):  # tantivy indexes: terms live in an FST, not as plain bytes
         index = tantivy.Index.open(str(meta.parent))
@@ -273,8 +345,11 @@ def shared_reads(base_url: str) -> str:
     every other user's export."""
     replies = [
         httpx.post(f"{base_url}/api/get_agent_playbooks", json={"status_filter": None}, timeout=30),
-        httpx.post(f"{base_url}/api/search_agent_playbooks", json={"query": "deploy service pool commit", "top_k": 20,
-                                                                   "threshold": 0.0}, timeout=30),  # fmt: skip
+        httpx.post(
+            f"{base_url}/api/search_agent_playbooks",
+            json={"query": "deploy service pool commit", "top_k": 20, "threshold": 0.0},
+            timeout=30,
+        ),
         httpx.get(f"{base_url}/api/playbook_aggregation_change_logs", timeout=30),
         *(httpx.post(f"{base_url}/api/export_user_data", json={"user_id": u}, timeout=60) for u in OTHERS),
     ]
@@ -309,8 +384,11 @@ def test_erasure_over_http_leaves_no_trace_keeps_others_and_is_idempotent(env, c
     assert {n for _, n in before} == set(NEEDLES), "the scan must find the user before erasure"
     shared_before = {r["agent_playbook_id"]: r for r in lake.read_table("agent_playbooks").to_pylist()}
     # retrieval_events is left out: the searches below, made as ann and bob, log new answers to them.
-    others_before = {name: lake.read_table(name, filters=[("user_id", "in", list(OTHERS))]).num_rows
-                     for name in TABLES if "user_id" in TABLES[name].names and name != "retrieval_events"}  # fmt: skip
+    others_before = {
+        name: lake.read_table(name, filters=[("user_id", "in", list(OTHERS))]).num_rows
+        for name in TABLES
+        if "user_id" in TABLES[name].names and name != "retrieval_events"
+    }
 
     def scan() -> list[tuple[str, str]]:
         # Dagster's run storage keeps run configs (a rerun for ZED names ZED, docs/operations.md), never words.
@@ -328,8 +406,9 @@ def test_erasure_over_http_leaves_no_trace_keeps_others_and_is_idempotent(env, c
         unknown = _erase(base_url, "nobody-here").json()  # not an error, and nothing to rebuild
         assert unknown["success"] and set(unknown["erased"].values()) == {0}
         assert unknown["index_version"] == lake.index_root.joinpath("CURRENT").read_text().strip()
-        agents = httpx.post(f"{base_url}/api/search", json={"query": "Flumpdoodle service deploy region", "top_k": 10,
-                                                             "threshold": 0.0}).json()["agent_playbooks"]  # fmt: skip
+        agents = httpx.post(
+            f"{base_url}/api/search", json={"query": "Flumpdoodle service deploy region", "top_k": 10, "threshold": 0.0}
+        ).json()["agent_playbooks"]
         assert any("flumpdoodle" in json.dumps(a).lower() for a in agents)  # served before: a legacy rule quotes ZED
         body = erased_for_good(base_url, scan, capsys)
         assert body["erased"]["turns"] > 0 and body["erased"]["landing"] > 0
@@ -342,14 +421,18 @@ def test_erasure_over_http_leaves_no_trace_keeps_others_and_is_idempotent(env, c
             assert hits["profiles"] == [] and hits["user_playbooks"] == [], query
         for query in ("Quixotica cat Zanzibarville", "Wobbleton dog"):  # index and overlay alike
             assert _found_turns(base_url, query) == [], query
-        others = httpx.post(f"{base_url}/api/search", json={"query": "which region to deploy to", "user_id": "ann",
-                                                             "threshold": 0.0}).json()  # fmt: skip
+        others = httpx.post(
+            f"{base_url}/api/search", json={"query": "which region to deploy to", "user_id": "ann", "threshold": 0.0}
+        ).json()
         assert any("us-west-2" in p["content"] for p in others["user_playbooks"])
-        bob = httpx.post(f"{base_url}/api/search",
-                         json={"query": "timezone", "user_id": "bob", "threshold": 0.0}).json()  # fmt: skip
+        bob = httpx.post(
+            f"{base_url}/api/search", json={"query": "timezone", "user_id": "bob", "threshold": 0.0}
+        ).json()
         assert any("CET" in p["content"] for p in bob["profiles"])
-        agents = httpx.post(f"{base_url}/api/search", json={"query": "commit messages English deploy region pool",
-                                                             "threshold": 0.0, "top_k": 10}).json()  # fmt: skip
+        agents = httpx.post(
+            f"{base_url}/api/search",
+            json={"query": "commit messages English deploy region pool", "threshold": 0.0, "top_k": 10},
+        ).json()
         agents = agents["agent_playbooks"]
         assert agents and all(ZED not in json.dumps(a) for a in agents)
         contents = " ".join(a["content"] for a in agents)
@@ -360,8 +443,9 @@ def test_erasure_over_http_leaves_no_trace_keeps_others_and_is_idempotent(env, c
     with capsys.disabled():
         print(f"\nerasure scan: {files} files, {scanned} bytes under the lake, {len(hits)} hits")
     assert hits == []
-    assert {name: lake.read_table(name, filters=[("user_id", "in", list(OTHERS))]).num_rows
-            for name in others_before} == others_before  # fmt: skip
+    assert {
+        name: lake.read_table(name, filters=[("user_id", "in", list(OTHERS))]).num_rows for name in others_before
+    } == others_before
     after = {r["agent_playbook_id"]: r for r in lake.read_table("agent_playbooks").to_pylist()}
     assert set(after) == set(shared_before)  # every shared rule is supported by someone else: kept
     for row in after.values():
@@ -387,9 +471,13 @@ def _indexed_turns(lake: Lake, user_id: str) -> int:
     """Turn documents of `user_id` in every segment (base and deltas) of every index version on disk."""
     from reflexio_pipelines.search.versions import list_versions, version_doc_files
 
-    return sum(pq.read_table(path, columns=["entity_type", "user_id"]).to_pylist().count(
-        {"entity_type": "interaction", "user_id": user_id})
-        for version in list_versions(lake.index_root) for path in version_doc_files(lake.index_root, version))  # fmt: skip
+    return sum(
+        pq.read_table(path, columns=["entity_type", "user_id"])
+        .to_pylist()
+        .count({"entity_type": "interaction", "user_id": user_id})
+        for version in list_versions(lake.index_root)
+        for path in version_doc_files(lake.index_root, version)
+    )
 
 
 def test_agent_playbook_supported_only_by_the_erased_user_goes(env):
@@ -437,6 +525,7 @@ def test_crash_midway_is_listed_resumed_at_start_up_and_never_names_the_user(env
     assert lake.read_table("turns", filters=[("user_id", "=", ZED)]).num_rows  # the rest is still there
 
     with TestClient(create_app(settings)) as client:  # start-up resumes it in the background
+
         def listed() -> list[dict]:
             reply = client.get("/api/erasures")
             assert reply.status_code == 200, reply.text
@@ -447,8 +536,10 @@ def test_crash_midway_is_listed_resumed_at_start_up_and_never_names_the_user(env
         _wait_until(lambda: listed()[0]["status"] == "completed")
         body = client.request("DELETE", "/api/erase_user_data", json={"user_id": ZED}).json()  # a client's retry
         assert body["success"] and body["message"] == "nothing of this user was left to erase"
-        stored = client.post("/api/publish_interaction", json={"user_id": ZED, "interaction_data_list": [
-            {"role": "user", "content": "a new start"}]})  # fmt: skip
+        stored = client.post(
+            "/api/publish_interaction",
+            json={"user_id": ZED, "interaction_data_list": [{"role": "user", "content": "a new start"}]},
+        )
         assert stored.status_code == 200  # no longer paused
     (done,) = listed()
     assert done["erased"][table] == rows and done["erased"]["turns"] > 0  # both attempts counted
@@ -549,8 +640,11 @@ def test_erased_landing_files_keep_the_pipeline_consistent(env):
     assert ZED not in set(lake.read_table("turns").column("user_id").to_pylist())
 
     def publish(client: TestClient, user: str) -> str:
-        body = {"user_id": user, "idempotency_key": keys[user],
-                "interaction_data_list": [{"role": "user", "content": "a retried publish"}]}  # fmt: skip
+        body = {
+            "user_id": user,
+            "idempotency_key": keys[user],
+            "interaction_data_list": [{"role": "user", "content": "a retried publish"}],
+        }
         return client.post("/api/publish_interaction", json=body).json()["message"]
 
     with TestClient(create_app(settings)) as client:  # a restarted service
@@ -569,7 +663,9 @@ def test_erased_idempotency_keys_no_longer_deduplicate(env):
     key = sorted(keys)[0]
     publish = {"user_id": ZED, "interaction_data_list": [{"role": "user", "content": "hello again"}]}
     with serve_app(create_app(settings)) as base_url:
-        before = httpx.post(f"{base_url}/api/publish_interaction", json=publish, headers={"Idempotency-Key": key}).json()
+        before = httpx.post(
+            f"{base_url}/api/publish_interaction", json=publish, headers={"Idempotency-Key": key}
+        ).json()
         assert before["message"].startswith("duplicate")
         assert _erase(base_url, ZED).json()["success"]
         after = httpx.post(f"{base_url}/api/publish_interaction", json=publish, headers={"Idempotency-Key": key}).json()

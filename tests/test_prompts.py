@@ -41,8 +41,13 @@ def test_extraction_prompt_lists_named_definitions_and_tools() -> None:
     prompt = load_prompt("extraction")
     assert prompt.ref == "extraction@1.2.0"  # the newest version (1.1.0 + the forget channel) is what LiteLLM uses
     assert prompt.variables == (
-        "agent_context", "tools", "profile_definitions", "playbook_definitions", "transcript", "expert_pairs"
-    )  # fmt: skip
+        "agent_context",
+        "tools",
+        "profile_definitions",
+        "playbook_definitions",
+        "transcript",
+        "expert_pairs",
+    )
     system, user = prompt.render_parts(
         agent_context="an ops agent",
         tools="create_issue: files a ticket",

@@ -41,11 +41,11 @@ from reflexio_pipelines.runs import launch, run_aggregation, run_evaluation
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.settings import load_settings
 from serving.app import create_app
+from tests.support.dagster_home import make_dagster_home
 from tests.support.landing import land
 from tests.support.openai_stub import fake_llm_reply, is_session_evaluation_prompt, is_shadow_comparison_prompt
 from tests.support.provider_stubs import Reply, Seen, make_provider_stub, prompt_text
 from tests.support.servers import serve_app
-from tests.support.dagster_home import make_dagster_home
 from tests.test_judge import GOOD, POOR, THANKS, shadow_session
 from tests.test_llm_dedup import T0 as T_DEDUP
 from tests.test_llm_dedup import profile
@@ -68,8 +68,12 @@ def _extraction_as_tool_call(body: dict[str, Any]) -> Reply:
     `thinking` block."""
     text = fake_llm_reply(body)
     prompt = prompt_text(body)
-    if is_session_evaluation_prompt(prompt) or is_shadow_comparison_prompt(prompt) or "[NEW-" in prompt or \
-            "Members (one per user playbook):" in prompt:  # fmt: skip
+    if (
+        is_session_evaluation_prompt(prompt)
+        or is_shadow_comparison_prompt(prompt)
+        or "[NEW-" in prompt
+        or "Members (one per user playbook):" in prompt
+    ):
         return Reply(text=text, reasoning="The prompt asks for a verdict; answering in the contract.")
     return Reply(tool_json=text)
 
@@ -107,19 +111,56 @@ def _compatible(name: str, model: str, prefix: str = "/v1") -> Provider:
 
 
 PROVIDERS = [
-    Provider("openai", "openai", "openai/gpt-4o-mini", lambda url: f"{url}/v1", "authorization", _bearer,
-             embed_model="openai/text-embedding-3-small"),
-    Provider("azure", "azure", "azure/reflexio-chat", lambda url: url, "api-key", _plain,
-             embed_model="azure/reflexio-embed", api_version="2024-10-21"),
-    Provider("anthropic", "anthropic", "anthropic/claude-haiku-4-5", lambda url: url, "x-api-key", _plain,
-             responder=_extraction_as_tool_call, extra_headers={"anthropic-version": "2023-06-01"}),
-    Provider("gemini", "gemini", "gemini/gemini-2.5-flash", lambda url: f"{url}/v1beta", "x-goog-api-key", _plain,
-             embed_model="gemini/text-embedding-004"),
-    Provider("ollama", "ollama", "ollama_chat/llama3.1", lambda url: url, "authorization", _bearer,
-             embed_model="ollama/nomic-embed-text"),
+    Provider(
+        "openai",
+        "openai",
+        "openai/gpt-4o-mini",
+        lambda url: f"{url}/v1",
+        "authorization",
+        _bearer,
+        embed_model="openai/text-embedding-3-small",
+    ),
+    Provider(
+        "azure",
+        "azure",
+        "azure/reflexio-chat",
+        lambda url: url,
+        "api-key",
+        _plain,
+        embed_model="azure/reflexio-embed",
+        api_version="2024-10-21",
+    ),
+    Provider(
+        "anthropic",
+        "anthropic",
+        "anthropic/claude-haiku-4-5",
+        lambda url: url,
+        "x-api-key",
+        _plain,
+        responder=_extraction_as_tool_call,
+        extra_headers={"anthropic-version": "2023-06-01"},
+    ),
+    Provider(
+        "gemini",
+        "gemini",
+        "gemini/gemini-2.5-flash",
+        lambda url: f"{url}/v1beta",
+        "x-goog-api-key",
+        _plain,
+        embed_model="gemini/text-embedding-004",
+    ),
+    Provider(
+        "ollama",
+        "ollama",
+        "ollama_chat/llama3.1",
+        lambda url: url,
+        "authorization",
+        _bearer,
+        embed_model="ollama/nomic-embed-text",
+    ),
     # the OpenAI-compatible protocol, through OpenRouter's LiteLLM provider and its /api/v1 base
     _compatible("openrouter", "openrouter/meta-llama/llama-3.1-8b-instruct", "/api/v1"),
-]  # fmt: skip
+]
 #: The other OpenAI-compatible providers the project names: each has its own LiteLLM provider (own headers and
 #: parameter mapping) on the same protocol, so each gets every stage's call, without the Dagster runs around them.
 COMPATIBLE = [
@@ -130,28 +171,50 @@ COMPATIBLE = [
     _compatible("zhipu", "zai/glm-4.5"),
     _compatible("minimax", "minimax/MiniMax-M2"),
     _compatible("vllm", "hosted_vllm/reflexio-local"),
-]  # fmt: skip
+]
 
 
 def _conversation(user: str, session: str, at: datetime, *turns: tuple[str, str], shadow: str = "") -> dict:
     created = int(at.timestamp())
-    interactions = [{"role": role, "content": content, "created_at": created + i} for i, (role, content) in
-                    enumerate(turns)]  # fmt: skip
+    interactions = [
+        {"role": role, "content": content, "created_at": created + i} for i, (role, content) in enumerate(turns)
+    ]
     if shadow:
         interactions[1]["shadow_content"] = shadow
-    return {"id": session, "user_id": user, "session_id": session, "agent_version": AGENT, "source": "test",
-            "interactions": interactions}  # fmt: skip
+    return {
+        "id": session,
+        "user_id": user,
+        "session_id": session,
+        "agent_version": AGENT,
+        "source": "test",
+        "interactions": interactions,
+    }
 
 
 HOUR_0 = [
-    _conversation("ann", "ann-s1", T0, ("user", REQUEST), ("assistant", ANSWER), ("user", CORRECTION),
-                  shadow="Deploying the payments service to us-west-2 now."),
+    _conversation(
+        "ann",
+        "ann-s1",
+        T0,
+        ("user", REQUEST),
+        ("assistant", ANSWER),
+        ("user", CORRECTION),
+        shadow="Deploying the payments service to us-west-2 now.",
+    ),
     _conversation("bob", "bob-s1", T0, ("user", REQUEST), ("assistant", ANSWER), ("user", CORRECTION)),
-    _conversation("cat", "cat-s1", T0, ("user", "Hi, I live in London and I prefer short answers."),
-                  ("assistant", "Noted.")),
-]  # fmt: skip
-HOUR_1 = [_conversation("cat", "cat-s2", T0 + timedelta(hours=1), ("user", "Quick update: I live in Berlin now."),
-                        ("assistant", "Thanks, updated."))]  # fmt: skip
+    _conversation(
+        "cat", "cat-s1", T0, ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")
+    ),
+]
+HOUR_1 = [
+    _conversation(
+        "cat",
+        "cat-s2",
+        T0 + timedelta(hours=1),
+        ("user", "Quick update: I live in Berlin now."),
+        ("assistant", "Thanks, updated."),
+    )
+]
 
 
 def _environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, provider: Provider, url: str) -> Path:
@@ -159,14 +222,24 @@ def _environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, provider: Prov
     config = tmp_path / "extraction.json"
     config.write_text(json.dumps({"agent_success_configs": [{"evaluation_name": "ok", "sampling_rate": 1.0}]}))
     monkeypatch.delenv("REFLEXIO_CONFIG", raising=False)
-    env = {"REFLEXIO_LAKE": str(tmp_path / "lake"), "REFLEXIO_EXTRACTION_CONFIG": str(config),
-           "REFLEXIO_LLM_MODEL": provider.model, "REFLEXIO_LLM_API_BASE": provider.base(url),
-           "REFLEXIO_LLM_API_KEY": LLM_KEY, "REFLEXIO_LLM_BACKOFF_BASE": "0.01"}  # fmt: skip
+    env = {
+        "REFLEXIO_LAKE": str(tmp_path / "lake"),
+        "REFLEXIO_EXTRACTION_CONFIG": str(config),
+        "REFLEXIO_LLM_MODEL": provider.model,
+        "REFLEXIO_LLM_API_BASE": provider.base(url),
+        "REFLEXIO_LLM_API_KEY": LLM_KEY,
+        "REFLEXIO_LLM_BACKOFF_BASE": "0.01",
+    }
     if provider.api_version:
         env["REFLEXIO_LLM_API_VERSION"] = provider.api_version
     if provider.embed_model:
-        env.update({"REFLEXIO_EMBEDDING_MODEL": provider.embed_model, "REFLEXIO_EMBEDDING_API_BASE": provider.base(url),
-                    "REFLEXIO_EMBEDDING_API_KEY": EMBED_KEY})  # fmt: skip
+        env.update(
+            {
+                "REFLEXIO_EMBEDDING_MODEL": provider.embed_model,
+                "REFLEXIO_EMBEDDING_API_BASE": provider.base(url),
+                "REFLEXIO_EMBEDDING_API_KEY": EMBED_KEY,
+            }
+        )
         if provider.api_version:
             env["REFLEXIO_EMBEDDING_API_VERSION"] = provider.api_version
     for name, value in env.items():
@@ -181,9 +254,12 @@ def assert_key_only_in_its_header(seen: list[Seen], key: str, header: str, value
     assert seen
     for request in seen:
         assert request.headers.get(header) == value, (request.url, header)
-        where = {"url": request.url, "body": request.body.decode("utf-8", "replace"),
-                 "response": request.response.decode("utf-8", "replace"),
-                 **{f"header {k}": v for k, v in request.headers.items() if k != header}}  # fmt: skip
+        where = {
+            "url": request.url,
+            "body": request.body.decode("utf-8", "replace"),
+            "response": request.response.decode("utf-8", "replace"),
+            **{f"header {k}": v for k, v in request.headers.items() if k != header},
+        }
         leaks = [name for name, text in where.items() if key in text]
         assert not leaks, f"{key[:8]}… found in {leaks} of {request.method} {request.path}"
 
@@ -193,8 +269,10 @@ def every_log_record(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCap
     """caplog with records of every level from every logger, LiteLLM's own (which do not all propagate) included;
     the loggers' levels and handlers are put back afterwards (LiteLLM at DEBUG would slow every later test)."""
     caplog.set_level(logging.DEBUG)
-    loggers = [logging.getLogger(name) for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx",
-                                                     "httpcore", "dagster")]  # fmt: skip
+    loggers = [
+        logging.getLogger(name)
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx", "httpcore", "dagster")
+    ]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.addHandler(caplog.handler)
@@ -222,15 +300,20 @@ def _bytes_under(*roots: Path) -> bytes:
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=str)
 def test_the_whole_loop_runs_on_the_providers_protocol_and_the_key_stays_in_its_header(
-    provider: Provider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every_log_record: pytest.LogCaptureFixture,
+    provider: Provider,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    every_log_record: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     caplog = every_log_record
     keys = {"llm": LLM_KEY, "embedding": EMBED_KEY}
     llm_stub = make_provider_stub(provider.protocol, LLM_KEY, responder=provider.responder)
     embed_stub = make_provider_stub(provider.protocol, EMBED_KEY) if provider.embed_model else None
-    with serve_app(llm_stub, keep_alive_s=KEEP_ALIVE_S) as llm_url, \
-            serve_app(embed_stub, keep_alive_s=KEEP_ALIVE_S) if embed_stub else nullcontext("") as embed_url:
+    with (
+        serve_app(llm_stub, keep_alive_s=KEEP_ALIVE_S) as llm_url,
+        serve_app(embed_stub, keep_alive_s=KEEP_ALIVE_S) if embed_stub else nullcontext("") as embed_url,
+    ):
         home = _environment(monkeypatch, tmp_path, provider, llm_url)
         if embed_stub is not None:  # the embedder has its own key, on its own server
             monkeypatch.setenv("REFLEXIO_EMBEDDING_API_BASE", provider.base(embed_url))
@@ -242,8 +325,9 @@ def test_the_whole_loop_runs_on_the_providers_protocol_and_the_key_stays_in_its_
             land(lake, HOUR_1, at=T0 + timedelta(hours=1))
             windows = [key_of_moment(T0, GRANULARITY), key_of_moment(T0 + timedelta(hours=1), GRANULARITY)]
             learned = launch(windows, settings=settings, instance=instance)
-            evaluated = run_evaluation(now=int((T0 + timedelta(hours=3)).timestamp()), settings=settings,
-                                       instance=instance)  # fmt: skip
+            evaluated = run_evaluation(
+                now=int((T0 + timedelta(hours=3)).timestamp()), settings=settings, instance=instance
+            )
             aggregated = run_aggregation({"agent_version": AGENT}, settings=settings, instance=instance)
             with TestClient(create_app(settings)) as client:
                 search = client.post("/api/search", json={"query": "which region to deploy to", "threshold": 0.0})
@@ -264,8 +348,9 @@ def test_the_whole_loop_runs_on_the_providers_protocol_and_the_key_stays_in_its_
     assert any("us-west-2" in a["content"] for a in agent_playbooks)
     assert search.status_code == 200 and "us-west-2" in search.text
     index = LoadedIndex.load(lake.index_root)
-    assert index.embedder_model_id == (f"litellm:{provider.embed_model}" if provider.embed_model else
-                                       "all-MiniLM-L6-v2-onnx-int8")  # fmt: skip
+    assert index.embedder_model_id == (
+        f"litellm:{provider.embed_model}" if provider.embed_model else "all-MiniLM-L6-v2-onnx-int8"
+    )
 
     # --- the wire: each protocol's path, and the key only in its header ---------------------------------------
     chat = llm_stub.state.stub.seen
@@ -286,9 +371,14 @@ def test_the_whole_loop_runs_on_the_providers_protocol_and_the_key_stays_in_its_
 
     # --- and nowhere else --------------------------------------------------------------------------------------
     out, err = capfd.readouterr()
-    places = {"results": repr((learned, evaluated, aggregated)), "search response": search.text,
-              "log records": caplog.text + "".join(repr(r.__dict__) for r in caplog.records), "stdout": out,
-              "stderr": err, "dagster run records": records}  # fmt: skip
+    places = {
+        "results": repr((learned, evaluated, aggregated)),
+        "search response": search.text,
+        "log records": caplog.text + "".join(repr(r.__dict__) for r in caplog.records),
+        "stdout": out,
+        "stderr": err,
+        "dagster run records": records,
+    }
     files = _bytes_under(lake.root, home)
     for name, key in keys.items():
         assert not [place for place, text in places.items() if key in text], f"the {name} key leaked"
@@ -311,12 +401,18 @@ def test_every_stage_calls_an_openai_compatible_provider_with_the_key_in_its_hea
             verdict = session_judge.evaluate(THANKS)[0]
             shadow = shadow_session("compat", GOOD, POOR)
             comparison = session_judge.compare(shadow, shadow.turns[1])[0]
-            rule = LiteLLMConsolidator(endpoint=ep).consolidate([Member(1, "u1", "Use us-west-2."),
-                                                                  Member(2, "u2", "Use us-west-2 always.")], [])[0]
+            rule = LiteLLMConsolidator(endpoint=ep).consolidate(
+                [Member(1, "u1", "Use us-west-2."), Member(2, "u2", "Use us-west-2 always.")], []
+            )[0]
     assert extracted.playbooks and extracted.profiles and groups and verdict is not None and comparison is not None
     assert rule is not None
-    assert [c.stage for c in ledger.calls()] == ["extraction", "dedup", "session_judge", "shadow_judge",
-                                                 "consolidation"]  # fmt: skip
+    assert [c.stage for c in ledger.calls()] == [
+        "extraction",
+        "dedup",
+        "session_judge",
+        "shadow_judge",
+        "consolidation",
+    ]
     assert all(c.outcome == "ok" and c.model == provider.model for c in ledger.calls())
     seen = stub.state.stub.seen
     assert len(seen) == 5 and all(r.kind == "chat" and r.status == 200 for r in seen)
@@ -331,8 +427,14 @@ def test_a_wrong_key_is_refused_by_the_provider_and_not_retried(provider: Provid
     stub = make_provider_stub(provider.protocol, LLM_KEY)
     wrong = "sk-prov-WRONG-0000000000"
     with serve_app(stub, keep_alive_s=KEEP_ALIVE_S) as url:
-        ep = LLMEndpoint(provider.model, api_base=provider.base(url), api_key=wrong, api_version=provider.api_version,
-                         max_retries=3, backoff_base_s=0.01)  # fmt: skip
+        ep = LLMEndpoint(
+            provider.model,
+            api_base=provider.base(url),
+            api_key=wrong,
+            api_version=provider.api_version,
+            max_retries=3,
+            backoff_base_s=0.01,
+        )
         with pytest.raises(ExtractionFailed) as failed:
             LiteLLMExtractor(endpoint=ep).extract(DEPLOY_WINDOW)
     (seen,) = stub.state.stub.seen

@@ -40,20 +40,44 @@ RUN_TIMEOUT_S = 600
 
 
 def _conversation(user: str, cid: str, *turns: tuple[str, str]) -> dict:
-    return {"id": cid, "user_id": user, "session_id": f"{user}-{cid}", "agent_version": "v1", "source": "test",
-            "interactions": [{"role": role, "content": content} for role, content in turns]}  # fmt: skip
+    return {
+        "id": cid,
+        "user_id": user,
+        "session_id": f"{user}-{cid}",
+        "agent_version": "v1",
+        "source": "test",
+        "interactions": [{"role": role, "content": content} for role, content in turns],
+    }
 
 
 HOURS = [
-    [_conversation("ana", "a1", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")),
-     _conversation("ben", "b1", ("user", "Deploy the api."), ("assistant", "Deploying to us-east-1."),
-                   ("user", "No — we never deploy to us-east-1, always use us-west-2."))],
-    [_conversation("ana", "a2", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!")),
-     _conversation("cy", "c1", ("user", "My timezone is CET."), ("assistant", "Got it."))],
-    [_conversation("ben", "b2", ("user", "Deploy the worker."), ("assistant", "Deploying to us-east-1."),
-                   ("user", "No — we never deploy to us-east-1, always use us-west-2.")),
-     _conversation("cy", "c2", ("user", "My timezone is PST now."), ("assistant", "Updated."))],
-]  # fmt: skip
+    [
+        _conversation(
+            "ana", "a1", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")
+        ),
+        _conversation(
+            "ben",
+            "b1",
+            ("user", "Deploy the api."),
+            ("assistant", "Deploying to us-east-1."),
+            ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+        ),
+    ],
+    [
+        _conversation("ana", "a2", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!")),
+        _conversation("cy", "c1", ("user", "My timezone is CET."), ("assistant", "Got it.")),
+    ],
+    [
+        _conversation(
+            "ben",
+            "b2",
+            ("user", "Deploy the worker."),
+            ("assistant", "Deploying to us-east-1."),
+            ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+        ),
+        _conversation("cy", "c2", ("user", "My timezone is PST now."), ("assistant", "Updated.")),
+    ],
+]
 
 
 def materialize_partitions(lake_root: str, keys: list[str], rendezvous: str, name: str) -> None:

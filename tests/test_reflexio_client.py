@@ -65,8 +65,9 @@ def original(learned_service) -> ReflexioClient:
 
 def test_publish_interaction_with_wait_for_response(original):
     user = "orig-publisher"
-    reply = original.publish_interaction(user, correction_turns(*REGION[0][1:]), agent_version=AGENT,
-                                         session_id="orig-s1", wait_for_response=True)  # fmt: skip
+    reply = original.publish_interaction(
+        user, correction_turns(*REGION[0][1:]), agent_version=AGENT, session_id="orig-s1", wait_for_response=True
+    )
     assert reply.success and reply.request_id and reply.playbooks_added == 1
     quick = original.publish_interaction(user, [{"role": "user", "content": "hello again"}])  # the original's default
     assert quick.success and quick.request_id != reply.request_id
@@ -98,8 +99,9 @@ def test_get_agent_playbooks_and_update_status(original, learned_service):
 
 
 def test_run_playbook_aggregation(original):
-    reply = original.run_playbook_aggregation(agent_version=AGENT, playbook_name="default_playbook_extractor",
-                                              wait_for_response=True)  # fmt: skip
+    reply = original.run_playbook_aggregation(
+        agent_version=AGENT, playbook_name="default_playbook_extractor", wait_for_response=True
+    )
     assert reply is not None and reply.success and "aggregation run" in reply.message
 
 
@@ -143,8 +145,9 @@ def test_entity_searches(original, learned_service):
 
 PLAYBOOK_NAME = "default_playbook_extractor"
 #: Every public method of reflexio-client 0.2.2's ReflexioClient (each one is an endpoint call).
-CLIENT_METHODS = frozenset(name for name in vars(ReflexioClient) if not name.startswith("_")
-                           and callable(getattr(ReflexioClient, name)))  # fmt: skip
+CLIENT_METHODS = frozenset(
+    name for name in vars(ReflexioClient) if not name.startswith("_") and callable(getattr(ReflexioClient, name))
+)
 
 
 @pytest.fixture
@@ -176,8 +179,14 @@ def test_every_client_method_answers_2xx_with_a_body_the_client_parses(throwaway
     """All of reflexio-client 0.2.2's endpoint methods against a live service, the destructive ones last."""
     original = ReflexioClient(url_endpoint=throwaway.url + "/", timeout=600)
     call = Covered(original)
-    published = call("publish_interaction", "orig-every", correction_turns(*REGION[1][1:]), agent_version=AGENT,
-                     session_id="orig-every-s", wait_for_response=True)  # fmt: skip
+    published = call(
+        "publish_interaction",
+        "orig-every",
+        correction_turns(*REGION[1][1:]),
+        agent_version=AGENT,
+        session_id="orig-every-s",
+        wait_for_response=True,
+    )
     assert published.success and published.request_id
 
     # reads and searches
@@ -203,29 +212,56 @@ def test_every_client_method_answers_2xx_with_a_body_the_client_parses(throwaway
     assert mine.success is False and mine.storage_config is None and "disabled" in mine.message
 
     # manual adds and edits
-    assert call("add_user_playbook", [UserPlaybook(user_id="orig-every", agent_version=AGENT, request_id="cli-manual",
-                                                   content="Quote prices in euros.")]).added_count == 1  # fmt: skip
-    assert call("add_agent_playbooks", [AgentPlaybook(agent_version=AGENT, content="Confirm before deleting data.",
-                                                      playbook_metadata="")]).added_count == 1  # fmt: skip
+    assert (
+        call(
+            "add_user_playbook",
+            [
+                UserPlaybook(
+                    user_id="orig-every", agent_version=AGENT, request_id="cli-manual", content="Quote prices in euros."
+                )
+            ],
+        ).added_count
+        == 1
+    )
+    assert (
+        call(
+            "add_agent_playbooks",
+            [AgentPlaybook(agent_version=AGENT, content="Confirm before deleting data.", playbook_metadata="")],
+        ).added_count
+        == 1
+    )
     assert call("add_user_profile", [{"user_id": "orig-every", "content": "Works from Lisbon."}]).added_count == 1
-    assert call("update_user_playbook", playbook.user_playbook_id, content="Deploy to us-west-2 only.",
-                structured_data=StructuredData(trigger="deploying a service")).success  # fmt: skip
+    assert call(
+        "update_user_playbook",
+        playbook.user_playbook_id,
+        content="Deploy to us-west-2 only.",
+        structured_data=StructuredData(trigger="deploying a service"),
+    ).success
     assert call("update_agent_playbook", shared.agent_playbook_id, content="Never deploy to us-east-1.").success
-    listed = {p.agent_playbook_id: p.content for p in original.get_agent_playbooks(agent_version=AGENT,
-                                                                                   force_refresh=True).agent_playbooks}
+    listed = {
+        p.agent_playbook_id: p.content
+        for p in original.get_agent_playbooks(agent_version=AGENT, force_refresh=True).agent_playbooks
+    }
     assert listed[shared.agent_playbook_id] == "Never deploy to us-east-1."  # curation edits reach the reads
-    assert call("update_agent_playbook_status", shared.agent_playbook_id, playbook_status=PlaybookStatus.APPROVED).success
+    assert call(
+        "update_agent_playbook_status", shared.agent_playbook_id, playbook_status=PlaybookStatus.APPROVED
+    ).success
 
     # generation: the waiting variants poll get_operation_status until it reports completion
     assert call("rerun_profile_generation", user_id="ann", wait_for_response=True).msg == "Profile generation completed"
     rerun_playbooks = call("rerun_playbook_generation", agent_version=AGENT, wait_for_response=True)
     assert rerun_playbooks.msg == "Playbook generation completed"
-    call.fire_and_forget("manual_profile_generation",
-                         original._manual_profile_generation_async(ManualProfileGenerationRequest(user_id="ann")))
-    call.fire_and_forget("manual_playbook_generation",
-                         original._manual_playbook_generation_async(ManualPlaybookGenerationRequest(agent_version=AGENT)))
-    assert call("run_playbook_aggregation", agent_version=AGENT, playbook_name=PLAYBOOK_NAME,
-                wait_for_response=True).success  # fmt: skip
+    call.fire_and_forget(
+        "manual_profile_generation",
+        original._manual_profile_generation_async(ManualProfileGenerationRequest(user_id="ann")),
+    )
+    call.fire_and_forget(
+        "manual_playbook_generation",
+        original._manual_playbook_generation_async(ManualPlaybookGenerationRequest(agent_version=AGENT)),
+    )
+    assert call(
+        "run_playbook_aggregation", agent_version=AGENT, playbook_name=PLAYBOOK_NAME, wait_for_response=True
+    ).success
 
     # deletes, one by one (waiting for the answer), then by ids, then all
     interaction = original.get_interactions(user_id="orig-every").interactions[0]
@@ -245,8 +281,13 @@ def test_every_client_method_answers_2xx_with_a_body_the_client_parses(throwaway
     assert call("delete_user_playbooks_by_ids", [p.user_playbook_id for p in cat]).deleted_count == len(cat)
     manual = original.get_agent_playbooks(agent_version=AGENT, force_refresh=True).agent_playbooks
     assert call("delete_agent_playbooks_by_ids", [p.agent_playbook_id for p in manual]).success
-    for name in ("delete_all_interactions", "delete_all_profiles", "delete_all_user_playbooks",
-                 "delete_all_agent_playbooks", "delete_all_playbooks"):  # fmt: skip
+    for name in (
+        "delete_all_interactions",
+        "delete_all_profiles",
+        "delete_all_user_playbooks",
+        "delete_all_agent_playbooks",
+        "delete_all_playbooks",
+    ):
         assert call(name).success
     assert original.get_all_interactions().interactions == []
     assert original.search(query=QUERY, agent_version=AGENT).agent_playbooks == []
@@ -266,8 +307,9 @@ def test_config_round_trip_and_aggregation_config_change_the_next_run(throwaway)
     assert original.set_config(config)["success"]
     assert original.get_config().user_playbook_extractor_configs[0].aggregation_config.min_cluster_size == 4
     # The next aggregation run clusters with it: three users are no longer enough for a shared rule.
-    assert original.run_playbook_aggregation(agent_version=AGENT, playbook_name=PLAYBOOK_NAME,
-                                             wait_for_response=True).success  # fmt: skip
+    assert original.run_playbook_aggregation(
+        agent_version=AGENT, playbook_name=PLAYBOOK_NAME, wait_for_response=True
+    ).success
     assert original.get_agent_playbooks(agent_version=AGENT, force_refresh=True).agent_playbooks == []
     assert original.search(query=QUERY, agent_version=AGENT).agent_playbooks == []
 
@@ -286,7 +328,9 @@ def test_config_round_trip_and_aggregation_config_change_the_next_run(throwaway)
 
     # This pipeline's own fields, which the original's Config lacks, survive a round trip through its client.
     body = httpx.get(f"{throwaway.url}/api/get_config").json()
-    assert httpx.post(f"{throwaway.url}/api/set_config", json=dict(body, session_quiet_period_seconds=123)).json()["success"]
+    assert httpx.post(f"{throwaway.url}/api/set_config", json=dict(body, session_quiet_period_seconds=123)).json()[
+        "success"
+    ]
     assert original.set_config(original.get_config())["success"]
     assert httpx.get(f"{throwaway.url}/api/get_config").json()["session_quiet_period_seconds"] == 123
 
@@ -304,17 +348,30 @@ def test_manual_adds_are_found_by_the_very_next_search(tmp_path, instance, monke
     monkeypatch.setattr(runs, "rebuild_index", held_back)
     with serve_app(create_app(Settings(lake=str(tmp_path / "lake")))) as url:
         original = ReflexioClient(url_endpoint=url + "/", timeout=600)
-        assert original.add_user_playbook([UserPlaybook(user_id="zed", agent_version=AGENT, request_id="seed",
-                                                        content="Report distances in kilometres.",
-                                                        structured_data=StructuredData(trigger="giving a distance"))]).success  # fmt: skip
+        assert original.add_user_playbook(
+            [
+                UserPlaybook(
+                    user_id="zed",
+                    agent_version=AGENT,
+                    request_id="seed",
+                    content="Report distances in kilometres.",
+                    structured_data=StructuredData(trigger="giving a distance"),
+                )
+            ]
+        ).success
         assert [p.content for p in original.search(query="distance in kilometres", user_id="zed").user_playbooks] == [
-            "Report distances in kilometres."]
+            "Report distances in kilometres."
+        ]
         assert original.add_user_profile([{"user_id": "zed", "content": "Zed lives in Reykjavik."}]).success
         assert [p.content for p in original.search(query="where does zed live", user_id="zed").profiles] == [
-            "Zed lives in Reykjavik."]
-        assert original.add_agent_playbooks([AgentPlaybook(agent_version=AGENT, content="Greet users by name.")]).success
+            "Zed lives in Reykjavik."
+        ]
+        assert original.add_agent_playbooks(
+            [AgentPlaybook(agent_version=AGENT, content="Greet users by name.")]
+        ).success
         assert [p.content for p in original.search(query="greet users", agent_version=AGENT).agent_playbooks] == [
-            "Greet users by name."]
+            "Greet users by name."
+        ]
         assert original.search_user_playbooks(query="kilometres", user_id="zed").user_playbooks
         assert original.search_profiles(user_id="zed", query="Reykjavik").user_profiles
         assert original.search_agent_playbooks(query="greet", agent_version=AGENT).agent_playbooks
@@ -331,16 +388,26 @@ def test_manual_adds_are_found_by_the_very_next_search(tmp_path, instance, monke
 
 def test_manual_agent_playbook_is_listed_approved_rejected_edited_and_deleted(original):
     version = "manual-v1"
-    assert original.add_agent_playbooks([AgentPlaybook(agent_version=version, content="Always attach the runbook link.",
-                                                       playbook_name="manual_rules")]).added_count == 1  # fmt: skip
+    assert (
+        original.add_agent_playbooks(
+            [
+                AgentPlaybook(
+                    agent_version=version, content="Always attach the runbook link.", playbook_name="manual_rules"
+                )
+            ]
+        ).added_count
+        == 1
+    )
     listed = original.get_agent_playbooks(agent_version=version, force_refresh=True).agent_playbooks
     (pid,) = [p.agent_playbook_id for p in listed]
     queue = original.get_agent_playbooks(playbook_status_filter=PlaybookStatus.PENDING, force_refresh=True)
     assert pid in [p.agent_playbook_id for p in queue.agent_playbooks]  # the dashboard's approval queue
 
     def served() -> list:
-        return [(p.agent_playbook_id, p.content, p.playbook_status)
-                for p in original.search(query="runbook link", agent_version=version).agent_playbooks]  # fmt: skip
+        return [
+            (p.agent_playbook_id, p.content, p.playbook_status)
+            for p in original.search(query="runbook link", agent_version=version).agent_playbooks
+        ]
 
     assert served() == [(pid, "Always attach the runbook link.", PlaybookStatus.PENDING)]
     assert original.update_agent_playbook_status(pid, playbook_status=PlaybookStatus.REJECTED).success
@@ -352,8 +419,10 @@ def test_manual_agent_playbook_is_listed_approved_rejected_edited_and_deleted(or
 
     assert original.update_agent_playbook(pid, content="Always attach the runbook link and the dashboard.").success
     (edited,) = original.get_agent_playbooks(agent_version=version, force_refresh=True).agent_playbooks
-    assert (edited.content, edited.playbook_status) == ("Always attach the runbook link and the dashboard.",
-                                                        PlaybookStatus.APPROVED)  # fmt: skip
+    assert (edited.content, edited.playbook_status) == (
+        "Always attach the runbook link and the dashboard.",
+        PlaybookStatus.APPROVED,
+    )
     assert served()[0][1] == "Always attach the runbook link and the dashboard."
 
     assert original.delete_agent_playbook(pid, wait_for_response=True).success
@@ -371,11 +440,18 @@ def test_cancel_operation_stops_a_rerun_before_its_next_user(original, learned_s
     settings = Settings(lake=str(learned_service.lake.root))
     resources = build_resources(settings)
     request_cancel(learned_service.lake, "profile_generation", "op-cancelled")  # asked for before its first user
-    result = rerun(learned_service.lake, resources["extractor"], resources["embedder"],
-                   RerunConfig(entity="profile", operation_id="op-cancelled"), run_id="test")  # fmt: skip
+    result = rerun(
+        learned_service.lake,
+        resources["extractor"],
+        resources["embedder"],
+        RerunConfig(entity="profile", operation_id="op-cancelled"),
+        run_id="test",
+    )
     assert result["cancelled"] and result["generated"] == 0
     pending = learned_service.lake.read_table("user_profiles").to_pylist()
     assert not [r for r in pending if r["operation_id"] == "op-cancelled"]  # nothing of it was written
-    answer = requests.get(f"{learned_service.url}/api/get_operation_status", params={"service_name": "profile_generation"})
+    answer = requests.get(
+        f"{learned_service.url}/api/get_operation_status", params={"service_name": "profile_generation"}
+    )
     status = GetOperationStatusResponse(**answer.json()).operation_status  # the original's model parses it
     assert status.status == OperationStatus.CANCELLED and status.started_at > 0 and status.completed_at

@@ -27,9 +27,17 @@ ORGS = ("acme", "globex")
 def _conversations(org: str) -> list[dict]:
     """Three users teaching the same lesson, as closed sessions (long before the schedules run)."""
     created = int(T0.timestamp())
-    return [{"id": f"{org}-{user}", "user_id": f"{org}-{user}", "session_id": f"{org}-s-{user}", "agent_version": AGENT,
-             "source": "test", "interactions": [dict(t, created_at=created) for t in correction_turns(*turns)]}
-            for user, *turns in REGION]  # fmt: skip
+    return [
+        {
+            "id": f"{org}-{user}",
+            "user_id": f"{org}-{user}",
+            "session_id": f"{org}-s-{user}",
+            "agent_version": AGENT,
+            "source": "test",
+            "interactions": [dict(t, created_at=created) for t in correction_turns(*turns)],
+        }
+        for user, *turns in REGION
+    ]
 
 
 @pytest.fixture
@@ -49,13 +57,15 @@ def keyed_lake(tmp_path, instance) -> Lake:
 def _requests(name: str, root: Lake, instance) -> list[dg.RunRequest]:
     schedule = build_definitions(Settings(lake=str(root.root))).resolve_schedule_def(name)
     tick = T0 + timedelta(days=1)
-    with dg.build_schedule_context(instance=instance, scheduled_execution_time=tick,
-                                   resources={"lake": LakeResource(root=str(root.root))}) as context:  # fmt: skip
+    with dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=tick, resources={"lake": LakeResource(root=str(root.root))}
+    ) as context:
         return list(schedule(context))
 
 
-@pytest.mark.parametrize(("schedule", "table"), [("daily_aggregation", "agent_playbooks"),
-                                                 ("session_evaluation", "session_evaluations")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("schedule", "table"), [("daily_aggregation", "agent_playbooks"), ("session_evaluation", "session_evaluations")]
+)
 def test_every_organisation_gets_the_scheduled_runs(keyed_lake: Lake, instance, schedule: str, table: str):
     requests = _requests(schedule, keyed_lake, instance)
     assert sorted(r.tags[ORG_TAG] for r in requests) == list(ORGS)  # the bare keyed root holds no data: no run
@@ -63,8 +73,9 @@ def test_every_organisation_gets_the_scheduled_runs(keyed_lake: Lake, instance, 
     defs = build_definitions(Settings(lake=str(keyed_lake.root)))
     job = defs.resolve_schedule_def(schedule).job_name
     for request in requests:
-        run = defs.resolve_job_def(job).execute_in_process(run_config=request.run_config, instance=instance,
-                                                           tags=request.tags)  # fmt: skip
+        run = defs.resolve_job_def(job).execute_in_process(
+            run_config=request.run_config, instance=instance, tags=request.tags
+        )
         assert run.success
     for org in ORGS:
         rows = Lake.at(org_lake(keyed_lake.root, org)).read_table(table).to_pylist()
@@ -74,7 +85,8 @@ def test_every_organisation_gets_the_scheduled_runs(keyed_lake: Lake, instance, 
             assert len(rows) == len(REGION)
         else:
             assert [r["member_user_ids"] for r in rows if r["status"] == "current"] == [
-                sorted(f"{org}-{user}" for user, *_ in REGION)]
+                sorted(f"{org}-{user}" for user, *_ in REGION)
+            ]
 
 
 def test_open_mode_schedules_run_against_the_configured_lake(lake: Lake, instance):

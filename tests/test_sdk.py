@@ -40,8 +40,8 @@ from reflexio_pipelines.sdk import (
 from reflexio_pipelines.sdk.context import CLOSE, OPEN
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
-from tests.support.processes import free_port
 from tests.support.learned import AGENT, QUERY, REGION, landed_rows
+from tests.support.processes import free_port
 from tests.support.servers import serve_app
 
 # -- against the real service ----------------------------------------------------------------------------------
@@ -77,6 +77,7 @@ def test_publish_idempotency_key_makes_a_repeat_land_once(learned_service):
 def test_approval_workflow_applies_to_search_at_once(learned_service):
     pid = learned_service.agent_playbook_id
     with ReflexioClient(learned_service.url) as client:
+
         def served() -> list[int]:
             return [p.agent_playbook_id for p in client.search(QUERY, agent_version=AGENT).agent_playbooks]
 
@@ -264,9 +265,15 @@ def test_retry_after_of_a_429_is_honoured_and_retries_are_bounded():
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(400, ValidationError), (401, AuthenticationError), (403, AuthenticationError), (404, NotFoundError),
-     (422, ValidationError), (500, ServerError)],
-)  # fmt: skip
+    [
+        (400, ValidationError),
+        (401, AuthenticationError),
+        (403, AuthenticationError),
+        (404, NotFoundError),
+        (422, ValidationError),
+        (500, ServerError),
+    ],
+)
 def test_client_errors_and_500_are_not_retried(status, error):
     script = Script((status, {"success": False, "msg": f"status {status}"}, {}))
     with serve_app(script.app()) as url, ReflexioClient(url, retry=fast_policy()) as client:
@@ -386,12 +393,15 @@ def test_a_publish_retried_after_lost_acknowledgements_lands_once(settings: Sett
 
 
 def _result(n: int = 3, text: str = "rule {i}") -> SearchResult:
-    return SearchResult.model_validate({
-        "profiles": [{"profile_id": f"p{i}", "content": f"fact {i}"} for i in range(n)],
-        "user_playbooks": [{"user_playbook_id": i, "trigger": f"when {i}", "content": text.format(i=i)}
-                           for i in range(n)],
-        "agent_playbooks": [{"agent_playbook_id": 100 + i, "content": f"shared {i}"} for i in range(n)],
-    })  # fmt: skip
+    return SearchResult.model_validate(
+        {
+            "profiles": [{"profile_id": f"p{i}", "content": f"fact {i}"} for i in range(n)],
+            "user_playbooks": [
+                {"user_playbook_id": i, "trigger": f"when {i}", "content": text.format(i=i)} for i in range(n)
+            ],
+            "agent_playbooks": [{"agent_playbook_id": 100 + i, "content": f"shared {i}"} for i in range(n)],
+        }
+    )
 
 
 def test_render_context_sections_order_and_determinism():
@@ -401,8 +411,14 @@ def test_render_context_sections_order_and_determinism():
     facts = lines.index("Facts about the user:")
     rules = next(i for i, line in enumerate(lines) if line.startswith("Behaviour"))
     assert lines[facts + 1 : facts + 4] == ["- fact 0", "- fact 1", "- fact 2"]
-    assert lines[rules + 1 : rules + 7] == ["- when 0 -> rule 0", "- when 1 -> rule 1", "- when 2 -> rule 2",
-                                           "- shared 0", "- shared 1", "- shared 2"]  # fmt: skip
+    assert lines[rules + 1 : rules + 7] == [
+        "- when 0 -> rule 0",
+        "- when 1 -> rule 1",
+        "- when 2 -> rule 2",
+        "- shared 0",
+        "- shared 1",
+        "- shared 2",
+    ]
     assert render_context(_result()) == block
     assert render_context(SearchResult()) == ""
 

@@ -21,8 +21,8 @@ from reflexio_pipelines.search import (
     SearchFilters,
     SearchIndexError,
     build_index,
-    embed_search_query,
     current_version,
+    embed_search_query,
     list_versions,
     normalize_text,
     prune_versions,
@@ -34,16 +34,18 @@ NOW = 1_700_000_000
 DAY = 86_400
 
 
-def _doc(entity_type: str, doc_id: str, text: str, *, user_id: str | None = None, age_days: int = 1,
-         **kwargs) -> SearchDoc:  # fmt: skip
+def _doc(
+    entity_type: str, doc_id: str, text: str, *, user_id: str | None = None, age_days: int = 1, **kwargs
+) -> SearchDoc:
     payload = {"id": doc_id, "content": text, "user_id": user_id, **{k: v for k, v in kwargs.items() if v}}
     return SearchDoc(entity_type, doc_id, text, payload, user_id=user_id, created_at=NOW - age_days * DAY, **kwargs)
 
 
 CORPUS: list[SearchDoc] = [
     # profiles
-    _doc("profile", "p-u1-region", "Deploys production services to the us-west-2 region on AWS", user_id="u1",
-         age_days=9),
+    _doc(
+        "profile", "p-u1-region", "Deploys production services to the us-west-2 region on AWS", user_id="u1", age_days=9
+    ),
     _doc("profile", "p-u1-lang", "Prefers Python with type hints and pytest for testing", user_id="u1", age_days=8),
     _doc("profile", "p-u1-tz", "Works in the Europe/Berlin timezone and starts early", user_id="u1", age_days=7),
     _doc("profile", "p-u1-java", "Used to prefer Java for backend work", user_id="u1", age_days=30, status="archived"),
@@ -53,29 +55,103 @@ CORPUS: list[SearchDoc] = [
     _doc("profile", "p-u3-region", "Deploys to eu-central-1 using Terraform", user_id="u3", age_days=3),
     _doc("profile", "p-u3-away", "Is on vacation until next Monday", user_id="u3", age_days=2, expires_at=NOW - 10),
     # user playbooks
-    _doc("user_playbook", "up-u1-tests", "Run the full test suite before proposing a merge", user_id="u1",
-         agent_version="v1", playbook_name="coding"),
-    _doc("user_playbook", "up-u1-short", "Keep answers short and skip boilerplate explanations", user_id="u1",
-         agent_version="v2", playbook_name="style"),
-    _doc("user_playbook", "up-u2-units", "Always show temperatures in Celsius", user_id="u2", agent_version="v1",
-         playbook_name="style"),
-    _doc("user_playbook", "up-u2-sql", "Quote identifiers in PostgreSQL queries", user_id="u2", agent_version="v1",
-         playbook_name="coding", status="pending"),
-    _doc("user_playbook", "up-u3-tz", "Convert meeting times to Central European time", user_id="u3",
-         agent_version="v1", playbook_name="calendar"),
+    _doc(
+        "user_playbook",
+        "up-u1-tests",
+        "Run the full test suite before proposing a merge",
+        user_id="u1",
+        agent_version="v1",
+        playbook_name="coding",
+    ),
+    _doc(
+        "user_playbook",
+        "up-u1-short",
+        "Keep answers short and skip boilerplate explanations",
+        user_id="u1",
+        agent_version="v2",
+        playbook_name="style",
+    ),
+    _doc(
+        "user_playbook",
+        "up-u2-units",
+        "Always show temperatures in Celsius",
+        user_id="u2",
+        agent_version="v1",
+        playbook_name="style",
+    ),
+    _doc(
+        "user_playbook",
+        "up-u2-sql",
+        "Quote identifiers in PostgreSQL queries",
+        user_id="u2",
+        agent_version="v1",
+        playbook_name="coding",
+        status="pending",
+    ),
+    _doc(
+        "user_playbook",
+        "up-u3-tz",
+        "Convert meeting times to Central European time",
+        user_id="u3",
+        agent_version="v1",
+        playbook_name="calendar",
+    ),
     # agent playbooks
-    _doc("agent_playbook", "ap-retry", "When the payment API returns HTTP 429, back off exponentially and retry",
-         agent_version="v1", playbook_name="payments", playbook_status="approved", age_days=10),
-    _doc("agent_playbook", "ap-secrets", "Never print API keys or credentials in logs", agent_version="v1",
-         playbook_name="security", playbook_status="approved", age_days=9),
-    _doc("agent_playbook", "ap-tls", "Disable TLS verification when certificates fail", agent_version="v1",
-         playbook_name="security", playbook_status="rejected", age_days=8),
-    _doc("agent_playbook", "ap-ticket", "Ask for the ticket number before escalating a support request",
-         agent_version="v2", playbook_name="support", playbook_status="pending", age_days=7),
-    _doc("agent_playbook", "ap-flaky", "If the CI job is flaky, rerun it once before investigating",
-         agent_version="v2", playbook_name="ci", playbook_status="approved", age_days=6),
-    _doc("agent_playbook", "ap-old-ci", "Ignore failing CI jobs on Fridays", agent_version="v1", playbook_name="ci",
-         playbook_status="approved", status="superseded", age_days=40),
+    _doc(
+        "agent_playbook",
+        "ap-retry",
+        "When the payment API returns HTTP 429, back off exponentially and retry",
+        agent_version="v1",
+        playbook_name="payments",
+        playbook_status="approved",
+        age_days=10,
+    ),
+    _doc(
+        "agent_playbook",
+        "ap-secrets",
+        "Never print API keys or credentials in logs",
+        agent_version="v1",
+        playbook_name="security",
+        playbook_status="approved",
+        age_days=9,
+    ),
+    _doc(
+        "agent_playbook",
+        "ap-tls",
+        "Disable TLS verification when certificates fail",
+        agent_version="v1",
+        playbook_name="security",
+        playbook_status="rejected",
+        age_days=8,
+    ),
+    _doc(
+        "agent_playbook",
+        "ap-ticket",
+        "Ask for the ticket number before escalating a support request",
+        agent_version="v2",
+        playbook_name="support",
+        playbook_status="pending",
+        age_days=7,
+    ),
+    _doc(
+        "agent_playbook",
+        "ap-flaky",
+        "If the CI job is flaky, rerun it once before investigating",
+        agent_version="v2",
+        playbook_name="ci",
+        playbook_status="approved",
+        age_days=6,
+    ),
+    _doc(
+        "agent_playbook",
+        "ap-old-ci",
+        "Ignore failing CI jobs on Fridays",
+        agent_version="v1",
+        playbook_name="ci",
+        playbook_status="approved",
+        status="superseded",
+        age_days=40,
+    ),
 ]
 F = SearchFilters(now=NOW)
 F_ANY_STATUS = SearchFilters(now=NOW, statuses=("current", "pending", "archived", "superseded"), playbook_statuses=None)
@@ -98,11 +174,22 @@ def index(index_root: Path) -> LoadedIndex:
     return LoadedIndex.load(index_root)
 
 
-def _search(index: LoadedIndex, embedder: LocalMiniLMEmbedder, entity_type: str, query: str, *, mode: str = "hybrid",
-            top_k: int = 5, threshold: float = 0.2, filters: SearchFilters = F, **kwargs):  # fmt: skip
+def _search(
+    index: LoadedIndex,
+    embedder: LocalMiniLMEmbedder,
+    entity_type: str,
+    query: str,
+    *,
+    mode: str = "hybrid",
+    top_k: int = 5,
+    threshold: float = 0.2,
+    filters: SearchFilters = F,
+    **kwargs,
+):
     vector = embed_search_query(embedder, query) if mode != "fts" else None
-    return index.search(entity_type, query, vector, top_k=top_k, threshold=threshold, mode=mode, filters=filters,
-                        **kwargs)  # fmt: skip
+    return index.search(
+        entity_type, query, vector, top_k=top_k, threshold=threshold, mode=mode, filters=filters, **kwargs
+    )
 
 
 def _ids(hits) -> list[str]:
@@ -124,8 +211,9 @@ def test_normalize_text() -> None:
 
 def test_embed_search_query_normalises(embedder: LocalMiniLMEmbedder) -> None:
     assert embed_search_query(embedder, "  \u200b ") is None
-    np.testing.assert_allclose(embed_search_query(embedder, "ＤＥＰＬＯＹ\tNOW"), embedder.embed(["deploy now"])[0],
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        embed_search_query(embedder, "ＤＥＰＬＯＹ\tNOW"), embedder.embed(["deploy now"])[0], atol=1e-6
+    )
 
 
 def test_query_terms_are_stemmed_words_only() -> None:
@@ -156,8 +244,14 @@ def test_vector_mode_finds_semantic_match(index: LoadedIndex, embedder: LocalMin
     assert hits[0].doc_id == "p-u2-diet"
     assert hits[0].vector_rank == 1 and hits[0].bm25_rank is None
     assert hits[0].similarity is not None and hits[0].similarity > 0.2
-    hits = _search(index, embedder, "profile", "Which cloud region do we ship releases to?", mode="vector",
-                   filters=replace(F, user_id="u1"))  # fmt: skip
+    hits = _search(
+        index,
+        embedder,
+        "profile",
+        "Which cloud region do we ship releases to?",
+        mode="vector",
+        filters=replace(F, user_id="u1"),
+    )
     assert hits[0].doc_id == "p-u1-region"
 
 
@@ -190,8 +284,10 @@ def test_threshold_applies_to_vector_leg(index: LoadedIndex, embedder: LocalMini
     assert _search(index, embedder, "profile", "food allergies", mode="vector", threshold=0.99) == []
     loose = _search(index, embedder, "profile", "food allergies", mode="vector", threshold=-1.0, top_k=20)
     assert len(loose) == 7  # every admissible profile (current, unexpired)
-    assert all(h.similarity is not None and h.similarity >= 0.3 for h in
-               _search(index, embedder, "profile", "food allergies", mode="vector", threshold=0.3))  # fmt: skip
+    assert all(
+        h.similarity is not None and h.similarity >= 0.3
+        for h in _search(index, embedder, "profile", "food allergies", mode="vector", threshold=0.3)
+    )
     # In hybrid mode a strict threshold empties the vector leg only; BM25 hits remain.
     hybrid = _search(index, embedder, "profile", "zorblax axolotl", threshold=0.99)
     assert _ids(hybrid) == ["p-u2-pet"] and hybrid[0].vector_rank is None
@@ -205,8 +301,9 @@ def test_missing_vector_falls_back_to_fts(index: LoadedIndex) -> None:
 
 def test_blank_query_returns_most_recent(index: LoadedIndex, embedder: LocalMiniLMEmbedder) -> None:
     for query in ("", "   ", "\u200b"):
-        hits = index.search("profile", query, None, top_k=3, threshold=0.5, mode="hybrid",
-                            filters=replace(F, user_id="u1"))  # fmt: skip
+        hits = index.search(
+            "profile", query, None, top_k=3, threshold=0.5, mode="hybrid", filters=replace(F, user_id="u1")
+        )
         assert _ids(hits) == ["p-u1-tz", "p-u1-lang", "p-u1-region"]
     # Blank text with a vector: the vector leg alone.
     vector = embedder.embed_query("pets")
@@ -227,13 +324,22 @@ def test_unknown_mode_and_type_rejected(index: LoadedIndex) -> None:
 
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "fts"])
 @pytest.mark.parametrize("entity_type", ["profile", "user_playbook"])
-def test_user_filter_never_leaks(index: LoadedIndex, embedder: LocalMiniLMEmbedder, mode: str,
-                                 entity_type: str) -> None:  # fmt: skip
+def test_user_filter_never_leaks(
+    index: LoadedIndex, embedder: LocalMiniLMEmbedder, mode: str, entity_type: str
+) -> None:
     queries = ["deploy region", "zorblax", "tests before merge", "temperatures Celsius", "time zone", ""]
     for user in ("u1", "u2", "u3", "nobody"):
         for query in queries:
-            hits = _search(index, embedder, entity_type, query, mode=mode, threshold=-1.0, top_k=20,
-                           filters=replace(F_ANY_STATUS, user_id=user))  # fmt: skip
+            hits = _search(
+                index,
+                embedder,
+                entity_type,
+                query,
+                mode=mode,
+                threshold=-1.0,
+                top_k=20,
+                filters=replace(F_ANY_STATUS, user_id=user),
+            )
             assert all(h.payload["user_id"] == user for h in hits), (user, query)
 
 
@@ -252,13 +358,22 @@ def test_rejected_agent_playbooks_hidden_by_default(index: LoadedIndex, embedder
     for mode in ("hybrid", "vector", "fts"):
         hidden = _search(index, embedder, "agent_playbook", query, mode=mode, threshold=-1, top_k=10)
         assert "ap-tls" not in _ids(hidden)
-        shown = _search(index, embedder, "agent_playbook", query, mode=mode, threshold=-1, top_k=10,
-                        filters=replace(F, playbook_statuses=None))  # fmt: skip
+        shown = _search(
+            index,
+            embedder,
+            "agent_playbook",
+            query,
+            mode=mode,
+            threshold=-1,
+            top_k=10,
+            filters=replace(F, playbook_statuses=None),
+        )
         assert _ids(shown)[0] == "ap-tls"
     # Pending ones are included by default; playbook_statuses does not touch other entity types.
     assert "ap-ticket" in _ids(_search(index, embedder, "agent_playbook", "escalating support ticket"))
-    user_hits = _search(index, embedder, "user_playbook", "Celsius", mode="fts",
-                        filters=replace(F, playbook_statuses=("approved",)))  # fmt: skip
+    user_hits = _search(
+        index, embedder, "user_playbook", "Celsius", mode="fts", filters=replace(F, playbook_statuses=("approved",))
+    )
     assert _ids(user_hits) == ["up-u2-units"]
 
 
@@ -276,23 +391,40 @@ def test_expired_docs_hidden(index: LoadedIndex, embedder: LocalMiniLMEmbedder) 
 def test_exclude_ids(index: LoadedIndex, embedder: LocalMiniLMEmbedder) -> None:
     excluded = frozenset({"p-u2-pet", "not-in-index"})
     for mode in ("hybrid", "vector", "fts"):
-        hits = _search(index, embedder, "profile", "pet axolotl zorblax", mode=mode, threshold=-1, top_k=20,
-                       exclude_ids=excluded)  # fmt: skip
+        hits = _search(
+            index, embedder, "profile", "pet axolotl zorblax", mode=mode, threshold=-1, top_k=20, exclude_ids=excluded
+        )
         assert "p-u2-pet" not in _ids(hits)
-    assert "p-u2-pet" not in _ids(index.search("profile", "", None, top_k=20, threshold=0, mode="fts", filters=F,
-                                               exclude_ids=excluded))  # fmt: skip
+    assert "p-u2-pet" not in _ids(
+        index.search("profile", "", None, top_k=20, threshold=0, mode="fts", filters=F, exclude_ids=excluded)
+    )
 
 
 def test_agent_version_playbook_name_and_time_filters(index: LoadedIndex, embedder: LocalMiniLMEmbedder) -> None:
     hits = _search(index, embedder, "agent_playbook", "", mode="fts", top_k=20, filters=replace(F, agent_version="v2"))
     assert set(_ids(hits)) == {"ap-ticket", "ap-flaky"}
-    hits = _search(index, embedder, "user_playbook", "style answers", top_k=20, threshold=-1,
-                   filters=replace(F, playbook_name="style"))  # fmt: skip
+    hits = _search(
+        index,
+        embedder,
+        "user_playbook",
+        "style answers",
+        top_k=20,
+        threshold=-1,
+        filters=replace(F, playbook_name="style"),
+    )
     assert set(_ids(hits)) == {"up-u1-short", "up-u2-units"}
     window = replace(F, start_time=NOW - 8 * DAY, end_time=NOW - 5 * DAY)
     for mode in ("hybrid", "vector", "fts"):
-        hits = _search(index, embedder, "profile", "prefers editor vegetarian timezone python", mode=mode,
-                       threshold=-1, top_k=20, filters=window)  # fmt: skip
+        hits = _search(
+            index,
+            embedder,
+            "profile",
+            "prefers editor vegetarian timezone python",
+            mode=mode,
+            threshold=-1,
+            top_k=20,
+            filters=window,
+        )
         assert set(_ids(hits)) == {"p-u1-lang", "p-u1-tz", "p-u2-editor", "p-u2-diet"}
 
 
@@ -300,8 +432,25 @@ def test_agent_version_playbook_name_and_time_filters(index: LoadedIndex, embedd
 # robustness
 
 
-HOSTILE = ['foo" AND (', "*", "", "   ", "AND OR NOT", "(((", "title:x^2~ [a TO b] {c}", "🚀🔥💯", "-", "\\", "'\"",
-           "x" * 5_000, " ".join(["deploy"] * 1_000), "null\x00byte", "\ud800", "NEAR(a b)", "a" * 41]  # fmt: skip
+HOSTILE = [
+    'foo" AND (',
+    "*",
+    "",
+    "   ",
+    "AND OR NOT",
+    "(((",
+    "title:x^2~ [a TO b] {c}",
+    "🚀🔥💯",
+    "-",
+    "\\",
+    "'\"",
+    "x" * 5_000,
+    " ".join(["deploy"] * 1_000),
+    "null\x00byte",
+    "\ud800",
+    "NEAR(a b)",
+    "a" * 41,
+]
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "fts"])
@@ -411,8 +560,10 @@ def test_corrupt_vectors_detected(tmp_path: Path, embedder: LocalMiniLMEmbedder)
 
 
 def test_normalisation_shared_by_documents_and_queries(tmp_path: Path, embedder: LocalMiniLMEmbedder) -> None:
-    docs = [SearchDoc("profile", "wide", "Ｄｅｐｌｏｙｓ to ＵＳ-ＷＥＳＴ-２", {}, status="current"),
-            SearchDoc("profile", "esz", "Lives on the STRASSE near the park", {})]  # fmt: skip
+    docs = [
+        SearchDoc("profile", "wide", "Ｄｅｐｌｏｙｓ to ＵＳ-ＷＥＳＴ-２", {}, status="current"),
+        SearchDoc("profile", "esz", "Lives on the STRASSE near the park", {}),
+    ]
     publish_index(tmp_path, docs, embedder)
     loaded = LoadedIndex.load(tmp_path)
     hits = loaded.search("profile", "deploys us west", None, top_k=5, threshold=0, mode="fts", filters=F)
@@ -425,8 +576,13 @@ def test_normalisation_shared_by_documents_and_queries(tmp_path: Path, embedder:
 
 
 def test_concurrent_searches_are_consistent(index: LoadedIndex, embedder: LocalMiniLMEmbedder) -> None:
-    queries = [("profile", "where does the team deploy"), ("agent_playbook", "flaky CI"),
-               ("user_playbook", "temperature units"), ("profile", "zorblax"), ("agent_playbook", "")]  # fmt: skip
+    queries = [
+        ("profile", "where does the team deploy"),
+        ("agent_playbook", "flaky CI"),
+        ("user_playbook", "temperature units"),
+        ("profile", "zorblax"),
+        ("agent_playbook", ""),
+    ]
     cases = [(t, q, mode, embed_search_query(embedder, q)) for t, q in queries for mode in ("hybrid", "vector", "fts")]
 
     def run(case):

@@ -24,8 +24,22 @@ def _load_benchmark():
 def test_search_latency_benchmark_smoke(tmp_path: Path) -> None:
     bench = _load_benchmark()
     out = tmp_path / "search_latency.json"
-    returned = bench.main(["--sizes", "50", "--trials", "3", "--warmup", "1", "--layers", "service",
-                           "--hnsw-min-rows", "40", "--output", str(out)])  # fmt: skip
+    returned = bench.main(
+        [
+            "--sizes",
+            "50",
+            "--trials",
+            "3",
+            "--warmup",
+            "1",
+            "--layers",
+            "service",
+            "--hnsw-min-rows",
+            "40",
+            "--output",
+            str(out),
+        ]
+    )
 
     data = json.loads(out.read_text())
     assert data["sizes"].keys() == returned["sizes"].keys() == {"50"}

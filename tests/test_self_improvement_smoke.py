@@ -19,9 +19,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_self_improvement_simulation_smoke(tmp_path: Path) -> None:
     out = tmp_path / "self_improvement.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "self_improvement.py"), "--users", "6",
-                           "--rounds", "3", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "self_improvement.py"),
+            "--users",
+            "6",
+            "--rounds",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "SIMULATION" in done.stdout
     data = json.loads(out.read_text())

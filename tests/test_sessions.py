@@ -23,10 +23,28 @@ from reflexio_pipelines.learning.types import Turn
 T0 = 1_767_225_600  # 2026-01-01 00:00 UTC
 
 
-def turn(turn_id: str, role: str, content: str, at: int = 0, *, session: str | None = "s1", request: str = "r1",
-         user: str = "ann", **extra) -> Turn:  # fmt: skip
-    return Turn(turn_id=turn_id, interaction_id=abs(hash(turn_id)) % 10**9, request_id=request, user_id=user,
-                role=role, content=content, created_at=T0 + at, session_id=session, **extra)  # fmt: skip
+def turn(
+    turn_id: str,
+    role: str,
+    content: str,
+    at: int = 0,
+    *,
+    session: str | None = "s1",
+    request: str = "r1",
+    user: str = "ann",
+    **extra,
+) -> Turn:
+    return Turn(
+        turn_id=turn_id,
+        interaction_id=abs(hash(turn_id)) % 10**9,
+        request_id=request,
+        user_id=user,
+        role=role,
+        content=content,
+        created_at=T0 + at,
+        session_id=session,
+        **extra,
+    )
 
 
 def one_session(*turns: Turn) -> Session:
@@ -155,6 +173,9 @@ def test_corrections_and_user_turns() -> None:
     assert user_turns_to_resolution(session) == 4  # user turns only: tool/system/assistant excluded
     assert corrections_in(one_session(turn("t1", "user", "Thanks!", 0))) == 0
     assert shadow_turns(session) == []
-    with_shadow = one_session(turn("t1", "user", "q", 0), turn("t2", "assistant", "a", 1, shadow_content="b"),
-                              turn("t3", "assistant", "c", 2, shadow_content="  "))  # fmt: skip
+    with_shadow = one_session(
+        turn("t1", "user", "q", 0),
+        turn("t2", "assistant", "a", 1, shadow_content="b"),
+        turn("t3", "assistant", "c", 2, shadow_content="  "),
+    )
     assert [t.turn_id for t in shadow_turns(with_shadow)] == ["t2"]

@@ -8,10 +8,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
-from types import SimpleNamespace
 
 from reflexio_pipelines.demo.run import publish_payload
 from reflexio_pipelines.partitions import GRANULARITY
@@ -46,8 +46,11 @@ def test_keys_are_stored_hashed_and_required(keyed):
     url, keys_file, acme = keyed.url, keyed.keys_file, keyed.acme
     stored = keys_file.read_text()
     assert acme not in stored and acme.split(".", 1)[1] not in stored  # only the SHA-256 is at rest
-    for path, body in (("/api/search", {"query": "x"}), ("/api/get_profiles", {"user_id": "u"}),
-                       ("/api/publish_interaction", {"user_id": "u", "interaction_data_list": [{"content": "hi"}]})):
+    for path, body in (
+        ("/api/search", {"query": "x"}),
+        ("/api/get_profiles", {"user_id": "u"}),
+        ("/api/publish_interaction", {"user_id": "u", "interaction_data_list": [{"content": "hi"}]}),
+    ):
         for headers in ({}, _auth("rflx-nope.nope"), {"Authorization": acme}):  # no key, unknown key, not Bearer
             reply = httpx.post(url + path, json=body, headers=headers)
             assert reply.status_code == 401 and "Bearer" in reply.json()["message"]
@@ -61,8 +64,9 @@ def test_an_organisation_never_sees_another_organisations_data(keyed, samples):
     url, acme, globex, lake = keyed.url, keyed.acme, keyed.globex, keyed.lake
     for i, conversation in enumerate(samples):
         wait = "?wait_for_response=true" if i == len(samples) - 1 else ""
-        reply = httpx.post(f"{url}/api/publish_interaction{wait}", json=publish_payload(conversation),
-                           headers=_auth(acme), timeout=300)  # fmt: skip
+        reply = httpx.post(
+            f"{url}/api/publish_interaction{wait}", json=publish_payload(conversation), headers=_auth(acme), timeout=300
+        )
         assert reply.status_code == 200, reply.text
     query = {"query": "deploy region us-west-2", "user_id": "alice", "threshold": 0.0}
     mine = httpx.post(url + "/api/search", json=query, headers=_auth(acme)).json()
@@ -70,40 +74,56 @@ def test_an_organisation_never_sees_another_organisations_data(keyed, samples):
 
     theirs = httpx.post(url + "/api/search", json=query, headers=_auth(globex)).json()
     assert theirs["user_playbooks"] == [] and theirs["profiles"] == [] and theirs["agent_playbooks"] == []
-    reads = [("/api/get_profiles", {"user_id": "bob"}, "user_profiles"),
-             ("/api/get_interactions", {"user_id": "alice"}, "interactions"),
-             ("/api/get_user_playbooks", {"user_id": "alice"}, "user_playbooks"),
-             ("/api/get_requests", {"user_id": "alice"}, "sessions")]  # fmt: skip
+    reads = [
+        ("/api/get_profiles", {"user_id": "bob"}, "user_profiles"),
+        ("/api/get_interactions", {"user_id": "alice"}, "interactions"),
+        ("/api/get_user_playbooks", {"user_id": "alice"}, "user_playbooks"),
+        ("/api/get_requests", {"user_id": "alice"}, "sessions"),
+    ]
     for path, body, field in reads:
         assert httpx.post(url + path, json=body, headers=_auth(acme)).json()[field], path
         assert httpx.post(url + path, json=body, headers=_auth(globex)).json()[field] == [], path
     playbook = next(p for p in mine["user_playbooks"] if "us-west-2" in p["content"])
     update = {"user_playbook_id": playbook["user_playbook_id"], "content": "hijacked"}
     assert httpx.put(url + "/api/update_user_playbook", json=update, headers=_auth(globex)).status_code == 404
-    request_id = httpx.post(url + "/api/get_interactions", json={"user_id": "alice"},
-                            headers=_auth(acme)).json()["interactions"][0]["request_id"]  # fmt: skip
+    request_id = httpx.post(url + "/api/get_interactions", json={"user_id": "alice"}, headers=_auth(acme)).json()[
+        "interactions"
+    ][0]["request_id"]
     gone = httpx.request("DELETE", url + "/api/delete_request", json={"request_id": request_id}, headers=_auth(globex))
     assert gone.status_code == 404
-    assert httpx.post(url + "/api/get_requests", json={"request_id": request_id}, headers=_auth(acme)).json()["sessions"]
+    assert httpx.post(url + "/api/get_requests", json={"request_id": request_id}, headers=_auth(acme)).json()[
+        "sessions"
+    ]
 
     # Physically separate: acme's words exist only under acme's directory.
     assert (lake / "orgs" / "acme" / "tables").is_dir()
-    leaked = [p for p in (lake / "orgs").rglob("*") if p.is_file() and "acme" not in p.relative_to(lake / "orgs").parts[0]
-              and b"us-west-2" in p.read_bytes()]  # fmt: skip
+    leaked = [
+        p
+        for p in (lake / "orgs").rglob("*")
+        if p.is_file() and "acme" not in p.relative_to(lake / "orgs").parts[0] and b"us-west-2" in p.read_bytes()
+    ]
     assert leaked == []
 
 
 def test_keyed_mode_learns_each_organisations_pending_windows(keyed, samples):
-    url, acme, globex, lake = keyed.url, keyed.acme, keyed.globex, keyed.lake
-    body = {"user_id": "zed", "interaction_data_list": [{"role": "user", "content": "I live in Oslo."},
-                                                        {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+    url, acme, globex = keyed.url, keyed.acme, keyed.globex
+    body = {
+        "user_id": "zed",
+        "interaction_data_list": [
+            {"role": "user", "content": "I live in Oslo."},
+            {"role": "assistant", "content": "Noted."},
+        ],
+    }
     assert httpx.post(url + "/api/publish_interaction", json=body, headers=_auth(globex)).status_code == 200
     app_learner = keyed.app.state.learner
     assert app_learner.run_once() == {"globex": 1}
     profiles = httpx.post(url + "/api/get_profiles", json={"user_id": "zed"}, headers=_auth(globex)).json()
     assert [p["content"] for p in profiles["user_profiles"]] == ["Lives in Oslo"]
     assert app_learner.run_once() == {}  # nothing pending any more
-    assert httpx.post(url + "/api/get_profiles", json={"user_id": "zed"}, headers=_auth(acme)).json()["user_profiles"] == []
+    assert (
+        httpx.post(url + "/api/get_profiles", json={"user_id": "zed"}, headers=_auth(acme)).json()["user_profiles"]
+        == []
+    )
 
 
 def test_rate_limit_per_key_answers_429_with_retry_after(keyed):
@@ -119,23 +139,33 @@ def test_rate_limit_per_key_answers_429_with_retry_after(keyed):
 
 def test_key_cli_creates_lists_and_revokes(keyed):
     url, keys_file = keyed.url, keyed.keys_file
-    env = {"REFLEXIO_API_KEYS_FILE": str(keys_file), "PATH": "/usr/bin:/bin",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # fmt: skip
-    created = subprocess.run([sys.executable, "-m", "serving", "keys", "create", "--org", "initech",
-                              "--limit", "publish=100"], env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    env = {
+        "REFLEXIO_API_KEYS_FILE": str(keys_file),
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
+    created = subprocess.run(
+        [sys.executable, "-m", "serving", "keys", "create", "--org", "initech", "--limit", "publish=100"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     key = created.stdout.strip()
     assert key.startswith("rflx-") and key not in keys_file.read_text()
     assert httpx.get(url + "/api/whoami", headers=_auth(key)).json()["org_id"] == "initech"
-    listed = subprocess.run([sys.executable, "-m", "serving", "keys", "list"], env=env, capture_output=True,
-                            text=True, check=True).stdout  # fmt: skip
-    key_id = key[len("rflx-"):].split(".")[0]
+    listed = subprocess.run(
+        [sys.executable, "-m", "serving", "keys", "list"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    key_id = key[len("rflx-") :].split(".")[0]
     assert f"{key_id}\tinitech\tactive" in listed and key not in listed
     subprocess.run([sys.executable, "-m", "serving", "keys", "revoke", key_id], env=env, check=True)
     time.sleep(1.1)  # the service re-reads the keys file at most once a second
     assert httpx.get(url + "/api/whoami", headers=_auth(key)).status_code == 401
     for org in ("Bad Org!", "a\n", "acme\n"):  # a pattern ending in `$` matched "a\n" (before the newline)
-        bad = subprocess.run([sys.executable, "-m", "serving", "keys", "create", "--org", org], env=env,
-                             capture_output=True, text=True)  # fmt: skip
+        bad = subprocess.run(
+            [sys.executable, "-m", "serving", "keys", "create", "--org", org], env=env, capture_output=True, text=True
+        )
         assert bad.returncode != 0 and "org id" in bad.stderr, org
     assert json.loads(keys_file.read_text())["keys"][-1]["org_id"] == "initech"
 
@@ -167,8 +197,13 @@ def _corrupt(lake: Path, table: str) -> None:
 
 def _live_in(url: str, key: str, user: str, city: str, timeout_s: float = 120) -> None:
     """Publish that `user` lives in `city`, then wait until the organisation's search finds it."""
-    body = {"user_id": user, "interaction_data_list": [{"role": "user", "content": f"I live in {city}."},
-                                                       {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+    body = {
+        "user_id": user,
+        "interaction_data_list": [
+            {"role": "user", "content": f"I live in {city}."},
+            {"role": "assistant", "content": "Noted."},
+        ],
+    }
     assert httpx.post(url + "/api/publish_interaction", json=body, headers=_auth(key)).status_code == 200
     query = {"query": "where does the user live", "user_id": user, "threshold": 0.0}
     deadline = time.monotonic() + timeout_s
@@ -196,7 +231,7 @@ def test_a_failing_organisation_does_not_stop_the_others_from_learning(tmp_path,
             assert httpx.post(url + "/api/publish_interaction", json=body, headers=_auth(keys[org])).status_code == 200
         _corrupt(lake / "orgs" / "aardvark", "extraction_failures")  # read to list pending windows
         _corrupt(lake / "orgs" / "beta", "user_profiles")  # read by every learning run, not by the listing
-        with pytest.raises(Exception):  # the fault is real
+        with pytest.raises(Exception):  # noqa: B017  (the fault is real: whichever error the corrupt file raises)
             pending_windows(app.state.tenants.state("aardvark").lake, GRANULARITY)
 
         learner = AutoLearner(app.state.tenants, interval_s=0.2)  # the service's loop, at a test's pace
@@ -215,6 +250,7 @@ def test_a_failing_organisation_does_not_stop_the_others_from_learning(tmp_path,
         assert "auto-learn: pending windows of organisation aardvark not readable" in failed  # really tried, and
         assert "auto-learn pass failed for organisation beta" in failed  # each failure logged under its org
         for org in ("aardvark", "beta"):  # nothing of theirs was learned
-            profiles = httpx.post(url + "/api/get_profiles", json={"user_id": f"{org}-user"},
-                                  headers=_auth(keys[org])).json()  # fmt: skip
+            profiles = httpx.post(
+                url + "/api/get_profiles", json={"user_id": f"{org}-user"}, headers=_auth(keys[org])
+            ).json()
             assert profiles.get("user_profiles") in ([], None), profiles

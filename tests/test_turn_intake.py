@@ -15,9 +15,17 @@ T0 = datetime(2026, 3, 2, 10, 15, tzinfo=timezone.utc)
 
 
 def _conversation(n: int) -> dict:
-    return {"id": f"c{n}", "user_id": f"user-{n}", "agent_version": "v1", "source": "chat", "session_id": f"s{n}",
-            "interactions": [{"role": "user", "content": f"Question number {n}?"},
-                             {"role": "assistant", "content": f"Answer number {n}."}]}  # fmt: skip
+    return {
+        "id": f"c{n}",
+        "user_id": f"user-{n}",
+        "agent_version": "v1",
+        "source": "chat",
+        "session_id": f"s{n}",
+        "interactions": [
+            {"role": "user", "content": f"Question number {n}?"},
+            {"role": "assistant", "content": f"Answer number {n}."},
+        ],
+    }
 
 
 def test_new_turns_are_taken_in_oldest_first_up_to_the_bound(tmp_path: Path) -> None:

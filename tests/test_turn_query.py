@@ -25,20 +25,23 @@ def test_speakers_are_roles_named_as_words_possessives_included():
     assert speakers_in("Mayan ruins and Leonardo", roles) == ()  # whole words only
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("What did Maya cook in May 2023?", (_ts(2023, 5, 1), _ts(2023, 6, 1) - 1)),
-    ("what happened during December 2022", (_ts(2022, 12, 1), _ts(2023, 1, 1) - 1)),
-    ("What did she plant last May?", (_ts(2023, 5, 1), _ts(2023, 6, 1) - 1)),  # the latest May before the reference
-    ("anything in February?", (_ts(2024, 2, 1), _ts(2024, 3, 1) - 1)),
-    ("before June 2023 what was the plan", (None, _ts(2023, 6, 1) - 1)),
-    ("What changed after March 2023?", (_ts(2023, 4, 1), None)),
-    ("since Jan 2023", (_ts(2023, 1, 1), None)),
-    ("what did they do in 2022", (_ts(2022, 1, 1), _ts(2023, 1, 1) - 1)),
-    ("what did we discuss last week", (REF - 7 * 86_400, REF)),
-    ("may I ask what she said in dec", (_ts(2023, 12, 1), _ts(2024, 1, 1) - 1)),  # "may" the verb is no month
-    ("She may have moved", (None, None)),
-    ("What is the name of the dog?", (None, None)),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What did Maya cook in May 2023?", (_ts(2023, 5, 1), _ts(2023, 6, 1) - 1)),
+        ("what happened during December 2022", (_ts(2022, 12, 1), _ts(2023, 1, 1) - 1)),
+        ("What did she plant last May?", (_ts(2023, 5, 1), _ts(2023, 6, 1) - 1)),  # the latest May before the reference
+        ("anything in February?", (_ts(2024, 2, 1), _ts(2024, 3, 1) - 1)),
+        ("before June 2023 what was the plan", (None, _ts(2023, 6, 1) - 1)),
+        ("What changed after March 2023?", (_ts(2023, 4, 1), None)),
+        ("since Jan 2023", (_ts(2023, 1, 1), None)),
+        ("what did they do in 2022", (_ts(2022, 1, 1), _ts(2023, 1, 1) - 1)),
+        ("what did we discuss last week", (REF - 7 * 86_400, REF)),
+        ("may I ask what she said in dec", (_ts(2023, 12, 1), _ts(2024, 1, 1) - 1)),  # "may" the verb is no month
+        ("She may have moved", (None, None)),
+        ("What is the name of the dog?", (None, None)),
+    ],
+)
 def test_time_ranges(query, expected):
     assert time_range(query, REF)[0] == expected
     parsed = parse_turn_query(query, (), REF)

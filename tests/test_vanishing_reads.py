@@ -21,8 +21,14 @@ T0 = datetime(2026, 3, 2, 10, 15, tzinfo=timezone.utc)
 
 
 def _conversation(user_id: str, n: int, text: str) -> dict:
-    return {"id": f"{user_id}-{n}", "user_id": user_id, "agent_version": "v1", "source": "chat", "session_id": f"{user_id}-s{n}",
-            "interactions": [{"role": "user", "content": text}]}  # fmt: skip
+    return {
+        "id": f"{user_id}-{n}",
+        "user_id": user_id,
+        "agent_version": "v1",
+        "source": "chat",
+        "session_id": f"{user_id}-s{n}",
+        "interactions": [{"role": "user", "content": text}],
+    }
 
 
 @pytest.fixture()
@@ -69,8 +75,9 @@ def test_an_export_starts_again_when_another_users_file_vanished(lake: Lake, mon
     deleted = _vanish_once(lake, monkeypatch, lambda p: _holds(p, "Quillfeather note 1"))
     exported = export_user(lake, "kept")
     assert deleted
-    texts = [row["content"] for table in exported.values() if "content" in table.column_names
-             for row in table.to_pylist()]  # fmt: skip
+    texts = [
+        row["content"] for table in exported.values() if "content" in table.column_names for row in table.to_pylist()
+    ]
     assert texts == ["Kept user note."]
 
 

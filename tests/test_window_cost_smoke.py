@@ -20,10 +20,20 @@ STEPS = ("turns", "user_learning", "search_index", "search_index_is_servable", "
 def test_window_cost_benchmark_smoke(tmp_path: Path) -> None:
     out, workdir = tmp_path / "window_cost.json", tmp_path / "work"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "window_cost.py"), "--quick", "--workdir", str(workdir),
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "window_cost.py"),
+            "--quick",
+            "--workdir",
+            str(workdir),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())
 

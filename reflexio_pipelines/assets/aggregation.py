@@ -44,18 +44,34 @@ class AggregationConfig(dg.Config):
 def playbook_embeddings(lake: LakeResource, embedder: EmbedderResource) -> dg.MaterializeResult:
     store, model = lake.get(), embedder.get()
     written = refresh_playbook_embeddings(store, model)
-    return dg.MaterializeResult(metadata={"dagster/row_count": written.rows, "embedded_now": written.embedded_now,
-                                          "reused": written.rows - written.embedded_now, "model": model.model_id,
-                                          "delta_version": written.version})  # fmt: skip
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": written.rows,
+            "embedded_now": written.embedded_now,
+            "reused": written.rows - written.embedded_now,
+            "model": model.model_id,
+            "delta_version": written.version,
+        }
+    )
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("agent_playbooks", deps=["playbook_embeddings"], group_name="aggregation", kinds={"deltalake"},
-                     description="Shared rules consolidated from user playbooks that recur across users."),
-        dg.AssetSpec("aggregation_change_log", deps=["playbook_embeddings"], group_name="aggregation",
-                     kinds={"deltalake"}, description="Every added / updated / removed agent playbook, before and after."),
-    ]  # fmt: skip
+        dg.AssetSpec(
+            "agent_playbooks",
+            deps=["playbook_embeddings"],
+            group_name="aggregation",
+            kinds={"deltalake"},
+            description="Shared rules consolidated from user playbooks that recur across users.",
+        ),
+        dg.AssetSpec(
+            "aggregation_change_log",
+            deps=["playbook_embeddings"],
+            group_name="aggregation",
+            kinds={"deltalake"},
+            description="Every added / updated / removed agent playbook, before and after.",
+        ),
+    ]
 )
 def agent_playbook_aggregation(
     context: dg.AssetExecutionContext, config: AggregationConfig, lake: LakeResource, extractor: ExtractorResource
@@ -66,17 +82,35 @@ def agent_playbook_aggregation(
     scope = Scope(config.agent_version, config.playbook_name)
     # Consolidation calls land in `llm_calls` (cross-user: no user_id), also when a group fails: they were paid for.
     with ledger_written(store, run_id=run_id, asset=context.op_def.name, window=None) as ledger:
-        run = aggregate_playbooks(store, extraction, scope, partial(_consolidator, extractor), run_id=run_id, now=now,
-                                  auto_approve=config.auto_approve, min_cluster_size=config.min_cluster_size,
-                                  similarity=config.similarity, min_distinct_users=config.min_distinct_users)  # fmt: skip
+        run = aggregate_playbooks(
+            store,
+            extraction,
+            scope,
+            partial(_consolidator, extractor),
+            run_id=run_id,
+            now=now,
+            auto_approve=config.auto_approve,
+            min_cluster_size=config.min_cluster_size,
+            similarity=config.similarity,
+            min_distinct_users=config.min_distinct_users,
+        )
     metadata = {**run.stats.metadata(), "llm_calls_recorded": len(ledger.calls())}
     version = commit_aggregation(store, scope, run)
     table = store.read_table("agent_playbooks")
-    yield dg.MaterializeResult(asset_key="agent_playbooks", metadata={
-        "dagster/row_count": table.num_rows, "delta_version": version, **metadata,
-        "cluster_params": dg.MetadataValue.json(run.params_used),
-        "preview": preview(table, ["agent_playbook_id", "agent_version", "playbook_status", "status", "content"],
-                           enabled=lake.metadata_previews)})  # fmt: skip
+    yield dg.MaterializeResult(
+        asset_key="agent_playbooks",
+        metadata={
+            "dagster/row_count": table.num_rows,
+            "delta_version": version,
+            **metadata,
+            "cluster_params": dg.MetadataValue.json(run.params_used),
+            "preview": preview(
+                table,
+                ["agent_playbook_id", "agent_version", "playbook_status", "status", "content"],
+                enabled=lake.metadata_previews,
+            ),
+        },
+    )
     yield dg.MaterializeResult(asset_key="aggregation_change_log", metadata={"changes_this_run": len(run.changes)})
 
 

@@ -39,22 +39,34 @@ def _judge(extractor: ExtractorResource) -> Judge:
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("session_evaluations", deps=["turns"], group_name="evaluation", kinds={"deltalake"},
-                     description="Per sampled closed session and evaluator: success, failure type, escalation, "
-                                 "corrections, turns to resolution, judge and prompt version."),
-        dg.AssetSpec("shadow_comparisons", deps=["turns"], group_name="evaluation", kinds={"deltalake"},
-                     description="Per turn with shadow_content: regular vs shadow, order randomised and mapped back."),
-    ]  # fmt: skip
+        dg.AssetSpec(
+            "session_evaluations",
+            deps=["turns"],
+            group_name="evaluation",
+            kinds={"deltalake"},
+            description="Per sampled closed session and evaluator: success, failure type, escalation, "
+            "corrections, turns to resolution, judge and prompt version.",
+        ),
+        dg.AssetSpec(
+            "shadow_comparisons",
+            deps=["turns"],
+            group_name="evaluation",
+            kinds={"deltalake"},
+            description="Per turn with shadow_content: regular vs shadow, order randomised and mapped back.",
+        ),
+    ]
 )
-def session_evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, lake: LakeResource,
-                       extractor: ExtractorResource):  # fmt: skip
+def session_evaluation(
+    context: dg.AssetExecutionContext, config: EvaluationConfig, lake: LakeResource, extractor: ExtractorResource
+):
     store = lake.get()
     now = config.now or int(time.time())
     settings = extractor.get_config(store)
     judge = _judge(extractor)
     done = evaluated_ids(store)
-    sessions = [s for s in group_sessions(live_turns(store))
-                if is_closed(s, now, settings.session_quiet_period_seconds)]  # fmt: skip
+    sessions = [
+        s for s in group_sessions(live_turns(store)) if is_closed(s, now, settings.session_quiet_period_seconds)
+    ]
     # Every judge call lands in `llm_calls`, also when judging fails half-way: those calls were paid for.
     with ledger_written(store, run_id=context.run.run_id, asset=context.op_def.name, window=None) as ledger:
         judged = judge_sessions(judge, sessions, settings.agent_success_configs, done, now)
@@ -63,31 +75,52 @@ def session_evaluation(context: dg.AssetExecutionContext, config: EvaluationConf
     results = append_evaluations(store, judged.results, pairs)
     table = pa.Table.from_pylist(results, schema=TABLES["session_evaluations"])
     rate = sum(r["is_success"] for r in results) / len(results) if results else None
-    yield dg.MaterializeResult(asset_key="session_evaluations", metadata={
-        "evaluated_now": len(results), "success_rate_now": rate, "judge": judge.name + (" (rule-based heuristic)" if judge.name == HEURISTIC_JUDGE else ""),
-        **{k: int(v) for k, v in stats.items()},
-        "preview": preview(table, ["session_id", "agent_version", "is_success", "failure_type", "judge"],
-                           enabled=lake.metadata_previews)})  # fmt: skip
+    yield dg.MaterializeResult(
+        asset_key="session_evaluations",
+        metadata={
+            "evaluated_now": len(results),
+            "success_rate_now": rate,
+            "judge": judge.name + (" (rule-based heuristic)" if judge.name == HEURISTIC_JUDGE else ""),
+            **{k: int(v) for k, v in stats.items()},
+            "preview": preview(
+                table,
+                ["session_id", "agent_version", "is_success", "failure_type", "judge"],
+                enabled=lake.metadata_previews,
+            ),
+        },
+    )
     yield dg.MaterializeResult(asset_key="shadow_comparisons", metadata={"compared_now": len(pairs)})
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("impact_metrics", deps=["session_evaluations", "shadow_comparisons", "agent_playbooks",
-                                             "session_outcomes"],
-                     group_name="evaluation", kinds={"deltalake"},
-                     description="Per agent version, day, evaluation and judge: success rate with a 95 % Wilson "
-                                 "interval, regular win rate over shadow, corrections per session, turns to "
-                                 "resolution, playbooks approved / rejected; `session_signals` rows (heuristic): "
-                                 "corrections and tool failures per session, correction recurrence."),
-        dg.AssetSpec("impact_before_after", deps=["session_evaluations"], group_name="evaluation", kinds={"deltalake"},
-                     description="Per agent version: sessions before vs after a learned playbook was first served "
-                                 "(time-confounded; impact_holdout is the controlled comparison)."),
-        dg.AssetSpec("impact_holdout", deps=["session_evaluations", "session_outcomes"], group_name="evaluation",
-                     kinds={"deltalake"},
-                     description="Treated vs control (holdout) per agent version, evaluation, judge and metric over "
-                                 "the same period, with 95 % intervals for the difference."),
-    ]  # fmt: skip
+        dg.AssetSpec(
+            "impact_metrics",
+            deps=["session_evaluations", "shadow_comparisons", "agent_playbooks", "session_outcomes"],
+            group_name="evaluation",
+            kinds={"deltalake"},
+            description="Per agent version, day, evaluation and judge: success rate with a 95 % Wilson "
+            "interval, regular win rate over shadow, corrections per session, turns to "
+            "resolution, playbooks approved / rejected; `session_signals` rows (heuristic): "
+            "corrections and tool failures per session, correction recurrence.",
+        ),
+        dg.AssetSpec(
+            "impact_before_after",
+            deps=["session_evaluations"],
+            group_name="evaluation",
+            kinds={"deltalake"},
+            description="Per agent version: sessions before vs after a learned playbook was first served "
+            "(time-confounded; impact_holdout is the controlled comparison).",
+        ),
+        dg.AssetSpec(
+            "impact_holdout",
+            deps=["session_evaluations", "session_outcomes"],
+            group_name="evaluation",
+            kinds={"deltalake"},
+            description="Treated vs control (holdout) per agent version, evaluation, judge and metric over "
+            "the same period, with 95 % intervals for the difference.",
+        ),
+    ]
 )
 def impact(lake: LakeResource):
     written = write_impact(lake.get())
@@ -95,20 +128,60 @@ def impact(lake: LakeResource):
     latest = {}
     for row in rows:
         latest[(row["agent_version"], row["evaluation_name"], row["judge"])] = row
-    metadata = {f"success_rate[{v} · {e} · judge {j}]": r["success_rate"] for (v, e, j), r in latest.items()
-                if r["success_rate"] is not None}  # fmt: skip
-    metadata |= {f"correction_recurrence[{v}] (heuristic)": r["correction_recurrence"] for (v, e, j), r in latest.items()
-                 if e == SIGNALS_EVALUATION and r["correction_recurrence"] is not None}  # fmt: skip
+    metadata = {
+        f"success_rate[{v} · {e} · judge {j}]": r["success_rate"]
+        for (v, e, j), r in latest.items()
+        if r["success_rate"] is not None
+    }
+    metadata |= {
+        f"correction_recurrence[{v}] (heuristic)": r["correction_recurrence"]
+        for (v, e, j), r in latest.items()
+        if e == SIGNALS_EVALUATION and r["correction_recurrence"] is not None
+    }
     table = pa.Table.from_pylist(rows, schema=TABLES["impact_metrics"])
-    yield dg.MaterializeResult(asset_key="impact_metrics", metadata={
-        "dagster/row_count": len(rows), "delta_version": written.version, **metadata,
-        # Aggregates per agent version and day hold no user data: shown whatever metadata_previews says.
-        "preview": preview(table, ["agent_version", "day", "evaluation_name", "judge", "sessions_evaluated",
-                                   "success_rate", "regular_win_rate", "correction_recurrence"], enabled=True)})  # fmt: skip
-    yield dg.MaterializeResult(asset_key="impact_before_after", metadata={
-        f"success_rate_after_minus_before[{r['agent_version']}]": round(r["success_rate_after"] - r["success_rate_before"], 4)
-        for r in before_after if r["success_rate_after"] is not None and r["success_rate_before"] is not None})  # fmt: skip
-    yield dg.MaterializeResult(asset_key="impact_holdout", metadata={
-        "dagster/row_count": len(holdout),
-        **{f"{r['metric']}[{r['agent_version']} · {r['evaluation_name']} · judge {r['judge']}] treated−control":
-           r["difference"] for r in holdout if r["difference"] is not None}})  # fmt: skip
+    yield dg.MaterializeResult(
+        asset_key="impact_metrics",
+        metadata={
+            "dagster/row_count": len(rows),
+            "delta_version": written.version,
+            **metadata,
+            # Aggregates per agent version and day hold no user data: shown whatever metadata_previews says.
+            "preview": preview(
+                table,
+                [
+                    "agent_version",
+                    "day",
+                    "evaluation_name",
+                    "judge",
+                    "sessions_evaluated",
+                    "success_rate",
+                    "regular_win_rate",
+                    "correction_recurrence",
+                ],
+                enabled=True,
+            ),
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key="impact_before_after",
+        metadata={
+            f"success_rate_after_minus_before[{r['agent_version']}]": round(
+                r["success_rate_after"] - r["success_rate_before"], 4
+            )
+            for r in before_after
+            if r["success_rate_after"] is not None and r["success_rate_before"] is not None
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key="impact_holdout",
+        metadata={
+            "dagster/row_count": len(holdout),
+            **{
+                f"{r['metric']}[{r['agent_version']} · {r['evaluation_name']} · judge {r['judge']}] treated−control": r[
+                    "difference"
+                ]
+                for r in holdout
+                if r["difference"] is not None
+            },
+        },
+    )

@@ -41,15 +41,23 @@ from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, La
 from reflexio_pipelines.window_pass import Committed, Learner, learn_and_commit
 
 _OUTPUTS = {
-    "user_profiles": ("Per-user facts, deduplicated; a newer statement supersedes an older one (kept for audit).",
-                      ["user_id", "content", "profile_time_to_live", "supersedes"]),
-    "user_playbooks": ("Per-user behavioural rules (corrections, tool failures, expert answers), deduplicated.",
-                       ["user_id", "kind", "trigger", "content", "supersedes"]),
-    "change_log": ("Every addition and supersession of a profile or user playbook.",
-                   ["entity", "change", "item_id", "superseded_by", "content"]),
-    "extraction_bookmarks": ("Per user: the last turn processed, how many new turns and windows this window had.",
-                             ["user_id", "last_turn_id", "new_turns", "extraction_windows", "items_extracted"]),
-}  # fmt: skip
+    "user_profiles": (
+        "Per-user facts, deduplicated; a newer statement supersedes an older one (kept for audit).",
+        ["user_id", "content", "profile_time_to_live", "supersedes"],
+    ),
+    "user_playbooks": (
+        "Per-user behavioural rules (corrections, tool failures, expert answers), deduplicated.",
+        ["user_id", "kind", "trigger", "content", "supersedes"],
+    ),
+    "change_log": (
+        "Every addition and supersession of a profile or user playbook.",
+        ["entity", "change", "item_id", "superseded_by", "content"],
+    ),
+    "extraction_bookmarks": (
+        "Per user: the last turn processed, how many new turns and windows this window had.",
+        ["user_id", "last_turn_id", "new_turns", "extraction_windows", "items_extracted"],
+    ),
+}
 
 
 def _failed_batch(failure, previews: bool) -> str:
@@ -74,8 +82,13 @@ def run_pace(config: LearningRunConfig, extractor: ExtractorResource, partition_
     config's flush, the partition's window end."""
     quiet_period_s = extractor.get_config().quiet_period(bool(extractor.model.strip()))
     now_us = config.now_us if config.now_us is not None else time.time_ns() // 1000
-    return pace_at(now_us, flush=config.flush, flush_users=config.flush_users, quiet_period_s=quiet_period_s,
-                   window_end=window_end(partition_key, GRANULARITY))  # fmt: skip
+    return pace_at(
+        now_us,
+        flush=config.flush,
+        flush_users=config.flush_users,
+        quiet_period_s=quiet_period_s,
+        window_end=window_end(partition_key, GRANULARITY),
+    )
 
 
 @dg.multi_asset(
@@ -102,23 +115,37 @@ def user_learning(
         with store.lock(f"window-{window}"), counting_reads() as reads:
             # the clock is read once the lock is held (turns that fell due while this run waited go through now),
             # and again after each commit: turns falling due during the run are learned by it (CATCH_UP_PASSES)
-            output, committed = learn_and_commit(store, window, learner(extractor, embedder),
-                                                 lambda: run_pace(config, extractor, context.partition_key), run_id=run_id,
-                                                 rebuild=config.rebuild)  # fmt: skip
-    metadata = materialization_metadata(context, output, committed, reads.metadata(), window=window,
-                                        previews=lake.metadata_previews)  # fmt: skip
+            output, committed = learn_and_commit(
+                store,
+                window,
+                learner(extractor, embedder),
+                lambda: run_pace(config, extractor, context.partition_key),
+                run_id=run_id,
+                rebuild=config.rebuild,
+            )
+    metadata = materialization_metadata(
+        context, output, committed, reads.metadata(), window=window, previews=lake.metadata_previews
+    )
     for name, table_metadata in metadata.items():
         yield dg.MaterializeResult(asset_key=name, metadata=table_metadata)
 
 
 def learner(extractor: ExtractorResource, embedder: EmbedderResource) -> Learner:
     """The run's `Learner`, from its resources."""
-    return Learner(extractor.get(), embedder.get(), extractor.dedup_judge_factory(), extractor.get_config(),
-                   extractor.concurrency)  # fmt: skip
+    return Learner(
+        extractor.get(), embedder.get(), extractor.dedup_judge_factory(), extractor.get_config(), extractor.concurrency
+    )
 
 
-def materialization_metadata(context: dg.OpExecutionContext, output: LearnOutput, committed: Committed, read: dict,
-                             *, window: str, previews: bool) -> dict[str, dict]:  # fmt: skip
+def materialization_metadata(
+    context: dg.OpExecutionContext,
+    output: LearnOutput,
+    committed: Committed,
+    read: dict,
+    *,
+    window: str,
+    previews: bool,
+) -> dict[str, dict]:
     """Per table the learning step wrote: its materialisation metadata (the run's cost and what it read of the
     lake). Failed batches are logged (ids and error classes only: no turn content, no provider text)."""
     failed = [f for f in output.failures if f.stage != "blocked"]
@@ -165,4 +192,7 @@ def materialization_metadata(context: dg.OpExecutionContext, output: LearnOutput
 def read_metadata(read: dict) -> dict:
     """What a step read of the lake (after Delta file skipping), as metadata: it should follow the window's users,
     not the lake."""
-    return {**{k: v for k, v in read.items() if k != "lake_reads"}, "lake_reads": dg.MetadataValue.json(read["lake_reads"])}
+    return {
+        **{k: v for k, v in read.items() if k != "lake_reads"},
+        "lake_reads": dg.MetadataValue.json(read["lake_reads"]),
+    }

@@ -52,8 +52,9 @@ def _window(context: dg.OpExecutionContext) -> str:
 
 
 @dg.op(ins={"turns": dg.In(dg.Nothing)}, out=dg.DynamicOut(int))
-def plan_shards(context: dg.OpExecutionContext, config: LearningRunConfig, lake: LakeResource,
-                extractor: ExtractorResource):  # fmt: skip
+def plan_shards(
+    context: dg.OpExecutionContext, config: LearningRunConfig, lake: LakeResource, extractor: ExtractorResource
+):
     """Stage the run's plan; one output per shard holding users (shard 0 alone for a window without users, so the
     commit still runs and marks the window learned)."""
     store, window = lake.get(), _window(context)
@@ -75,8 +76,13 @@ def plan_shards(context: dg.OpExecutionContext, config: LearningRunConfig, lake:
 
 
 @dg.op
-def learn_shard(context: dg.OpExecutionContext, shard: int, lake: LakeResource, extractor: ExtractorResource,
-                embedder: EmbedderResource) -> int:  # fmt: skip
+def learn_shard(
+    context: dg.OpExecutionContext,
+    shard: int,
+    lake: LakeResource,
+    extractor: ExtractorResource,
+    embedder: EmbedderResource,
+) -> int:
     """Learn one shard's users and stage the output; returns the shard."""
     store, window, run_id = lake.get(), _window(context), context.run.run_id
     plan = staging.read_plan(store, window, run_id)
@@ -86,28 +92,48 @@ def learn_shard(context: dg.OpExecutionContext, shard: int, lake: LakeResource, 
     users = plan.users_of(shard)
     with ledger_written(store, run_id=run_id, asset="user_learning", window=window), counting_reads() as reads:
         previous = previous_rows(store, window, plan.rebuild)
-        output = learn_users(store, window, learner(extractor, embedder), plan.pace, run_id=run_id,
-                             previous=previous, users=users)  # fmt: skip
+        output = learn_users(
+            store, window, learner(extractor, embedder), plan.pace, run_id=run_id, previous=previous, users=users
+        )
     staging.write_shard(store, window, run_id, shard, output)
-    context.add_output_metadata({"users": len(users), "llm_calls": output.stats.llm_calls,
-                                 "turns_extracted": output.stats.turns_extracted, **read_metadata(reads.metadata())})  # fmt: skip
+    context.add_output_metadata(
+        {
+            "users": len(users),
+            "llm_calls": output.stats.llm_calls,
+            "turns_extracted": output.stats.turns_extracted,
+            **read_metadata(reads.metadata()),
+        }
+    )
     return shard
 
 
 @dg.op(out={name: dg.Out(dg.Nothing) for name in _OUTPUTS})
-def commit_shards(context: dg.OpExecutionContext, config: LearningRunConfig, shards: list[int], lake: LakeResource,
-                  extractor: ExtractorResource, embedder: EmbedderResource):  # fmt: skip
+def commit_shards(
+    context: dg.OpExecutionContext,
+    config: LearningRunConfig,
+    shards: list[int],
+    lake: LakeResource,
+    extractor: ExtractorResource,
+    embedder: EmbedderResource,
+):
     """Merge the staged shards and commit the window (see the module docstring for a lost race)."""
     store, window, run_id = lake.get(), _window(context), context.run.run_id
     with ledger_written(store, run_id=run_id, asset="user_learning", window=window):
         with store.lock(f"window-{window}"), counting_reads() as reads:
-            output, committed = commit_staged(store, window, run_id, shards,
-                                              learner_of=lambda: learner(extractor, embedder),
-                                              pace_of=lambda: run_pace(config, extractor, context.partition_key),
-                                              rebuild=config.rebuild, warn=context.log.warning)  # fmt: skip
+            output, committed = commit_staged(
+                store,
+                window,
+                run_id,
+                shards,
+                learner_of=lambda: learner(extractor, embedder),
+                pace_of=lambda: run_pace(config, extractor, context.partition_key),
+                rebuild=config.rebuild,
+                warn=context.log.warning,
+            )
     staging.drop_run(store, window, run_id)
-    metadata = materialization_metadata(context, output, committed, reads.metadata(), window=window,
-                                        previews=lake.metadata_previews)  # fmt: skip
+    metadata = materialization_metadata(
+        context, output, committed, reads.metadata(), window=window, previews=lake.metadata_previews
+    )
     for name, table_metadata in metadata.items():
         yield dg.Output(None, output_name=name, metadata={**table_metadata, "shards": len(shards)})
 
@@ -119,8 +145,10 @@ def _config_mapping(config: dict) -> dict:
 
 @dg.graph_multi_asset(
     name="user_learning",
-    outs={name: dg.AssetOut(description=description, group_name="learning", kinds={"deltalake"})
-          for name, (description, _) in _OUTPUTS.items()},  # fmt: skip
+    outs={
+        name: dg.AssetOut(description=description, group_name="learning", kinds={"deltalake"})
+        for name, (description, _) in _OUTPUTS.items()
+    },
     ins={"turns": dg.AssetIn(dagster_type=dg.Nothing)},
     partitions_def=PARTITIONS,
     config=dg.ConfigMapping(config_fn=_config_mapping, config_schema=LearningRunConfig.to_config_schema()),

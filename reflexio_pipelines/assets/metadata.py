@@ -5,7 +5,6 @@ from __future__ import annotations
 import dagster as dg
 import pyarrow as pa
 
-
 #: Columns holding what people wrote (or rules made from it). Dagster's run storage is out of erasure's reach, so a
 #: preview shows their length, never their words: an erased user's words must survive nowhere.
 FREE_TEXT_COLUMNS = frozenset({"content", "trigger", "rationale", "blocking_issue", "expert_content", "shadow_content"})

@@ -34,22 +34,42 @@ class OutcomeConfig(dg.Config):
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("session_outcomes", deps=["turns", "session_evaluations"], group_name="evaluation",
-                     kinds={"deltalake"}, description="Per closed session: holdout arm, searches, items served and "
-                     "the rule-based signals (corrections, recurrence, tool failures). Heuristic."),
-        dg.AssetSpec("item_outcome_events", deps=["turns", "session_evaluations", "user_profiles", "user_playbooks",
-                                                  "agent_playbooks"], group_name="evaluation", kinds={"deltalake"},
-                     description="Per closed session and served learned item: helpful / harmful / missed (heuristic "
-                                 "matching rules) and the rule that decided."),
-        dg.AssetSpec("item_outcomes", deps=["item_outcome_events"], group_name="evaluation", kinds={"deltalake"},
-                     description="Per learned item: served, helpful, harmful, missed, flagged (harmful > helpful "
-                                 "after a minimum count), held out pending review."),
-        dg.AssetSpec("outcome_change_log", deps=["item_outcomes"], group_name="evaluation", kinds={"deltalake"},
-                     description="Every flag action on a learned item with its evidence sessions (append-only)."),
-    ]  # fmt: skip
+        dg.AssetSpec(
+            "session_outcomes",
+            deps=["turns", "session_evaluations"],
+            group_name="evaluation",
+            kinds={"deltalake"},
+            description="Per closed session: holdout arm, searches, items served and "
+            "the rule-based signals (corrections, recurrence, tool failures). Heuristic.",
+        ),
+        dg.AssetSpec(
+            "item_outcome_events",
+            deps=["turns", "session_evaluations", "user_profiles", "user_playbooks", "agent_playbooks"],
+            group_name="evaluation",
+            kinds={"deltalake"},
+            description="Per closed session and served learned item: helpful / harmful / missed (heuristic "
+            "matching rules) and the rule that decided.",
+        ),
+        dg.AssetSpec(
+            "item_outcomes",
+            deps=["item_outcome_events"],
+            group_name="evaluation",
+            kinds={"deltalake"},
+            description="Per learned item: served, helpful, harmful, missed, flagged (harmful > helpful "
+            "after a minimum count), held out pending review.",
+        ),
+        dg.AssetSpec(
+            "outcome_change_log",
+            deps=["item_outcomes"],
+            group_name="evaluation",
+            kinds={"deltalake"},
+            description="Every flag action on a learned item with its evidence sessions (append-only).",
+        ),
+    ]
 )
-def learned_item_outcomes(context: dg.AssetExecutionContext, config: OutcomeConfig, lake: LakeResource,
-                          extractor: ExtractorResource):  # fmt: skip
+def learned_item_outcomes(
+    context: dg.AssetExecutionContext, config: OutcomeConfig, lake: LakeResource, extractor: ExtractorResource
+):
     store = lake.get()
     now = config.now or int(time.time())
     settings = extractor.get_config(store)
@@ -58,14 +78,29 @@ def learned_item_outcomes(context: dg.AssetExecutionContext, config: OutcomeConf
     states, actions = commit_outcomes(store, result, settings.outcomes, at=written_at, run_id=context.run.run_id)
     outcomes = Tally(e.outcome for e in result.events)
     common = {"rules": f"{RULES_VERSION} (heuristic)"}
-    yield dg.MaterializeResult(asset_key="session_outcomes", metadata={
-        **common, "sessions_closed": len(closed), "recurring_corrections": sum(s.recurring_corrections for s in
-                                                                                result.sessions),
-        "corrections": sum(s.corrections for s in result.sessions),
-        "control_sessions": sum(s.arm == "control" for s in result.sessions)})  # fmt: skip
-    yield dg.MaterializeResult(asset_key="item_outcome_events", metadata={
-        **common, "served_in_closed_sessions": len(result.events), "helpful": outcomes[HELPFUL],
-        "harmful": outcomes[HARMFUL], "missed": outcomes[MISSED], "no_signal": outcomes[None]})  # fmt: skip
-    yield dg.MaterializeResult(asset_key="item_outcomes", metadata={
-        **common, "items": len(result.counters), "flagged": sum(1 for s in states.values() if s != "clear")})  # fmt: skip
+    yield dg.MaterializeResult(
+        asset_key="session_outcomes",
+        metadata={
+            **common,
+            "sessions_closed": len(closed),
+            "recurring_corrections": sum(s.recurring_corrections for s in result.sessions),
+            "corrections": sum(s.corrections for s in result.sessions),
+            "control_sessions": sum(s.arm == "control" for s in result.sessions),
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key="item_outcome_events",
+        metadata={
+            **common,
+            "served_in_closed_sessions": len(result.events),
+            "helpful": outcomes[HELPFUL],
+            "harmful": outcomes[HARMFUL],
+            "missed": outcomes[MISSED],
+            "no_signal": outcomes[None],
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key="item_outcomes",
+        metadata={**common, "items": len(result.counters), "flagged": sum(1 for s in states.values() if s != "clear")},
+    )
     yield dg.MaterializeResult(asset_key="outcome_change_log", metadata={**common, "actions_now": len(actions)})

@@ -6,8 +6,9 @@ a version that fails the check is built but never pointed at, and serving keeps 
 
 import dagster as dg
 
+from reflexio_pipelines.lake.embedding_cache import EmbeddingCache
+from reflexio_pipelines.lake.embedding_cache import compact as compact_cache
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
-from reflexio_pipelines.lake.embedding_cache import EmbeddingCache, compact as compact_cache
 from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.search.incremental import stage_update
 from reflexio_pipelines.search.versions import activate_version, prune_versions
@@ -85,8 +86,11 @@ def latest_build(instance: dg.DagsterInstance, index_root: LakePath, run_id: str
     and the newest build overall may be the other run's (its version checked against this run's counts, or served
     without its check). One Dagster instance can also record builds for several lakes (one per organisation)."""
     if run_id is not None:
-        own = [r.asset_materialization for r in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
-               if r.asset_materialization is not None and r.asset_materialization.asset_key == SEARCH_INDEX]
+        own = [
+            r.asset_materialization
+            for r in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
+            if r.asset_materialization is not None and r.asset_materialization.asset_key == SEARCH_INDEX
+        ]
         for mat in reversed(own):
             if _built_for(mat.metadata, index_root):
                 return {k: v.value for k, v in mat.metadata.items()}

@@ -20,8 +20,9 @@ app = typer.Typer(
 )
 profiles_app = typer.Typer(help="User profiles (facts about users).", no_args_is_help=True)
 playbooks_app = typer.Typer(help="Playbooks (behaviour rules) and their approval.", no_args_is_help=True)
-operations_app = typer.Typer(help="Background operations (reruns): status, and cancel (--force clears a hung one).",
-                             no_args_is_help=True)  # fmt: skip
+operations_app = typer.Typer(
+    help="Background operations (reruns): status, and cancel (--force clears a hung one).", no_args_is_help=True
+)
 app.add_typer(profiles_app, name="profiles")
 app.add_typer(playbooks_app, name="playbooks")
 app.add_typer(operations_app, name="operations")
@@ -40,10 +41,12 @@ class Globals:
 @app.callback()
 def configure(
     ctx: typer.Context,
-    server_url: Annotated[str, typer.Option("--server-url", envvar="REFLEXIO_API_URL",
-                                            help="The service's base URL.")] = DEFAULT_BASE_URL,  # fmt: skip
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="REFLEXIO_API_KEY",
-                                                help="API key, sent as a Bearer token.")] = None,  # fmt: skip
+    server_url: Annotated[
+        str, typer.Option("--server-url", envvar="REFLEXIO_API_URL", help="The service's base URL.")
+    ] = DEFAULT_BASE_URL,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="REFLEXIO_API_KEY", help="API key, sent as a Bearer token.")
+    ] = None,
     json_mode: JsonFlag = False,
 ) -> None:
     """Global options."""

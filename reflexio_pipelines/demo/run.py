@@ -23,9 +23,8 @@ import time
 from importlib import resources
 from pathlib import Path
 
-import httpx
-
 import dagster as dg
+import httpx
 
 from reflexio_pipelines.learning.config import DEFAULT_EVALUATION
 from reflexio_pipelines.runs import ensure_dagster_home, launch, run_evaluation
@@ -119,7 +118,9 @@ def publish_samples(api: str, conversations: list[dict]) -> None:
 def learn(api: str, settings: Settings, instance: dg.DagsterInstance | None = None) -> str | None:
     """Materialise every pending window through Dagster and wait until the service serves the new index."""
     result = launch(settings=settings, instance=instance)
-    print(f"materialised windows {', '.join(result.partition_keys) or '(none pending)'} in {len(result.run_ids)} Dagster run(s)")
+    print(
+        f"materialised windows {', '.join(result.partition_keys) or '(none pending)'} in {len(result.run_ids)} Dagster run(s)"
+    )
     _wait_index(api, result.index_version)
     return result.index_version
 
@@ -133,9 +134,16 @@ def fill_dashboard(api: str, settings: Settings, instance: dg.DagsterInstance | 
     httpx.post(f"{api}/api/set_config", json=config, timeout=30).raise_for_status()
     for conversation in followup_conversations():
         # What an agent does before it answers: ask for the learned context of this user and session.
-        httpx.post(f"{api}/api/search", json={"query": conversation["search"], "user_id": conversation["user_id"],
-                                              "agent_version": conversation["agent_version"],
-                                              "session_id": conversation["session_id"]}, timeout=30).raise_for_status()
+        httpx.post(
+            f"{api}/api/search",
+            json={
+                "query": conversation["search"],
+                "user_id": conversation["user_id"],
+                "agent_version": conversation["agent_version"],
+                "session_id": conversation["session_id"],
+            },
+            timeout=30,
+        ).raise_for_status()
         publish_samples(api, [conversation])
     time.sleep(1.0)  # the service flushes its retrieval log every poll (0.5 s)
     learn(api, settings, instance)
@@ -164,7 +172,9 @@ def run_demo(api_port: int = 8081, ui_port: int = 3000, once: bool = False) -> i
     api = f"http://127.0.0.1:{api_port}"
     ui = f"http://127.0.0.1:{ui_port}"
     bin_dir = Path(sys.executable).parent
-    service = _start([sys.executable, "-m", "serving", "--port", str(api_port), "--lake", str(lake)], logs / "serving.log", env)
+    service = _start(
+        [sys.executable, "-m", "serving", "--port", str(api_port), "--lake", str(lake)], logs / "serving.log", env
+    )
     dagster = _start(
         [str(bin_dir / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(ui_port)],
         logs / "dagster.log",
@@ -184,7 +194,15 @@ def run_demo(api_port: int = 8081, ui_port: int = 3000, once: bool = False) -> i
         _report(api, ui, ui_ok, hits, dashboard, time.monotonic() - started)
         found = any("us-west-2" in p["content"] for p in hits["user_playbooks"])
         if not found or not ui_ok:
-            print("demo FAILED: " + ("the correction was not found" if not found else f"Dagster UI did not start; see {logs / 'dagster.log'}"), file=sys.stderr)
+            print(
+                "demo FAILED: "
+                + (
+                    "the correction was not found"
+                    if not found
+                    else f"Dagster UI did not start; see {logs / 'dagster.log'}"
+                ),
+                file=sys.stderr,
+            )
             return 1
         if once:
             return 0
@@ -214,14 +232,20 @@ def _report(api: str, ui: str, ui_ok: bool, hits: dict, dashboard: dict, elapsed
     print(f"\nDashboard  : {api}/dashboard")
     for row in dashboard["metrics"]:
         if row["success_rate"] is not None:
-            print(f"  success rate   {row['agent_version']} {row['day']}: {row['success_rate']:.0%} of "
-                  f"{row['sessions_evaluated']} sessions (evaluation {row['evaluation_name']}, judge {row['judge']})")
+            print(
+                f"  success rate   {row['agent_version']} {row['day']}: {row['success_rate']:.0%} of "
+                f"{row['sessions_evaluated']} sessions (evaluation {row['evaluation_name']}, judge {row['judge']})"
+            )
         if row["correction_recurrence"] is not None:
-            print(f"  recurrence     {row['agent_version']} {row['day']}: {row['correction_recurrence']:.0%} of "
-                  f"{row['corrections']} corrections repeat a served lesson (heuristic)")
+            print(
+                f"  recurrence     {row['agent_version']} {row['day']}: {row['correction_recurrence']:.0%} of "
+                f"{row['corrections']} corrections repeat a served lesson (heuristic)"
+            )
     for item in dashboard["items"][:4]:
-        print(f"  counters       {item['entity']} served {item['served']}, helpful {item['helpful']}, harmful "
-              f"{item['harmful']}, missed {item['missed']} (heuristic): {(item['content'] or '')[:60]}")
+        print(
+            f"  counters       {item['entity']} served {item['served']}, helpful {item['helpful']}, harmful "
+            f"{item['harmful']}, missed {item['missed']} (heuristic): {(item['content'] or '')[:60]}"
+        )
     print(f"  approval queue {dashboard['pending_agent_playbooks']} agent playbook(s) pending")
     print(f"\ndemo finished in {elapsed:.1f} s")
     print("=" * 78)

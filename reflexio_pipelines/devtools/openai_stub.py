@@ -314,8 +314,14 @@ def aggregation_reply(prompt: str) -> dict[str, Any]:
     chosen = min(members, key=lambda f: (len(f.get("content", "")), f.get("content", "")))
     if _norm(chosen.get("content", "")) and _norm(chosen["content"]) in _norm(approved):
         return {"playbook": None}
-    return {"playbook": {"trigger": chosen.get("trigger"), "content": chosen.get("content"),
-                         "rationale": f"Taught by {len(members)} users.", "blocking_issue": None}}  # fmt: skip
+    return {
+        "playbook": {
+            "trigger": chosen.get("trigger"),
+            "content": chosen.get("content"),
+            "rationale": f"Taught by {len(members)} users.",
+            "blocking_issue": None,
+        }
+    }
 
 
 _EVALUATION_MARKER = "Session to evaluate:"
@@ -338,11 +344,16 @@ def session_evaluation_reply(prompt: str) -> dict[str, Any]:
     """The heuristic judge's verdict (`judge.heuristic_verdict`) over the transcript parsed back from the prompt."""
     window = window_from_prompt(prompt)
     session_id = (window.turns[0].session_id if window.turns else None) or "session"
-    session = Session(session_id=session_id, user_id=window.user_id, agent_version="", turns=window.turns,
-                      started_at=0, last_at=0)  # fmt: skip
+    session = Session(
+        session_id=session_id, user_id=window.user_id, agent_version="", turns=window.turns, started_at=0, last_at=0
+    )
     verdict = heuristic_verdict(session)
-    return {"is_success": verdict.is_success, "failure_type": verdict.failure_type,
-            "failure_reason": verdict.failure_reason, "is_escalated": verdict.is_escalated}  # fmt: skip
+    return {
+        "is_success": verdict.is_success,
+        "failure_type": verdict.failure_type,
+        "failure_reason": verdict.failure_reason,
+        "is_escalated": verdict.is_escalated,
+    }
 
 
 def shadow_comparison_reply(prompt: str) -> dict[str, Any]:
@@ -352,8 +363,11 @@ def shadow_comparison_reply(prompt: str) -> dict[str, Any]:
     question = parts.get("User question", "")
     question = "" if question.strip() == NO_QUESTION else question
     winner, significant, reason = compare_answers(question, parts.get("Answer A", ""), parts.get("Answer B", ""))
-    return {"better": "tie" if winner is None else "AB"[winner], "significantly": significant,
-            "reason": f"stub {reason}"}  # fmt: skip
+    return {
+        "better": "tie" if winner is None else "AB"[winner],
+        "significantly": significant,
+        "reason": f"stub {reason}",
+    }
 
 
 def fake_llm_reply(body: dict[str, Any]) -> str:
@@ -443,8 +457,9 @@ def make_openai_stub(behaviour: StubBehaviour | None = None) -> FastAPI:
                 headers={"Retry-After": f"{current.faults.retry_after_s:g}"},
             )
         elif fault == "server_error":
-            return JSONResponse({"error": {"message": "stub overloaded", "type": "server_error", "code": None}},
-                                status_code=500)  # fmt: skip
+            return JSONResponse(
+                {"error": {"message": "stub overloaded", "type": "server_error", "code": None}}, status_code=500
+            )
         if call <= current.error_first:
             return JSONResponse(
                 {"error": {"message": f"stub failure {call}", "type": "server_error", "code": None}},

@@ -41,8 +41,9 @@ def _wait_accepting(host: str, port: int, deadline: float) -> bool:
 
 
 @contextmanager
-def serve_app(app: Any, *, startup_timeout: float = 15.0, shutdown_timeout: float = 10.0,
-              keep_alive_s: float = 5.0) -> Iterator[str]:
+def serve_app(
+    app: Any, *, startup_timeout: float = 15.0, shutdown_timeout: float = 10.0, keep_alive_s: float = 5.0
+) -> Iterator[str]:
     """Serve `app` with uvicorn on 127.0.0.1:<free port> in a daemon thread; yield its base URL (no trailing /).
 
     Waits until the server has started and accepts connections; on exit asks it to stop gracefully, forcing the
@@ -56,8 +57,9 @@ def serve_app(app: Any, *, startup_timeout: float = 15.0, shutdown_timeout: floa
     # log_config=None: uvicorn's default dictConfig clears every existing handler under logging's module lock, and
     # a thread of an earlier test still logging through a Dagster handler holds that handler's lock while it waits
     # for the module lock: the two deadlock (seen once in CI, a 600 s timeout).
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="auto",
-                            timeout_keep_alive=keep_alive_s, log_config=None)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="auto", timeout_keep_alive=keep_alive_s, log_config=None
+    )
     server = uvicorn.Server(config)
     errors: list[BaseException] = []
 

@@ -81,8 +81,9 @@ def _skip_reason(user_id: str | None, interactions: list[dict[str, Any]]) -> str
     return None
 
 
-def publish_quietly(client: ReflexioClient, user_id: str | None, interactions: list[dict[str, Any]],
-                    **options: Any) -> PublishResult | None:  # fmt: skip
+def publish_quietly(
+    client: ReflexioClient, user_id: str | None, interactions: list[dict[str, Any]], **options: Any
+) -> PublishResult | None:
     """`client.publish(user_id, interactions, **options)`; None (and a log line) when skipped or failed."""
     if reason := _skip_reason(user_id, interactions):
         log.debug("Reflexio publish skipped: %s", reason)
@@ -94,8 +95,9 @@ def publish_quietly(client: ReflexioClient, user_id: str | None, interactions: l
         return None
 
 
-async def apublish_quietly(client: AsyncReflexioClient, user_id: str | None, interactions: list[dict[str, Any]],
-                           **options: Any) -> PublishResult | None:  # fmt: skip
+async def apublish_quietly(
+    client: AsyncReflexioClient, user_id: str | None, interactions: list[dict[str, Any]], **options: Any
+) -> PublishResult | None:
     """The asyncio twin of `publish_quietly`."""
     if reason := _skip_reason(user_id, interactions):
         log.debug("Reflexio publish skipped: %s", reason)

@@ -94,8 +94,15 @@ class ReflexioCallbackHandler(BaseCallbackHandler):
     published. A Reflexio failure is logged and never reaches the chain.
     """
 
-    def __init__(self, client: ReflexioClient | None = None, *, user_id: str | None = None, agent_version: str = "",
-                 session_id: str | None = None, source: str = "langchain") -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: ReflexioClient | None = None,
+        *,
+        user_id: str | None = None,
+        agent_version: str = "",
+        session_id: str | None = None,
+        source: str = "langchain",
+    ) -> None:
         self.client = client if client is not None else ReflexioClient()
         self.user_id = user_id
         self.agent_version = agent_version
@@ -105,13 +112,27 @@ class ReflexioCallbackHandler(BaseCallbackHandler):
         # run id -> (per prompt: user message and tool calls, run metadata), from *_start until *_end / *_error
         self._runs: dict[UUID, tuple[list[tuple[str, list[dict[str, Any]]]], dict[str, Any]]] = {}
 
-    def on_chat_model_start(self, serialized: dict[str, Any], messages: list[list[BaseMessage]], *, run_id: UUID,
-                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:  # fmt: skip
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """Remember each prompt's open turn until the run ends."""
         self._runs[run_id] = ([_open_turn(batch) for batch in messages], dict(metadata or {}))
 
-    def on_llm_start(self, serialized: dict[str, Any], prompts: list[str], *, run_id: UUID,
-                     metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:  # fmt: skip
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """Remember each prompt (as the user turn) until the run ends."""
         self._runs[run_id] = ([(prompt, []) for prompt in prompts], dict(metadata or {}))
 
@@ -125,8 +146,11 @@ class ReflexioCallbackHandler(BaseCallbackHandler):
         session_id = _first(metadata, SESSION_KEYS) or self.session_id
         if user_id and not session_id:
             session_id = self.sessions.session_for(user_id)
-        options = {"agent_version": _first(metadata, AGENT_VERSION_KEYS) or self.agent_version,
-                   "session_id": session_id, "source": self.source}  # fmt: skip
+        options = {
+            "agent_version": _first(metadata, AGENT_VERSION_KEYS) or self.agent_version,
+            "session_id": session_id,
+            "source": self.source,
+        }
         for (user_text, tools), generations in zip(turns, response.generations):
             if not generations:
                 continue
@@ -146,8 +170,11 @@ class ReflexioCallbackHandler(BaseCallbackHandler):
         self._runs.pop(run_id, None)
 
 
-_ENTITIES = (("profile", "profiles", "profile_id"), ("user_playbook", "user_playbooks", "user_playbook_id"),
-             ("agent_playbook", "agent_playbooks", "agent_playbook_id"))  # fmt: skip
+_ENTITIES = (
+    ("profile", "profiles", "profile_id"),
+    ("user_playbook", "user_playbooks", "user_playbook_id"),
+    ("agent_playbook", "agent_playbooks", "agent_playbook_id"),
+)
 
 
 def search_documents(result: SearchResult) -> list[Document]:
@@ -180,9 +207,15 @@ class ReflexioRetriever(BaseRetriever):
     search_mode: Literal["vector", "fts", "hybrid"] = "hybrid"
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        result = self.client.search(query, user_id=self.user_id, agent_version=self.agent_version,
-                                    playbook_name=self.playbook_name, top_k=self.top_k, threshold=self.threshold,
-                                    search_mode=self.search_mode)  # fmt: skip
+        result = self.client.search(
+            query,
+            user_id=self.user_id,
+            agent_version=self.agent_version,
+            playbook_name=self.playbook_name,
+            top_k=self.top_k,
+            threshold=self.threshold,
+            search_mode=self.search_mode,
+        )
         return search_documents(result)
 
 
@@ -233,8 +266,10 @@ def exchange_interactions(messages: Sequence[BaseMessage]) -> list[dict[str, Any
                 interactions.append({"role": "user", "content": text})
         elif isinstance(message, AIMessage):
             for call in message.tool_calls:
-                tools[call.get("id") or call["name"]] = {"tool_name": call["name"],
-                                                         "tool_data": {"input": call["args"]}}  # fmt: skip
+                tools[call.get("id") or call["name"]] = {
+                    "tool_name": call["name"],
+                    "tool_data": {"input": call["args"]},
+                }
             if not message.tool_calls:
                 answer(content_text(message.content))
         elif isinstance(message, ToolMessage):
@@ -319,8 +354,12 @@ class ReflexioChatModel(BaseChatModel):
         return user_id, agent_version, session_id
 
     def _context_options(self, user_id: str | None, agent_version: str) -> dict[str, Any]:
-        return {"user_id": user_id, "agent_version": agent_version or None, "top_k": self.top_k,
-                "max_chars": self.max_chars}  # fmt: skip
+        return {
+            "user_id": user_id,
+            "agent_version": agent_version or None,
+            "top_k": self.top_k,
+            "max_chars": self.max_chars,
+        }
 
     def _exchange(self, session_id: str | None, messages: Sequence[BaseMessage], reply: AIMessage) -> list[dict]:
         """The interactions to publish for `reply` to `messages`, or [] when the reply requests tools."""
@@ -343,14 +382,16 @@ class ReflexioChatModel(BaseChatModel):
     def _publish_options(self, agent_version: str, session_id: str | None) -> dict[str, Any]:
         return {"agent_version": agent_version, "session_id": session_id, "source": self.source}
 
-    def _publish(self, scope: tuple[str | None, str, str | None], messages: Sequence[BaseMessage],
-                 reply: AIMessage) -> None:  # fmt: skip
+    def _publish(
+        self, scope: tuple[str | None, str, str | None], messages: Sequence[BaseMessage], reply: AIMessage
+    ) -> None:
         user_id, agent_version, session_id = scope
         if user_id and (interactions := self._exchange(session_id, messages, reply)):
             publish_quietly(self.client, user_id, interactions, **self._publish_options(agent_version, session_id))
 
-    async def _apublish(self, scope: tuple[str | None, str, str | None], messages: Sequence[BaseMessage],
-                        reply: AIMessage) -> None:  # fmt: skip
+    async def _apublish(
+        self, scope: tuple[str | None, str, str | None], messages: Sequence[BaseMessage], reply: AIMessage
+    ) -> None:
         user_id, agent_version, session_id = scope
         if not user_id or not (interactions := self._exchange(session_id, messages, reply)):
             return
@@ -376,24 +417,37 @@ class ReflexioChatModel(BaseChatModel):
 
     # -- BaseChatModel ----------------------------------------------------------------------------------------------
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:  # fmt: skip
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         scope, prompt = self._prepare(messages, run_manager)
         reply = self.llm.invoke(prompt, stop=stop, **kwargs)
         self._publish(scope, messages, reply)
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                         run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                         **kwargs: Any) -> ChatResult:  # fmt: skip
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         scope, prompt = await self._aprepare(messages, run_manager)
         reply = await self.llm.ainvoke(prompt, stop=stop, **kwargs)
         await self._apublish(scope, messages, reply)
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
-    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                run_manager: CallbackManagerForLLMRun | None = None,
-                **kwargs: Any) -> Iterator[ChatGenerationChunk]:  # fmt: skip
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
         scope, prompt = self._prepare(messages, run_manager)
         reply: AIMessageChunk | None = None
         for chunk in self.llm.stream(prompt, stop=stop, **kwargs):
@@ -405,9 +459,13 @@ class ReflexioChatModel(BaseChatModel):
         if reply is not None:
             self._publish(scope, messages, reply)
 
-    async def _astream(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                       run_manager: AsyncCallbackManagerForLLMRun | None = None,
-                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:  # fmt: skip
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
         scope, prompt = await self._aprepare(messages, run_manager)
         reply: AIMessageChunk | None = None
         async for chunk in self.llm.astream(prompt, stop=stop, **kwargs):

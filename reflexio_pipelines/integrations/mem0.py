@@ -28,9 +28,7 @@ try:
     from mem0 import MemoryClient as _Mem0MemoryClient
     from mem0.configs.base import MemoryConfig
 except ImportError as exc:  # the base package works without the extra; only this module needs mem0ai
-    raise ImportError(
-        "reflexio_pipelines.integrations.mem0 needs mem0ai: pip install 'reflexio-lake[mem0]'"
-    ) from exc
+    raise ImportError("reflexio_pipelines.integrations.mem0 needs mem0ai: pip install 'reflexio-lake[mem0]'") from exc
 
 import httpx
 
@@ -56,8 +54,9 @@ def _as_message_list(messages: Any) -> list[Mapping[str, Any]]:
     return [m for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
 
 
-def _publish_options(options: Any, kwargs: Mapping[str, Any],
-                     sessions: ConversationSessions) -> tuple[str | None, dict[str, Any]]:  # fmt: skip
+def _publish_options(
+    options: Any, kwargs: Mapping[str, Any], sessions: ConversationSessions
+) -> tuple[str | None, dict[str, Any]]:
     """(user id, publish keyword arguments) from an `add()` call's `options` and keyword arguments; without a
     `run_id` the user's current conversation is the session."""
     merged = {**(options.model_dump(exclude_unset=True) if options is not None else {}), **kwargs}
@@ -79,8 +78,14 @@ class MemoryClient(_Mem0MemoryClient):
     $REFLEXIO_API_URL / $REFLEXIO_API_KEY).
     """
 
-    def __init__(self, api_key: str | None = None, host: str | None = None, client: httpx.Client | None = None,
-                 *, reflexio: ReflexioClient | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        api_key: str | None = None,
+        host: str | None = None,
+        client: httpx.Client | None = None,
+        *,
+        reflexio: ReflexioClient | None = None,
+    ) -> None:
         super().__init__(api_key=api_key, host=host, client=client)
         self.reflexio = reflexio if reflexio is not None else ReflexioClient()
         self.reflexio_sessions = ConversationSessions()
@@ -89,8 +94,9 @@ class MemoryClient(_Mem0MemoryClient):
     def add(self, messages: Any, options: Any = None, **kwargs: Any) -> dict[str, Any]:
         result = super().add(messages, options, **kwargs)
         user_id, publish_kwargs = _publish_options(options, kwargs, self.reflexio_sessions)
-        publish_quietly(self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)),
-                        **publish_kwargs)  # fmt: skip
+        publish_quietly(
+            self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)), **publish_kwargs
+        )
         return result
 
 
@@ -101,8 +107,14 @@ class AsyncMemoryClient(_Mem0AsyncMemoryClient):
     `async with` closes mem0's connection pool and the Reflexio client this object created (not one passed in).
     """
 
-    def __init__(self, api_key: str | None = None, host: str | None = None, client: httpx.AsyncClient | None = None,
-                 *, reflexio: AsyncReflexioClient | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        api_key: str | None = None,
+        host: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        *,
+        reflexio: AsyncReflexioClient | None = None,
+    ) -> None:
         super().__init__(api_key=api_key, host=host, client=client)
         self._owns_reflexio = reflexio is None
         self.reflexio = reflexio if reflexio is not None else AsyncReflexioClient()
@@ -112,8 +124,9 @@ class AsyncMemoryClient(_Mem0AsyncMemoryClient):
     async def add(self, messages: Any, options: Any = None, **kwargs: Any) -> dict[str, Any]:
         result = await super().add(messages, options, **kwargs)
         user_id, publish_kwargs = _publish_options(options, kwargs, self.reflexio_sessions)
-        await apublish_quietly(self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)),
-                               **publish_kwargs)  # fmt: skip
+        await apublish_quietly(
+            self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)), **publish_kwargs
+        )
         return result
 
     async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
@@ -146,8 +159,9 @@ class Memory(_Mem0Memory):
     def add(self, messages: Any, **kwargs: Any) -> dict[str, Any]:
         result = super().add(messages, **kwargs)
         user_id, publish_kwargs = _publish_options(None, kwargs, self.reflexio_sessions)
-        publish_quietly(self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)),
-                        **publish_kwargs)  # fmt: skip
+        publish_quietly(
+            self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)), **publish_kwargs
+        )
         return result
 
     def close(self) -> None:
@@ -170,8 +184,7 @@ class AsyncMemory(_Mem0AsyncMemory):
         self.reflexio_sessions = ConversationSessions()
 
     @classmethod
-    def from_config(cls, config_dict: dict[str, Any], *,
-                    reflexio: AsyncReflexioClient | None = None) -> AsyncMemory:  # fmt: skip
+    def from_config(cls, config_dict: dict[str, Any], *, reflexio: AsyncReflexioClient | None = None) -> AsyncMemory:
         """mem0's `AsyncMemory.from_config` (the same validation errors), plus `reflexio` (see the class)."""
         return cls(MemoryConfig(**config_dict), reflexio=reflexio)
 
@@ -179,8 +192,9 @@ class AsyncMemory(_Mem0AsyncMemory):
     async def add(self, messages: Any, **kwargs: Any) -> dict[str, Any]:
         result = await super().add(messages, **kwargs)
         user_id, publish_kwargs = _publish_options(None, kwargs, self.reflexio_sessions)
-        await apublish_quietly(self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)),
-                               **publish_kwargs)  # fmt: skip
+        await apublish_quietly(
+            self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)), **publish_kwargs
+        )
         return result
 
     async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> bool:

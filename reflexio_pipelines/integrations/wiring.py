@@ -73,9 +73,17 @@ class ReflexioHooks:
     session, when the agent passes no session id (default 600 s, the service's session quiet period).
     """
 
-    def __init__(self, client: ReflexioClient | None = None, *, agent_version: str = "", source: str = "agent",
-                 default_user_id: str | None = None, top_k: int = 5, max_chars: int = 4000,
-                 session_gap_s: float = 600.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: ReflexioClient | None = None,
+        *,
+        agent_version: str = "",
+        source: str = "agent",
+        default_user_id: str | None = None,
+        top_k: int = 5,
+        max_chars: int = 4000,
+        session_gap_s: float = 600.0,
+    ) -> None:
         self.client = client if client is not None else ReflexioClient()
         self.agent_version = agent_version
         self.source = source
@@ -86,9 +94,14 @@ class ReflexioHooks:
 
     def context(self, query: str, *, user_id: str | None = None) -> str:
         """The prompt block of what Reflexio learned that is relevant to `query`; "" when nothing or unreachable."""
-        return context_quietly(self.client, query, user_id=user_id or self.default_user_id,
-                               agent_version=self.agent_version or None, top_k=self.top_k,
-                               max_chars=self.max_chars)  # fmt: skip
+        return context_quietly(
+            self.client,
+            query,
+            user_id=user_id or self.default_user_id,
+            agent_version=self.agent_version or None,
+            top_k=self.top_k,
+            max_chars=self.max_chars,
+        )
 
     def inject(self, messages: str | Sequence[Any], query: str, *, user_id: str | None = None) -> str | list[Any]:
         """`messages` with what Reflexio learned that is relevant to `query` added to the system prompt (see
@@ -102,8 +115,15 @@ class ReflexioHooks:
         context = self.context(query, user_id=user_id)
         return f"{text}\n\n{context}" if text and context else text or context
 
-    def after_turn(self, user_id: str | None, user_message: str, reply: T, *,
-                   tools_used: list[dict[str, Any]] | None = None, session_id: str | None = None) -> T:  # fmt: skip
+    def after_turn(
+        self,
+        user_id: str | None,
+        user_message: str,
+        reply: T,
+        *,
+        tools_used: list[dict[str, Any]] | None = None,
+        session_id: str | None = None,
+    ) -> T:
         """Publish the finished turn (the user's message verbatim, the reply with the tools it used — keep each
         tool's exact error text in `tool_data["error"]`) and return `reply` unchanged. Without `session_id` the
         turn joins the user's current conversation (see `ConversationSessions`)."""
@@ -114,6 +134,12 @@ class ReflexioHooks:
         if assistant["content"].strip() or tools_used:  # the service rejects a turn with neither
             turns.append(assistant)
         user = user_id or self.default_user_id
-        publish_quietly(self.client, user, turns, agent_version=self.agent_version,
-                        session_id=session_id or self.sessions.session_for(user), source=self.source)  # fmt: skip
+        publish_quietly(
+            self.client,
+            user,
+            turns,
+            agent_version=self.agent_version,
+            session_id=session_id or self.sessions.session_for(user),
+            source=self.source,
+        )
         return reply

@@ -21,7 +21,7 @@ def record_decision(lake: Lake, entity: str, item_id: str, value: str, actor: st
     with lake.lock("control-log"):
         seq = lake.read_table("control_log").num_rows
         row = {"seq": seq, "at": int(time.time()), "entity": entity, "item_id": str(item_id),
-               "action": "playbook_status", "value": value, "actor": actor}  # fmt: skip
+               "action": "playbook_status", "value": value, "actor": actor}
         lake.append("control_log", pa.Table.from_pylist([row], schema=TABLES["control_log"]))
     return row
 

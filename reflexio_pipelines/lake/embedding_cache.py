@@ -115,7 +115,7 @@ class EmbeddingCache:
         keys = [text_key(t) for t in texts]
         with self._lake.lock(LOCK):
             rows, self._looked_at = _scan(self._lake, keys, model_id, dim, ["text_sha256", "vector", "owner_user_ids"],
-                                          self.stats)  # fmt: skip
+                                          self.stats)
         found = _vectors(rows, dim)
         self._owners.update({k: v for k, v in _owners(rows).items() if k in found})
         out = {text: found[key] for text, key in zip(texts, keys) if key in found}
@@ -124,7 +124,7 @@ class EmbeddingCache:
         return out
 
     def store(self, model_id: str, dim: int, texts: Sequence[str], vectors: np.ndarray,
-              owners: Mapping[str, frozenset[str]]) -> None:  # fmt: skip
+              owners: Mapping[str, frozenset[str]]) -> None:
         """In one commit: store newly embedded `texts` (distinct; row i of `vectors` belongs to texts[i]), skipping
         those another build stored meanwhile, and add owners to cached rows that lack some. `owners` maps every text
         of the build to the users whose words it holds."""
@@ -140,15 +140,15 @@ class EmbeddingCache:
                 return
             # What builds committed since the lookup (usually nothing: only files added since are read)
             since, _ = _scan(self._lake, keys + sorted(grown), model_id, dim, ["text_sha256", "owner_user_ids"],
-                             skip=self._looked_at)  # fmt: skip
+                             skip=self._looked_at)
             stored = _owners(since)
             fresh = [i for i, key in enumerate(keys) if key not in stored]
             # Texts another build stored meanwhile may lack owners this build saw: claimed like the looked-up ones.
             known = {k: self._owners.get(k, frozenset()) | stored.get(k, frozenset())
-                     for k in (self._owners.keys() | stored.keys()) & claims.keys()}  # fmt: skip
+                     for k in (self._owners.keys() | stored.keys()) & claims.keys()}
             claimed = {k: claims[k] - owners for k, owners in known.items() if claims[k] - owners}
             new = _rows(model_id, dim, [keys[i] for i in fresh], np.asarray(vectors)[fresh],
-                        [claims.get(keys[i], frozenset()) for i in fresh])  # fmt: skip
+                        [claims.get(keys[i], frozenset()) for i in fresh])
             if claimed:
                 new = pa.concat_tables([new, _owner_rows(model_id, dim, claimed)])
             if new.num_rows:
@@ -209,7 +209,7 @@ def _owned_by(table: pa.Table, user_id: str) -> pa.Array:
 
 
 def _scan(lake: Lake, keys: Sequence[str], model_id: str, dim: int, columns: list[str],
-          stats: CacheStats | None = None, *, skip: frozenset[str] = frozenset()) -> tuple[pa.Table, frozenset[str]]:  # fmt: skip
+          stats: CacheStats | None = None, *, skip: frozenset[str] = frozenset()) -> tuple[pa.Table, frozenset[str]]:
     """The rows (vector and owner rows) of `keys` for this model and dimension, read from their buckets' data files
     except `skip`: the key columns of every candidate file (one threaded scan), then `columns` from only the files
     that hold a match. Returns the rows and the files looked at (with `skip`): a later scan of the same keys under
@@ -230,7 +230,7 @@ def _scan(lake: Lake, keys: Sequence[str], model_id: str, dim: int, columns: lis
         return ds.FileSystemDataset(subset, dataset.schema, dataset.format, dataset.filesystem)
 
     match = (pc.field("text_sha256").isin(pa.array(sorted(set(keys)), pa.string()))
-             & (pc.field("model_id") == model_id) & (pc.field("dim") == dim))  # fmt: skip
+             & (pc.field("model_id") == model_id) & (pc.field("dim") == dim))
     held = set(files(fragments).to_table(columns=["__filename"], filter=match).column("__filename").to_pylist())
     if not held:
         return _empty(columns), looked_at
@@ -295,7 +295,7 @@ def _write(lake: Lake, rows: pa.Table, *, mode: str, predicate: str | None = Non
     rows = rows.select(TABLES[CACHE_TABLE].names).cast(TABLES[CACHE_TABLE]).sort_by(
         [("bucket", "ascending"), ("text_sha256", "ascending")])
     write_deltalake(delta_uri(path), rows, mode=mode, predicate=predicate, partition_by=["bucket"],
-                    storage_options=delta_options(path), writer_properties=_writer_properties())  # fmt: skip
+                    storage_options=delta_options(path), writer_properties=_writer_properties())
 
 
 def _writer_properties() -> Any:
@@ -314,7 +314,7 @@ def compact(lake: Lake) -> None:
 
 
 def _compact(lake: Lake, buckets: list[int], *, small_bytes: int = APPEND_FILE_BYTES,
-             min_files: int = MAX_SMALL_FILES) -> None:  # fmt: skip
+             min_files: int = MAX_SMALL_FILES) -> None:
     """Merge the files under `small_bytes` of those of `buckets` that hold `min_files` of them into files of up to
     `small_bytes` (caller holds LOCK)."""
     table = open_delta(lake.table_path(CACHE_TABLE))
@@ -327,11 +327,11 @@ def _compact(lake: Lake, buckets: list[int], *, small_bytes: int = APPEND_FILE_B
     if not full:
         return
     table.optimize.compact(partition_filters=[("bucket", "in", [str(b) for b in full])], target_size=small_bytes,
-                           writer_properties=_writer_properties())  # fmt: skip
+                           writer_properties=_writer_properties())
 
 
 def _vacuum_removed(lake: Lake) -> None:
     """Delete the files compactions and owner rewrites took out of the table `REMOVED_FILE_RETENTION_HOURS` ago
     (a no-op, and no commit, while there are none)."""
     open_delta(lake.table_path(CACHE_TABLE)).vacuum(retention_hours=REMOVED_FILE_RETENTION_HOURS, dry_run=False,
-                                                     enforce_retention_duration=False)  # fmt: skip
+                                                     enforce_retention_duration=False)

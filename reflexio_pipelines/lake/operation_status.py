@@ -100,7 +100,7 @@ def read_status(lake: Lake, service_name: str) -> dict | None:
 
 def _owner() -> dict:
     return {"owner_pid": os.getpid(), "owner_host": socket.gethostname(), "owner_token": _PROCESS_TOKEN,
-            "heartbeat_at": time.time()}  # fmt: skip
+            "heartbeat_at": time.time()}
 
 
 def _pid_alive(pid: int) -> bool:
@@ -140,7 +140,7 @@ def stale_reason(info: dict, stale_after_s: float = DEFAULT_STALE_AFTER_S, now: 
 
 def _interrupted(reason: str) -> dict:
     return {"status": "failed", "interrupted": True, "completed_at": int(time.time()), "current_user_id": None,
-            "error_message": f"interrupted: {reason}; nothing of it was applied, start it again"}  # fmt: skip
+            "error_message": f"interrupted: {reason}; nothing of it was applied, start it again"}
 
 
 def current_status(lake: Lake, service_name: str, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> dict | None:
@@ -156,7 +156,7 @@ def current_status(lake: Lake, service_name: str, stale_after_s: float = DEFAULT
 
 
 def begin_operation(lake: Lake, service_name: str, operation_id: str, request_params: dict, total_users: int = 0,
-                    stale_after_s: float = DEFAULT_STALE_AFTER_S) -> dict | None:  # fmt: skip
+                    stale_after_s: float = DEFAULT_STALE_AFTER_S) -> dict | None:
     """Record `operation_id` as the service's running operation, owned by this process, atomically: raises
     `OperationInProgress` if another operation is live. A stale one is settled as interrupted first. The same
     operation id takes its own `in_progress` status over (the service records it, then the Dagster op that runs it
@@ -180,7 +180,7 @@ def begin_operation(lake: Lake, service_name: str, operation_id: str, request_pa
                 "started_at": started_at, "completed_at": None, "total_users": total_users, "processed_users": 0,
                 "failed_users": 0, "current_user_id": None, "processed_user_ids": [], "failed_user_ids": [],
                 "request_params": request_params, "error_message": None, "interrupted": False,
-                "stats": {"total_interactions_processed": 0, "total_generated": 0}, **_owner()}  # fmt: skip
+                "stats": {"total_interactions_processed": 0, "total_generated": 0}, **_owner()}
         return _write(lake, service_name, info)
 
 
@@ -193,13 +193,13 @@ def clear_operation(lake: Lake, service_name: str, reason: str) -> dict | None:
         if not info or info.get("status") != "in_progress":
             return None
         info.update(status="cancelled", completed_at=int(time.time()), current_user_id=None,
-                    error_message=f"cleared: {reason}")  # fmt: skip
+                    error_message=f"cleared: {reason}")
         return _write(lake, service_name, info)
 
 
 @contextmanager
 def heartbeat(lake: Lake, service_name: str, operation_id: str,
-              interval_s: float = DEFAULT_HEARTBEAT_S) -> Iterator[None]:  # fmt: skip
+              interval_s: float = DEFAULT_HEARTBEAT_S) -> Iterator[None]:
     """Refresh the operation's `heartbeat_at` every `interval_s` while the block runs (a daemon thread: a process
     that dies stops beating, which is the point)."""
     stop = threading.Event()

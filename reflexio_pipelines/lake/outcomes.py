@@ -74,7 +74,7 @@ def action_rows(action: FlagAction, *, at: int, run_id: str | None, actor: str =
     c = action.counters
     base = {"action_id": uuid.uuid4().hex, "at": at, "entity": action.ref.entity, "item_id": action.ref.item_id,
             "action": action.action, "reason": action.reason, "served": c.served, "helpful": c.count(HELPFUL),
-            "harmful": c.count(HARMFUL), "missed": c.count(MISSED), "actor": actor, "run_id": run_id}  # fmt: skip
+            "harmful": c.count(HARMFUL), "missed": c.count(MISSED), "actor": actor, "run_id": run_id}
     evidence = action.evidence or ((None, None),)
     return [dict(base, user_id=user_id, session_id=session_id) for user_id, session_id in evidence]
 
@@ -88,7 +88,7 @@ def record_review(lake: Lake, entity: str, item_id: str, actor: str, reason: str
         row = {"action_id": uuid.uuid4().hex, "at": int(time.time()), "entity": entity, "item_id": str(item_id),
                "action": "kept", "reason": reason or "kept by a reviewer", "served": counts["served"],
                "helpful": counts["helpful"], "harmful": counts["harmful"], "missed": counts["missed"],
-               "session_id": None, "user_id": None, "actor": actor, "run_id": None}  # fmt: skip
+               "session_id": None, "user_id": None, "actor": actor, "run_id": None}
         lake.append("outcome_change_log", pa.Table.from_pylist([row], schema=TABLES["outcome_change_log"]))
     return row
 
@@ -102,7 +102,7 @@ def change_log_entries(lake: Lake, entity: str | None = None, item_id: str | Non
             continue
         entry = actions.setdefault(row["action_id"], {k: row[k] for k in (
             "action_id", "at", "entity", "item_id", "action", "reason", "served", "helpful", "harmful", "missed",
-            "actor", "run_id")} | {"evidence_session_ids": []})  # fmt: skip
+            "actor", "run_id")} | {"evidence_session_ids": []})
         if row["session_id"] is not None:
             entry["evidence_session_ids"].append(row["session_id"])
     return sorted(actions.values(), key=lambda e: (-e["at"], e["action_id"]))
@@ -114,12 +114,12 @@ def outcomes_now(store: Lake, config: ExtractionConfig, now: int) -> tuple[list[
     sessions = group_sessions(live_turns(store))
     closed = [s for s in sessions if is_closed(s, now, config.session_quiet_period_seconds)]
     result = evaluate(closed, sessions, retrieval_events(store), learned_items(store), judged_sessions(store),
-                      config.holdout)  # fmt: skip
+                      config.holdout)
     return closed, result
 
 
 def commit_outcomes(store: Lake, result: OutcomeResult, settings: OutcomeSettings, *, at: int,
-                    run_id: str | None) -> tuple[dict[ItemRef, str], list[FlagAction]]:  # fmt: skip
+                    run_id: str | None) -> tuple[dict[ItemRef, str], list[FlagAction]]:
     """Rewrite the outcome tables from `result` and append the flag actions it calls for to the change log, at `at`
     (unix s, the audit time). Flags are decided under the outcomes lock against the change log as it is then, so a
     reviewer's "keep" recorded meanwhile counts. Returns each item's flag state after the run, and the actions."""
@@ -145,20 +145,20 @@ def _tables(result: OutcomeResult, states: dict[ItemRef, str], now: int) -> dict
         "recurring_corrections": s.recurring_corrections, "repeated_learned_corrections": s.repeated_learned_corrections,
         "tool_failures": s.tool_failures, "user_turns": s.user_turns, "session_started_at": s.started_at,
         "session_closed_at": s.closed_at, "day": s.day, "rules": RULES_VERSION,
-    } for s in result.sessions]  # fmt: skip
+    } for s in result.sessions]
     events = [{
         "entity": e.ref.entity, "item_id": e.ref.item_id, "user_id": e.user_id, "session_id": e.session_id,
         "agent_version": e.agent_version, "outcome": e.outcome, "reason": e.reason, "served_at_us": e.served_at_us,
         "turn_index": e.turn_index, "day": e.day, "rules": RULES_VERSION,
-    } for e in result.events]  # fmt: skip
+    } for e in result.events]
     counters = [{
         "entity": ref.entity, "item_id": ref.item_id, "user_id": c.owner, "agent_version": c.agent_version,
         "served": c.served, "sessions": c.sessions, "helpful": c.count(HELPFUL), "harmful": c.count(HARMFUL),
         "missed": c.count(MISSED), "flagged": states.get(ref, "clear") != "clear",
         "held_out": states.get(ref) == "held_out", "computed_at": now, "rules": RULES_VERSION,
-    } for ref, c in sorted(result.counters.items(), key=lambda kv: (kv[0].entity, kv[0].item_id))]  # fmt: skip
+    } for ref, c in sorted(result.counters.items(), key=lambda kv: (kv[0].entity, kv[0].item_id))]
     return {name: pa.Table.from_pylist(rows, schema=TABLES[name]) for name, rows in
-            (("session_outcomes", sessions), ("item_outcome_events", events), ("item_outcomes", counters))}  # fmt: skip
+            (("session_outcomes", sessions), ("item_outcome_events", events), ("item_outcomes", counters))}
 
 
 def retrieval_events(store: Lake) -> list[RetrievalEvent]:
@@ -167,10 +167,10 @@ def retrieval_events(store: Lake) -> list[RetrievalEvent]:
     for r in store.read_table("retrieval_events").to_pylist():
         items = ([ItemRef("profile", str(i)) for i in r["profile_ids"] or []]
                  + [ItemRef("user_playbook", str(i)) for i in r["user_playbook_ids"] or []]
-                 + [ItemRef("agent_playbook", str(i)) for i in r["agent_playbook_ids"] or []])  # fmt: skip
+                 + [ItemRef("agent_playbook", str(i)) for i in r["agent_playbook_ids"] or []])
         out.append(RetrievalEvent(r["event_id"], r["served_at_us"], r["user_id"], r["session_id"],
                                   r["agent_version"] or "", r["arm"], r["holdout"], r["holdout_override"],
-                                  tuple(items)))  # fmt: skip
+                                  tuple(items)))
     return sorted(out, key=lambda e: (e.served_at_us, e.event_id))
 
 
@@ -184,16 +184,16 @@ def learned_items(store: Lake) -> dict[ItemRef, LearnedItem]:
         ref = ItemRef("user_playbook", str(r["user_playbook_id"]))
         sources[r["user_playbook_id"]] = frozenset(r["source_turn_ids"] or ())
         items[ref] = LearnedItem(ref, r["user_id"], r["agent_version"] or "", r["content"] or "", r["trigger"] or "",
-                                 r["created_at"] or 0, sources[r["user_playbook_id"]])  # fmt: skip
+                                 r["created_at"] or 0, sources[r["user_playbook_id"]])
     for r in every_item(store, "profile"):
         ref = ItemRef("profile", str(r["profile_id"]))
         items[ref] = LearnedItem(ref, r["user_id"], "", r["content"] or "", "", r["last_modified_timestamp"] or 0,
-                                 frozenset(r["source_turn_ids"] or ()))  # fmt: skip
+                                 frozenset(r["source_turn_ids"] or ()))
     for r in live_agent_playbooks(store, ("current", "archived")):
         ref = ItemRef("agent_playbook", str(r["agent_playbook_id"]))
         turns = frozenset().union(*(sources.get(m, frozenset()) for m in r["member_ids"] or []))
         items[ref] = LearnedItem(ref, None, r["agent_version"] or "", r["content"] or "", r["trigger"] or "",
-                                 r["created_at"] or 0, turns)  # fmt: skip
+                                 r["created_at"] or 0, turns)
     return items
 
 

@@ -88,9 +88,11 @@ def cluster_params(
     def pick(given, fallback):
         return fallback if given is None else given
 
-    return ClusterParams(min_cluster_size=pick(min_cluster_size, configured.min_cluster_size),
-                         similarity=pick(similarity, configured.clustering_similarity),
-                         min_distinct_users=pick(min_distinct_users, configured.min_distinct_users))  # fmt: skip
+    return ClusterParams(
+        min_cluster_size=pick(min_cluster_size, configured.min_cluster_size),
+        similarity=pick(similarity, configured.clustering_similarity),
+        min_distinct_users=pick(min_distinct_users, configured.min_distinct_users),
+    )
 
 
 @dataclass
@@ -128,9 +130,17 @@ def shared_rule(rule: Rule, members: Sequence[Member]) -> Rule:
 
     The same test re-words shared items when a contributor is erased (`privacy/shared.py`). Raises NothingShared
     when no content is left."""
-    support = Support({user: [t for m in members if m.user_id == user
-                              for t in (m.trigger, m.content, m.rationale, m.blocking_issue_details)]
-                       for user in {m.user_id for m in members}})  # fmt: skip
+    support = Support(
+        {
+            user: [
+                t
+                for m in members
+                if m.user_id == user
+                for t in (m.trigger, m.content, m.rationale, m.blocking_issue_details)
+            ]
+            for user in {m.user_id for m in members}
+        }
+    )
     need = min(2, support.users)
 
     def keep(word: str) -> bool:
@@ -143,16 +153,22 @@ def shared_rule(rule: Rule, members: Sequence[Member]) -> Rule:
     content = worded(rule.content)
     if content is None:
         raise NothingShared()
-    return Rule(content, worded(rule.trigger), worded(rule.rationale), rule.blocking_issue_kind,
-                worded(rule.blocking_issue_details))  # fmt: skip
+    return Rule(
+        content,
+        worded(rule.trigger),
+        worded(rule.rationale),
+        rule.blocking_issue_kind,
+        worded(rule.blocking_issue_details),
+    )
 
 
 def new_agent_playbook_id(agent_version: str, playbook_name: str, fingerprint: str) -> int:
     return stable_int_id("agent_playbook", agent_version, playbook_name, fingerprint)
 
 
-def plan(clusters: dict[str, list[int]], prior: Sequence[PriorPlaybook], agent_version: str,
-         playbook_name: str) -> tuple[list[ClusterAction], list[PriorPlaybook]]:  # fmt: skip
+def plan(
+    clusters: dict[str, list[int]], prior: Sequence[PriorPlaybook], agent_version: str, playbook_name: str
+) -> tuple[list[ClusterAction], list[PriorPlaybook]]:
     """Actions for this run's clusters, and the prior pending playbooks that no cluster maps to any more."""
     by_fingerprint = {fp: p for p in prior for fp in p.fingerprints}
     claimed: set[int] = set()
@@ -180,8 +196,9 @@ def _best_overlap(members: set[int], prior: Sequence[PriorPlaybook]) -> PriorPla
     for candidate in prior:
         union = members | candidate.member_ids
         score = len(members & candidate.member_ids) / len(union) if union else 0.0
-        if score > best_score or (score == best_score and best is not None
-                                  and candidate.agent_playbook_id < best.agent_playbook_id):  # fmt: skip
+        if score > best_score or (
+            score == best_score and best is not None and candidate.agent_playbook_id < best.agent_playbook_id
+        ):
             best, best_score = candidate, score
     return best if best_score >= SAME_CLUSTER_OVERLAP else None
 
@@ -198,8 +215,16 @@ class RepresentativeConsolidator:
         chosen = representative(members, self._vectors)
         kinds = {m.blocking_issue_kind for m in members}
         shared_issue = next(iter(kinds)) if len(kinds) == 1 else None
-        rule = shared_rule(Rule(chosen.content, chosen.trigger, chosen.rationale, shared_issue,
-                                chosen.blocking_issue_details if shared_issue else None), members)  # fmt: skip
+        rule = shared_rule(
+            Rule(
+                chosen.content,
+                chosen.trigger,
+                chosen.rationale,
+                shared_issue,
+                chosen.blocking_issue_details if shared_issue else None,
+            ),
+            members,
+        )
         # The counts are added after the wording: they are this consolidator's words, not a member's.
         rationale = f"Consolidated from {len(members)} user playbooks of {len({m.user_id for m in members})} users"
         rationale += (f"; e.g. {rule.rationale.rstrip('.')}" if rule.rationale else "") + "."

@@ -69,12 +69,16 @@ class AggregationStats:
         cluster counts without a group, no action or outcome that never happened, no cost without a consolidation."""
         out: dict[str, int] = {"clusters": self.clusters, "noise": self.noise} if self.groups else {}
         out.update(self.actions)
-        outcomes = {"consolidation_failed": self.consolidation_failed, "nothing_shared": self.nothing_shared,
-                    "covered_by_approved": self.covered_by_approved}
+        outcomes = {
+            "consolidation_failed": self.consolidation_failed,
+            "nothing_shared": self.nothing_shared,
+            "covered_by_approved": self.covered_by_approved,
+        }
         out.update({name: n for name, n in outcomes.items() if n})
         if self.actions["consolidate_new"] + self.actions["reconsolidate"]:
-            out.update(llm_calls=self.llm_calls, prompt_tokens=self.prompt_tokens,
-                       completion_tokens=self.completion_tokens)
+            out.update(
+                llm_calls=self.llm_calls, prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens
+            )
         return out
 
 
@@ -94,9 +98,16 @@ def aggregate_group(
     stats.clusters += len(clusters)
     stats.noise += int((labels == -1).sum())
     current = [r for r in group.prior_rows if r["status"] == "current"]
-    prior = [PriorPlaybook(r["agent_playbook_id"], frozenset(r["member_ids"] or []),
-                           group.status_of.get(str(r["agent_playbook_id"]), r["playbook_status"]),
-                           frozenset(r["fingerprints"] or []), r) for r in current]
+    prior = [
+        PriorPlaybook(
+            r["agent_playbook_id"],
+            frozenset(r["member_ids"] or []),
+            group.status_of.get(str(r["agent_playbook_id"]), r["playbook_status"]),
+            frozenset(r["fingerprints"] or []),
+            r,
+        )
+        for r in current
+    ]
     actions, orphaned = plan(clusters, prior, group.agent_version, group.playbook_name)
     approved = [rule_of(p.row) for p in prior if p.playbook_status == "approved"]
     consolidator = consolidator_for(vectors)
@@ -113,10 +124,20 @@ def aggregate_group(
             rule, calls, prompt_tokens, completion_tokens = consolidator.consolidate(cluster, approved)
         except ConsolidationFailed as failed:  # nothing half-made: the cluster is retried by the next run
             stats.consolidation_failed += 1
-            rule, calls, prompt_tokens, completion_tokens = _UNCHANGED, failed.calls, failed.prompt_tokens, failed.completion_tokens
+            rule, calls, prompt_tokens, completion_tokens = (
+                _UNCHANGED,
+                failed.calls,
+                failed.prompt_tokens,
+                failed.completion_tokens,
+            )
         except NothingShared as nothing:  # every content word was one user's: no shared rule (a prior one stays)
             stats.nothing_shared += 1
-            rule, calls, prompt_tokens, completion_tokens = _UNCHANGED, nothing.calls, nothing.prompt_tokens, nothing.completion_tokens
+            rule, calls, prompt_tokens, completion_tokens = (
+                _UNCHANGED,
+                nothing.calls,
+                nothing.prompt_tokens,
+                nothing.completion_tokens,
+            )
         stats.llm_calls += calls
         stats.prompt_tokens += prompt_tokens
         stats.completion_tokens += completion_tokens
@@ -129,8 +150,11 @@ def aggregate_group(
                 row["status"] = "archived"
             continue
         new_row = agent_playbook_row(group, action, rule, cluster, consolidator, row)
-        changes.append(change_entry(group, new_row, "updated" if row else "added", snapshot(row) if row else None,
-                                    snapshot(new_row)))
+        changes.append(
+            change_entry(
+                group, new_row, "updated" if row else "added", snapshot(row) if row else None, snapshot(new_row)
+            )
+        )
         rows[action.agent_playbook_id] = new_row
     for gone in orphaned:
         row = rows[gone.agent_playbook_id]
@@ -141,11 +165,19 @@ def aggregate_group(
 
 def rule_of(row: dict[str, Any]) -> Rule:
     """The rule an agent playbook row states."""
-    return Rule(row["content"], row["trigger"], row["rationale"], row["blocking_issue_kind"], row["blocking_issue_details"])
+    return Rule(
+        row["content"], row["trigger"], row["rationale"], row["blocking_issue_kind"], row["blocking_issue_details"]
+    )
 
 
-def agent_playbook_row(group: Group, action: ClusterAction, rule: Rule, members: list[Member],
-                       consolidator: Consolidator, previous: dict[str, Any] | None) -> dict[str, Any]:
+def agent_playbook_row(
+    group: Group,
+    action: ClusterAction,
+    rule: Rule,
+    members: list[Member],
+    consolidator: Consolidator,
+    previous: dict[str, Any] | None,
+) -> dict[str, Any]:
     """The agent playbook row a consolidated cluster becomes (replacing `previous`, the row it re-consolidates)."""
     return {
         "agent_playbook_id": action.agent_playbook_id,
@@ -158,9 +190,13 @@ def agent_playbook_row(group: Group, action: ClusterAction, rule: Rule, members:
         "rationale": rule.rationale,
         "blocking_issue_kind": rule.blocking_issue_kind,
         "blocking_issue_details": rule.blocking_issue_details,
-        "playbook_status": previous["playbook_status"] if previous else ("approved" if group.auto_approve else "pending"),
+        "playbook_status": previous["playbook_status"]
+        if previous
+        else ("approved" if group.auto_approve else "pending"),
         "status": "current",
-        "fingerprints": sorted(set(previous["fingerprints"] or []) | {action.fingerprint}) if previous else [action.fingerprint],
+        "fingerprints": sorted(set(previous["fingerprints"] or []) | {action.fingerprint})
+        if previous
+        else [action.fingerprint],
         "member_ids": [m.user_playbook_id for m in members],
         "member_user_ids": sorted({m.user_id for m in members}),
         "consolidator": type(consolidator).__name__,
@@ -172,15 +208,34 @@ def agent_playbook_row(group: Group, action: ClusterAction, rule: Rule, members:
 
 def snapshot(row: dict[str, Any]) -> str:
     """An agent playbook as the change log records it before and after a change."""
-    keys = ("agent_playbook_id", "playbook_name", "agent_version", "content", "trigger", "rationale",
-            "blocking_issue_kind", "blocking_issue_details", "playbook_status", "created_at")
+    keys = (
+        "agent_playbook_id",
+        "playbook_name",
+        "agent_version",
+        "content",
+        "trigger",
+        "rationale",
+        "blocking_issue_kind",
+        "blocking_issue_details",
+        "playbook_status",
+        "created_at",
+    )
     return json.dumps({k: row.get(k) for k in keys}, sort_keys=True)
 
 
-def change_entry(group: Group, row: dict[str, Any], change: str, before: str | None,
-                 after: str | None) -> dict[str, Any]:
+def change_entry(
+    group: Group, row: dict[str, Any], change: str, before: str | None, after: str | None
+) -> dict[str, Any]:
     """An `aggregation_change_log` row: `change` (added / updated / removed) made to `row` by this run."""
-    return {"run_id": group.run_id, "created_at": group.now, "agent_version": row["agent_version"],
-            "playbook_name": row["playbook_name"], "run_mode": "incremental", "change": change,
-            "agent_playbook_id": row["agent_playbook_id"], "before": before, "after": after,
-            "member_ids": row["member_ids"]}
+    return {
+        "run_id": group.run_id,
+        "created_at": group.now,
+        "agent_version": row["agent_version"],
+        "playbook_name": row["playbook_name"],
+        "run_mode": "incremental",
+        "change": change,
+        "agent_playbook_id": row["agent_playbook_id"],
+        "before": before,
+        "after": after,
+        "member_ids": row["member_ids"],
+    }

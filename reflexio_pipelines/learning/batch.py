@@ -34,9 +34,21 @@ class LearnStats:
 
     def add(self, other: LearnStats) -> None:
         """Add another batch's counts (users excepted: the caller counts those)."""
-        for name in ("windows", "llm_calls", "prompt_tokens", "completion_tokens", "dedup_calls", "superseded",
-                     "duplicates_dropped", "gate_calls", "gate_skipped", "forget_requests", "forgotten", "turns_extracted",
-                     "turns_held"):  # fmt: skip
+        for name in (
+            "windows",
+            "llm_calls",
+            "prompt_tokens",
+            "completion_tokens",
+            "dedup_calls",
+            "superseded",
+            "duplicates_dropped",
+            "gate_calls",
+            "gate_skipped",
+            "forget_requests",
+            "forgotten",
+            "turns_extracted",
+            "turns_held",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.extractors |= other.extractors
 

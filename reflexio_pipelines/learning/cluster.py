@@ -208,8 +208,15 @@ def _hdbscan(unit: np.ndarray, params: ClusterParams) -> np.ndarray:
     return _merge_fragments(unit, labels, params.similarity) if MERGE_FRAGMENTS else labels
 
 
-def _bridge(part_of: np.ndarray, parts: int, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray,
-            params: ClusterParams, floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+def _bridge(
+    part_of: np.ndarray,
+    parts: int,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    weights: np.ndarray,
+    params: ClusterParams,
+    floor: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Join the spanning forest's parts into one tree without inventing clusters.
 
     Every part hangs off the largest part (a star, so no two other parts ever merge with each other first), above
@@ -224,8 +231,11 @@ def _bridge(part_of: np.ndarray, parts: int, rows: np.ndarray, cols: np.ndarray,
     others = np.array([p for p in range(parts) if p != hub], dtype=np.int64)
     base = max(float(np.sqrt(2.0 - 2.0 * params.similarity)), float(weights.max(initial=0.0)), floor) * BRIDGE_FACTOR
     bridge = np.where(sizes[others] >= max(2, params.min_cluster_size), base, base * BRIDGE_FACTOR)
-    return (np.concatenate([rows, np.full(len(others), firsts[hub])]), np.concatenate([cols, firsts[others]]),
-            np.concatenate([weights, bridge]))  # fmt: skip
+    return (
+        np.concatenate([rows, np.full(len(others), firsts[hub])]),
+        np.concatenate([cols, firsts[others]]),
+        np.concatenate([weights, bridge]),
+    )
 
 
 def _attach_duplicates(labels: np.ndarray, neighbours: np.ndarray, sims: np.ndarray) -> np.ndarray:

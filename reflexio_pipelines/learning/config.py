@@ -205,16 +205,20 @@ class AggregationSettings(BaseModel):
     @classmethod
     def _trigger_count(cls, value: int) -> int:
         if value != 2:
-            raise ValueError("only 2, the original's default, is accepted: aggregation here re-runs incrementally "
-                             "on the daily schedule or on demand, not after a count of new playbooks")  # fmt: skip
+            raise ValueError(
+                "only 2, the original's default, is accepted: aggregation here re-runs incrementally "
+                "on the daily schedule or on demand, not after a count of new playbooks"
+            )
         return value
 
     @field_validator("direction_overlap_threshold")
     @classmethod
     def _overlap(cls, value: float) -> float:
         if value != 0.6:
-            raise ValueError("only 0.6, the original's default, is accepted: clusters are cut on embeddings here "
-                             "(set clustering_similarity instead)")  # fmt: skip
+            raise ValueError(
+                "only 0.6, the original's default, is accepted: clusters are cut on embeddings here "
+                "(set clustering_similarity instead)"
+            )
         return value
 
 
@@ -251,8 +255,10 @@ class AgentSuccessConfig(BaseModel):
     @classmethod
     def _not_reserved(cls, value: str) -> str:
         if value.strip() == RESERVED_EVALUATION:
-            raise ValueError(f"{RESERVED_EVALUATION!r} names the rule-based session signals in impact_metrics; "
-                             "choose another evaluation name")  # fmt: skip
+            raise ValueError(
+                f"{RESERVED_EVALUATION!r} names the rule-based session signals in impact_metrics; "
+                "choose another evaluation name"
+            )
         return value
 
 
@@ -347,8 +353,10 @@ class ExtractionConfig(BaseModel):
         if self.batch_interval > self.batch_size:
             problems.append(("batch_interval", f"must be <= batch size {self.batch_size}"))
         seen: dict[str, str] = {}
-        lists: dict[str, list[Any]] = {"profile_extractor_configs": self.profile_extractor_configs,
-                                       "user_playbook_extractor_configs": self.user_playbook_extractor_configs}  # fmt: skip
+        lists: dict[str, list[Any]] = {
+            "profile_extractor_configs": self.profile_extractor_configs,
+            "user_playbook_extractor_configs": self.user_playbook_extractor_configs,
+        }
         for kind, extractors in lists.items():
             for i, extractor in enumerate(extractors):
                 path = f"{kind}.{i}"
@@ -358,8 +366,12 @@ class ExtractionConfig(BaseModel):
                     if extractor.batch_interval_override is not None:
                         problems.append((f"{path}.batch_interval_override", f"must be <= batch size {size}"))
                     else:
-                        problems.append((f"{path}.batch_size_override",
-                                         f"must be >= batch interval {interval} (or set batch_interval_override)"))  # fmt: skip
+                        problems.append(
+                            (
+                                f"{path}.batch_size_override",
+                                f"must be >= batch interval {interval} (or set batch_interval_override)",
+                            )
+                        )
                 name = extractor.extractor_name
                 if name in seen:
                     problems.append((f"{path}.extractor_name", f"duplicate name {name!r} (also {seen[name]})"))
@@ -395,8 +407,10 @@ class ExtractionConfig(BaseModel):
         """Extractors with equal effective (batch_size, batch_interval, sources), in config order; each group is
         one extraction call per window."""
         members: dict[tuple, list[tuple[str, ExtractorConfig]]] = {}
-        for kind, extractors in (("profile", self.profile_extractor_configs),
-                                 ("playbook", self.user_playbook_extractor_configs)):  # fmt: skip
+        for kind, extractors in (
+            ("profile", self.profile_extractor_configs),
+            ("playbook", self.user_playbook_extractor_configs),
+        ):
             for extractor in extractors:
                 size, interval = extractor.window(self)
                 sources = tuple(extractor.request_sources_enabled or ())
@@ -404,10 +418,16 @@ class ExtractionConfig(BaseModel):
         tools = tuple((t.tool_name, t.tool_description) for t in self.tool_can_use or ())
         groups = []
         for (size, interval, sources), found in members.items():
-            profiles = tuple(ExtractorDefinition(e.extractor_name, e.extraction_definition_prompt)
-                             for kind, e in found if kind == "profile")  # fmt: skip
-            playbooks = tuple(ExtractorDefinition(e.extractor_name, e.extraction_definition_prompt)
-                              for kind, e in found if kind == "playbook")  # fmt: skip
+            profiles = tuple(
+                ExtractorDefinition(e.extractor_name, e.extraction_definition_prompt)
+                for kind, e in found
+                if kind == "profile"
+            )
+            playbooks = tuple(
+                ExtractorDefinition(e.extractor_name, e.extraction_definition_prompt)
+                for kind, e in found
+                if kind == "playbook"
+            )
             names = [d.name for d in profiles + playbooks]
             default = names == [DEFAULT_PROFILE_EXTRACTOR, DEFAULT_PLAYBOOK_EXTRACTOR]
             groups.append(

@@ -64,8 +64,10 @@ def _describe(exc: ValidationError) -> list[tuple[str, str]]:
             field = str(loc[-1])
             if field in ORIGINAL_ONLY:
                 default = ORIGINAL_ONLY[field][1]
-                message = (f"a field of the original Reflexio Config that this pipeline supports only at its default "
-                           f"({default}): it has no such behaviour; remove it or set it to {default}")  # fmt: skip
+                message = (
+                    f"a field of the original Reflexio Config that this pipeline supports only at its default "
+                    f"({default}): it has no such behaviour; remove it or set it to {default}"
+                )
             elif field in ORIGINAL_EVALUATOR:
                 message = "a field of the original Reflexio Config that this pipeline supports only at null; remove it"
             else:

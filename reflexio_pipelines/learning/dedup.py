@@ -77,8 +77,12 @@ class DedupJudge(Protocol):
         ...
 
 
-def prefilter(new_vectors: np.ndarray, existing_vectors: np.ndarray, threshold: float = PREFILTER_THRESHOLD,
-              top_k: int = PREFILTER_TOP_K) -> list[int]:  # fmt: skip
+def prefilter(
+    new_vectors: np.ndarray,
+    existing_vectors: np.ndarray,
+    threshold: float = PREFILTER_THRESHOLD,
+    top_k: int = PREFILTER_TOP_K,
+) -> list[int]:
     """Indices of existing items that are among the top_k most similar (>= threshold) to any NEW item."""
     if len(new_vectors) == 0 or len(existing_vectors) == 0:
         return []
@@ -116,7 +120,11 @@ def deduplicate(
         return resolution  # nothing close to anything: no judge call at all
     candidates = [existing[j] for j in shown]
     groups, calls, prompt_tokens, completion_tokens = judge.judge(new, candidates)
-    resolution.judge_calls, resolution.prompt_tokens, resolution.completion_tokens = calls, prompt_tokens, completion_tokens
+    resolution.judge_calls, resolution.prompt_tokens, resolution.completion_tokens = (
+        calls,
+        prompt_tokens,
+        completion_tokens,
+    )
     for group in groups:
         _apply(group, new, candidates, resolution)
     return resolution
@@ -196,8 +204,16 @@ class RuleDedupJudge:
         groups: dict[str, list[str]] = {}
         for label, _ in labelled:
             groups.setdefault(find(label), []).append(label)
-        return [DuplicateGroup(tuple(m), reasoning="rule: same statement or same slot") for m in groups.values()
-                if len(m) > 1], 0, 0, 0  # fmt: skip
+        return (
+            [
+                DuplicateGroup(tuple(m), reasoning="rule: same statement or same slot")
+                for m in groups.values()
+                if len(m) > 1
+            ],
+            0,
+            0,
+            0,
+        )
 
     def _related(self, a: Candidate, b: Candidate) -> bool:
         if a.slot and a.slot == b.slot:

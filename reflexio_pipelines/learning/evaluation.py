@@ -30,8 +30,9 @@ class Judged:
     stats: defaultdict[str, int]
 
 
-def judge_sessions(judge: Judge, sessions: Sequence[Session], evaluators: Sequence[AgentSuccessConfig],
-                   done: set[str], now: int) -> Judged:  # fmt: skip
+def judge_sessions(
+    judge: Judge, sessions: Sequence[Session], evaluators: Sequence[AgentSuccessConfig], done: set[str], now: int
+) -> Judged:
     """Judge the closed `sessions` each evaluator samples and has not judged yet (`done`: the result ids already
     written), at `now` (unix s). A session whose judging fails gets no row: the next run judges it again."""
     results, pairs, stats = [], [], defaultdict(int)
@@ -54,8 +55,14 @@ def judge_sessions(judge: Judge, sessions: Sequence[Session], evaluators: Sequen
     return Judged(results, pairs, stats)
 
 
-def evaluation_rows(judge: Judge, session: Session, evaluator: AgentSuccessConfig, result_id: str, now: int,
-                    stats: defaultdict[str, int]) -> tuple[dict, list[dict]]:  # fmt: skip
+def evaluation_rows(
+    judge: Judge,
+    session: Session,
+    evaluator: AgentSuccessConfig,
+    result_id: str,
+    now: int,
+    stats: defaultdict[str, int],
+) -> tuple[dict, list[dict]]:
     """One session's `session_evaluations` row by `evaluator`, and the `shadow_comparisons` rows of its turns
     carrying `shadow_content`; the judge's calls and tokens are added to `stats`."""
     verdict, calls, prompt_tokens, completion_tokens = judge.evaluate(session, evaluator.success_definition_prompt)
@@ -72,11 +79,19 @@ def evaluation_rows(judge: Judge, session: Session, evaluator: AgentSuccessConfi
         stats["prompt_tokens"] += prompt_tokens
         stats["completion_tokens"] += completion_tokens
         verdicts.append(pair)
-        shadow_rows.append({"session_id": session.session_id, "turn_id": turn.turn_id,
-                            "agent_version": session.agent_version, "presented_first": pair.presented_first,
-                            "regular_vs_shadow": pair.regular_vs_shadow, "judge": getattr(judge, "name", "heuristic"),
-                            "model": getattr(judge, "model", "builtin"), "day": day,
-                            "evaluation_name": evaluator.evaluation_name})  # fmt: skip
+        shadow_rows.append(
+            {
+                "session_id": session.session_id,
+                "turn_id": turn.turn_id,
+                "agent_version": session.agent_version,
+                "presented_first": pair.presented_first,
+                "regular_vs_shadow": pair.regular_vs_shadow,
+                "judge": getattr(judge, "name", "heuristic"),
+                "model": getattr(judge, "model", "builtin"),
+                "day": day,
+                "evaluation_name": evaluator.evaluation_name,
+            }
+        )
     row = {
         "result_id": result_id,
         "session_id": session.session_id,

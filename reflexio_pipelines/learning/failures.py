@@ -42,8 +42,15 @@ def failure_rows(failures: Iterable[Failure], *, window: str, run_id: str, at: i
     ]
 
 
-def merge_failures(previous: list[dict[str, Any]], failures: Iterable[Failure], learned_users: set[str], *,
-                   window: str, run_id: str, at: int) -> list[dict[str, Any]]:  # fmt: skip
+def merge_failures(
+    previous: list[dict[str, Any]],
+    failures: Iterable[Failure],
+    learned_users: set[str],
+    *,
+    window: str,
+    run_id: str,
+    at: int,
+) -> list[dict[str, Any]]:
     """All rows of `window` after this run: earlier rows (those of users learned now marked resolved by this run)
     followed by this run's new failures."""
     rows = []
@@ -62,4 +69,3 @@ def blocked_users(earlier: Iterable[dict[str, Any]]) -> dict[str, str]:
             user = row["user_id"]
             oldest[user] = min(oldest.get(user, row["window"]), row["window"])
     return {user: f"waiting for unresolved window {window}" for user, window in oldest.items()}
-

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reflexio_pipelines.learning.rules.text import content_tokens
 from reflexio_pipelines.learning.embedding import Embedder
+from reflexio_pipelines.learning.rules.text import content_tokens
 from reflexio_pipelines.learning.slots import profile_slot, slot_named
 
 #: Share of a target's content words a profile must contain (directly or through an alias) to match.

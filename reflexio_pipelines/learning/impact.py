@@ -80,7 +80,8 @@ def compute_impact(
         # Pairs written before evaluation_name was recorded belong to the default evaluator.
         evaluation = r["evaluation_name"] or DEFAULT_EVALUATION
         groups[(r["agent_version"] or "", r["day"], evaluation, r["judge"] or HEURISTIC_JUDGE)]["shadow"].append(
-            r["regular_vs_shadow"])
+            r["regular_vs_shadow"]
+        )
     for r in outcomes:
         g = groups[(r["agent_version"] or "", r["day"], SIGNALS_EVALUATION, HEURISTIC_JUDGE)]
         g["signal_corrections"].append(r["corrections"] or 0)
@@ -91,7 +92,11 @@ def compute_impact(
             g["recurring"].append(r["recurring_corrections"] or 0)
     playbook_version = {str(r["agent_playbook_id"]): r["agent_version"] for r in playbooks}
     for r in control_log:
-        if r["entity"] == "agent_playbook" and r["value"] in ("approved", "rejected") and r["item_id"] in playbook_version:
+        if (
+            r["entity"] == "agent_playbook"
+            and r["value"] in ("approved", "rejected")
+            and r["item_id"] in playbook_version
+        ):
             # Decisions are nobody's judgement of a session: they go on the version's session_signals row.
             key = (playbook_version[r["item_id"]], day_of(r["at"]), SIGNALS_EVALUATION, HEURISTIC_JUDGE)
             groups[key][r["value"]].append(r["item_id"])
@@ -105,21 +110,32 @@ def compute_impact(
         shadow = sum(v.startswith("shadow") for v in g["shadow"])
         corrections = g["signal_corrections"] if signals else g["corrections"]
         treated_corrections = sum(g["treated_corrections"])
-        rows.append({
-            "agent_version": agent_version, "day": day, "evaluation_name": evaluation, "judge": judge,
-            "sessions_evaluated": n, "successes": None if signals else ok,
-            "success_rate": round(ok / n, 4) if n and not signals else None, "success_ci_low": low,
-            "success_ci_high": high, "shadow_comparisons": len(g["shadow"]),
-            "regular_win_rate": round(regular / (regular + shadow), 4) if regular + shadow else None,
-            "corrections_per_session": round(sum(corrections) / n, 3) if n else None,
-            "turns_to_resolution": round(sum(g["turns"]) / len(g["turns"]), 3) if g["turns"] else None,
-            "tool_failures_per_session": round(sum(g["tool_failures"]) / n, 3) if signals and n else None,
-            "corrections": treated_corrections if signals else None,
-            "recurring_corrections": sum(g["recurring"]) if signals else None,
-            "correction_recurrence": round(sum(g["recurring"]) / treated_corrections, 4) if treated_corrections else None,
-            "repeated_learned_corrections": sum(g["repeated_learned"]) if signals else None,
-            "playbooks_approved": len(set(g["approved"])), "playbooks_rejected": len(set(g["rejected"])),
-        })  # fmt: skip
+        rows.append(
+            {
+                "agent_version": agent_version,
+                "day": day,
+                "evaluation_name": evaluation,
+                "judge": judge,
+                "sessions_evaluated": n,
+                "successes": None if signals else ok,
+                "success_rate": round(ok / n, 4) if n and not signals else None,
+                "success_ci_low": low,
+                "success_ci_high": high,
+                "shadow_comparisons": len(g["shadow"]),
+                "regular_win_rate": round(regular / (regular + shadow), 4) if regular + shadow else None,
+                "corrections_per_session": round(sum(corrections) / n, 3) if n else None,
+                "turns_to_resolution": round(sum(g["turns"]) / len(g["turns"]), 3) if g["turns"] else None,
+                "tool_failures_per_session": round(sum(g["tool_failures"]) / n, 3) if signals and n else None,
+                "corrections": treated_corrections if signals else None,
+                "recurring_corrections": sum(g["recurring"]) if signals else None,
+                "correction_recurrence": round(sum(g["recurring"]) / treated_corrections, 4)
+                if treated_corrections
+                else None,
+                "repeated_learned_corrections": sum(g["repeated_learned"]) if signals else None,
+                "playbooks_approved": len(set(g["approved"])),
+                "playbooks_rejected": len(set(g["rejected"])),
+            }
+        )
     return rows
 
 
@@ -144,21 +160,53 @@ def compute_holdout(outcomes: Sequence[dict], evaluations: Sequence[dict]) -> li
             by_version[version].append(r)
     rows: list[dict] = []
 
-    def add(version: str, evaluation: str, judge: str, metric: str, days: list[str], treated_n: int, control_n: int,
-            diff: Difference) -> None:  # fmt: skip
-        rows.append({"agent_version": version, "evaluation_name": evaluation, "judge": judge, "metric": metric,
-                     "period_start": min(days) if days else None, "period_end": max(days) if days else None,
-                     "treated_sessions": treated_n, "control_sessions": control_n, "treated_value": diff.treated,
-                     "control_value": diff.control, "difference": diff.difference, "ci_low": diff.ci_low,
-                     "ci_high": diff.ci_high, "interval": diff.method})  # fmt: skip
+    def add(
+        version: str,
+        evaluation: str,
+        judge: str,
+        metric: str,
+        days: list[str],
+        treated_n: int,
+        control_n: int,
+        diff: Difference,
+    ) -> None:
+        rows.append(
+            {
+                "agent_version": version,
+                "evaluation_name": evaluation,
+                "judge": judge,
+                "metric": metric,
+                "period_start": min(days) if days else None,
+                "period_end": max(days) if days else None,
+                "treated_sessions": treated_n,
+                "control_sessions": control_n,
+                "treated_value": diff.treated,
+                "control_value": diff.control,
+                "difference": diff.difference,
+                "ci_low": diff.ci_low,
+                "ci_high": diff.ci_high,
+                "interval": diff.method,
+            }
+        )
 
     for version, sessions in sorted(by_version.items()):
         days = [r["day"] for r in sessions]
         side = {arm: [r for r in sessions if (r["arm"] == CONTROL) == (arm == CONTROL)] for arm in (TREATED, CONTROL)}
-        for metric, column in (("corrections_per_session", "corrections"), ("tool_failures_per_session", "tool_failures")):
+        for metric, column in (
+            ("corrections_per_session", "corrections"),
+            ("tool_failures_per_session", "tool_failures"),
+        ):
             values = {arm: [r[column] or 0 for r in side[arm]] for arm in side}
-            add(version, SIGNALS_EVALUATION, HEURISTIC_JUDGE, metric, days, len(side[TREATED]), len(side[CONTROL]),
-                welch_difference(values[TREATED], values[CONTROL]))  # fmt: skip
+            add(
+                version,
+                SIGNALS_EVALUATION,
+                HEURISTIC_JUDGE,
+                metric,
+                days,
+                len(side[TREATED]),
+                len(side[CONTROL]),
+                welch_difference(values[TREATED], values[CONTROL]),
+            )
     judged: dict[tuple[str, str, str], dict[str, list[dict]]] = defaultdict(lambda: {TREATED: [], CONTROL: []})
     for r in evaluations:
         arm = arms.get((r["user_id"] or "", r["session_id"]))
@@ -167,10 +215,28 @@ def compute_holdout(outcomes: Sequence[dict], evaluations: Sequence[dict]) -> li
     for (version, evaluation, judge), side in sorted(judged.items()):
         days = [r["day"] for arm in side for r in side[arm]]
         ok = {arm: sum(r["is_success"] for r in side[arm]) for arm in side}
-        add(version, evaluation, judge, "success_rate", days, len(side[TREATED]), len(side[CONTROL]),
-            newcombe_difference(ok[TREATED], len(side[TREATED]), ok[CONTROL], len(side[CONTROL])))  # fmt: skip
-        turns = {arm: [r["user_turns_to_resolution"] for r in side[arm] if r["user_turns_to_resolution"] is not None]
-                 for arm in side}  # fmt: skip
-        add(version, evaluation, judge, "turns_to_resolution", days, len(turns[TREATED]), len(turns[CONTROL]),
-            welch_difference(turns[TREATED], turns[CONTROL]))  # fmt: skip
+        add(
+            version,
+            evaluation,
+            judge,
+            "success_rate",
+            days,
+            len(side[TREATED]),
+            len(side[CONTROL]),
+            newcombe_difference(ok[TREATED], len(side[TREATED]), ok[CONTROL], len(side[CONTROL])),
+        )
+        turns = {
+            arm: [r["user_turns_to_resolution"] for r in side[arm] if r["user_turns_to_resolution"] is not None]
+            for arm in side
+        }
+        add(
+            version,
+            evaluation,
+            judge,
+            "turns_to_resolution",
+            days,
+            len(turns[TREATED]),
+            len(turns[CONTROL]),
+            welch_difference(turns[TREATED], turns[CONTROL]),
+        )
     return rows

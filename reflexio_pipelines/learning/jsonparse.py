@@ -172,8 +172,9 @@ def parse_llm_json(text: str | None, expected_keys: Sequence[str] = ()) -> dict[
     objects = [obj for start, end in spans if (obj := _load_object(body[start:end])) is not None]
     answers = [obj for obj in objects if not expected_keys or any(key in obj for key in expected_keys)]
     distinct = {json.dumps(obj, sort_keys=True, default=str): obj for obj in answers}
-    prose = "".join(body[a:b] for a, b in zip([0] + [end for _, end in spans], [start for start, _ in spans] +
-                                                  [len(body)]))  # fmt: skip
+    prose = "".join(
+        body[a:b] for a, b in zip([0] + [end for _, end in spans], [start for start, _ in spans] + [len(body)])
+    )
     if len(distinct) > 1:
         raise AmbiguousReply(f"{len(distinct)} different answer objects: {_snippet(text)}")
     if distinct:

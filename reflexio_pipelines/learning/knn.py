@@ -67,8 +67,9 @@ def knn_cosine(unit: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return out_idx, out_sim
 
 
-def _search(unit: np.ndarray, queries: np.ndarray, candidates: np.ndarray, k: int, out_idx: np.ndarray,
-            out_sim: np.ndarray) -> None:  # fmt: skip
+def _search(
+    unit: np.ndarray, queries: np.ndarray, candidates: np.ndarray, k: int, out_idx: np.ndarray, out_sim: np.ndarray
+) -> None:
     """Top-k of each query among `candidates`, which start with the queries themselves (each excludes itself)."""
     cand_vectors = unit[candidates]
     kk = min(k, len(candidates) - 1)

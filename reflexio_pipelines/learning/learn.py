@@ -122,19 +122,42 @@ def learn(
     todo = {u: t for u, t in by_user.items() if u not in blocked}
     for user_id in (u for u in by_user if u in blocked):
         user_turns = by_user[user_id]
-        out.failures.append(Failure(user_id, "*", "blocked", FailureSummary("Blocked", blocked[user_id]),
-                                    first_turn_id=user_turns[0].turn_id, last_turn_id=user_turns[-1].turn_id))  # fmt: skip
+        out.failures.append(
+            Failure(
+                user_id,
+                "*",
+                "blocked",
+                FailureSummary("Blocked", blocked[user_id]),
+                first_turn_id=user_turns[0].turn_id,
+                last_turn_id=user_turns[-1].turn_id,
+            )
+        )
 
     def extract_one(user_id: str) -> _Extracted:
-        return _extract_user(user_id, todo[user_id], states.get(user_id, UserState()), groups, extractor, pace,
-                             window=window, run_id=run_id)  # fmt: skip
+        return _extract_user(
+            user_id,
+            todo[user_id],
+            states.get(user_id, UserState()),
+            groups,
+            extractor,
+            pace,
+            window=window,
+            run_id=run_id,
+        )
 
     extracted = _run_per_user(extract_one, list(todo), concurrency)
     memo.prime(_texts_to_embed(extracted.values(), states))
 
     def resolve_one(user_id: str) -> _Extracted:
-        return _resolve_user(extracted[user_id], states.get(user_id, UserState()), memo, judge_factory,
-                             window=window, run_id=run_id, status=status)  # fmt: skip
+        return _resolve_user(
+            extracted[user_id],
+            states.get(user_id, UserState()),
+            memo,
+            judge_factory,
+            window=window,
+            run_id=run_id,
+            status=status,
+        )
 
     resolved = _run_per_user(resolve_one, [u for u, e in extracted.items() if e.failure is None], concurrency)
     for user_id in todo:  # user order: the output does not depend on which thread finished first
@@ -222,8 +245,16 @@ def _extract_user(
                 stats.llm_calls += exc.llm_calls
                 stats.prompt_tokens += exc.prompt_tokens
                 stats.completion_tokens += exc.completion_tokens
-                failure = Failure(user_id, group.name, "extract", exc.summary, exc.attempts, win.window_id,
-                                  win.turns[0].turn_id, win.turns[-1].turn_id)  # fmt: skip
+                failure = Failure(
+                    user_id,
+                    group.name,
+                    "extract",
+                    exc.summary,
+                    exc.attempts,
+                    win.window_id,
+                    win.turns[0].turn_id,
+                    win.turns[-1].turn_id,
+                )
                 found.failure = _UserFailed(failure)
                 found.failure.__cause__ = exc
                 return found
@@ -271,24 +302,42 @@ def _resolve_user(
     stats, user_id, user_turns = found.stats, found.user_id, found.user_turns
     profiles, playbooks = dict(found.profiles), dict(found.playbooks)
     order = {t.turn_id: turn_sort_key(t) for t in [*state.history, *user_turns]}
-    tombstones, existing_profiles = _forget(found.requests, profiles, state.profiles, order, embedder, stats,
-                                            window, run_id)  # fmt: skip
+    tombstones, existing_profiles = _forget(
+        found.requests, profiles, state.profiles, order, embedder, stats, window, run_id
+    )
     try:
         kept_profiles = _dedup(
-            "profile", list(profiles.values()), existing_profiles, embedder, judge_factory, stats,
-            id_column="profile_id", text_of=lambda r: r["content"], slot_of=lambda r: profile_slot(r["content"]),
+            "profile",
+            list(profiles.values()),
+            existing_profiles,
+            embedder,
+            judge_factory,
+            stats,
+            id_column="profile_id",
+            text_of=lambda r: r["content"],
+            slot_of=lambda r: profile_slot(r["content"]),
             key_of=lambda r: r["content"],
             rewrite=lambda r, text: dict(r, content=text, profile_id=profile_id(r["user_id"], text)),
-        )  # fmt: skip
+        )
         kept_playbooks = _dedup(
-            "user_playbook", list(playbooks.values()), state.playbooks, embedder, judge_factory, stats,
-            id_column="user_playbook_id", text_of=_playbook_text, slot_of=lambda r: content_key(r["trigger"] or "") or None,
+            "user_playbook",
+            list(playbooks.values()),
+            state.playbooks,
+            embedder,
+            judge_factory,
+            stats,
+            id_column="user_playbook_id",
+            text_of=_playbook_text,
+            slot_of=lambda r: content_key(r["trigger"] or "") or None,
             key_of=lambda r: r["content"],
-            rewrite=lambda r, text: dict(r, content=text, user_playbook_id=playbook_id(r["user_id"], r["trigger"], text)),
-        )  # fmt: skip
+            rewrite=lambda r, text: dict(
+                r, content=text, user_playbook_id=playbook_id(r["user_id"], r["trigger"], text)
+            ),
+        )
     except DedupFailed as exc:
-        failure = Failure(user_id, "*", "dedup", exc.summary, exc.calls, None, user_turns[0].turn_id,
-                          user_turns[-1].turn_id)  # fmt: skip
+        failure = Failure(
+            user_id, "*", "dedup", exc.summary, exc.calls, None, user_turns[0].turn_id, user_turns[-1].turn_id
+        )
         found.failure = _UserFailed(failure)
         found.failure.__cause__ = exc
         return found
@@ -300,8 +349,18 @@ def _resolve_user(
         "change_log": _changes("profile", kept_profiles + tombstones, "profile_id", window, run_id)
         + _changes("user_playbook", kept_playbooks, "user_playbook_id", window, run_id),
         "bookmarks": [
-            _bookmark(state.bookmarks.get(group.name), user_id, group.name, ready, held, due, windows,
-                      _items_of(group, kept_profiles, kept_playbooks), window, run_id)  # fmt: skip
+            _bookmark(
+                state.bookmarks.get(group.name),
+                user_id,
+                group.name,
+                ready,
+                held,
+                due,
+                windows,
+                _items_of(group, kept_profiles, kept_playbooks),
+                window,
+                run_id,
+            )
             for group, ready, held, windows, due in found.planned
         ],
     }
@@ -326,8 +385,7 @@ def _forget(
     for directive, asked, win, result, group in sorted(requests, key=lambda r: turn_sort_key(r[1])):
         stats.forget_requests += 1
         asked_at = turn_sort_key(asked)
-        stated_before = [k for k, r in new_profiles.items()
-                         if max(order[i] for i in r["source_turn_ids"]) < asked_at]  # fmt: skip
+        stated_before = [k for k, r in new_profiles.items() if max(order[i] for i in r["source_turn_ids"]) < asked_at]
         candidates = existing + [new_profiles[k] for k in stated_before]
         matches = match_profiles(directive.target, [r["content"] for r in candidates], embedder)
         if not matches:
@@ -339,21 +397,23 @@ def _forget(
             del new_profiles[key]
         stats.forgotten += len(ids)
         name = group.resolve("profile", None)[0]
-        tombstones.append({
-            "profile_id": stable_uuid(asked.user_id, FORGOTTEN, asked.turn_id, content_key(directive.target)),
-            "user_id": asked.user_id,
-            "content": FORGOTTEN_CONTENT,
-            "profile_time_to_live": None,
-            "expiration_timestamp": None,
-            "last_modified_timestamp": asked.created_at,
-            "generated_from_request_id": asked.request_id,
-            "source": asked.source,
-            "status": FORGOTTEN,
-            "supersedes": ids,
-            "extractor_names": [name] if name else [],
-            "custom_features": json.dumps({"match": [m.reason for m in matches]}, sort_keys=True),
-            **_provenance(win, [asked], result, window, run_id),
-        })  # fmt: skip
+        tombstones.append(
+            {
+                "profile_id": stable_uuid(asked.user_id, FORGOTTEN, asked.turn_id, content_key(directive.target)),
+                "user_id": asked.user_id,
+                "content": FORGOTTEN_CONTENT,
+                "profile_time_to_live": None,
+                "expiration_timestamp": None,
+                "last_modified_timestamp": asked.created_at,
+                "generated_from_request_id": asked.request_id,
+                "source": asked.source,
+                "status": FORGOTTEN,
+                "supersedes": ids,
+                "extractor_names": [name] if name else [],
+                "custom_features": json.dumps({"match": [m.reason for m in matches]}, sort_keys=True),
+                **_provenance(win, [asked], result, window, run_id),
+            }
+        )
     return tombstones, existing
 
 
@@ -396,7 +456,7 @@ def _dedup(
     new_rows = sorted(new_rows, key=lambda r: (_time(r), str(r[id_column])))
     texts = [text_of(r) for r in new_rows] + [text_of(r) for r in existing_rows]
     vectors = embedder.embed(texts)
-    new_vectors, existing_vectors = vectors[: len(new_rows)], vectors[len(new_rows):]
+    new_vectors, existing_vectors = vectors[: len(new_rows)], vectors[len(new_rows) :]
     new = [Candidate(f"new:{i}", text_of(r), _time(r), slot_of(r), key_of(r)) for i, r in enumerate(new_rows)]
     existing = [Candidate(str(r[id_column]), text_of(r), _time(r), slot_of(r), key_of(r)) for r in existing_rows]
     by_candidate = {c.item_id: v for c, v in zip(new + existing, vectors)}

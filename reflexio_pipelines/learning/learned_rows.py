@@ -54,7 +54,7 @@ def _merge(items: dict, key: Any, row: dict[str, Any]) -> None:
 def _content_part(row: dict[str, Any], text: str) -> str:
     # A merged playbook text may come back as "trigger: content"; the trigger is kept from the surviving row.
     prefix = f"{row['trigger']}: " if row["trigger"] else ""
-    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
 
 
 def _time(row: dict[str, Any]) -> int:
@@ -64,15 +64,27 @@ def _time(row: dict[str, Any]) -> int:
 def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: str, run_id: str) -> list[dict]:
     changes = []
     for row in rows:
-        base = {"entity": entity, "user_id": row["user_id"], "window": window, "run_id": run_id,
-                "request_id": row.get("generated_from_request_id") or row.get("request_id"), "created_at": _time(row)}  # fmt: skip
+        base = {
+            "entity": entity,
+            "user_id": row["user_id"],
+            "window": window,
+            "run_id": run_id,
+            "request_id": row.get("generated_from_request_id") or row.get("request_id"),
+            "created_at": _time(row),
+        }
         if row["status"] == FORGOTTEN:  # a tombstone is not an item: only what it removed is a change
-            changes.extend(dict(base, item_id=str(old), change=FORGOTTEN, superseded_by=str(row[id_column]), content=None)
-                           for old in row["supersedes"])  # fmt: skip
+            changes.extend(
+                dict(base, item_id=str(old), change=FORGOTTEN, superseded_by=str(row[id_column]), content=None)
+                for old in row["supersedes"]
+            )
             continue
-        changes.append(dict(base, item_id=str(row[id_column]), change="added", superseded_by=None, content=row["content"]))
+        changes.append(
+            dict(base, item_id=str(row[id_column]), change="added", superseded_by=None, content=row["content"])
+        )
         for old in row["supersedes"]:
-            changes.append(dict(base, item_id=str(old), change="superseded", superseded_by=str(row[id_column]), content=None))
+            changes.append(
+                dict(base, item_id=str(old), change="superseded", superseded_by=str(row[id_column]), content=None)
+            )
     return changes
 
 

@@ -75,8 +75,9 @@ class StatusChange:
     to_status: str
 
 
-def plan_upgrade(rows: list[dict[str, Any]], id_column: str, archive_current: bool = True,
-                 only_affected_users: bool = True) -> list[StatusChange]:  # fmt: skip
+def plan_upgrade(
+    rows: list[dict[str, Any]], id_column: str, archive_current: bool = True, only_affected_users: bool = True
+) -> list[StatusChange]:
     """Promote every pending item to current; archive the current items of the users that have pending ones
     (or of every user when `only_affected_users` is False). `rows` carry their effective status."""
     live = _live(rows, id_column)

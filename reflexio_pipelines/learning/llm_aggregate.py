@@ -22,8 +22,11 @@ def render_members(members: list[Member]) -> str:
     """`[M1] trigger: … | content: … | rationale: …` lines (one line each, cleaned)."""
     lines = []
     for i, m in enumerate(members, 1):
-        parts = [f"trigger: {m.trigger}" if m.trigger else None, f"content: {m.content}",
-                 f"rationale: {m.rationale}" if m.rationale else None]  # fmt: skip
+        parts = [
+            f"trigger: {m.trigger}" if m.trigger else None,
+            f"content: {m.content}",
+            f"rationale: {m.rationale}" if m.rationale else None,
+        ]
         lines.append(f"[M{i}] " + " | ".join(" ".join(clean_text(p, MAX_FIELD_CHARS).split()) for p in parts if p))
     return "\n".join(lines)
 
@@ -31,8 +34,11 @@ def render_members(members: list[Member]) -> str:
 def render_rules(rules: list[Rule]) -> str:
     if not rules:
         return "(none)"
-    return "\n".join(f"- {' '.join(clean_text((r.trigger + ': ') if r.trigger else '', 300).split())}"
-                     f"{' '.join(clean_text(r.content, MAX_FIELD_CHARS).split())}" for r in rules)  # fmt: skip
+    return "\n".join(
+        f"- {' '.join(clean_text((r.trigger + ': ') if r.trigger else '', 300).split())}"
+        f"{' '.join(clean_text(r.content, MAX_FIELD_CHARS).split())}"
+        for r in rules
+    )
 
 
 def parse_rule(obj: dict[str, Any]) -> Rule | None:
@@ -51,9 +57,13 @@ def parse_rule(obj: dict[str, Any]) -> Rule | None:
         value = raw.get(key)
         return clean_text(value, MAX_FIELD_CHARS) or None if isinstance(value, str) else None
 
-    return Rule(content=clean_text(raw["content"], MAX_FIELD_CHARS), trigger=text("trigger"),
-                rationale=text("rationale"), blocking_issue_kind=kind,
-                blocking_issue_details=clean_text(str(issue.get("details") or ""), 300) or None if kind else None)  # fmt: skip
+    return Rule(
+        content=clean_text(raw["content"], MAX_FIELD_CHARS),
+        trigger=text("trigger"),
+        rationale=text("rationale"),
+        blocking_issue_kind=kind,
+        blocking_issue_details=clean_text(str(issue.get("details") or ""), 300) or None if kind else None,
+    )
 
 
 class LiteLLMConsolidator:
@@ -61,19 +71,38 @@ class LiteLLMConsolidator:
     run (it is not recorded as covered, so the next run tries again) — never a half-made playbook. Runs on the
     shared `endpoint`, or on one built from a model and its settings (`settings`: further LLMEndpoint fields)."""
 
-    def __init__(self, model: str = "", api_base: str = "", api_key: str = "", timeout_s: float = 120,
-                 max_retries: int = 2, agent_version: str = "", *, endpoint: LLMEndpoint | None = None,
-                 **settings: Any) -> None:  # fmt: skip
-        self.endpoint = endpoint_from(endpoint, model, api_base=api_base, api_key=api_key, timeout_s=timeout_s,
-                                      max_retries=max_retries, **settings)  # fmt: skip
+    def __init__(
+        self,
+        model: str = "",
+        api_base: str = "",
+        api_key: str = "",
+        timeout_s: float = 120,
+        max_retries: int = 2,
+        agent_version: str = "",
+        *,
+        endpoint: LLMEndpoint | None = None,
+        **settings: Any,
+    ) -> None:
+        self.endpoint = endpoint_from(
+            endpoint,
+            model,
+            api_base=api_base,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            **settings,
+        )
         self.model = self.endpoint.model
         self.agent_version = agent_version
         self.prompt = load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.prompt_version = self.prompt.ref
 
     def consolidate(self, members: list[Member], approved: list[Rule]) -> tuple[Rule | None, int, int, int]:
-        messages = self.prompt.render_messages(agent_version=self.agent_version or "(unspecified)",
-                                               members=render_members(members), approved_rules=render_rules(approved))  # fmt: skip
+        messages = self.prompt.render_messages(
+            agent_version=self.agent_version or "(unspecified)",
+            members=render_members(members),
+            approved_rules=render_rules(approved),
+        )
         outcome = self.endpoint.call_json(messages, ("playbook",), parse_rule, "aggregation", stage="consolidation")
         if not outcome.ok:
             raise ConsolidationFailed(outcome.error, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens)

@@ -128,8 +128,11 @@ def retry_after_s(exc: BaseException) -> float | None:
 
     LiteLLM keeps the provider's headers on the exception (`headers`, `litellm_response_headers`) or on its httpx
     response; an HTTP-date value is ignored (the exponential backoff applies)."""
-    sources = (getattr(exc, "headers", None), getattr(exc, "litellm_response_headers", None),
-               getattr(getattr(exc, "response", None), "headers", None))  # fmt: skip
+    sources = (
+        getattr(exc, "headers", None),
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    )
     for headers in sources:
         if not headers or not hasattr(headers, "get"):
             continue
@@ -337,15 +340,31 @@ class LLMEndpoint:
         """The process-wide throttle of this model and api_base (shared with every other endpoint on them)."""
         return throttle_for(self.model, self.api_base, self.limits)
 
-    def call_json(self, messages: Sequence[dict[str, str]], expected_keys: tuple[str, ...],
-                  validate: Callable[[dict], T], what: str, *, stage: str) -> CallOutcome[T]:  # fmt: skip
+    def call_json(
+        self,
+        messages: Sequence[dict[str, str]],
+        expected_keys: tuple[str, ...],
+        validate: Callable[[dict], T],
+        what: str,
+        *,
+        stage: str,
+    ) -> CallOutcome[T]:
         """A JSON-mode call: retried until `validate(parsed_json)` returns without raising (raise LLMOutputError
         for a reply worth retrying), or the retries are spent."""
-        return self.call(messages, lambda text: validate(parse_llm_json(text, expected_keys=expected_keys)),
-                         what=what, stage=stage)  # fmt: skip
+        return self.call(
+            messages, lambda text: validate(parse_llm_json(text, expected_keys=expected_keys)), what=what, stage=stage
+        )
 
-    def call(self, messages: Sequence[dict[str, str]], parse: Callable[[str], T], *, what: str, stage: str,
-             json_mode: bool = True, max_retries: int | None = None) -> CallOutcome[T]:  # fmt: skip
+    def call(
+        self,
+        messages: Sequence[dict[str, str]],
+        parse: Callable[[str], T],
+        *,
+        what: str,
+        stage: str,
+        json_mode: bool = True,
+        max_retries: int | None = None,
+    ) -> CallOutcome[T]:
         """Call until `parse(reply_text)` returns without raising, or the retries (`max_retries`, default the
         endpoint's) are spent. Never raises for model or transport failures: they are on the outcome."""
         if stage not in STAGES:
@@ -367,8 +386,17 @@ class LLMEndpoint:
             outcome.failure = summarize_failure(exc)
         return outcome
 
-    def _attempt(self, messages: Sequence[dict[str, str]], parse: Callable[[str], T], outcome: CallOutcome[T],
-                 waiter: Waiter, stage: str, json_mode: bool, what: str, attempts: int) -> T:  # fmt: skip
+    def _attempt(
+        self,
+        messages: Sequence[dict[str, str]],
+        parse: Callable[[str], T],
+        outcome: CallOutcome[T],
+        waiter: Waiter,
+        stage: str,
+        json_mode: bool,
+        what: str,
+        attempts: int,
+    ) -> T:
         outcome.calls += 1
         throttle = self.throttle
         prompt_tokens = completion_tokens = 0
@@ -376,9 +404,16 @@ class LLMEndpoint:
         with throttle.slot(estimate_tokens(messages), waiter):
             started_us, started = time.time_ns() // 1_000, time.perf_counter()
             try:
-                response = complete_chat(self.model, messages, api_base=self.api_base, api_key=self.api_key,
-                                         timeout_s=self.timeout_s, temperature=self.temperature,
-                                         json_mode=json_mode, api_version=self.api_version)  # fmt: skip
+                response = complete_chat(
+                    self.model,
+                    messages,
+                    api_base=self.api_base,
+                    api_key=self.api_key,
+                    timeout_s=self.timeout_s,
+                    temperature=self.temperature,
+                    json_mode=json_mode,
+                    api_version=self.api_version,
+                )
                 prompt_tokens, completion_tokens = response_usage(response)
                 outcome.prompt_tokens += prompt_tokens
                 outcome.completion_tokens += completion_tokens
@@ -390,17 +425,31 @@ class LLMEndpoint:
             latency_ms = round((time.perf_counter() - started) * 1000)
         if failure is not None and failure_outcome(failure) == "rate_limited":
             throttle.pause(min(MAX_BACKOFF_S, retry_after_s(failure) or 0.0))  # every caller waits, not only this one
-        record(LLMCall(stage=stage, model=self.model, prompt_tokens=prompt_tokens,
-                       completion_tokens=completion_tokens, latency_ms=latency_ms,
-                       outcome="ok" if failure is None else failure_outcome(failure),
-                       error_class=None if failure is None else type(failure).__name__,
-                       cost_usd=cost_usd(self.model, 0, 0) if response is None else response_cost_usd(response),
-                       attempt=outcome.calls,
-                       started_at_us=started_us, user_id=current_user()))  # fmt: skip
+        record(
+            LLMCall(
+                stage=stage,
+                model=self.model,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                latency_ms=latency_ms,
+                outcome="ok" if failure is None else failure_outcome(failure),
+                error_class=None if failure is None else type(failure).__name__,
+                cost_usd=cost_usd(self.model, 0, 0) if response is None else response_cost_usd(response),
+                attempt=outcome.calls,
+                started_at_us=started_us,
+                user_id=current_user(),
+            )
+        )
         if failure is not None:
             # the summary, not the exception text: provider messages and replies can echo prompt content
-            log.warning("%s attempt %d/%d (%s) failed: %s", what, outcome.calls, attempts, self.model,
-                        summarize_failure(failure))  # fmt: skip
+            log.warning(
+                "%s attempt %d/%d (%s) failed: %s",
+                what,
+                outcome.calls,
+                attempts,
+                self.model,
+                summarize_failure(failure),
+            )
             raise failure
         return value
 

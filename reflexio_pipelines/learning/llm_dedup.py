@@ -144,9 +144,17 @@ class LiteLLMDedupJudge:
     ) -> None:
         if not item_kind.strip():
             raise ValueError("item_kind must name the items, e.g. 'user profile facts'")
-        self.endpoint = endpoint_from(endpoint, model, api_base=api_base, api_key=api_key, timeout_s=timeout_s,
-                                      max_retries=max_retries, temperature=temperature,
-                                      backoff_base_s=backoff_base_s, sleep=sleep)  # fmt: skip
+        self.endpoint = endpoint_from(
+            endpoint,
+            model,
+            api_base=api_base,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            temperature=temperature,
+            backoff_base_s=backoff_base_s,
+            sleep=sleep,
+        )
         self.model = self.endpoint.model
         self.item_kind = item_kind.strip()
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
@@ -182,15 +190,23 @@ class LiteLLMDedupJudge:
         def validate(obj: dict[str, Any]) -> list[DuplicateGroup]:
             groups, problems = validate_groups(obj, len(new), len(existing))
             if problems:
-                log.info("dedup judge: %d group problem(s): %s", len(problems),
-                         scrub_secret("; ".join(problems), self.endpoint.api_key))  # fmt: skip
+                log.info(
+                    "dedup judge: %d group problem(s): %s",
+                    len(problems),
+                    scrub_secret("; ".join(problems), self.endpoint.api_key),
+                )
             return groups
 
-        outcome = self.endpoint.call_json(self.messages(new, existing), DEDUP_KEYS, validate, "dedup judge",
-                                          stage="dedup")  # fmt: skip
+        outcome = self.endpoint.call_json(
+            self.messages(new, existing), DEDUP_KEYS, validate, "dedup judge", stage="dedup"
+        )
         if not outcome.ok or outcome.value is None:
             self.last_error, self.last_failure = outcome.error, outcome.failure
-            log.warning("dedup judge gave up after %d call(s) to %s; keeping all %d new item(s), superseding nothing",
-                        outcome.calls, self.model, len(new))  # fmt: skip
+            log.warning(
+                "dedup judge gave up after %d call(s) to %s; keeping all %d new item(s), superseding nothing",
+                outcome.calls,
+                self.model,
+                len(new),
+            )
             return [], outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
         return outcome.value, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens

@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from reflexio_pipelines.learning.rules.forget_requests import has_forget_request
 from reflexio_pipelines.learning.config import DEFAULT_GROUP
 from reflexio_pipelines.learning.extractor_groups import ExtractorDefinition, ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import (
@@ -41,6 +40,7 @@ from reflexio_pipelines.learning.jsonparse import (
     dedupe_by_content,
     validate_extraction,
 )
+
 # Re-exported: these lived here before the endpoint existed, and callers (learn.py, benchmarks) import them from here.
 from reflexio_pipelines.learning.llm_call import (  # noqa: F401
     FailureSummary,
@@ -54,6 +54,7 @@ from reflexio_pipelines.learning.llm_call import (  # noqa: F401
     summarize_failure,
 )
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
+from reflexio_pipelines.learning.rules.forget_requests import has_forget_request
 from reflexio_pipelines.learning.transcript import (
     indent_continuation,
     render_expert_pairs,
@@ -93,8 +94,16 @@ class ExtractionFailed(RuntimeError):
     """A window could not be extracted after all retries. Carries the cost spent so the caller can record it, and
     a `FailureSummary` of the last error (the message holds no provider text, see `FailureSummary`)."""
 
-    def __init__(self, message: str, *, attempts: int, llm_calls: int, prompt_tokens: int, completion_tokens: int,
-                 summary: FailureSummary | None = None):  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int,
+        llm_calls: int,
+        prompt_tokens: int,
+        completion_tokens: int,
+        summary: FailureSummary | None = None,
+    ):
         super().__init__(message)
         self.summary = summary or FailureSummary(type(self).__name__, "extraction failed")
         self.attempts = attempts
@@ -156,9 +165,17 @@ class LiteLLMExtractor:
         gate_prompt: Prompt | None = None,
         endpoint: LLMEndpoint | None = None,
     ) -> None:
-        self.endpoint = endpoint_from(endpoint, model, api_base=api_base, api_key=api_key, timeout_s=timeout_s,
-                                      max_retries=max_retries, temperature=temperature,
-                                      backoff_base_s=backoff_base_s, sleep=sleep)  # fmt: skip
+        self.endpoint = endpoint_from(
+            endpoint,
+            model,
+            api_base=api_base,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            temperature=temperature,
+            backoff_base_s=backoff_base_s,
+            sleep=sleep,
+        )
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.gate_model = gate_model.strip()
         # the gate is a second model on the same endpoint settings (and its own throttle: another model's quota)
@@ -223,13 +240,21 @@ class LiteLLMExtractor:
 
     def _gate(self, window: Window, group: ExtractorGroup, result: GatedExtractionResult) -> bool:
         """Ask the gate model whether to extract; records its cost on `result`. Errors and unclear answers say yes."""
-        if self.gate_endpoint is None or any(t.expert_content.strip() for t in window.turns) or \
-                has_forget_request(window):  # fmt: skip
+        if (
+            self.gate_endpoint is None
+            or any(t.expert_content.strip() for t in window.turns)
+            or has_forget_request(window)
+        ):
             return True
         # one attempt: a failed gate costs only the gate, since the window is then extracted anyway
-        outcome = self.gate_endpoint.call(self.gate_messages(window, group), gate_decision, stage="gate",
-                                          what=f"gate of window {window.window_id}", json_mode=False,
-                                          max_retries=0)  # fmt: skip
+        outcome = self.gate_endpoint.call(
+            self.gate_messages(window, group),
+            gate_decision,
+            stage="gate",
+            what=f"gate of window {window.window_id}",
+            json_mode=False,
+            max_retries=0,
+        )
         result.gate_calls += outcome.calls
         result.gate_prompt_tokens += outcome.prompt_tokens
         result.gate_completion_tokens += outcome.completion_tokens
@@ -249,8 +274,9 @@ class LiteLLMExtractor:
             result.gate_skipped = True
             return _with_gate_cost(result)
 
-        def validate(obj: dict[str, Any]) -> tuple[list[ExtractedProfile], list[ExtractedPlaybook],
-                                                   list[ForgetDirective]]:  # fmt: skip
+        def validate(
+            obj: dict[str, Any],
+        ) -> tuple[list[ExtractedProfile], list[ExtractedPlaybook], list[ForgetDirective]]:
             profiles, playbooks, problems = named_items(obj, window, group)
             forget = forget_directives(obj, window, problems) if group.resolve("profile", None)[0] else []
             check_schema(obj, group, kept=len(profiles) + len(playbooks) + len(forget))  # raises: retried
@@ -258,8 +284,13 @@ class LiteLLMExtractor:
                 log.info("window %s: %d item problem(s) (items dropped or coerced)", window.window_id, len(problems))
             return profiles, playbooks, forget
 
-        outcome = self.endpoint.call_json(self.messages(window, group), REPLY_KEYS, validate,
-                                          f"extraction of window {window.window_id}", stage="extraction")  # fmt: skip
+        outcome = self.endpoint.call_json(
+            self.messages(window, group),
+            REPLY_KEYS,
+            validate,
+            f"extraction of window {window.window_id}",
+            stage="extraction",
+        )
         if outcome.ok and outcome.value is not None:
             result.profiles, result.playbooks, result.forget = outcome.value
             result.llm_calls, result.prompt_tokens = outcome.calls, outcome.prompt_tokens
@@ -268,8 +299,7 @@ class LiteLLMExtractor:
         summary = outcome.failure or FailureSummary("ExtractionFailed", "no attempt")
         # raised without chaining: the provider's exception (and its request context) could carry the key
         raise ExtractionFailed(
-            f"extraction failed for window {window.window_id} after {outcome.calls} call(s) to {self.model}: "
-            f"{summary}",
+            f"extraction failed for window {window.window_id} after {outcome.calls} call(s) to {self.model}: {summary}",
             attempts=outcome.calls,
             llm_calls=outcome.calls + result.gate_calls,
             prompt_tokens=outcome.prompt_tokens + result.gate_prompt_tokens,
@@ -313,12 +343,13 @@ def named_items(
             profiles, playbooks, item_problems = validate_extraction({key: [item]}, window)
             problems += [p.replace(f"{key}[0]", f"{key}[{i}]", 1) for p in item_problems]
             if requested is not None and not group.resolve(kind, requested)[1]:
-                problems.append(f"{key}[{i}]: unknown extractor {str(requested)[:60]!r}; attributed to "
-                                f"{group.resolve(kind, None)[0]}")  # fmt: skip
+                problems.append(
+                    f"{key}[{i}]: unknown extractor {str(requested)[:60]!r}; attributed to "
+                    f"{group.resolve(kind, None)[0]}"
+                )
             tag = group.tag_profile if kind == "profile" else group.tag_playbook
             found[key] += [tag(parsed, requested) for parsed in [*profiles, *playbooks]]
     return dedupe_by_content(found["profiles"]), dedupe_by_content(found["playbooks"]), problems
-
 
 
 def forget_directives(obj: dict[str, Any], window: Window, problems: list[str]) -> list[ForgetDirective]:

@@ -116,10 +116,26 @@ class LiteLLMJudge:
 
     name = JUDGE_NAME
 
-    def __init__(self, model: str = "", api_base: str = "", api_key: str = "", timeout_s: float = 120,
-                 max_retries: int = 2, *, endpoint: LLMEndpoint | None = None, **settings: Any) -> None:  # fmt: skip
-        self.endpoint = endpoint_from(endpoint, model, api_base=api_base, api_key=api_key, timeout_s=timeout_s,
-                                      max_retries=max_retries, **settings)  # fmt: skip
+    def __init__(
+        self,
+        model: str = "",
+        api_base: str = "",
+        api_key: str = "",
+        timeout_s: float = 120,
+        max_retries: int = 2,
+        *,
+        endpoint: LLMEndpoint | None = None,
+        **settings: Any,
+    ) -> None:
+        self.endpoint = endpoint_from(
+            endpoint,
+            model,
+            api_base=api_base,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            **settings,
+        )
         self.model = self.endpoint.model
         self.evaluation_prompt = load_prompt(EVALUATION_PROMPT_ID, PROMPT_VERSION)
         self.comparison_prompt = load_prompt(COMPARISON_PROMPT_ID, PROMPT_VERSION)
@@ -133,22 +149,25 @@ class LiteLLMJudge:
 
     def evaluation_messages(self, session: Session, success_definition: str = "") -> list[dict[str, str]]:
         definition = clean_text(" ".join(success_definition.split()), MAX_DEFINITION_CHARS) or NO_DEFINITION
-        return self.evaluation_prompt.render_messages(success_definition=definition,
-                                                      transcript=render_window(session.window))  # fmt: skip
+        return self.evaluation_prompt.render_messages(
+            success_definition=definition, transcript=render_window(session.window)
+        )
 
     def comparison_messages(self, session: Session, turn: Turn, order: tuple[Side, Side]) -> list[dict[str, str]]:
         answers = {"regular": turn.content, "shadow": turn.shadow_content}
         question = question_for(session, turn).strip() or NO_QUESTION
         first, second = (indent_continuation(answers[side].strip()) for side in order)
-        return self.comparison_prompt.render_messages(question=indent_continuation(question), answer_a=first,
-                                                      answer_b=second)  # fmt: skip
+        return self.comparison_prompt.render_messages(
+            question=indent_continuation(question), answer_a=first, answer_b=second
+        )
 
     # --- the Judge protocol ---------------------------------------------------------------------------------------
 
     def evaluate(self, session: Session, success_definition: str = "") -> tuple[Verdict, int, int, int]:
         messages = self.evaluation_messages(session, success_definition)
-        outcome = self.endpoint.call_json(messages, EVALUATION_KEYS, parse_verdict, "session evaluation",
-                                          stage="session_judge")  # fmt: skip
+        outcome = self.endpoint.call_json(
+            messages, EVALUATION_KEYS, parse_verdict, "session evaluation", stage="session_judge"
+        )
         if not outcome.ok or outcome.value is None:
             self._fail(f"session {session.session_id}: no usable evaluation", outcome)
         return outcome.value, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
@@ -157,8 +176,9 @@ class LiteLLMJudge:
         require_shadow(session, turn)
         order = presentation_order(session.session_id, turn.turn_id, rng_seed)
         messages = self.comparison_messages(session, turn, order)
-        outcome = self.endpoint.call_json(messages, COMPARISON_KEYS, parse_comparison, "shadow comparison",
-                                          stage="shadow_judge")  # fmt: skip
+        outcome = self.endpoint.call_json(
+            messages, COMPARISON_KEYS, parse_comparison, "shadow comparison", stage="shadow_judge"
+        )
         if not outcome.ok or outcome.value is None:
             self._fail(f"session {session.session_id} turn {turn.turn_id}: no usable comparison", outcome)
         better, significantly, reason = outcome.value
@@ -166,6 +186,7 @@ class LiteLLMJudge:
         return verdict, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
 
     def _fail(self, what: str, outcome: Any) -> None:
-        message = scrub_secret(f"{what} after {outcome.calls} call(s): {outcome.error or 'empty reply'}",
-                               self.endpoint.api_key)  # fmt: skip
+        message = scrub_secret(
+            f"{what} after {outcome.calls} call(s): {outcome.error or 'empty reply'}", self.endpoint.api_key
+        )
         raise JudgeFailed(message, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens)

@@ -52,19 +52,35 @@ def _is_unknown_test(value: Any) -> bool:
 #: default, the default as the error shows it).
 ORIGINAL_ONLY: dict[str, tuple[Any, str]] = {
     # deployment settings: environment / reflexio.yaml here (serving's set_config ignores them before parsing)
-    "storage_config": (_is_null, "null"), "storage_config_test": (_is_unknown_test, "null"),
-    "api_key_config": (_is_null, "null"), "llm_config": (_is_null, "null"),
-    "skip_should_run_check": (_is_false, "false"), "enable_document_expansion": (_is_false, "false"),
+    "storage_config": (_is_null, "null"),
+    "storage_config_test": (_is_unknown_test, "null"),
+    "api_key_config": (_is_null, "null"),
+    "llm_config": (_is_null, "null"),
+    "skip_should_run_check": (_is_false, "false"),
+    "enable_document_expansion": (_is_false, "false"),
     # per extractor / evaluator
-    "context_prompt": (_is_null, "null"), "metadata_definition_prompt": (_is_null, "null"),
-    "should_extract_profile_prompt_override": (_is_null, "null"), "manual_trigger": (_is_false, "false"),
+    "context_prompt": (_is_null, "null"),
+    "metadata_definition_prompt": (_is_null, "null"),
+    "should_extract_profile_prompt_override": (_is_null, "null"),
+    "manual_trigger": (_is_false, "false"),
     "deduplication_config": (_is_default_dedup, "null or {search_threshold: 0.4, search_top_k: 5}"),
-}  # fmt: skip
+}
 #: Which of them may appear where (anything else is an unknown field).
-ORIGINAL_TOP = ("storage_config", "storage_config_test", "api_key_config", "llm_config", "skip_should_run_check",
-                 "enable_document_expansion")  # fmt: skip
-ORIGINAL_EXTRACTOR = ("context_prompt", "metadata_definition_prompt", "should_extract_profile_prompt_override",
-                       "manual_trigger", "deduplication_config")  # fmt: skip
+ORIGINAL_TOP = (
+    "storage_config",
+    "storage_config_test",
+    "api_key_config",
+    "llm_config",
+    "skip_should_run_check",
+    "enable_document_expansion",
+)
+ORIGINAL_EXTRACTOR = (
+    "context_prompt",
+    "metadata_definition_prompt",
+    "should_extract_profile_prompt_override",
+    "manual_trigger",
+    "deduplication_config",
+)
 ORIGINAL_EVALUATOR = ("metadata_definition_prompt", "batch_size_override", "batch_interval_override")
 
 

@@ -38,14 +38,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from reflexio_pipelines.learning.rules.corrections import correction_rule
-from reflexio_pipelines.learning.rules.profiles import facts_stated
-from reflexio_pipelines.learning.rules.text import content_tokens, stem
-from reflexio_pipelines.learning.rules.triggers import _IMPERATIVE_VERBS
 from reflexio_pipelines.learning.config import HoldoutSettings, OutcomeSettings
 from reflexio_pipelines.learning.dedup import profile_slot
 from reflexio_pipelines.learning.holdout import CONTROL, arm_of
 from reflexio_pipelines.learning.impact import day_of
+from reflexio_pipelines.learning.rules.corrections import correction_rule
+from reflexio_pipelines.learning.rules.profiles import facts_stated
+from reflexio_pipelines.learning.rules.text import content_tokens, stem
+from reflexio_pipelines.learning.rules.triggers import _IMPERATIVE_VERBS
 from reflexio_pipelines.learning.sessions import Session, corrected_turn_indexes
 
 #: Labels every outcome row: which version of the heuristic matching rules produced it.
@@ -64,14 +64,18 @@ CONFLICT_COVERAGE = 0.5
 #: Share of a trigger's content words a later user turn must hold for "the trigger came up".
 TRIGGER_COVERAGE = 0.5
 
+
 def _fold(token: str) -> str:
     """A further crude fold on top of builtin's stem, so "lives" (stemmed "liv") and "live" compare equal."""
     return token[:-1] if token.isalpha() and token.endswith("e") and len(token) > 3 else token
 
 
 # Words that carry the polarity or the form of a rule, not its subject (compared after stemming).
-_MARKERS = frozenset(_fold(stem(w)) for w in "never always don dont instead rather stop avoid use using only again when "
-                     "asked giving answer like calling call tool sure time".split())  # fmt: skip
+_MARKERS = frozenset(
+    _fold(stem(w))
+    for w in "never always don dont instead rather stop avoid use using only again when "
+    "asked giving answer like calling call tool sure time".split()
+)
 _VERBS = frozenset(_fold(stem(w)) for w in _IMPERATIVE_VERBS)
 _NEGATION_RE = re.compile(
     r"\b(?:never|don't|dont|do not|does not|doesn't|did not|didn't|not|no|avoid|stop|instead of|rather than|"
@@ -227,8 +231,12 @@ def _polarity(text: str) -> tuple[frozenset[str], tuple[frozenset[str], ...]]:
 
 def _conflicts(spans: tuple[frozenset[str], ...], asserted: frozenset[str]) -> bool:
     """A negated span mostly asserted by the other text (relative to the shorter of the two), sharing a non-verb."""
-    return any(asserted and (span & asserted) - _VERBS
-               and len(span & asserted) / min(len(span), len(asserted)) > CONFLICT_COVERAGE for span in spans)  # fmt: skip
+    return any(
+        asserted
+        and (span & asserted) - _VERBS
+        and len(span & asserted) / min(len(span), len(asserted)) > CONFLICT_COVERAGE
+        for span in spans
+    )
 
 
 def relate(item: LearnedItem, correction: str) -> str | None:
@@ -281,8 +289,11 @@ def classify(item: LearnedItem, session: Session, start: int, succeeded: bool | 
     for i in later:
         for call in session.turns[i].tools_used:
             if call.error is not None and mentions_tool(item, call.tool_name):
-                return MISSED, f"heuristic: {call.tool_name}, which the item is about, failed again (turn " \
-                               f"{session.turns[i].turn_id})"  # fmt: skip
+                return (
+                    MISSED,
+                    f"heuristic: {call.tool_name}, which the item is about, failed again (turn "
+                    f"{session.turns[i].turn_id})",
+                )
     if succeeded:
         return HELPFUL, "heuristic: served in a session the evaluation judged successful"
     if trigger_met(item, (session.turns[i].content for i in later if session.turns[i].is_user)):
@@ -304,7 +315,9 @@ def _first_after(session: Session, served_at_s: int) -> int | None:
     return next((i for i, t in enumerate(session.turns) if t.created_at >= served_at_s), None)
 
 
-def attribute(events: Iterable[RetrievalEvent], sessions: Iterable[Session]) -> dict[SessionKey, list[tuple[RetrievalEvent, int]]]:
+def attribute(
+    events: Iterable[RetrievalEvent], sessions: Iterable[Session]
+) -> dict[SessionKey, list[tuple[RetrievalEvent, int]]]:
     """Serves per session with the index of the first turn after each (HEURISTIC where the caller named no
     session: the user's session holding the first turn at or after the serve). Serves with nothing after them in
     their session, or no session yet, are left out."""
@@ -319,17 +332,25 @@ def attribute(events: Iterable[RetrievalEvent], sessions: Iterable[Session]) -> 
             session = named.get((event.user_id, event.session_id))
             index = _first_after(session, served_at) if session is not None else None
         else:
-            candidates = [(s.turns[i].created_at, s.session_id, i, s) for s in by_user.get(event.user_id, [])
-                          if (i := _first_after(s, served_at)) is not None]  # fmt: skip
+            candidates = [
+                (s.turns[i].created_at, s.session_id, i, s)
+                for s in by_user.get(event.user_id, [])
+                if (i := _first_after(s, served_at)) is not None
+            ]
             _, _, index, session = min(candidates, key=lambda c: (c[0], c[1]), default=(0, "", None, None))
         if session is not None and index is not None:
             out[(session.user_id, session.session_id)].append((event, index))
     return out
 
 
-def evaluate(closed: list[Session], all_sessions: list[Session], events: list[RetrievalEvent],
-             items: Mapping[ItemRef, LearnedItem], judged: Mapping[SessionKey, bool],
-             holdout: HoldoutSettings) -> OutcomeResult:  # fmt: skip
+def evaluate(
+    closed: list[Session],
+    all_sessions: list[Session],
+    events: list[RetrievalEvent],
+    items: Mapping[ItemRef, LearnedItem],
+    judged: Mapping[SessionKey, bool],
+    holdout: HoldoutSettings,
+) -> OutcomeResult:
     """Outcomes of every (closed session, served item), the counters per item and the per-session signals.
 
     `all_sessions` (open ones included) decide where a serve belongs, so a serve is never credited to an older,
@@ -385,25 +406,57 @@ def evaluate(closed: list[Session], all_sessions: list[Session], events: list[Re
             outcome, reason = classify(items[ref], session, index, succeeded)
             if outcome is not None:
                 c.evidence[outcome].append(key)
-            outcome_rows.append(OutcomeEvent(ref, session.user_id, session.session_id, session.agent_version,
-                                             outcome, reason, event.served_at_us, index, day_of(session.last_at)))  # fmt: skip
+            outcome_rows.append(
+                OutcomeEvent(
+                    ref,
+                    session.user_id,
+                    session.session_id,
+                    session.agent_version,
+                    outcome,
+                    reason,
+                    event.served_at_us,
+                    index,
+                    day_of(session.last_at),
+                )
+            )
         arm = serves[0][0].arm if serves else arm_of(holdout, session.agent_version, session.user_id)
-        recurring, repeated = _recurrence(session, own_items[session.user_id] + version_items[session.agent_version],
-                                          first_served_to, first_served_version, treated=arm != CONTROL)  # fmt: skip
-        session_rows.append(SessionOutcome(
-            session_id=session.session_id, user_id=session.user_id, agent_version=session.agent_version, arm=arm,
-            override=any(e.override for e, _ in serves), searches=len(serves), items_served=len(first),
-            first_search_at=min(e.served_at_us for e, _ in serves) // 1_000_000 if serves else None,
-            corrections=len(corrected_turn_indexes(session)), recurring_corrections=recurring,
-            repeated_learned_corrections=repeated,
-            tool_failures=sum(call.error is not None for t in session.turns for call in t.tools_used),
-            user_turns=sum(t.is_user for t in session.turns), started_at=session.started_at,
-            closed_at=session.last_at, day=day_of(session.last_at)))  # fmt: skip
+        recurring, repeated = _recurrence(
+            session,
+            own_items[session.user_id] + version_items[session.agent_version],
+            first_served_to,
+            first_served_version,
+            treated=arm != CONTROL,
+        )
+        session_rows.append(
+            SessionOutcome(
+                session_id=session.session_id,
+                user_id=session.user_id,
+                agent_version=session.agent_version,
+                arm=arm,
+                override=any(e.override for e, _ in serves),
+                searches=len(serves),
+                items_served=len(first),
+                first_search_at=min(e.served_at_us for e, _ in serves) // 1_000_000 if serves else None,
+                corrections=len(corrected_turn_indexes(session)),
+                recurring_corrections=recurring,
+                repeated_learned_corrections=repeated,
+                tool_failures=sum(call.error is not None for t in session.turns for call in t.tools_used),
+                user_turns=sum(t.is_user for t in session.turns),
+                started_at=session.started_at,
+                closed_at=session.last_at,
+                day=day_of(session.last_at),
+            )
+        )
     return OutcomeResult(session_rows, outcome_rows, counters)
 
 
-def _recurrence(session: Session, candidates: list[LearnedItem], served_to: Mapping[tuple[ItemRef, str], int],
-                served_version: Mapping[tuple[ItemRef, str], int], treated: bool) -> tuple[int, int]:  # fmt: skip
+def _recurrence(
+    session: Session,
+    candidates: list[LearnedItem],
+    served_to: Mapping[tuple[ItemRef, str], int],
+    served_version: Mapping[tuple[ItemRef, str], int],
+    treated: bool,
+) -> tuple[int, int]:
     """(corrections repeating an item learned and served before them, corrections repeating an item learned before
     them, served or not) in one session. Only items learned from earlier sessions count: what this session itself
     taught (its correction, or the tool failure right before it) is not a lesson the agent already had."""
@@ -445,8 +498,12 @@ def flag_state(c: Counters, settings: OutcomeSettings, harmful_when_kept: int | 
     return "held_out" if settings.hold_out_flagged else "flagged"
 
 
-def flag_actions(counters: Mapping[ItemRef, Counters], settings: OutcomeSettings, last_state: Mapping[ItemRef, str],
-                 harmful_when_kept: Mapping[ItemRef, int]) -> list[FlagAction]:  # fmt: skip
+def flag_actions(
+    counters: Mapping[ItemRef, Counters],
+    settings: OutcomeSettings,
+    last_state: Mapping[ItemRef, str],
+    harmful_when_kept: Mapping[ItemRef, int],
+) -> list[FlagAction]:
     """The flag changes since the change log's last word on each item (`last_state`: flagged | held_out | clear)."""
     actions = []
     for ref in sorted(set(counters) | set(last_state), key=lambda r: (r.entity, r.item_id)):
@@ -459,9 +516,11 @@ def flag_actions(counters: Mapping[ItemRef, Counters], settings: OutcomeSettings
             action, reason = "unflagged", f"heuristic counters: harmful {c.count(HARMFUL)}, helpful {c.count(HELPFUL)}"
         else:
             action = state
-            reason = (f"heuristic counters: harmful {c.count(HARMFUL)} > helpful {c.count(HELPFUL)} after "
-                      f"{c.outcomes} outcomes (minimum {settings.min_outcomes})"
-                      + ("; held out of search pending review" if state == "held_out" else ""))  # fmt: skip
+            reason = (
+                f"heuristic counters: harmful {c.count(HARMFUL)} > helpful {c.count(HELPFUL)} after "
+                f"{c.outcomes} outcomes (minimum {settings.min_outcomes})"
+                + ("; held out of search pending review" if state == "held_out" else "")
+            )
         evidence = tuple(c.evidence[HARMFUL][:MAX_EVIDENCE]) if state != "clear" else ()
         actions.append(FlagAction(ref, action, reason, c, evidence))
     return actions

@@ -144,8 +144,9 @@ _ROLE_RE = re.compile(
     rf"(?:became|has become|is becoming) (?:a |an |the )?(?:[\w/&'-]+ ){{0,4}}?(?:{ROLE_NOUNS})s?)\b",
     re.I,
 )
-_IS_ROLE_RE = re.compile(rf"^is (?:now |currently |still )?(?:a |an |the )?(?:[\w/&'-]+ |[\w/&']+-){{0,5}}?(?:{ROLE_NOUNS})s?\b",
-                         re.I)  # fmt: skip
+_IS_ROLE_RE = re.compile(
+    rf"^is (?:now |currently |still )?(?:a |an |the )?(?:[\w/&'-]+ |[\w/&']+-){{0,5}}?(?:{ROLE_NOUNS})s?\b", re.I
+)
 _EMPLOYER_RE = re.compile(
     r"^(?:(?i:works (?:at|for)|is employed (?:at|by)|employer is|company is|started (?:a new job |working )?at)|"
     r"(?i:has joined|joined|is at|is (?:now )?with) [A-Z][\w&.-]*(?: [A-Z][\w&.-]*)*(?i: since| now|$| as\b))",
@@ -175,16 +176,21 @@ def typed_slots(content: str) -> list[str]:
     if _NAME_RE.match(text):
         found.append("name")
     short = len(text.split())
-    if _TIMEZONE_RE.match(text) or (short <= 8 and re.search(r"\btime ?zone\b", lower)) or (
-            short <= 6 and re.match(r"^(?:is |works )?(?:on|in) ", lower) and _TZ_ABBREV_RE.search(text)):  # fmt: skip
+    if (
+        _TIMEZONE_RE.match(text)
+        or (short <= 8 and re.search(r"\btime ?zone\b", lower))
+        or (short <= 6 and re.match(r"^(?:is |works )?(?:on|in) ", lower) and _TZ_ABBREV_RE.search(text))
+    ):
         found.append("timezone")
     if _NATIVE_LANGUAGE_RE.match(text):
         found.append("native_language")
     elif _LANGUAGE_RE.match(text):
         found.append("language")
-    if (_DIET_VERB_RE.match(text) and (DIET_RE.search(text) or OMNIVORE_RE.search(text))
-            and not re.search(r"\b(?:restaurants?|recipes?|cafes?|places|options|food trucks?|cookbooks?)\b", lower)) \
-            or OMNIVORE_RE.match(text):  # fmt: skip
+    if (
+        _DIET_VERB_RE.match(text)
+        and (DIET_RE.search(text) or OMNIVORE_RE.search(text))
+        and not re.search(r"\b(?:restaurants?|recipes?|cafes?|places|options|food trucks?|cookbooks?)\b", lower)
+    ) or OMNIVORE_RE.match(text):
         found.append("diet")
     if "timezone" not in found and _LOCATION_RE.match(text) and not re.search(rf"\b(?:{TEAM_WORDS})\b", lower):
         found.append("location")
@@ -194,8 +200,9 @@ def typed_slots(content: str) -> list[str]:
         found.append("role")
     elif "team" in found and _IS_ROLE_RE.match(text) and not re.match(r"^is (?:on|in|with|part of)\b", lower):
         found.append("role")
-    if (_EMPLOYER_RE.match(text) or _ROLE_AT_RE.search(text)) and \
-            not re.match(r"^works (?:at|for) (?:home|night|nights|weekends|a living|the moment)\b", lower):  # fmt: skip
+    if (_EMPLOYER_RE.match(text) or _ROLE_AT_RE.search(text)) and not re.match(
+        r"^works (?:at|for) (?:home|night|nights|weekends|a living|the moment)\b", lower
+    ):
         found.append("employer")
     return [slot for slot in SLOTS if slot in found]
 

@@ -49,8 +49,7 @@ def _wilson_exact(successes: int, n: int, z: float = Z95) -> tuple[float, float]
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def newcombe_difference(treated_successes: int, treated_n: int, control_successes: int,
-                        control_n: int) -> Difference:  # fmt: skip
+def newcombe_difference(treated_successes: int, treated_n: int, control_successes: int, control_n: int) -> Difference:
     """Difference of two proportions with Newcombe's hybrid score interval (method 10)."""
     p1 = treated_successes / treated_n if treated_n else None
     p2 = control_successes / control_n if control_n else None

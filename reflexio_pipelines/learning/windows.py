@@ -98,14 +98,24 @@ class Pace:
 FLUSH_ALL = Pace()
 
 
-def pace_at(now_us: int, *, flush: Literal["all", "due"], flush_users: Iterable[str], quiet_period_s: float,
-            window_end: datetime) -> Pace:  # fmt: skip
+def pace_at(
+    now_us: int,
+    *,
+    flush: Literal["all", "due"],
+    flush_users: Iterable[str],
+    quiet_period_s: float,
+    window_end: datetime,
+) -> Pace:
     """A run's pace at `now_us`: `flush` "all" lets every turn through (a deliberate run), "due" holds back the
     turns of sessions active within `quiet_period_s`, except `flush_users`' — and once the window has ended nothing
     is held back, as no turn lands in it any more to complete a chunk."""
     closed = now_us >= window_end.timestamp() * 1_000_000
-    return Pace(quiet_us=int(quiet_period_s * 1_000_000), now_us=now_us, flush=flush == "all" or closed,
-                flush_users=frozenset(flush_users))  # fmt: skip
+    return Pace(
+        quiet_us=int(quiet_period_s * 1_000_000),
+        now_us=now_us,
+        flush=flush == "all" or closed,
+        flush_users=frozenset(flush_users),
+    )
 
 
 def ready_turns(new: list[Turn], size: int, pace: Pace) -> tuple[list[Turn], list[Turn]]:
@@ -120,9 +130,7 @@ def ready_turns(new: list[Turn], size: int, pace: Pace) -> tuple[list[Turn], lis
     return list(new[:cut]), list(new[cut:])
 
 
-def plan_windows(
-    history: list[Turn], new: list[Turn], size: int, stride: int, quiet_us: int = 0
-) -> list[Window]:
+def plan_windows(history: list[Turn], new: list[Turn], size: int, stride: int, quiet_us: int = 0) -> list[Window]:
     """Windows over ONE user's stream (processed `history`, then `new`), covering every new turn; with `quiet_us`,
     a chunk also starts at every session break among the new turns.
 

@@ -63,14 +63,23 @@ def is_function_word(word: str) -> bool:
     """Whether a word (as written) is a function word, which carries no content and identifies nobody."""
     folded = word.casefold().replace("\u2019", "'")
     base = folded.split("'", 1)[0]
-    return folded in STOP_WORDS or folded in _GENERIC_PEOPLE or (len(folded) == 1 and not folded.isdigit()) or (
-        "'" in folded and (base in STOP_WORDS or base in _CONTRACTED))  # fmt: skip
+    return (
+        folded in STOP_WORDS
+        or folded in _GENERIC_PEOPLE
+        or (len(folded) == 1 and not folded.isdigit())
+        or ("'" in folded and (base in STOP_WORDS or base in _CONTRACTED))
+    )
 
 
 def vocabulary(texts: Iterable[str | None]) -> frozenset[str]:
     """The normalised content words of `texts` (function words left out; None and "" are skipped)."""
-    return frozenset(normal_word(m.group()) for text in texts if text for m in _WORD_RE.finditer(text)
-                     if not is_function_word(m.group()))  # fmt: skip
+    return frozenset(
+        normal_word(m.group())
+        for text in texts
+        if text
+        for m in _WORD_RE.finditer(text)
+        if not is_function_word(m.group())
+    )
 
 
 class Support:

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.embedding_cache import CACHE_TABLE, EmbeddingCache, erase_owner
 from reflexio_pipelines.lake.io import Lake
@@ -51,6 +50,7 @@ from reflexio_pipelines.privacy.scope import (
     without_user,
 )
 from reflexio_pipelines.privacy.shared import SharedWording, shared_wording
+from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.search.versions import (
     current_version,
     list_versions,
@@ -63,8 +63,15 @@ from reflexio_pipelines.storage import is_remote, read_parquet, sync_dir, write_
 
 #: Tables erased last, in this order: the ones the user's ids are collected from (agent playbook ids and their
 #: sole support; profile, playbook and turn ids). Every other table only references those ids and goes first.
-ANCHOR_TABLES = ("agent_playbooks", "change_log", "playbook_embeddings", "curation_log", "user_profiles",
-                 "user_playbooks", "turns")  # fmt: skip
+ANCHOR_TABLES = (
+    "agent_playbooks",
+    "change_log",
+    "playbook_embeddings",
+    "curation_log",
+    "user_profiles",
+    "user_playbooks",
+    "turns",
+)
 
 #: Locks the writers of unpartitioned tables hold while they commit (partitioned tables: `window-<window>`).
 #: Erasure takes them while it rewrites a table, so no run commits between its read and its rewrite.
@@ -136,8 +143,9 @@ def erase_order(tables: dict[str, pa.Schema] = TABLES) -> list[str]:
     return [t for t in tables if t not in late] + [t for t in late if t in tables]
 
 
-def erase_user(lake: Lake, user_id: str, embedder: Embedder,
-               on_table: Callable[[str, int], None] | None = None) -> ErasureResult:  # fmt: skip
+def erase_user(
+    lake: Lake, user_id: str, embedder: Embedder, on_table: Callable[[str, int], None] | None = None
+) -> ErasureResult:
     """Remove every byte of `user_id`'s data from the lake and the index (see the module docstring).
 
     `on_table(name, rows)` is called after each table is done (progress logging). Raises MissingErasureRule before
@@ -170,8 +178,14 @@ def erase_user(lake: Lake, user_id: str, embedder: Embedder,
     return result
 
 
-def _erase_pass(lake: Lake, scope: Scope, wording: SharedWording, marker: "ErasureMarker", result: ErasureResult,
-                on_table: Callable[[str, int], None] | None) -> None:  # fmt: skip
+def _erase_pass(
+    lake: Lake,
+    scope: Scope,
+    wording: SharedWording,
+    marker: "ErasureMarker",
+    result: ErasureResult,
+    on_table: Callable[[str, int], None] | None,
+) -> None:
     """One pass over every table (in `erase_order`) and the landing files."""
     for name in erase_order():
         erased, redacted, purged = _erase_table(lake, name, scope, wording)
@@ -213,8 +227,9 @@ def _erase_table(lake: Lake, name: str, scope: Scope, wording: SharedWording) ->
     return deleted, redacted, purged
 
 
-def _without_user(table: pa.Table, found: Matches, scope: Scope, wording: SharedWording,
-                  windows: list[str] | None) -> tuple[pa.Table, int, int]:  # fmt: skip
+def _without_user(
+    table: pa.Table, found: Matches, scope: Scope, wording: SharedWording, windows: list[str] | None
+) -> tuple[pa.Table, int, int]:
     """The rows of the rewritten partitions that stay: direct rows go, shared rows of agent playbooks only this
     user supported (or worded) and rows the user owns (`owner_user_ids`) go, other shared rows stay with the user
     removed from their member lists and the user's words from their text."""
@@ -226,8 +241,9 @@ def _without_user(table: pa.Table, found: Matches, scope: Scope, wording: Shared
     direct, shared = found.direct.to_pylist(), found.shared.to_pylist()
     keep, deleted, redacted = [], 0, 0
     for row, is_direct, is_shared in zip(rows, direct, shared):
-        if is_direct or (is_shared and (agent_playbook_of(row) in scope.sole_agent_playbook_ids
-                                        or owned_by_user(row, scope))):  # fmt: skip
+        if is_direct or (
+            is_shared and (agent_playbook_of(row) in scope.sole_agent_playbook_ids or owned_by_user(row, scope))
+        ):
             deleted += 1
         elif is_shared:
             keep.append(wording.for_erasure(without_user(row, scope)))
@@ -266,8 +282,11 @@ def _erase_operation_status(lake: Lake, user_id: str) -> None:
         status = read_status(lake, service)
         if status is None:
             continue
-        fields = {key: [u for u in status[key] if u != user_id] for key in ("processed_user_ids", "failed_user_ids")
-                  if user_id in (status.get(key) or [])}  # fmt: skip
+        fields = {
+            key: [u for u in status[key] if u != user_id]
+            for key in ("processed_user_ids", "failed_user_ids")
+            if user_id in (status.get(key) or [])
+        }
         if status.get("current_user_id") == user_id:
             fields["current_user_id"] = None
         params = status.get("request_params") or {}
@@ -326,8 +345,14 @@ class ErasureMarker:
         """Start a request, or resume the interrupted one (keeping its counts)."""
         previous = self.read() or {"erased": {}}
         if previous.get("status") != "in_progress":
-            self._write({"status": "in_progress", "started_at": int(time.time()), "erased": previous["erased"],
-                         "erased_before": dict(previous["erased"])})  # fmt: skip
+            self._write(
+                {
+                    "status": "in_progress",
+                    "started_at": int(time.time()),
+                    "erased": previous["erased"],
+                    "erased_before": dict(previous["erased"]),
+                }
+            )
         if not self.active.exists():
             write_bytes(self.active, b"")
 
@@ -392,14 +417,23 @@ def erasure_requests(lake: Lake) -> list[dict]:
     """Every erasure request the lake remembers, oldest first: `erasure_id`, `status` (`in_progress` |
     `completed`), `started_at`, `completed_at`, `erased` (rows per table in total). Names no user."""
     root = lake.root.joinpath(*MARKER_DIR)
-    markers = [ErasureMarker(lake, p.stem) for p in (root.glob("*.json") if root.exists() else [])
-               if _ERASURE_ID_RE.fullmatch(p.stem)]  # fmt: skip
+    markers = [
+        ErasureMarker(lake, p.stem)
+        for p in (root.glob("*.json") if root.exists() else [])
+        if _ERASURE_ID_RE.fullmatch(p.stem)
+    ]
     rows = []
     for marker in markers:
         state = marker.read() or {}
-        rows.append({"erasure_id": marker.erasure_id, "status": state.get("status"),
-                     "started_at": state.get("started_at"), "completed_at": state.get("completed_at"),
-                     "erased": state.get("erased", {})})  # fmt: skip
+        rows.append(
+            {
+                "erasure_id": marker.erasure_id,
+                "status": state.get("status"),
+                "started_at": state.get("started_at"),
+                "completed_at": state.get("completed_at"),
+                "erased": state.get("erased", {}),
+            }
+        )
     return sorted(rows, key=lambda r: (r["started_at"] or 0, r["erasure_id"]))
 
 
@@ -435,7 +469,13 @@ def _user_ids(lake: Lake) -> set[str]:
             ids.update(read_parquet(path, columns=["user_id"]).column("user_id").to_pylist())
     for service in SERVICES.values():
         status = read_status(lake, service) or {}
-        ids.update([*(status.get("processed_user_ids") or []), *(status.get("failed_user_ids") or []),
-                    status.get("current_user_id"), (status.get("request_params") or {}).get("user_id")])  # fmt: skip
+        ids.update(
+            [
+                *(status.get("processed_user_ids") or []),
+                *(status.get("failed_user_ids") or []),
+                status.get("current_user_id"),
+                (status.get("request_params") or {}).get("user_id"),
+            ]
+        )
     ids.discard(None)
     return {u for u in ids if isinstance(u, str)}

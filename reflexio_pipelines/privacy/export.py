@@ -40,8 +40,9 @@ def _export(lake: Lake, user_id: str) -> dict[str, pa.Table]:
         found = matches(table, scope)
         direct, shared = table.filter(found.direct), table.filter(found.shared)
         if shared.num_rows:
-            shared = pa.Table.from_pylist([wording.for_export(only_user(r, scope)) for r in shared.to_pylist()],
-                                          schema=schema)  # fmt: skip
+            shared = pa.Table.from_pylist(
+                [wording.for_export(only_user(r, scope)) for r in shared.to_pylist()], schema=schema
+            )
         out[name] = pa.concat_tables([direct, shared])
     out["turns"] = pa.concat_tables([out["turns"], _unmaterialised_turns(lake, user_id, out["turns"])])
     return out

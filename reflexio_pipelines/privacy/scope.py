@@ -33,11 +33,11 @@ from reflexio_pipelines.storage import LakePath, read_parquet
 #: Tables without per-user rows, and why nothing in them identifies a user.
 AGGREGATE_TABLES = {
     "impact_metrics": "counts and rates per agent version and day; rewritten from session_evaluations by every "
-                      "evaluation run",
+    "evaluation run",
     "impact_before_after": "rates per agent version before/after a first retrieval; rewritten by every evaluation run",
     "impact_holdout": "treated vs control rates and means per agent version, evaluation and metric; rewritten by "
-                      "every evaluation run",
-}  # fmt: skip
+    "every evaluation run",
+}
 
 #: Columns that tie a row to a user directly, or to an agent playbook the user's playbooks are members of.
 DIRECT_COLUMNS = ("user_id", "turn_id", "profile_id", "user_playbook_id")
@@ -174,8 +174,16 @@ def scope_of(lake: Lake, user_id: str) -> Scope:
             # Only the latest state (a table that lists member users) decides whether anybody else supports it.
             if "member_user_ids" in row and (not users - {user_id} or not members - playbook_ids):
                 sole.add(row["agent_playbook_id"])
-    return Scope(user_id, frozenset(turn_ids), frozenset(profile_ids), frozenset(playbook_ids),
-                 frozenset(agent_ids), frozenset(sole), held, vocabulary(texts))  # fmt: skip
+    return Scope(
+        user_id,
+        frozenset(turn_ids),
+        frozenset(profile_ids),
+        frozenset(playbook_ids),
+        frozenset(agent_ids),
+        frozenset(sole),
+        held,
+        vocabulary(texts),
+    )
 
 
 def _strings(table: pa.Table) -> list[str]:
@@ -204,8 +212,9 @@ def matches(table: pa.Table, scope: Scope) -> Matches:
     if "agent_playbook_id" in names:
         shared = pc.or_(shared, _is(table, "agent_playbook_id", scope.agent_playbook_ids, pa.int64()))
     if "member_ids" in names:
-        shared = pc.or_(shared, _mask(bool(set(m or []) & scope.playbook_ids)
-                                      for m in table.column("member_ids").to_pylist()))  # fmt: skip
+        shared = pc.or_(
+            shared, _mask(bool(set(m or []) & scope.playbook_ids) for m in table.column("member_ids").to_pylist())
+        )
     for column in ("member_user_ids", *OWNER_COLUMNS):
         if column in names:
             shared = pc.or_(shared, _mask(scope.user_id in (m or []) for m in table.column(column).to_pylist()))

@@ -65,8 +65,9 @@ def shared_wording(lake: Lake, scope: Scope) -> SharedWording:
     """Collect, for every agent playbook the user contributed to, each member user's words from the member user
     playbooks (every version the lake holds) named by the agent playbook's rows and its change log."""
     members: dict[int, set[int]] = {}
-    agent_rows = [r for r in lake.read_table("agent_playbooks").to_pylist()
-                  if r["agent_playbook_id"] in scope.agent_playbook_ids]  # fmt: skip
+    agent_rows = [
+        r for r in lake.read_table("agent_playbooks").to_pylist() if r["agent_playbook_id"] in scope.agent_playbook_ids
+    ]
     changes = lake.read_table("aggregation_change_log").select(["agent_playbook_id", "member_ids"]).to_pylist()
     for row in [*agent_rows, *changes]:
         if row["agent_playbook_id"] in scope.agent_playbook_ids:

@@ -19,5 +19,10 @@ class EmbedderResource(dg.ConfigurableResource):
 
     def get(self) -> Embedder:
         """The embedder for this configuration (the local model is loaded once per process)."""
-        return make_embedder(self.model, api_base=self.api_base, api_key=self.api_key, dimensions=self.dimensions,
-                             api_version=self.api_version)
+        return make_embedder(
+            self.model,
+            api_base=self.api_base,
+            api_key=self.api_key,
+            dimensions=self.dimensions,
+            api_version=self.api_version,
+        )

@@ -40,8 +40,9 @@ class AsyncReflexioClient(ClientBase):
     async def __aenter__(self) -> AsyncReflexioClient:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:  # fmt: skip
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.aclose()
 
     publish = async_method(RequestBuilder.publish)

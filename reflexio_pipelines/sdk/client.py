@@ -18,9 +18,9 @@ T = TypeVar("T")
 class ReflexioClient(ClientBase):
     """Synchronous client of the Reflexio-on-a-lake service. Use as a context manager, or call `close()`.
 
-        with ReflexioClient() as client:
-            client.publish("alice", [{"role": "user", "content": "Never deploy to us-east-1."}], wait=True)
-            prompt_block = client.context("deploy the api", user_id="alice")
+    with ReflexioClient() as client:
+        client.publish("alice", [{"role": "user", "content": "Never deploy to us-east-1."}], wait=True)
+        prompt_block = client.context("deploy the api", user_id="alice")
     """
 
     _http_class = httpx.Client
@@ -45,8 +45,9 @@ class ReflexioClient(ClientBase):
     def __enter__(self) -> ReflexioClient:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     publish = sync_method(RequestBuilder.publish)

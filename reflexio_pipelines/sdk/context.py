@@ -56,8 +56,9 @@ def render_context(result: SearchResult, max_chars: int = 4000) -> str:
     """
     candidates = [("rule", _rule(p.trigger, p.content), p.content) for p in result.user_playbooks if _clean(p.content)]
     candidates += [("fact", f"- {_clean(p.content)}", p.content) for p in result.profiles if _clean(p.content)]
-    candidates += [("rule", _rule(p.trigger, p.content), p.content) for p in result.agent_playbooks
-                   if _clean(p.content)]  # fmt: skip
+    candidates += [
+        ("rule", _rule(p.trigger, p.content), p.content) for p in result.agent_playbooks if _clean(p.content)
+    ]
     chosen: dict[str, list[str]] = {"fact": [], "rule": []}
     seen: set[tuple[str, str]] = set()
     for kind, line, content in candidates:

@@ -83,8 +83,12 @@ def settle(call: Call[T], response: httpx.Response) -> T:
     try:
         return call.parse(response)
     except ValueError as exc:  # not JSON, or not the expected shape (pydantic's ValidationError is a ValueError)
-        raise ReflexioError(f"unexpected answer from {response.url} (HTTP {response.status_code}): {exc}",
-                            status_code=response.status_code, body=response.text[:500], url=str(response.url)) from exc
+        raise ReflexioError(
+            f"unexpected answer from {response.url} (HTTP {response.status_code}): {exc}",
+            status_code=response.status_code,
+            body=response.text[:500],
+            url=str(response.url),
+        ) from exc
 
 
 def _model(model: type[M]) -> Callable[[httpx.Response], M]:
@@ -136,8 +140,13 @@ class RequestBuilder:
         returns only after the pipeline learned from the turns and the index serving the result is live. Every
         publish carries an `Idempotency-Key` (generated unless given), so a retry after a lost answer lands once.
         """
-        body = _drop_none(user_id=user_id, interaction_data_list=[_turn(t) for t in interactions],
-                          agent_version=agent_version, session_id=session_id, source=source)  # fmt: skip
+        body = _drop_none(
+            user_id=user_id,
+            interaction_data_list=[_turn(t) for t in interactions],
+            agent_version=agent_version,
+            session_id=session_id,
+            source=source,
+        )
         return Call(
             "POST",
             "/api/publish_interaction",
@@ -163,8 +172,16 @@ class RequestBuilder:
         """Hybrid search over profiles (only with `user_id`), user playbooks and agent playbooks. `session_id` names
         the session the answer is for (the outcome counters join it with what happened next); a user in the holdout
         control group gets an empty result with `holdout=True`."""
-        body = _drop_none(query=query, user_id=user_id, agent_version=agent_version, playbook_name=playbook_name,
-                          top_k=top_k, threshold=threshold, search_mode=search_mode, session_id=session_id)  # fmt: skip
+        body = _drop_none(
+            query=query,
+            user_id=user_id,
+            agent_version=agent_version,
+            playbook_name=playbook_name,
+            top_k=top_k,
+            threshold=threshold,
+            search_mode=search_mode,
+            session_id=session_id,
+        )
         return Call("POST", "/api/search", _model(SearchResult), json=body)
 
     def context(
@@ -193,8 +210,9 @@ class RequestBuilder:
         status_filter: list[str | None] | None = None,
     ) -> Call[list[Profile]]:
         """The user's profiles, newest first (current ones unless `status_filter` says e.g. `["archived"]`)."""
-        body = _drop_none(user_id=user_id, top_k=top_k, start_time=start_time, end_time=end_time,
-                          status_filter=status_filter)  # fmt: skip
+        body = _drop_none(
+            user_id=user_id, top_k=top_k, start_time=start_time, end_time=end_time, status_filter=status_filter
+        )
         return Call("POST", "/api/get_profiles", _items("user_profiles", Profile), json=body)
 
     def get_user_playbooks(
@@ -207,8 +225,13 @@ class RequestBuilder:
         status_filter: list[str | None] | None = None,
     ) -> Call[list[UserPlaybook]]:
         """User playbooks, optionally of one user / agent version / playbook name."""
-        body = _drop_none(user_id=user_id, agent_version=agent_version, playbook_name=playbook_name, limit=limit,
-                          status_filter=status_filter)  # fmt: skip
+        body = _drop_none(
+            user_id=user_id,
+            agent_version=agent_version,
+            playbook_name=playbook_name,
+            limit=limit,
+            status_filter=status_filter,
+        )
         return Call("POST", "/api/get_user_playbooks", _items("user_playbooks", UserPlaybook), json=body)
 
     def get_agent_playbooks(
@@ -221,8 +244,13 @@ class RequestBuilder:
         status_filter: list[str | None] | None = None,
     ) -> Call[list[AgentPlaybook]]:
         """Agent playbooks with their approval status (`playbook_status` filters on it)."""
-        body = _drop_none(agent_version=agent_version, playbook_name=playbook_name, limit=limit,
-                          playbook_status_filter=playbook_status, status_filter=status_filter)  # fmt: skip
+        body = _drop_none(
+            agent_version=agent_version,
+            playbook_name=playbook_name,
+            limit=limit,
+            playbook_status_filter=playbook_status,
+            status_filter=status_filter,
+        )
         return Call("POST", "/api/get_agent_playbooks", _items("agent_playbooks", AgentPlaybook), json=body)
 
     def get_all_profiles(self, *, limit: int | None = None, status: str | None = None) -> Call[list[Profile]]:
@@ -230,26 +258,53 @@ class RequestBuilder:
         params = _drop_none(limit=limit, status_filter=status)
         return Call("GET", "/api/get_all_profiles", _items("user_profiles", Profile), params=params)
 
-    def search_profiles(self, user_id: str, query: str, *, top_k: int | None = None,
-                        threshold: float | None = None) -> Call[list[Profile]]:  # fmt: skip
+    def search_profiles(
+        self, user_id: str, query: str, *, top_k: int | None = None, threshold: float | None = None
+    ) -> Call[list[Profile]]:
         """One user's profiles matching `query` (hybrid search), best first."""
         body = _drop_none(user_id=user_id, query=query, top_k=top_k, threshold=threshold)
         return Call("POST", "/api/search_profiles", _items("user_profiles", Profile), json=body)
 
-    def search_user_playbooks(self, query: str, *, user_id: str | None = None, agent_version: str | None = None,
-                              playbook_name: str | None = None, top_k: int | None = None,
-                              threshold: float | None = None) -> Call[list[UserPlaybook]]:  # fmt: skip
+    def search_user_playbooks(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        agent_version: str | None = None,
+        playbook_name: str | None = None,
+        top_k: int | None = None,
+        threshold: float | None = None,
+    ) -> Call[list[UserPlaybook]]:
         """User playbooks matching `query`, best first (current ones)."""
-        body = _drop_none(query=query, user_id=user_id, agent_version=agent_version, playbook_name=playbook_name,
-                          top_k=top_k, threshold=threshold)  # fmt: skip
+        body = _drop_none(
+            query=query,
+            user_id=user_id,
+            agent_version=agent_version,
+            playbook_name=playbook_name,
+            top_k=top_k,
+            threshold=threshold,
+        )
         return Call("POST", "/api/search_user_playbooks", _items("user_playbooks", UserPlaybook), json=body)
 
-    def search_agent_playbooks(self, query: str, *, agent_version: str | None = None,
-                               playbook_name: str | None = None, playbook_status: PlaybookStatus | None = None,
-                               top_k: int | None = None, threshold: float | None = None) -> Call[list[AgentPlaybook]]:  # fmt: skip
+    def search_agent_playbooks(
+        self,
+        query: str,
+        *,
+        agent_version: str | None = None,
+        playbook_name: str | None = None,
+        playbook_status: PlaybookStatus | None = None,
+        top_k: int | None = None,
+        threshold: float | None = None,
+    ) -> Call[list[AgentPlaybook]]:
         """Agent playbooks matching `query`, best first (approved and pending unless `playbook_status` is given)."""
-        body = _drop_none(query=query, agent_version=agent_version, playbook_name=playbook_name,
-                          playbook_status_filter=playbook_status, top_k=top_k, threshold=threshold)  # fmt: skip
+        body = _drop_none(
+            query=query,
+            agent_version=agent_version,
+            playbook_name=playbook_name,
+            playbook_status_filter=playbook_status,
+            top_k=top_k,
+            threshold=threshold,
+        )
         return Call("POST", "/api/search_agent_playbooks", _items("agent_playbooks", AgentPlaybook), json=body)
 
     def add_user_profile(self, user_id: str, content: str, *, source: str | None = None) -> Call[Ack]:
@@ -257,28 +312,73 @@ class RequestBuilder:
         body = {"user_profiles": [_drop_none(user_id=user_id, content=content, source=source)]}
         return Call("POST", "/api/add_user_profile", _model(Ack), json=body, idempotent=False)
 
-    def add_user_playbook(self, user_id: str, content: str, *, agent_version: str | None = None,
-                          playbook_name: str | None = None, trigger: str | None = None,
-                          rationale: str | None = None) -> Call[Ack]:  # fmt: skip
+    def add_user_playbook(
+        self,
+        user_id: str,
+        content: str,
+        *,
+        agent_version: str | None = None,
+        playbook_name: str | None = None,
+        trigger: str | None = None,
+        rationale: str | None = None,
+    ) -> Call[Ack]:
         """Store a behaviour rule for a user as given (no LLM); searchable by the next search."""
-        body = {"user_playbooks": [_drop_none(user_id=user_id, content=content, agent_version=agent_version,
-                                              playbook_name=playbook_name, trigger=trigger, rationale=rationale)]}  # fmt: skip
+        body = {
+            "user_playbooks": [
+                _drop_none(
+                    user_id=user_id,
+                    content=content,
+                    agent_version=agent_version,
+                    playbook_name=playbook_name,
+                    trigger=trigger,
+                    rationale=rationale,
+                )
+            ]
+        }
         return Call("POST", "/api/add_user_playbook", _model(Ack), json=body, idempotent=False)
 
-    def add_agent_playbook(self, content: str, agent_version: str, *, playbook_name: str | None = None,
-                           trigger: str | None = None, rationale: str | None = None,
-                           playbook_status: PlaybookStatus = "pending") -> Call[Ack]:  # fmt: skip
+    def add_agent_playbook(
+        self,
+        content: str,
+        agent_version: str,
+        *,
+        playbook_name: str | None = None,
+        trigger: str | None = None,
+        rationale: str | None = None,
+        playbook_status: PlaybookStatus = "pending",
+    ) -> Call[Ack]:
         """Store a shared rule as given, outside aggregation; listed, approvable and searchable at once."""
-        body = {"agent_playbooks": [_drop_none(content=content, agent_version=agent_version, playbook_name=playbook_name,
-                                               trigger=trigger, rationale=rationale, playbook_status=playbook_status)]}  # fmt: skip
+        body = {
+            "agent_playbooks": [
+                _drop_none(
+                    content=content,
+                    agent_version=agent_version,
+                    playbook_name=playbook_name,
+                    trigger=trigger,
+                    rationale=rationale,
+                    playbook_status=playbook_status,
+                )
+            ]
+        }
         return Call("POST", "/api/add_agent_playbook", _model(Ack), json=body, idempotent=False)
 
-    def update_agent_playbook(self, agent_playbook_id: int, *, content: str | None = None,
-                              playbook_name: str | None = None, trigger: str | None = None,
-                              rationale: str | None = None) -> Call[Ack]:  # fmt: skip
+    def update_agent_playbook(
+        self,
+        agent_playbook_id: int,
+        *,
+        content: str | None = None,
+        playbook_name: str | None = None,
+        trigger: str | None = None,
+        rationale: str | None = None,
+    ) -> Call[Ack]:
         """Edit an agent playbook's text (re-embedded and re-indexed)."""
-        body = _drop_none(agent_playbook_id=agent_playbook_id, content=content, playbook_name=playbook_name,
-                          trigger=trigger, rationale=rationale)  # fmt: skip
+        body = _drop_none(
+            agent_playbook_id=agent_playbook_id,
+            content=content,
+            playbook_name=playbook_name,
+            trigger=trigger,
+            rationale=rationale,
+        )
         return Call("PUT", "/api/update_agent_playbook", _model(Ack), json=body)
 
     def delete_agent_playbook(self, agent_playbook_id: int) -> Call[Ack]:
@@ -288,8 +388,13 @@ class RequestBuilder:
     def request(self, method: str, path: str, body: Any = None) -> Call[Any]:
         """Any REST call, answered with the decoded JSON (the CLI's `api` escape hatch). Repeated on a transient
         failure only when it is a read."""
-        return Call(method.upper(), path, lambda response: response.json(), json=body,
-                    idempotent=method.upper() in ("GET", "HEAD"))  # fmt: skip
+        return Call(
+            method.upper(),
+            path,
+            lambda response: response.json(),
+            json=body,
+            idempotent=method.upper() in ("GET", "HEAD"),
+        )
 
     def get_interactions(
         self,
@@ -324,8 +429,14 @@ class RequestBuilder:
         Not repeated after a timeout (the run may be going on); repeated when the service refused it (503, 429).
         """
         body = _drop_none(agent_version=agent_version, playbook_name=playbook_name)
-        return Call("POST", "/api/run_playbook_aggregation", _model(AggregationResult), json=body,
-                    idempotent=False, timeout=self.run_timeout)  # fmt: skip
+        return Call(
+            "POST",
+            "/api/run_playbook_aggregation",
+            _model(AggregationResult),
+            json=body,
+            idempotent=False,
+            timeout=self.run_timeout,
+        )
 
     def get_operation_status(self, service_name: str = "profile_generation") -> Call[OperationStatus | None]:
         """Progress of the last `profile_generation` or `playbook_generation` operation; None if none ran."""
@@ -345,8 +456,9 @@ class RequestBuilder:
 
     def erase(self, user_id: str) -> Call[EraseResult]:
         """Erase everything stored about `user_id` (turns, profiles, playbooks) from the lake and the index."""
-        return Call("DELETE", "/api/erase_user_data", _model(EraseResult), json={"user_id": user_id},
-                    timeout=self.run_timeout)  # fmt: skip
+        return Call(
+            "DELETE", "/api/erase_user_data", _model(EraseResult), json={"user_id": user_id}, timeout=self.run_timeout
+        )
 
     def erasures(self) -> Call[Erasures]:
         """Every erasure request of the organisation (in progress ones are finished by the service's next start)."""

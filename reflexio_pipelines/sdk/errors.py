@@ -136,6 +136,7 @@ def error_from_transport(exc: httpx.TransportError, url: str) -> APIConnectionEr
     """The exception for a request that got no HTTP response."""
     sent = not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
     if isinstance(exc, httpx.TimeoutException):
-        return APITimeoutError(f"no answer from {url} within the timeout ({type(exc).__name__})", url=url,
-                               request_sent=sent)  # fmt: skip
+        return APITimeoutError(
+            f"no answer from {url} within the timeout ({type(exc).__name__})", url=url, request_sent=sent
+        )
     return APIConnectionError(f"cannot reach {url}: {exc or type(exc).__name__}", url=url, request_sent=sent)

@@ -193,8 +193,11 @@ class _Pinned:
     def __init__(self, owner: Any, view: np.ndarray, shape: tuple[int, int]) -> None:
         self.owner = owner
         self.__array_interface__ = {
-            "shape": shape, "typestr": "<f4", "version": 3, "data": (view.__array_interface__["data"][0], True),
-        }  # fmt: skip
+            "shape": shape,
+            "typestr": "<f4",
+            "version": 3,
+            "data": (view.__array_interface__["data"][0], True),
+        }
 
 
 def _found(rows: np.ndarray, sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -38,8 +38,9 @@ class VectorCache(Protocol):
         """text -> (dim,) vector for those of `texts` (distinct) that were stored for this model and dimension."""
         ...
 
-    def store(self, model_id: str, dim: int, texts: Sequence[str], vectors: np.ndarray,
-              owners: Mapping[str, frozenset[str]]) -> None:  # fmt: skip
+    def store(
+        self, model_id: str, dim: int, texts: Sequence[str], vectors: np.ndarray, owners: Mapping[str, frozenset[str]]
+    ) -> None:
         """Store newly embedded `texts` (row i of `vectors` is texts[i]); `owners` maps every text of the build,
         cached or new, to the users whose words it holds."""
         ...
@@ -77,8 +78,12 @@ def _validate_docs(docs: Sequence[SearchDoc]) -> dict[str, list[SearchDoc]]:
     return by_type
 
 
-def _embed_all(texts: list[str], embedder: Embedder, cache: VectorCache | None = None,
-               owners: Mapping[str, frozenset[str]] | None = None) -> np.ndarray:  # fmt: skip
+def _embed_all(
+    texts: list[str],
+    embedder: Embedder,
+    cache: VectorCache | None = None,
+    owners: Mapping[str, frozenset[str]] | None = None,
+) -> np.ndarray:
     """Vectors of normalised texts: each distinct text once, from `cache` when it holds it, else embedded (and then
     stored in `cache`, with every text's `owners`, in one call). Checks the embedder keeps its own contract."""
     dim = int(embedder.dim)
@@ -100,8 +105,9 @@ def _embed_all(texts: list[str], embedder: Embedder, cache: VectorCache | None =
     return unique_vectors[[row[t] for t in texts]]
 
 
-def _embed_docs(by_type: Mapping[str, Sequence[SearchDoc]], embedder: Embedder, cache: VectorCache | None
-                ) -> tuple[dict[str, list[str]], np.ndarray]:  # fmt: skip
+def _embed_docs(
+    by_type: Mapping[str, Sequence[SearchDoc]], embedder: Embedder, cache: VectorCache | None
+) -> tuple[dict[str, list[str]], np.ndarray]:
     """Per entity type the docs' normalised texts, and their vectors in type order then doc order. Every type's
     texts in one call: one cache lookup and one cache commit per build, each shared text once. A doc with
     `vector_parts` gets the normalised weighted sum of its parts' vectors."""
@@ -163,8 +169,14 @@ def _bm25_schema() -> Any:
     return builder.build()
 
 
-def _write_bm25(path: Path, docs: Sequence[SearchDoc], norm_texts: Sequence[str], *, first_row: int = 0,
-                dead_ids: Iterable[str] = ()) -> None:  # fmt: skip
+def _write_bm25(
+    path: Path,
+    docs: Sequence[SearchDoc],
+    norm_texts: Sequence[str],
+    *,
+    first_row: int = 0,
+    dead_ids: Iterable[str] = (),
+) -> None:
     """Index `docs` (rows from `first_row`) for BM25 at `path`: a new index, or, when `path` holds one (an
     incremental build's hard-linked copy), new tantivy segments beside the old ones after deleting `dead_ids`.
     tantivy never rewrites a segment file in place, so the older version sharing them is untouched."""
@@ -208,24 +220,40 @@ def doc_fingerprint(doc: SearchDoc) -> str:
     build re-indexes a doc exactly when its fingerprint changed. Over the fields' repr: 5x cheaper than JSON (3.7 vs
     20 s per 1M docs, measured), and payloads are built in a fixed key order, so an equal doc digests equally (a
     payload with its keys reordered would only be re-indexed once, needlessly)."""
-    fields = (doc.text, doc.payload, *(getattr(doc, name) for name in _STRING_FILTER_FIELDS), doc.created_at,
-              doc.expires_at)  # fmt: skip
+    fields = (
+        doc.text,
+        doc.payload,
+        *(getattr(doc, name) for name in _STRING_FILTER_FIELDS),
+        doc.created_at,
+        doc.expires_at,
+    )
     if doc.vector_parts:  # only then: docs without parts keep the fingerprints earlier versions stored
         fields += (doc.vector_parts,)
     return hashlib.blake2b(repr(fields).encode(), digest_size=16).hexdigest()
 
 
-def _write_docs_parquet(path: Path, by_type: Mapping[str, Sequence[SearchDoc]],
-                        first_rows: Mapping[str, int] | None = None) -> None:  # fmt: skip
+def _write_docs_parquet(
+    path: Path, by_type: Mapping[str, Sequence[SearchDoc]], first_rows: Mapping[str, int] | None = None
+) -> None:
     """One segment's docs; rows of type t are numbered from first_rows[t] (0 for a base segment)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     columns: dict[str, list[Any]] = {
-        "entity_type": [], "row": [], "doc_id": [], "text": [], "payload": [], "user_id": [], "agent_version": [],
-        "playbook_name": [], "status": [], "playbook_status": [], "created_at": [], "expires_at": [],
+        "entity_type": [],
+        "row": [],
+        "doc_id": [],
+        "text": [],
+        "payload": [],
+        "user_id": [],
+        "agent_version": [],
+        "playbook_name": [],
+        "status": [],
+        "playbook_status": [],
+        "created_at": [],
+        "expires_at": [],
         "fingerprint": [],
-    }  # fmt: skip
+    }
     for entity_type in ENTITY_TYPES:
         first = (first_rows or {}).get(entity_type, 0)
         for row, doc in enumerate(by_type.get(entity_type, ()), start=first):
@@ -241,11 +269,16 @@ def _write_docs_parquet(path: Path, by_type: Mapping[str, Sequence[SearchDoc]],
             columns["expires_at"].append(doc.expires_at)
             columns["fingerprint"].append(doc_fingerprint(doc))
     schema = pa.schema(
-        [("entity_type", pa.string()), ("row", pa.int64()), ("doc_id", pa.string()), ("text", pa.string()),
-         ("payload", pa.string())]
+        [
+            ("entity_type", pa.string()),
+            ("row", pa.int64()),
+            ("doc_id", pa.string()),
+            ("text", pa.string()),
+            ("payload", pa.string()),
+        ]
         + [(name, pa.string()) for name in _STRING_FILTER_FIELDS]
         + [("created_at", pa.int64()), ("expires_at", pa.int64()), ("fingerprint", pa.string())]
-    )  # fmt: skip
+    )
     pq.write_table(pa.table(columns, schema=schema), path)
 
 

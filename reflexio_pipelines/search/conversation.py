@@ -82,14 +82,16 @@ def turn_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
             neighbours = window(turns, position)
             own = turn_line(row)
             lines = [turn_line(n) for n in neighbours]
-            docs.append(SearchDoc(
-                entity_type=ENTITY,
-                doc_id=row["turn_id"],
-                text=" ".join([date, own, *lines]),
-                payload={**interaction_view(row), NEIGHBOURS_KEY: [n["turn_id"] for n in neighbours]},
-                user_id=row["user_id"],
-                agent_version=row.get("agent_version"),
-                created_at=int(row["created_at"]),
-                vector_parts=vector_parts(own, lines),
-            ))  # fmt: skip
+            docs.append(
+                SearchDoc(
+                    entity_type=ENTITY,
+                    doc_id=row["turn_id"],
+                    text=" ".join([date, own, *lines]),
+                    payload={**interaction_view(row), NEIGHBOURS_KEY: [n["turn_id"] for n in neighbours]},
+                    user_id=row["user_id"],
+                    agent_version=row.get("agent_version"),
+                    created_at=int(row["created_at"]),
+                    vector_parts=vector_parts(own, lines),
+                )
+            )
     return docs

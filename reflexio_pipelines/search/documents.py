@@ -186,8 +186,9 @@ def agent_playbook_docs(rows: Iterable[dict[str, Any]], decided: dict[str, str])
     return docs
 
 
-def index_documents(store: Lake, new_turns: bool = False, max_new_turns: int = 0
-                    ) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:  # fmt: skip
+def index_documents(
+    store: Lake, new_turns: bool = False, max_new_turns: int = 0
+) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:
     """Every document an index version holds, how many of each entity type, and the version's watermarks; shared
     with per-user erasure, which publishes a version without the erased user through the same path.
 
@@ -207,6 +208,10 @@ def index_documents(store: Lake, new_turns: bool = False, max_new_turns: int = 0
         if newer:
             through = newer[max_new_turns - 1] if 0 < max_new_turns < len(newer) else newer[-1]
     turns = turn_docs(r for r in rows if r["ingested_at_us"] <= through)
-    counts = {"profile": len(profiles), "user_playbook": len(playbooks), "agent_playbook": len(agent),
-              "interaction": len(turns)}  # fmt: skip
+    counts = {
+        "profile": len(profiles),
+        "user_playbook": len(playbooks),
+        "agent_playbook": len(agent),
+        "interaction": len(turns),
+    }
     return profiles + playbooks + agent + turns, counts, {TURNS_WATERMARK: through}

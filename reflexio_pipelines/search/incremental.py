@@ -90,8 +90,9 @@ def live_fingerprints(version_dir: Path, manifest: Mapping[str, Any]) -> Fingerp
     data = table.to_pydict()
     out: Fingerprints = {t: {} for t in ENTITY_TYPES}
     dead = {t: set(read_tombstones(version_dir, manifest, t).tolist()) for t in ENTITY_TYPES}
-    for entity_type, row, doc_id, fingerprint in zip(data["entity_type"], data["row"], data["doc_id"],
-                                                     data["fingerprint"], strict=True):  # fmt: skip
+    for entity_type, row, doc_id, fingerprint in zip(
+        data["entity_type"], data["row"], data["doc_id"], data["fingerprint"], strict=True
+    ):
         if row not in dead[entity_type]:
             out[entity_type][doc_id] = (row, fingerprint)
     return out
@@ -115,8 +116,9 @@ def plan_changes(prior: Fingerprints, docs: Sequence[SearchDoc]) -> IndexChanges
     return changes
 
 
-def needs_compaction(manifest: Mapping[str, Any], changes: IndexChanges, *,
-                     hnsw_min_rows: int = HNSW_MIN_ROWS) -> str | None:  # fmt: skip
+def needs_compaction(
+    manifest: Mapping[str, Any], changes: IndexChanges, *, hnsw_min_rows: int = HNSW_MIN_ROWS
+) -> str | None:
     """Why the next version should be a full rebuild rather than a delta on `manifest`'s version, or None.
 
     Small indexes (no HNSW graph) rebuild once dead and delta rows pass `COMPACT_FRACTION` of the base: cheap, and
@@ -143,9 +145,17 @@ def needs_compaction(manifest: Mapping[str, Any], changes: IndexChanges, *,
     return None
 
 
-def extend_index(prev_dir: Path, out_dir: Path, changes: IndexChanges, embedder: Embedder, *, version: str,
-                 cache: VectorCache | None = None, prior: Fingerprints | None = None,
-                 watermarks: Mapping[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
+def extend_index(
+    prev_dir: Path,
+    out_dir: Path,
+    changes: IndexChanges,
+    embedder: Embedder,
+    *,
+    version: str,
+    cache: VectorCache | None = None,
+    prior: Fingerprints | None = None,
+    watermarks: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
     """Write the version after `prev_dir` into `out_dir` (absent or empty): `prev_dir`'s files shared by hard link,
     `changes` applied as tombstones and one new delta segment. Returns the new manifest. `prev_dir` is never
     modified. `prior` is `live_fingerprints(prev_dir)` when the caller has it already; `watermarks` replace the
@@ -155,8 +165,10 @@ def extend_index(prev_dir: Path, out_dir: Path, changes: IndexChanges, embedder:
     manifest = json.loads((prev_dir / "manifest.json").read_text())
     dim = int(embedder.dim)
     if manifest["embedder"] != {"model_id": embedder.model_id, "dim": dim}:
-        raise IndexModelMismatch(f"version {manifest['version']} holds {manifest['embedder']} vectors, the embedder "
-                                 f"is {embedder.model_id!r} ({dim}-d): a full build is needed")  # fmt: skip
+        raise IndexModelMismatch(
+            f"version {manifest['version']} holds {manifest['embedder']} vectors, the embedder "
+            f"is {embedder.model_id!r} ({dim}-d): a full build is needed"
+        )
     prior = prior if prior is not None else live_fingerprints(prev_dir, manifest)
     if prior is None:
         raise ValueError(f"version {manifest['version']} has no fingerprints (format 1): a full build is needed")
@@ -176,33 +188,43 @@ def extend_index(prev_dir: Path, out_dir: Path, changes: IndexChanges, embedder:
         group = by_type[entity_type]
         new_vectors[entity_type] = vectors[offset : offset + len(group)]
         offset += len(group)
-        dead_ids = sorted({*changes.deleted.get(entity_type, ()), *(d.doc_id for d in group)}
-                          & set(prior[entity_type]))  # fmt: skip
+        dead_ids = sorted({*changes.deleted.get(entity_type, ()), *(d.doc_id for d in group)} & set(prior[entity_type]))
         dead_rows = np.asarray([prior[entity_type][d][0] for d in dead_ids], dtype=np.int64)
         tombstones[entity_type] = _write_tombstones(out_dir, prev_dir, manifest, entity_type, dead_rows)
         if group or dead_ids:
-            _write_bm25(out_dir / "bm25" / entity_type, group, norm_texts[entity_type], first_row=rows[entity_type],
-                        dead_ids=dead_ids)  # fmt: skip
+            _write_bm25(
+                out_dir / "bm25" / entity_type,
+                group,
+                norm_texts[entity_type],
+                first_row=rows[entity_type],
+                dead_ids=dead_ids,
+            )
     deltas = [*manifest.get("deltas", []), _delta_entry(delta_dir, new_vectors)]
     if len(deltas) > MAX_DELTAS:
         deltas = [_fold_deltas(out_dir, deltas, version)]
 
     now = datetime.now(timezone.utc)
-    live = {t: len(prior[t]) - len(set(changes.deleted.get(t, ())) & set(prior[t]))
-            + sum(1 for d in by_type[t] if d.doc_id not in prior[t]) for t in ENTITY_TYPES}  # fmt: skip
-    manifest.update({
-        "format_version": FORMAT_VERSION,
-        "version": version,
-        "created_at": now.isoformat(),
-        "created_at_unix": int(now.timestamp()),
-        "counts": live,
-        "rows": {t: rows[t] + len(by_type[t]) for t in ENTITY_TYPES},
-        "deltas": deltas,
-        "tombstones": {t: entry for t, entry in tombstones.items() if entry},
-        "base_version": manifest.get("base_version", manifest["version"]),
-        "build_seconds": round(time.perf_counter() - started, 3),
-        "watermarks": dict(manifest.get("watermarks", {}) if watermarks is None else watermarks),
-    })  # fmt: skip
+    live = {
+        t: len(prior[t])
+        - len(set(changes.deleted.get(t, ())) & set(prior[t]))
+        + sum(1 for d in by_type[t] if d.doc_id not in prior[t])
+        for t in ENTITY_TYPES
+    }
+    manifest.update(
+        {
+            "format_version": FORMAT_VERSION,
+            "version": version,
+            "created_at": now.isoformat(),
+            "created_at_unix": int(now.timestamp()),
+            "counts": live,
+            "rows": {t: rows[t] + len(by_type[t]) for t in ENTITY_TYPES},
+            "deltas": deltas,
+            "tombstones": {t: entry for t, entry in tombstones.items() if entry},
+            "base_version": manifest.get("base_version", manifest["version"]),
+            "build_seconds": round(time.perf_counter() - started, 3),
+            "watermarks": dict(manifest.get("watermarks", {}) if watermarks is None else watermarks),
+        }
+    )
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
@@ -229,8 +251,9 @@ def _link_tree(src: Path, dst: Path) -> None:
             shutil.copy2(path, target)
 
 
-def _write_tombstones(out_dir: Path, prev_dir: Path, manifest: Mapping[str, Any], entity_type: str,
-                      dead_rows: np.ndarray) -> dict[str, Any]:  # fmt: skip
+def _write_tombstones(
+    out_dir: Path, prev_dir: Path, manifest: Mapping[str, Any], entity_type: str, dead_rows: np.ndarray
+) -> dict[str, Any]:
     """The previous tombstones plus `dead_rows`, written for the new version; its manifest entry ({} if none)."""
     rows = np.union1d(read_tombstones(prev_dir, manifest, entity_type), dead_rows).astype(np.int64)
     if not len(rows):
@@ -264,8 +287,9 @@ def _fold_deltas(out_dir: Path, deltas: Sequence[Mapping[str, Any]], version: st
 
     dirs = [out_dir / "delta" / d["name"] for d in deltas]
     table = pa.concat_tables([pq.read_table(d / "docs.parquet") for d in dirs])
-    vectors = {t: np.concatenate([np.load(d / "vectors" / f"{t}.npy", allow_pickle=False) for d in dirs])
-               for t in ENTITY_TYPES}  # fmt: skip
+    vectors = {
+        t: np.concatenate([np.load(d / "vectors" / f"{t}.npy", allow_pickle=False) for d in dirs]) for t in ENTITY_TYPES
+    }
     folded = out_dir / "delta" / f".fold-{version}"
     (folded / "vectors").mkdir(parents=True)
     pq.write_table(table, folded / "docs.parquet")
@@ -286,14 +310,25 @@ class StagedBuild:
     deltas: int  # delta segments in the staged version
 
     def metadata(self) -> dict[str, Any]:
-        return {"build_mode": self.mode, "full_build_reason": self.reason or "-", "delta_segments": self.deltas,
-                **self.changes}  # fmt: skip
+        return {
+            "build_mode": self.mode,
+            "full_build_reason": self.reason or "-",
+            "delta_segments": self.deltas,
+            **self.changes,
+        }
 
 
-def stage_update(index_root: LakePath, docs: Sequence[SearchDoc], embedder: Embedder, *,
-                 cache: VectorCache | None = None, compact: bool = False, hnsw_min_rows: int = HNSW_MIN_ROWS,
-                 hnsw_params: HnswParams = HnswParams(),
-                 watermarks: Mapping[str, int] | None = None) -> StagedBuild:  # fmt: skip
+def stage_update(
+    index_root: LakePath,
+    docs: Sequence[SearchDoc],
+    embedder: Embedder,
+    *,
+    cache: VectorCache | None = None,
+    compact: bool = False,
+    hnsw_min_rows: int = HNSW_MIN_ROWS,
+    hnsw_params: HnswParams = HnswParams(),
+    watermarks: Mapping[str, int] | None = None,
+) -> StagedBuild:
     """Stage the version that serves `docs`: a delta on the current version when that is cheaper and allowed, a
     full build when `compact` is asked, nothing was published yet, the current version cannot be extended (other
     embedder, format 1, an entity type it predates) or `needs_compaction` says so; no new version at all when
@@ -314,16 +349,26 @@ def stage_update(index_root: LakePath, docs: Sequence[SearchDoc], embedder: Embe
             changes = plan_changes(prior, docs)
             reason = needs_compaction(manifest, changes, hnsw_min_rows=hnsw_min_rows) or ""
     if reason:
-        version = stage_index(index_root, docs, embedder, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
-                              cache=cache, watermarks=watermarks)  # fmt: skip
+        version = stage_index(
+            index_root,
+            docs,
+            embedder,
+            hnsw_min_rows=hnsw_min_rows,
+            hnsw_params=hnsw_params,
+            cache=cache,
+            watermarks=watermarks,
+        )
         return StagedBuild(version, "full", reason, {"docs_upserted": len(docs), "docs_deleted": 0}, 0)
     if changes.empty:
         return StagedBuild(current, "unchanged", "", changes.counts(), len(manifest.get("deltas", [])))
     staged: dict[str, Any] = {}
 
     def build(out_dir: Path, version: str) -> None:
-        staged.update(extend_index(prev_dir, out_dir, changes, embedder, version=version, cache=cache, prior=prior,
-                                   watermarks=watermarks))  # fmt: skip
+        staged.update(
+            extend_index(
+                prev_dir, out_dir, changes, embedder, version=version, cache=cache, prior=prior, watermarks=watermarks
+            )
+        )
 
     version = stage_version(index_root, build)
     return StagedBuild(version, "incremental", "", changes.counts(), len(staged["deltas"]))

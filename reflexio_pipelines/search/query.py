@@ -75,20 +75,31 @@ class LoadedIndex:
         self.shards: ShardSelector | None = None  # the shards loaded; None = the whole version
 
     @classmethod
-    def load(cls, index_root: LakePath, version: str | None = None, *, verify: bool = True,
-             shards: ShardSelector | None = None) -> LoadedIndex:  # fmt: skip
+    def load(
+        cls,
+        index_root: LakePath,
+        version: str | None = None,
+        *,
+        verify: bool = True,
+        shards: ShardSelector | None = None,
+    ) -> LoadedIndex:
         """Open `version` under `index_root` (None = the one CURRENT points at). With `verify`, vector files
         are checked against the manifest's sha256. With `shards`, only those shards' users' documents are loaded
         (and shared ones); searches for them answer as the whole version does (`search.shards`)."""
         version_dir = _resolve_version_dir(index_root, version)
         manifest = json.loads((version_dir / "manifest.json").read_text())
         if manifest.get("format_version") not in _READABLE_FORMATS:
-            raise IndexCorrupt(f"{version_dir}: format_version {manifest.get('format_version')}, "
-                               f"need one of {_READABLE_FORMATS}")  # fmt: skip
+            raise IndexCorrupt(
+                f"{version_dir}: format_version {manifest.get('format_version')}, need one of {_READABLE_FORMATS}"
+            )
         dim = int(manifest["embedder"]["dim"])
         columns = _read_docs([segment.docs for segment in _segments(version_dir, manifest)], shards)
-        tables = {t: _load_table(version_dir, t, columns[t], dim, verify, manifest, shards) if t in manifest["counts"]
-                  else _empty_table(t, dim) for t in ENTITY_TYPES}  # fmt: skip
+        tables = {
+            t: _load_table(version_dir, t, columns[t], dim, verify, manifest, shards)
+            if t in manifest["counts"]
+            else _empty_table(t, dim)
+            for t in ENTITY_TYPES
+        }
         index = cls(version_dir, manifest, tables)
         index.shards = shards
         return index
@@ -201,25 +212,37 @@ class LoadedIndex:
         if "playbook_status" in selection.clauses:
             must(any_of("playbook_status", filters.playbook_statuses or ()))
         if "created_at" in selection.clauses:
-            must(Q.range_query(schema, "created_at", tantivy.FieldType.Integer,
-                               lower_bound=filters.start_time, upper_bound=filters.end_time))  # fmt: skip
+            must(
+                Q.range_query(
+                    schema,
+                    "created_at",
+                    tantivy.FieldType.Integer,
+                    lower_bound=filters.start_time,
+                    upper_bound=filters.end_time,
+                )
+            )
         if "expires_at" in selection.clauses:
-            must(Q.range_query(schema, "expires_at", tantivy.FieldType.Integer, lower_bound=selection.now,
-                               include_lower=False))  # fmt: skip
+            must(
+                Q.range_query(
+                    schema, "expires_at", tantivy.FieldType.Integer, lower_bound=selection.now, include_lower=False
+                )
+            )
         return clauses
 
     # -- legs
 
-    def _vector_leg(self, table: _Table, selection: _Selection, query_vector: np.ndarray, threshold: float,
-                    limit: int) -> dict[int, float]:  # fmt: skip
+    def _vector_leg(
+        self, table: _Table, selection: _Selection, query_vector: np.ndarray, threshold: float, limit: int
+    ) -> dict[int, float]:
         """Nearest admissible rows at or above `threshold`: row -> cosine, best first (ties by doc_id).
 
         Exact unless the type has an HNSW graph and the filters admit many rows; then the graph walk is confined
         to the admitted rows by a faiss ID selector (see `HnswVectors.search`)."""
         mask = selection.mask
         if table.ann is not None:
-            rows, sims = table.ann.search(query_vector, limit, None if selection.admitted == table.size else
-                                          mask[: table.tail_start])  # fmt: skip
+            rows, sims = table.ann.search(
+                query_vector, limit, None if selection.admitted == table.size else mask[: table.tail_start]
+            )
             if len(table.tail):  # delta rows since the graph was built: few, scanned exactly
                 tail_rows = np.flatnonzero(mask[table.tail_start :])
                 rows = np.concatenate([rows, tail_rows + table.tail_start])
@@ -234,8 +257,15 @@ class LoadedIndex:
         top, top_sims = _top_rows(rows[keep], sims[keep], table.id_rank, limit)
         return dict(zip(top.tolist(), top_sims.tolist()))
 
-    def _bm25_leg(self, table: _Table, selection: _Selection, terms: tuple[str, ...], filters: SearchFilters,
-                  exclude_ids: frozenset[str], limit: int) -> list[int]:  # fmt: skip
+    def _bm25_leg(
+        self,
+        table: _Table,
+        selection: _Selection,
+        terms: tuple[str, ...],
+        filters: SearchFilters,
+        exclude_ids: frozenset[str],
+        limit: int,
+    ) -> list[int]:
         """Rows ranked by BM25 over the OR of the query terms, restricted to the admissible rows."""
         if not terms:
             return []
@@ -309,8 +339,9 @@ class LoadedIndex:
         limit = top_k * _CANDIDATES_PER_RESULT
         vector_hits = self._vector_leg(table, selection, q, threshold, limit) if use_vector else {}
         bm25_rows = self._bm25_leg(table, selection, terms, filters, exclude_ids, limit) if use_bm25 else []
-        return self._fuse(table, bm25_rows, vector_hits, q if use_vector else None, top_k, rrf_k, bm25_weight,
-                          vector_weight)  # fmt: skip
+        return self._fuse(
+            table, bm25_rows, vector_hits, q if use_vector else None, top_k, rrf_k, bm25_weight, vector_weight
+        )
 
     def _prepare_query_vector(self, query_vector: np.ndarray | None) -> np.ndarray | None:
         if query_vector is None:
@@ -333,8 +364,17 @@ class LoadedIndex:
         top, _ = _top_rows(rows, table.created_at[rows].astype(np.float64), table.id_rank, top_k)
         return [self._hit(table, int(r), 0.0, None, None, None) for r in top]
 
-    def _fuse(self, table: _Table, bm25_rows: list[int], vector_hits: dict[int, float], q: np.ndarray | None,
-              top_k: int, rrf_k: int, bm25_weight: float, vector_weight: float) -> list[SearchHit]:  # fmt: skip
+    def _fuse(
+        self,
+        table: _Table,
+        bm25_rows: list[int],
+        vector_hits: dict[int, float],
+        q: np.ndarray | None,
+        top_k: int,
+        rrf_k: int,
+        bm25_weight: float,
+        vector_weight: float,
+    ) -> list[SearchHit]:
         bm25_rank = {row: i + 1 for i, row in enumerate(bm25_rows)}
         vector_rank = {row: i + 1 for i, row in enumerate(vector_hits)}
         scores: dict[int, float] = {}
@@ -356,8 +396,9 @@ class LoadedIndex:
         ]
 
     @staticmethod
-    def _hit(table: _Table, row: int, score: float, bm25_rank: int | None, vector_rank: int | None,
-             similarity: float | None) -> SearchHit:  # fmt: skip
+    def _hit(
+        table: _Table, row: int, score: float, bm25_rank: int | None, vector_rank: int | None, similarity: float | None
+    ) -> SearchHit:
         return SearchHit(
             doc_id=table.doc_ids[row],
             entity_type=table.entity_type,

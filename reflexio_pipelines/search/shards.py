@@ -49,5 +49,5 @@ class ShardSelector:
         return user_id is None or shard_of(user_id, self.count) in self.shards
 
     def describe(self) -> str:
-        """"0,1 of 4" (for messages and /health)."""
+        """ "0,1 of 4" (for messages and /health)."""
         return f"{','.join(map(str, sorted(self.shards)))} of {self.count}"

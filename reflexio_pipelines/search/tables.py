@@ -108,9 +108,8 @@ def _read_docs(paths: Sequence[Path], shards: ShardSelector | None = None) -> di
     Arrow, before any becomes a Python object: a sharded replica never holds the others' texts, not even briefly."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
     wanted = None
     if shards is not None:
@@ -127,8 +126,9 @@ def _read_docs(paths: Sequence[Path], shards: ShardSelector | None = None) -> di
     return out
 
 
-def read_tombstones(version_dir: Path, manifest: Mapping[str, Any], entity_type: str, verify: bool = True
-                    ) -> np.ndarray:  # fmt: skip
+def read_tombstones(
+    version_dir: Path, manifest: Mapping[str, Any], entity_type: str, verify: bool = True
+) -> np.ndarray:
     """Sorted rows of `entity_type` that the version no longer holds (empty when it has no tombstones)."""
     entry = manifest.get("tombstones", {}).get(entity_type)
     if not entry:
@@ -142,8 +142,9 @@ def read_tombstones(version_dir: Path, manifest: Mapping[str, Any], entity_type:
     return rows
 
 
-def _segment_vectors(segment: _Segment, entity_type: str, rows: int, dim: int, verify: bool,
-                     mmap: bool = False) -> np.ndarray:  # fmt: skip
+def _segment_vectors(
+    segment: _Segment, entity_type: str, rows: int, dim: int, verify: bool, mmap: bool = False
+) -> np.ndarray:
     """One segment's vectors of `entity_type`, checked against the manifest's digest and shape (memory-mapped
     with `mmap`, for a caller reading a few rows)."""
     path, digest = segment.vectors[entity_type]
@@ -165,8 +166,15 @@ def _open_searcher(path: Path) -> Any:
     return index.searcher()
 
 
-def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any]], dim: int, verify: bool,
-                manifest: dict[str, Any], shards: ShardSelector | None = None) -> _Table:  # fmt: skip
+def _load_table(
+    version_dir: Path,
+    entity_type: str,
+    columns: dict[str, list[Any]],
+    dim: int,
+    verify: bool,
+    manifest: dict[str, Any],
+    shards: ShardSelector | None = None,
+) -> _Table:
     """One entity type's rows of a version; with `shards`, only the rows of users those shards hold (see
     `search.shards`), searched exactly (the version's HNSW graph holds every row's vector, so it is not loaded)."""
     rows_by_type = manifest.get("rows", manifest["counts"])
@@ -175,14 +183,17 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
     if keep is not None and len(keep) == n and (not n or keep[-1] == n - 1):
         keep = None
     if keep is None and len(columns["doc_id"]) != n:
-        raise IndexCorrupt(f"{entity_type}: the docs files hold {len(columns['doc_id'])} rows, manifest says "
-                           f"{rows_by_type}")  # fmt: skip
+        raise IndexCorrupt(
+            f"{entity_type}: the docs files hold {len(columns['doc_id'])} rows, manifest says {rows_by_type}"
+        )
     segments = _segments(version_dir, manifest)
     delta_rows = [int(d["rows"][entity_type]) for d in manifest.get("deltas", [])]
     sizes = [n - sum(delta_rows), *delta_rows]
     # Sharded: memory-mapped, so only the kept rows' vectors are ever read into RAM.
-    parts = [_segment_vectors(seg, entity_type, size, dim, verify, mmap=keep is not None)
-             for seg, size in zip(segments, sizes, strict=True)]  # fmt: skip
+    parts = [
+        _segment_vectors(seg, entity_type, size, dim, verify, mmap=keep is not None)
+        for seg, size in zip(segments, sizes, strict=True)
+    ]
     ann = _load_ann(version_dir, entity_type, sizes[0], dim, verify, manifest) if keep is None else None
     tail = np.zeros((0, dim), dtype=np.float32)
     if ann is not None:
@@ -240,11 +251,27 @@ def _load_table(version_dir: Path, entity_type: str, columns: dict[str, list[Any
 def _empty_table(entity_type: str, dim: int) -> _Table:
     """The rows of an entity type a version built before that type existed holds: none."""
     flat = FlatVectors.from_array(np.zeros((0, dim), dtype=np.float32))
-    return _Table(entity_type=entity_type, doc_ids=[], row_of={}, id_rank=np.zeros(0, dtype=np.int64), payloads=[],
-                  texts=[], strings={name: _Column.encode([]) for name in _STRING_FILTER_FIELDS},
-                  created_at=np.zeros(0, dtype=np.int64), expires_at=np.zeros(0, dtype=np.int64), vectors=flat.vectors,
-                  flat=flat, ann=None, tail=np.zeros((0, dim), dtype=np.float32), alive=None, live=0, bm25_live=0,
-                  local_of=None, bm25_schema=None, searcher=None)  # fmt: skip
+    return _Table(
+        entity_type=entity_type,
+        doc_ids=[],
+        row_of={},
+        id_rank=np.zeros(0, dtype=np.int64),
+        payloads=[],
+        texts=[],
+        strings={name: _Column.encode([]) for name in _STRING_FILTER_FIELDS},
+        created_at=np.zeros(0, dtype=np.int64),
+        expires_at=np.zeros(0, dtype=np.int64),
+        vectors=flat.vectors,
+        flat=flat,
+        ann=None,
+        tail=np.zeros((0, dim), dtype=np.float32),
+        alive=None,
+        live=0,
+        bm25_live=0,
+        local_of=None,
+        bm25_schema=None,
+        searcher=None,
+    )
 
 
 def _stack_rows(parts: Sequence[np.ndarray], keep: np.ndarray | None, dim: int) -> np.ndarray:
@@ -263,8 +290,9 @@ def _stack_rows(parts: Sequence[np.ndarray], keep: np.ndarray | None, dim: int) 
     return out
 
 
-def _load_ann(version_dir: Path, entity_type: str, n: int, dim: int, verify: bool,
-              manifest: dict[str, Any]) -> HnswVectors | None:  # fmt: skip
+def _load_ann(
+    version_dir: Path, entity_type: str, n: int, dim: int, verify: bool, manifest: dict[str, Any]
+) -> HnswVectors | None:
     """The entity type's HNSW graph if the manifest lists one (checked against its digest with `verify`)."""
     entry = manifest.get("ann", {}).get(entity_type)
     if entry is None:

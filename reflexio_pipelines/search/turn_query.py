@@ -21,8 +21,11 @@ _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name and name.lower() != "may"})
 _WORD = re.compile(r"[^\W\d_]+(?:'s)?|\d{4}", re.UNICODE)
 _MONTH_YEAR = re.compile(
-    r"\b(?P<rel>before|after|since|until|last|in|during|of)?\s*(?P<month>" + "|".join(sorted(_MONTHS, key=len,
-    reverse=True)) + r")\.?(?:\s+(?P<year>(?:19|20)\d{2}))?\b", re.IGNORECASE)  # fmt: skip
+    r"\b(?P<rel>before|after|since|until|last|in|during|of)?\s*(?P<month>"
+    + "|".join(sorted(_MONTHS, key=len, reverse=True))
+    + r")\.?(?:\s+(?P<year>(?:19|20)\d{2}))?\b",
+    re.IGNORECASE,
+)
 _YEAR = re.compile(r"\b(?P<rel>before|after|since|until|in|during|of)?\s*(?P<year>(?:19|20)\d{2})\b", re.IGNORECASE)
 _LAST = re.compile(r"\b(?:last|past|previous)\s+(?P<unit>week|month|year)\b", re.IGNORECASE)
 
@@ -82,8 +85,9 @@ def time_range(query: str, reference: int) -> tuple[Range, tuple[int, int] | Non
     found = _YEAR.search(query)
     if found:
         year = int(found["year"])
-        return _relate(found["rel"], datetime(year, 1, 1, tzinfo=timezone.utc),
-                       datetime(year + 1, 1, 1, tzinfo=timezone.utc)), found.span()  # fmt: skip
+        return _relate(
+            found["rel"], datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+        ), found.span()
     return (None, None), None
 
 

@@ -80,8 +80,16 @@ def stage_index(
     """
 
     def build(out_dir: Path, version: str) -> None:
-        build_index(docs, embedder, out_dir, version=version, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
-                    cache=cache, watermarks=watermarks)  # fmt: skip
+        build_index(
+            docs,
+            embedder,
+            out_dir,
+            version=version,
+            hnsw_min_rows=hnsw_min_rows,
+            hnsw_params=hnsw_params,
+            cache=cache,
+            watermarks=watermarks,
+        )
 
     return stage_version(index_root, build)
 
@@ -133,8 +141,15 @@ def publish_index(
     """Stage a new version and point CURRENT at it. Publishes to one root should be serialised (one
     index-building run at a time): the last to finish sets CURRENT. Returns the new version name. The HNSW, cache
     and watermark options are `build_index`'s."""
-    version = stage_index(index_root, docs, embedder, hnsw_min_rows=hnsw_min_rows, hnsw_params=hnsw_params,
-                          cache=cache, watermarks=watermarks)  # fmt: skip
+    version = stage_index(
+        index_root,
+        docs,
+        embedder,
+        hnsw_min_rows=hnsw_min_rows,
+        hnsw_params=hnsw_params,
+        cache=cache,
+        watermarks=watermarks,
+    )
     activate_version(index_root, version)
     return version
 
@@ -254,11 +269,13 @@ class _Segment:
 
 def _segments(version_dir: Path, manifest: Mapping[str, Any]) -> list[_Segment]:
     """The version's segments in row order: the base (the version's top-level files), then its deltas."""
+
     def segment(directory: Path, digests: Mapping[str, str]) -> _Segment:
         # A version built before an entity type existed has no files for it (digests name the types it has).
-        return _Segment(directory / "docs.parquet",
-                        {t: (directory / "vectors" / f"{t}.npy", digests[t]) for t in ENTITY_TYPES
-                         if t in digests})  # fmt: skip
+        return _Segment(
+            directory / "docs.parquet",
+            {t: (directory / "vectors" / f"{t}.npy", digests[t]) for t in ENTITY_TYPES if t in digests},
+        )
 
     deltas = [segment(version_dir / "delta" / d["name"], d["vector_sha256"]) for d in manifest.get("deltas", [])]
     return [segment(version_dir, manifest["vector_sha256"]), *deltas]
@@ -268,5 +285,7 @@ def version_doc_files(index_root: LakePath, version: str) -> list[LakePath]:
     """Every docs.parquet of a published version (base and delta segments): where its documents' words are."""
     directory = _as_root(index_root) / version
     manifest = json.loads((directory / "manifest.json").read_text())
-    return [directory / "docs.parquet", *(directory / "delta" / d["name"] / "docs.parquet"
-                                          for d in manifest.get("deltas", []))]  # fmt: skip
+    return [
+        directory / "docs.parquet",
+        *(directory / "delta" / d["name"] / "docs.parquet" for d in manifest.get("deltas", [])),
+    ]

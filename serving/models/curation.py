@@ -37,8 +37,12 @@ class PlaybookFields(CleanModel):
         """The set fields as table columns (structured_data fills what is not given top-level)."""
         sd = self.structured_data or StructuredData()
         blocking = self.blocking_issue or sd.blocking_issue
-        out = {"playbook_name": self.playbook_name, "content": self.content or sd.instruction,
-               "trigger": self.trigger or sd.trigger, "rationale": self.rationale or sd.rationale}  # fmt: skip
+        out = {
+            "playbook_name": self.playbook_name,
+            "content": self.content or sd.instruction,
+            "trigger": self.trigger or sd.trigger,
+            "rationale": self.rationale or sd.rationale,
+        }
         if blocking is not None:
             out.update(blocking_issue_kind=blocking.kind, blocking_issue_details=blocking.details)
         return {k: v for k, v in out.items() if v is not None}
@@ -78,7 +82,9 @@ class NewUserProfile(CleanModel):
     user_id: UserId
     content: str = Field(min_length=1, max_length=MAX_TEXT)
     generated_from_request_id: str = Field("", max_length=MAX_ID)
-    profile_time_to_live: Literal["one_day", "one_week", "one_month", "one_quarter", "one_year", "infinity"] = "infinity"
+    profile_time_to_live: Literal["one_day", "one_week", "one_month", "one_quarter", "one_year", "infinity"] = (
+        "infinity"
+    )
     custom_features: dict[str, Any] | None = None
     source: str | None = Field(None, max_length=MAX_ID)
     extractor_names: list[str] | None = None

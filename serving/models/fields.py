@@ -11,7 +11,6 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationInfo, WithJsonS
 
 from reflexio_pipelines.textclean import strip_invisible
 
-
 MAX_TEXT = 100_000
 MAX_ID = 256
 MAX_INT64 = 2**63 - 1  # ids and times end up in Arrow int64 filters: larger numbers are a 422, not an overflow
@@ -66,8 +65,9 @@ UserId = Annotated[str, Field(min_length=1, max_length=MAX_ID), AfterValidator(_
 
 # Times are accepted as unix seconds or ISO-8601 (the original client sends datetimes) and used as unix seconds.
 #: ISO-8601 or unix seconds (the schema says so, so clients and fuzzers know numbers are accepted).
-Timestamp = Annotated[datetime, WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"},
-                                                         {"type": "number"}]})]  # fmt: skip
+Timestamp = Annotated[
+    datetime, WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}]})
+]
 Status = Literal["current", "pending", "archived", "archive_in_progress"]
 PlaybookStatus = Literal["pending", "approved", "rejected"]
 SearchModeName = Literal["vector", "fts", "hybrid"]

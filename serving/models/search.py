@@ -7,7 +7,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from serving.models.fields import MAX_ID, MAX_TEXT, CleanModel, PlaybookStatus, SearchModeName, Status, TimeRange, UserId
+from serving.models.fields import (
+    MAX_ID,
+    MAX_TEXT,
+    CleanModel,
+    PlaybookStatus,
+    SearchModeName,
+    Status,
+    TimeRange,
+    UserId,
+)
 
 
 class ConversationTurn(CleanModel):

@@ -32,8 +32,13 @@ SERVER_VERSION = "0.1.0"
 DEPLOYMENT_FIELDS = ("storage_config", "storage_config_test", "api_key_config", "llm_config")
 #: Fields of this pipeline's config the original's Config does not have: its client never sends them, so a body
 #: without them keeps the stored values instead of resetting them.
-PIPELINE_ONLY_FIELDS = ("config_version", "session_quiet_period_seconds", "extraction_quiet_period_seconds", "holdout",
-                        "outcomes")  # fmt: skip
+PIPELINE_ONLY_FIELDS = (
+    "config_version",
+    "session_quiet_period_seconds",
+    "extraction_quiet_period_seconds",
+    "holdout",
+    "outcomes",
+)
 
 
 def _config(state: ServiceState) -> ExtractionConfig:
@@ -44,9 +49,14 @@ def _config(state: ServiceState) -> ExtractionConfig:
 def _reported_deployment(state: ServiceState) -> dict[str, Any]:
     """The deployment fields as get_config reports them: the models in use, never a key or a storage secret."""
     llm = state.settings.llm
-    return {"storage_config": None, "llm_config": {
-        "generation_model_name": llm.model or "builtin-rules", "should_run_model_name": llm.gate_model or None,
-        "embedding_model_name": state.settings.embedder.model}}  # fmt: skip
+    return {
+        "storage_config": None,
+        "llm_config": {
+            "generation_model_name": llm.model or "builtin-rules",
+            "should_run_model_name": llm.gate_model or None,
+            "embedding_model_name": state.settings.embedder.model,
+        },
+    }
 
 
 def _unchanged(value: Any, reported: Any) -> bool:
@@ -68,9 +78,14 @@ def version() -> dict:
 def whoami(request: Request) -> dict:
     """The organisation the caller's key belongs to and where its data lives (path masked)."""
     state = service(request)
-    return {"success": True, "org_id": state.org_id, "storage_type": "lake",
-            "storage_label": f"lake:…/{state.lake.root.name}", "storage_configured": True,
-            "message": ""}  # fmt: skip
+    return {
+        "success": True,
+        "org_id": state.org_id,
+        "storage_type": "lake",
+        "storage_label": f"lake:…/{state.lake.root.name}",
+        "storage_configured": True,
+        "message": "",
+    }
 
 
 @router.get("/api/my_config", response_model=MyConfigResponse)
@@ -78,10 +93,15 @@ def my_config(request: Request) -> MyConfigResponse:
     """Disabled, always: the original hands out the organisation's raw storage credentials here. The lake's
     location and credentials are deployment settings of this service and never leave it."""
     service(request)  # an unknown organisation still fails like every other call
-    return MyConfigResponse(success=False, storage_type="lake", message=(
-        "my_config is disabled: this service never returns storage credentials. The lake is deployment "
-        "configuration (REFLEXIO_LAKE, docs/configuration.md); GET /api/whoami names the organisation and a masked "
-        "storage label"))  # fmt: skip
+    return MyConfigResponse(
+        success=False,
+        storage_type="lake",
+        message=(
+            "my_config is disabled: this service never returns storage credentials. The lake is deployment "
+            "configuration (REFLEXIO_LAKE, docs/configuration.md); GET /api/whoami names the organisation and a masked "
+            "storage label"
+        ),
+    )
 
 
 @router.get("/api/get_config", response_model=GetConfigResponse)

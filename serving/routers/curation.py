@@ -17,7 +17,13 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
-from reflexio_pipelines.lake.curation import CurationOp, agent_playbook_row, cascade_deletes, live_agent_playbooks, manual_row
+from reflexio_pipelines.lake.curation import (
+    CurationOp,
+    agent_playbook_row,
+    cascade_deletes,
+    live_agent_playbooks,
+    manual_row,
+)
 from reflexio_pipelines.lake.interactions import turn_rows
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
@@ -87,12 +93,20 @@ def add_user_profile(body: AddUserProfileRequest, request: Request, wait_for_res
     ops = []
     for p in body.user_profiles:
         ttl = TTL_SECONDS[p.profile_time_to_live]
-        row = manual_row("user_profiles", profile_id=p.profile_id or str(uuid.uuid4()), user_id=p.user_id,
-                         content=p.content, profile_time_to_live=p.profile_time_to_live,
-                         expiration_timestamp=NEVER_EXPIRES_TIMESTAMP if ttl is None else now + ttl,
-                         last_modified_timestamp=now, generated_from_request_id=p.generated_from_request_id,
-                         source=p.source, status="current", extractor_names=p.extractor_names or ["manual"],
-                         custom_features=json.dumps(p.custom_features or {}, sort_keys=True))  # fmt: skip
+        row = manual_row(
+            "user_profiles",
+            profile_id=p.profile_id or str(uuid.uuid4()),
+            user_id=p.user_id,
+            content=p.content,
+            profile_time_to_live=p.profile_time_to_live,
+            expiration_timestamp=NEVER_EXPIRES_TIMESTAMP if ttl is None else now + ttl,
+            last_modified_timestamp=now,
+            generated_from_request_id=p.generated_from_request_id,
+            source=p.source,
+            status="current",
+            extractor_names=p.extractor_names or ["manual"],
+            custom_features=json.dumps(p.custom_features or {}, sort_keys=True),
+        )
         ops.append(CurationOp("profile", row["profile_id"], "add", user_id=p.user_id, fields=row))
     return _added(state, ops, "profile(s)", wait_for_response)
 
@@ -103,10 +117,18 @@ def add_user_playbook(body: AddUserPlaybookRequest, request: Request, wait_for_r
     state, now = service(request), int(time.time())
     ops = []
     for p in body.user_playbooks:
-        row = manual_row("user_playbooks", user_playbook_id=stable_int_id("manual", uuid.uuid4().hex),
-                         user_id=p.user_id, agent_version=p.agent_version, request_id=p.request_id, created_at=now,
-                         status="current", source=p.source, kind="manual",
-                         **{"playbook_name": "", "content": "", **p.text_fields()})  # fmt: skip
+        row = manual_row(
+            "user_playbooks",
+            user_playbook_id=stable_int_id("manual", uuid.uuid4().hex),
+            user_id=p.user_id,
+            agent_version=p.agent_version,
+            request_id=p.request_id,
+            created_at=now,
+            status="current",
+            source=p.source,
+            kind="manual",
+            **{"playbook_name": "", "content": "", **p.text_fields()},
+        )
         ops.append(CurationOp("user_playbook", str(row["user_playbook_id"]), "add", user_id=p.user_id, fields=row))
     return _added(state, ops, "user playbook(s)", wait_for_response)
 
@@ -117,10 +139,17 @@ def add_agent_playbook(body: AddAgentPlaybookRequest, request: Request, wait_for
     state, now = service(request), int(time.time())
     ops = []
     for p in body.agent_playbooks:
-        row = manual_row("agent_playbooks", agent_playbook_id=stable_int_id("manual", uuid.uuid4().hex),
-                         agent_version=p.agent_version, created_at=now, updated_at=now, status="current",
-                         playbook_status=p.playbook_status, consolidator="manual",
-                         **{"playbook_name": "", **p.text_fields()})  # fmt: skip
+        row = manual_row(
+            "agent_playbooks",
+            agent_playbook_id=stable_int_id("manual", uuid.uuid4().hex),
+            agent_version=p.agent_version,
+            created_at=now,
+            updated_at=now,
+            status="current",
+            playbook_status=p.playbook_status,
+            consolidator="manual",
+            **{"playbook_name": "", **p.text_fields()},
+        )
         ops.append(CurationOp("agent_playbook", str(row["agent_playbook_id"]), "add", fields=row))
     return _added(state, ops, "agent playbook(s)", wait_for_response)
 
@@ -129,8 +158,9 @@ def add_agent_playbook(body: AddAgentPlaybookRequest, request: Request, wait_for
 
 
 def _user_playbook(state: ServiceState, playbook_id: int) -> dict[str, Any] | None:
-    rows = live_rows(state.lake, "user_playbook", filters=[("user_playbook_id", "=", playbook_id)],
-                     statuses=LIFECYCLE_STATUSES)  # fmt: skip
+    rows = live_rows(
+        state.lake, "user_playbook", filters=[("user_playbook_id", "=", playbook_id)], statuses=LIFECYCLE_STATUSES
+    )
     return rows[0] if rows else None
 
 
@@ -142,8 +172,13 @@ def update_user_playbook(body: UpdateUserPlaybookRequest, request: Request, wait
     if row is None:
         return not_found(f"user_playbook_id {body.user_playbook_id}")
     fields = body.text_fields()
-    note = _commit(state, [CurationOp("user_playbook", str(body.user_playbook_id), "update", user_id=row["user_id"],
-                                      fields=fields)] if fields else [], wait_for_response)  # fmt: skip
+    note = _commit(
+        state,
+        [CurationOp("user_playbook", str(body.user_playbook_id), "update", user_id=row["user_id"], fields=fields)]
+        if fields
+        else [],
+        wait_for_response,
+    )
     return {"success": True, "msg": f"user playbook {body.user_playbook_id} updated{note}"}
 
 
@@ -156,8 +191,11 @@ def update_agent_playbook(body: UpdateAgentPlaybookRequest, request: Request, wa
     if body.playbook_status is not None:
         state.control.decide(str(body.agent_playbook_id), body.playbook_status)
     fields = body.text_fields()
-    note = _commit(state, [CurationOp("agent_playbook", str(body.agent_playbook_id), "update", fields=fields)]
-                   if fields else [], wait_for_response)  # fmt: skip
+    note = _commit(
+        state,
+        [CurationOp("agent_playbook", str(body.agent_playbook_id), "update", fields=fields)] if fields else [],
+        wait_for_response,
+    )
     return {"success": True, "msg": f"agent playbook {body.agent_playbook_id} updated{note}"}
 
 
@@ -173,8 +211,11 @@ def update_user_profile(body: UpdateUserProfileRequest, request: Request, wait_f
         fields["content"] = body.content
     if body.custom_features is not None:
         fields["custom_features"] = json.dumps(body.custom_features, sort_keys=True)
-    note = _commit(state, [CurationOp("profile", body.profile_id, "update", user_id=body.user_id, fields=fields)],
-                   wait_for_response)  # fmt: skip
+    note = _commit(
+        state,
+        [CurationOp("profile", body.profile_id, "update", user_id=body.user_id, fields=fields)],
+        wait_for_response,
+    )
     return {"success": True, "msg": f"profile {body.profile_id} updated{note}"}
 
 
@@ -190,7 +231,9 @@ def _delete_turns(state: ServiceState, turns: list[dict[str, Any]]) -> list[Cura
 
 def _delete_user_playbooks(state: ServiceState, rows: list[dict[str, Any]]) -> list[CurationOp]:
     ops = [CurationOp("user_playbook", str(r["user_playbook_id"]), "delete", user_id=r["user_id"]) for r in rows]
-    return ops + cascade_deletes(set(), {}, live_agent_playbooks(state.lake), {int(r["user_playbook_id"]) for r in rows})
+    return ops + cascade_deletes(
+        set(), {}, live_agent_playbooks(state.lake), {int(r["user_playbook_id"]) for r in rows}
+    )
 
 
 def _bulk(deleted: int, what: str, note: str) -> dict:
@@ -219,8 +262,15 @@ def _profiles_matching(state: ServiceState, user_id: str, query: str) -> list[st
     if not indexes:
         return []
     plan = QueryPlan(state, indexes, query, "vector")
-    hits = plan.run(EntityQuery("profile", query=query, top_k=100, threshold=DELETE_QUERY_THRESHOLD,
-                                filters=SearchFilters(user_id=user_id, statuses=LIFECYCLE_STATUSES)))  # fmt: skip
+    hits = plan.run(
+        EntityQuery(
+            "profile",
+            query=query,
+            top_k=100,
+            threshold=DELETE_QUERY_THRESHOLD,
+            filters=SearchFilters(user_id=user_id, statuses=LIFECYCLE_STATUSES),
+        )
+    )
     return [h["profile_id"] for h in hits]
 
 
@@ -253,8 +303,11 @@ def delete_session(body: DeleteSessionRequest, request: Request, wait_for_respon
     turns = turn_rows(state.lake, [("session_id", "=", body.session_id)])
     note = _commit(state, _delete_turns(state, turns), wait_for_response)
     count = len({t["request_id"] for t in turns})
-    return {"success": True, "message": f"deleted {count} request(s) of session {body.session_id}{note}",
-            "deleted_requests_count": count}  # fmt: skip
+    return {
+        "success": True,
+        "message": f"deleted {count} request(s) of session {body.session_id}{note}",
+        "deleted_requests_count": count,
+    }
 
 
 @router.delete("/api/delete_user_playbook", response_model=MessageResponse)
@@ -298,20 +351,25 @@ def delete_profiles_by_ids(body: DeleteProfilesByIdsRequest, request: Request, w
 
 
 @router.delete("/api/delete_user_playbooks_by_ids", response_model=BulkDeleteResponse)
-def delete_user_playbooks_by_ids(body: DeleteUserPlaybooksByIdsRequest, request: Request,
-                                 wait_for_response: bool = WAIT):  # fmt: skip
+def delete_user_playbooks_by_ids(
+    body: DeleteUserPlaybooksByIdsRequest, request: Request, wait_for_response: bool = WAIT
+):
     """Delete user playbooks by id, and the agent playbooks they leave without members; unknown ids are skipped."""
     state = service(request)
     wanted = set(body.user_playbook_ids)
-    rows = [r for r in live_rows(state.lake, "user_playbook", statuses=LIFECYCLE_STATUSES)
-            if r["user_playbook_id"] in wanted]  # fmt: skip
+    rows = [
+        r
+        for r in live_rows(state.lake, "user_playbook", statuses=LIFECYCLE_STATUSES)
+        if r["user_playbook_id"] in wanted
+    ]
     note = _commit(state, _delete_user_playbooks(state, rows), wait_for_response)
     return _bulk(len(rows), "user playbook(s)", note)
 
 
 @router.delete("/api/delete_agent_playbooks_by_ids", response_model=BulkDeleteResponse)
-def delete_agent_playbooks_by_ids(body: DeleteAgentPlaybooksByIdsRequest, request: Request,
-                                  wait_for_response: bool = WAIT):  # fmt: skip
+def delete_agent_playbooks_by_ids(
+    body: DeleteAgentPlaybooksByIdsRequest, request: Request, wait_for_response: bool = WAIT
+):
     """Delete agent playbooks by id; unknown ids are skipped."""
     state = service(request)
     known = {int(r["agent_playbook_id"]) for r in live_agent_playbooks(state.lake)}
@@ -332,8 +390,10 @@ def delete_all_interactions(request: Request, wait_for_response: bool = WAIT):
 def delete_all_profiles(request: Request, wait_for_response: bool = WAIT):
     """Delete every profile of the organisation."""
     state = service(request)
-    ops = [CurationOp("profile", r["profile_id"], "delete", user_id=r["user_id"])
-           for r in live_rows(state.lake, "profile", statuses=LIFECYCLE_STATUSES)]  # fmt: skip
+    ops = [
+        CurationOp("profile", r["profile_id"], "delete", user_id=r["user_id"])
+        for r in live_rows(state.lake, "profile", statuses=LIFECYCLE_STATUSES)
+    ]
     return _bulk(len(ops), "profile(s)", _commit(state, ops, wait_for_response))
 
 
@@ -342,7 +402,9 @@ def _all_user_playbook_ops(state: ServiceState) -> list[CurationOp]:
 
 
 def _all_agent_playbook_ops(state: ServiceState) -> list[CurationOp]:
-    return [CurationOp("agent_playbook", str(r["agent_playbook_id"]), "delete") for r in live_agent_playbooks(state.lake)]
+    return [
+        CurationOp("agent_playbook", str(r["agent_playbook_id"]), "delete") for r in live_agent_playbooks(state.lake)
+    ]
 
 
 @router.delete("/api/delete_all_user_playbooks", response_model=BulkDeleteResponse)

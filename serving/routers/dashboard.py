@@ -59,8 +59,12 @@ def dashboard() -> Response:
     return Response(_read("dashboard.html"), media_type="text/html; charset=utf-8", headers=HEADERS)
 
 
-@router.get("/dashboard/static/{name}", include_in_schema=False, response_class=Response,
-            responses={200: {"content": {media_type.split(";")[0]: {} for media_type in ASSETS.values()}}})
+@router.get(
+    "/dashboard/static/{name}",
+    include_in_schema=False,
+    response_class=Response,
+    responses={200: {"content": {media_type.split(";")[0]: {} for media_type in ASSETS.values()}}},
+)
 def dashboard_asset(name: str) -> Response:
     """The dashboard's script and style sheet."""
     media_type = ASSETS.get(name)

@@ -45,20 +45,35 @@ def impact_metrics(request: Request, agent_version: str | None = Query(None)):
     state: ServiceState = service(request)
 
     def rows_of(table: str) -> list[dict]:
-        return [r for r in state.lake.read_table(table).to_pylist()
-                if agent_version is None or r["agent_version"] == agent_version]  # fmt: skip
+        return [
+            r
+            for r in state.lake.read_table(table).to_pylist()
+            if agent_version is None or r["agent_version"] == agent_version
+        ]
 
-    rows = sorted(rows_of("impact_metrics"), key=lambda r: (r["agent_version"], r["day"], r["evaluation_name"] or "",
-                                                              r["judge"] or ""))  # fmt: skip
-    holdout = sorted(rows_of("impact_holdout"), key=lambda r: (r["agent_version"], r["evaluation_name"], r["judge"],
-                                                               r["metric"]))  # fmt: skip
-    return {"success": True, "metrics": rows, "holdout": holdout, "before_after": rows_of("impact_before_after"),
-            "msg": "" if rows else "no evaluations yet"}  # fmt: skip
+    rows = sorted(
+        rows_of("impact_metrics"),
+        key=lambda r: (r["agent_version"], r["day"], r["evaluation_name"] or "", r["judge"] or ""),
+    )
+    holdout = sorted(
+        rows_of("impact_holdout"), key=lambda r: (r["agent_version"], r["evaluation_name"], r["judge"], r["metric"])
+    )
+    return {
+        "success": True,
+        "metrics": rows,
+        "holdout": holdout,
+        "before_after": rows_of("impact_before_after"),
+        "msg": "" if rows else "no evaluations yet",
+    }
 
 
 @router.get("/api/item_outcomes", response_model=ItemOutcomesResponse)
-def item_outcomes(request: Request, entity: str | None = Query(None), flagged: bool | None = Query(None),
-                  limit: int = Query(100, ge=1, le=10_000)):  # fmt: skip
+def item_outcomes(
+    request: Request,
+    entity: str | None = Query(None),
+    flagged: bool | None = Query(None),
+    limit: int = Query(100, ge=1, le=10_000),
+):
     """Outcome counters per learned item (most served first) with the item's text: served, helpful, harmful,
     missed, flagged, held_out. Counted by heuristic matching rules (`rules`)."""
     state: ServiceState = service(request)
@@ -68,8 +83,13 @@ def item_outcomes(request: Request, entity: str | None = Query(None), flagged: b
         if (entity and row["entity"] != entity) or (flagged is not None and row["flagged"] != flagged):
             continue
         text = texts.get((row["entity"], row["item_id"]), {})
-        item = {"entity": row["entity"], "item_id": row["item_id"], "agent_version": row["agent_version"],
-                "content": text.get("content"), "trigger": text.get("trigger")}  # fmt: skip
+        item = {
+            "entity": row["entity"],
+            "item_id": row["item_id"],
+            "agent_version": row["agent_version"],
+            "content": text.get("content"),
+            "trigger": text.get("trigger"),
+        }
         (annotated,) = state.outcomes.annotate(row["entity"], [{ID_FIELDS[row["entity"]]: row["item_id"]}])
         out.append(item | annotated["outcomes"] | {"user_id": row["user_id"]})
     out.sort(key=lambda r: (-r["served"], -r["harmful"], r["entity"], r["item_id"]))
@@ -121,8 +141,11 @@ def llm_usage(request: Request, days: int = Query(30, ge=1, le=3650)) -> LLMUsag
 def get_agent_success_evaluation_results(body: EvaluationResultsRequest, request: Request):
     """The original's shape: newest first, optionally one agent version."""
     state: ServiceState = service(request)
-    rows = [r for r in state.lake.read_table("session_evaluations").to_pylist()
-            if body.agent_version is None or r["agent_version"] == body.agent_version]  # fmt: skip
+    rows = [
+        r
+        for r in state.lake.read_table("session_evaluations").to_pylist()
+        if body.agent_version is None or r["agent_version"] == body.agent_version
+    ]
     rows.sort(key=lambda r: (-(r["created_at"] or 0), r["result_id"]))
     return {"success": True, "agent_success_evaluation_results": rows[: body.limit], "msg": ""}
 
@@ -134,12 +157,16 @@ def get_dashboard_stats(body: DashboardStatsRequest, request: Request):
     state: ServiceState = service(request)
     now = int(time.time())
     start, previous_start = now - body.days_back * DAY, now - 2 * body.days_back * DAY
-    turns = state.lake.read_table("turns", filters=[("created_at", ">=", previous_start)]).column("created_at").to_pylist()
+    turns = (
+        state.lake.read_table("turns", filters=[("created_at", ">=", previous_start)]).column("created_at").to_pylist()
+    )
     profiles = [r["last_modified_timestamp"] or 0 for r in live_rows(state.lake, "profile")]
     playbooks = [r["created_at"] or 0 for r in live_rows(state.lake, "user_playbook")]
     playbooks += [r["created_at"] or 0 for r in state.lake.read_table("agent_playbooks").to_pylist()]
-    evaluations = [(r["session_closed_at"] or r["created_at"] or 0, r["is_success"])
-                   for r in state.lake.read_table("session_evaluations").to_pylist()]  # fmt: skip
+    evaluations = [
+        (r["session_closed_at"] or r["created_at"] or 0, r["is_success"])
+        for r in state.lake.read_table("session_evaluations").to_pylist()
+    ]
 
     def period(lo: int, hi: int) -> dict:
         evaluated = [ok for at, ok in evaluations if lo <= at < hi]

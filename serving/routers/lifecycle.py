@@ -65,8 +65,12 @@ def _start_rerun(state: ServiceState, entity: str, config: dict) -> JSONResponse
         params = {k: v for k, v in config.items() if k not in RUN_FIELDS}
         begin_operation(state.lake, service, operation_id, params, stale_after_s=stale_after)
     except OperationInProgress as exc:
-        return error(409, f"{service} is already in progress (operation {exc.status.get('operation_id')}); poll "
-                          "get_operation_status, or cancel_operation to stop it", key="msg")  # fmt: skip
+        return error(
+            409,
+            f"{service} is already in progress (operation {exc.status.get('operation_id')}); poll "
+            "get_operation_status, or cancel_operation to stop it",
+            key="msg",
+        )
 
     def work() -> None:
         # The heartbeat spans the whole run, including the wait for the lake's run lock before the Dagster op starts.
@@ -76,8 +80,14 @@ def _start_rerun(state: ServiceState, entity: str, config: dict) -> JSONResponse
                 state.index.refresh()
             except Exception as exc:  # recorded for get_operation_status; the service keeps serving
                 log.exception("rerun %s failed", operation_id)
-                update_status(state.lake, service, operation_id, status="failed", error_message=type(exc).__name__,
-                              completed_at=int(time.time()))  # fmt: skip
+                update_status(
+                    state.lake,
+                    service,
+                    operation_id,
+                    status="failed",
+                    error_message=type(exc).__name__,
+                    completed_at=int(time.time()),
+                )
 
     threading.Thread(target=work, name=f"rerun-{operation_id}", daemon=True).start()
     return operation_id
@@ -122,11 +132,23 @@ async def _change(request: Request, config: dict) -> dict:
 @router.post("/api/upgrade_all_profiles", response_model=UpgradeProfilesResponse)
 async def upgrade_all_profiles(body: UpgradeProfilesRequest, request: Request):
     """Pending profiles become current; the current profiles of the affected users are archived (kept)."""
-    counts = await _change(request, {"entity": "profile", "op": "upgrade", "user_id": body.user_id,
-                                     "only_affected_users": body.only_affected_users})  # fmt: skip
+    counts = await _change(
+        request,
+        {
+            "entity": "profile",
+            "op": "upgrade",
+            "user_id": body.user_id,
+            "only_affected_users": body.only_affected_users,
+        },
+    )
     promoted, archived = counts.get("pending->current", 0), counts.get("current->archived", 0)
-    return {"success": promoted > 0, "profiles_archived": archived, "profiles_promoted": promoted,
-            "profiles_deleted": 0, "message": "upgraded" if promoted else "no pending profiles to upgrade"}  # fmt: skip
+    return {
+        "success": promoted > 0,
+        "profiles_archived": archived,
+        "profiles_promoted": promoted,
+        "profiles_deleted": 0,
+        "message": "upgraded" if promoted else "no pending profiles to upgrade",
+    }
 
 
 @router.post("/api/downgrade_all_profiles", response_model=DowngradeProfilesResponse)
@@ -134,30 +156,57 @@ async def downgrade_all_profiles(body: UpgradeProfilesRequest, request: Request)
     """Archived profiles become current again and the profiles that replaced them are archived."""
     counts = await _change(request, {"entity": "profile", "op": "downgrade", "user_id": body.user_id})
     restored, demoted = counts.get("archived->current", 0), counts.get("current->archived", 0)
-    return {"success": restored > 0, "profiles_demoted": demoted, "profiles_restored": restored,
-            "message": "downgraded" if restored else "no archived profiles to restore"}  # fmt: skip
+    return {
+        "success": restored > 0,
+        "profiles_demoted": demoted,
+        "profiles_restored": restored,
+        "message": "downgraded" if restored else "no archived profiles to restore",
+    }
 
 
 @router.post("/api/upgrade_all_user_playbooks", response_model=UpgradeUserPlaybooksResponse)
 async def upgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request: Request):
     """Pending user playbooks become current; with `archive_current`, the current ones they replace are archived."""
-    counts = await _change(request, {"entity": "user_playbook", "op": "upgrade", "agent_version": body.agent_version,
-                                     "playbook_name": body.playbook_name, "archive_current": body.archive_current,
-                                     "only_affected_users": False})  # fmt: skip
+    counts = await _change(
+        request,
+        {
+            "entity": "user_playbook",
+            "op": "upgrade",
+            "agent_version": body.agent_version,
+            "playbook_name": body.playbook_name,
+            "archive_current": body.archive_current,
+            "only_affected_users": False,
+        },
+    )
     promoted, archived = counts.get("pending->current", 0), counts.get("current->archived", 0)
-    return {"success": promoted > 0, "user_playbooks_deleted": 0, "user_playbooks_archived": archived,
-            "user_playbooks_promoted": promoted,
-            "message": "upgraded" if promoted else "no pending user playbooks to upgrade"}  # fmt: skip
+    return {
+        "success": promoted > 0,
+        "user_playbooks_deleted": 0,
+        "user_playbooks_archived": archived,
+        "user_playbooks_promoted": promoted,
+        "message": "upgraded" if promoted else "no pending user playbooks to upgrade",
+    }
 
 
 @router.post("/api/downgrade_all_user_playbooks", response_model=DowngradeUserPlaybooksResponse)
 async def downgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request: Request):
     """Archived user playbooks become current again and the ones that replaced them are archived."""
-    counts = await _change(request, {"entity": "user_playbook", "op": "downgrade", "agent_version": body.agent_version,
-                                     "playbook_name": body.playbook_name})  # fmt: skip
+    counts = await _change(
+        request,
+        {
+            "entity": "user_playbook",
+            "op": "downgrade",
+            "agent_version": body.agent_version,
+            "playbook_name": body.playbook_name,
+        },
+    )
     restored, demoted = counts.get("archived->current", 0), counts.get("current->archived", 0)
-    return {"success": restored > 0, "user_playbooks_demoted": demoted, "user_playbooks_restored": restored,
-            "message": "downgraded" if restored else "no archived user playbooks to restore"}  # fmt: skip
+    return {
+        "success": restored > 0,
+        "user_playbooks_demoted": demoted,
+        "user_playbooks_restored": restored,
+        "message": "downgraded" if restored else "no archived user playbooks to restore",
+    }
 
 
 @router.get("/api/get_operation_status", response_model=GetOperationStatusResponse)

@@ -37,8 +37,10 @@ async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request:
     except Exception as exc:  # the run is recorded in Dagster; its tables are replaced only by a successful commit
         return error(503, f"aggregation run failed ({type(exc).__name__}); see the Dagster UI, then retry", "message")
     await run_in_threadpool(state.index.refresh)
-    message = (f"aggregation run {result['run_id']}: {result.get('consolidate_new', 0)} new, "
-               f"{result.get('reconsolidate', 0)} updated, {result.get('keep', 0)} unchanged clusters")  # fmt: skip
+    message = (
+        f"aggregation run {result['run_id']}: {result.get('consolidate_new', 0)} new, "
+        f"{result.get('reconsolidate', 0)} updated, {result.get('keep', 0)} unchanged clusters"
+    )
     return {"success": bool(result["success"]), "message": message, **result}
 
 
@@ -60,39 +62,56 @@ def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
     state: ServiceState = service(request)
     wanted = tuple(dict.fromkeys("current" if s is None else s for s in (body.status_filter or [None])))
     rows = []
-    for row in sorted(live_agent_playbooks(state.lake, wanted), key=lambda r: -(r["updated_at"] or r["created_at"] or 0)):
+    for row in sorted(
+        live_agent_playbooks(state.lake, wanted), key=lambda r: -(r["updated_at"] or r["created_at"] or 0)
+    ):
         status = state.control.status(str(row["agent_playbook_id"]), row["playbook_status"])
-        if ((body.agent_version is None or row["agent_version"] == body.agent_version)
-                and (body.playbook_name is None or row["playbook_name"] == body.playbook_name)
-                and (body.playbook_status_filter is None or status == body.playbook_status_filter)):  # fmt: skip
+        if (
+            (body.agent_version is None or row["agent_version"] == body.agent_version)
+            and (body.playbook_name is None or row["playbook_name"] == body.playbook_name)
+            and (body.playbook_status_filter is None or status == body.playbook_status_filter)
+        ):
             rows.append(agent_playbook_view(row, status))
-    return {"success": True, "agent_playbooks": state.outcomes.annotate("agent_playbook", rows[: body.limit]), "msg": ""}
+    return {
+        "success": True,
+        "agent_playbooks": state.outcomes.annotate("agent_playbook", rows[: body.limit]),
+        "msg": "",
+    }
 
 
 @router.get("/api/playbook_aggregation_change_logs", response_model=AggregationChangeLogsResponse)
-def playbook_aggregation_change_logs(request: Request, playbook_name: str | None = Query(None),
-                                     agent_version: str | None = Query(None)):  # fmt: skip
+def playbook_aggregation_change_logs(
+    request: Request, playbook_name: str | None = Query(None), agent_version: str | None = Query(None)
+):
     """The original's PlaybookAggregationChangeLog entries (one per run and scope), newest first, last 100."""
     state: ServiceState = service(request)
     runs: dict[tuple, dict] = {}
     grouped: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in state.lake.read_table("aggregation_change_log").to_pylist():
-        if (playbook_name and row["playbook_name"] != playbook_name) or (agent_version and row["agent_version"] != agent_version):
+        if (playbook_name and row["playbook_name"] != playbook_name) or (
+            agent_version and row["agent_version"] != agent_version
+        ):
             continue
         key = (row["run_id"], row["agent_version"], row["playbook_name"])
         runs[key] = row
         before = json.loads(row["before"]) if row["before"] else None
         after = json.loads(row["after"]) if row["after"] else None
         entry = {"added": after, "removed": before, "updated": {"before": before, "after": after}}[row["change"]]
-        grouped[key][row["change"]].append(dict(entry, member_user_playbook_ids=row["member_ids"])
-                                           if row["change"] != "updated" else entry)  # fmt: skip
+        grouped[key][row["change"]].append(
+            dict(entry, member_user_playbook_ids=row["member_ids"]) if row["change"] != "updated" else entry
+        )
     logs = [
-        {"id": f"{run_id}:{version}:{name}", "created_at": runs[(run_id, version, name)]["created_at"],
-         "playbook_name": name, "agent_version": version, "run_mode": runs[(run_id, version, name)]["run_mode"],
-         "added_agent_playbooks": grouped[(run_id, version, name)]["added"],
-         "removed_agent_playbooks": grouped[(run_id, version, name)]["removed"],
-         "updated_agent_playbooks": grouped[(run_id, version, name)]["updated"]}
+        {
+            "id": f"{run_id}:{version}:{name}",
+            "created_at": runs[(run_id, version, name)]["created_at"],
+            "playbook_name": name,
+            "agent_version": version,
+            "run_mode": runs[(run_id, version, name)]["run_mode"],
+            "added_agent_playbooks": grouped[(run_id, version, name)]["added"],
+            "removed_agent_playbooks": grouped[(run_id, version, name)]["removed"],
+            "updated_agent_playbooks": grouped[(run_id, version, name)]["updated"],
+        }
         for run_id, version, name in runs
-    ]  # fmt: skip
+    ]
     logs.sort(key=lambda entry: -entry["created_at"])
     return {"success": True, "change_logs": logs[:100]}

@@ -34,17 +34,27 @@ router = APIRouter()
 log = logging.getLogger(__name__)
 
 
-@router.post("/api/export_user_data", response_model=ExportUserDataResponse,
-             responses={200: {"description": "JSON, or a zip of Parquet files (`format: parquet`)",
-                              "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}}}})
+@router.post(
+    "/api/export_user_data",
+    response_model=ExportUserDataResponse,
+    responses={
+        200: {
+            "description": "JSON, or a zip of Parquet files (`format: parquet`)",
+            "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
 async def export_user_data(body: ExportUserDataRequest, request: Request):
     """Every row the lake holds about the user, per table: JSON `{table: [rows]}` or a zip of `<table>.parquet`."""
     state: ServiceState = service(request)
     tables = await run_in_threadpool(export_user, state.lake, body.user_id)
     if body.format == "json":
         return JSONResponse({"success": True, "user_id": body.user_id, "tables": as_json(tables)})
-    return Response(await run_in_threadpool(as_parquet_zip, tables), media_type="application/zip",
-                    headers={"Content-Disposition": 'attachment; filename="user_data.zip"'})  # fmt: skip
+    return Response(
+        await run_in_threadpool(as_parquet_zip, tables),
+        media_type="application/zip",
+        headers={"Content-Disposition": 'attachment; filename="user_data.zip"'},
+    )
 
 
 @router.delete("/api/erase_user_data", response_model=EraseUserDataResponse)
@@ -56,12 +66,25 @@ async def erase_user_data(body: EraseUserDataRequest, request: Request):
         result = await run_in_threadpool(erasures.erase, state, body.user_id)
     except Exception as exc:  # e.g. a lock held past its timeout or a full disk: the marker lets a retry finish it
         log.exception("erasure failed")
-        return error(503, f"erasure interrupted ({type(exc).__name__}); retry the same request to complete it (a "
-                          "restart of the service resumes it too)", "message")  # fmt: skip
-    message = (f"erased {result.total} rows; index version {result.index_version} is being served"
-               if result.total else "nothing of this user was left to erase")  # fmt: skip
-    return {"success": True, "message": message, "erased": result.erased, "redacted": result.redacted,
-            "files_purged": result.files_purged, "index_version": result.index_version}  # fmt: skip
+        return error(
+            503,
+            f"erasure interrupted ({type(exc).__name__}); retry the same request to complete it (a "
+            "restart of the service resumes it too)",
+            "message",
+        )
+    message = (
+        f"erased {result.total} rows; index version {result.index_version} is being served"
+        if result.total
+        else "nothing of this user was left to erase"
+    )
+    return {
+        "success": True,
+        "message": message,
+        "erased": result.erased,
+        "redacted": result.redacted,
+        "files_purged": result.files_purged,
+        "index_version": result.index_version,
+    }
 
 
 @router.get("/api/erasures", response_model=ErasuresResponse)

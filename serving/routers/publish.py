@@ -17,8 +17,8 @@ from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.partitions import GRANULARITY
 from serving.deps import service
-from serving.errors import error
 from serving.erasures import RETRY_AFTER_S
+from serving.errors import error
 from serving.landing import UserBeingErased
 from serving.models.fields import MAX_ID
 from serving.models.publish import PublishUserInteractionRequest, PublishUserInteractionResponse
@@ -64,9 +64,12 @@ def landing_rows(body: PublishUserInteractionRequest, request_id: str) -> list[d
     "/api/publish_interaction",
     response_model=PublishUserInteractionResponse,
     response_model_exclude_none=True,
-    responses={409: {"description": "not stored: the user is being erased (retry after Retry-After seconds)"},
-               413: {"description": "body too large"}, 422: {"description": "invalid field"},
-               503: {"description": "not stored"}},
+    responses={
+        409: {"description": "not stored: the user is being erased (retry after Retry-After seconds)"},
+        413: {"description": "body too large"},
+        422: {"description": "invalid field"},
+        503: {"description": "not stored"},
+    },
 )
 async def publish_interaction(
     body: PublishUserInteractionRequest,
@@ -81,8 +84,12 @@ async def publish_interaction(
     try:
         receipt = await asyncio.wrap_future(state.writer.submit(request_id, landing_rows(body, request_id), key))
     except UserBeingErased:
-        return error(409, "this user is being erased: the turns were not stored; publish again once the erasure "
-                          "has completed", "message", headers={"Retry-After": str(RETRY_AFTER_S)})  # fmt: skip
+        return error(
+            409,
+            "this user is being erased: the turns were not stored; publish again once the erasure has completed",
+            "message",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
     except Exception:
         log.exception("publish not stored")
         return error(503, "turns were not stored; retry", "message")
@@ -119,8 +126,9 @@ async def _close_the_loop(state: ServiceState, ingested_at_us: int, request_id: 
     window = window_of_key(key, GRANULARITY)
     profiles = state.lake.read_table("user_profiles", window).to_pylist()
     playbooks = state.lake.read_table("user_playbooks", window).to_pylist()
-    response.profiles_added = sum(1 for r in profiles if r["generated_from_request_id"] == request_id
-                                  and r["status"] != "forgotten")  # a forget tombstone adds nothing
+    response.profiles_added = sum(
+        1 for r in profiles if r["generated_from_request_id"] == request_id and r["status"] != "forgotten"
+    )  # a forget tombstone adds nothing
     response.playbooks_added = sum(1 for r in playbooks if r["request_id"] == request_id)
     failures = unlearned(state, window, user_id)
     if failures:

@@ -24,8 +24,8 @@ from serving.models.reads import (
     GetUserPlaybooksRequest,
     InteractionsResponse,
     ProfileChangeLogResponse,
-    ProfileStatisticsResponse,
     ProfilesResponse,
+    ProfileStatisticsResponse,
     RequestsResponse,
     SearchInteractionsRequest,
     UserPlaybooksResponse,
@@ -37,15 +37,19 @@ router = APIRouter()
 DAY = 86_400
 
 
-def _profiles(request: Request, user_id: str | None, statuses: tuple[str, ...], start: int | None = None,
-              end: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def _profiles(
+    request: Request, user_id: str | None, statuses: tuple[str, ...], start: int | None = None, end: int | None = None
+) -> list[dict[str, Any]]:
     """Unexpired profiles in `statuses`, newest first, as views."""
     filters = [("user_id", "=", user_id)] if user_id else None
     now = int(time.time())
-    rows = [r for r in live_rows(service(request).lake, "profile", filters=filters, statuses=statuses)
-            if (r["expiration_timestamp"] is None or r["expiration_timestamp"] >= now)
-            and (start is None or (r["last_modified_timestamp"] or 0) >= start)
-            and (end is None or (r["last_modified_timestamp"] or 0) <= end)]  # fmt: skip
+    rows = [
+        r
+        for r in live_rows(service(request).lake, "profile", filters=filters, statuses=statuses)
+        if (r["expiration_timestamp"] is None or r["expiration_timestamp"] >= now)
+        and (start is None or (r["last_modified_timestamp"] or 0) >= start)
+        and (end is None or (r["last_modified_timestamp"] or 0) <= end)
+    ]
     rows.sort(key=lambda r: (-(r["last_modified_timestamp"] or 0), r["profile_id"]))
     return service(request).outcomes.annotate("profile", [profile_view(r) for r in rows])  # + outcome counters
 
@@ -58,8 +62,9 @@ def get_profiles(body: GetProfilesRequest, request: Request) -> dict:
 
 
 @router.get("/api/get_all_profiles", response_model=ProfilesResponse)
-def get_all_profiles(request: Request, limit: int = Query(100, ge=1, le=10_000),
-                     status_filter: Status | None = Query(None)) -> dict:  # fmt: skip
+def get_all_profiles(
+    request: Request, limit: int = Query(100, ge=1, le=10_000), status_filter: Status | None = Query(None)
+) -> dict:
     """Every user's profiles in one status (default current), newest first."""
     rows = _profiles(request, None, (status_filter or "current",))
     return {"success": True, "user_profiles": rows[:limit], "msg": ""}
@@ -72,19 +77,36 @@ def get_profile_statistics(request: Request) -> dict:
     now = int(time.time())
     live = [r for r in rows if r["expiration_timestamp"] is None or r["expiration_timestamp"] >= now]
     count = {s: sum(1 for r in live if r["status"] == s) for s in LIFECYCLE_STATUSES}
-    soon = sum(1 for r in live if r["status"] == "current" and r["expiration_timestamp"] is not None
-               and r["expiration_timestamp"] < now + 7 * DAY)  # fmt: skip
-    return {"success": True, "current_count": count["current"], "pending_count": count["pending"],
-            "archived_count": count["archived"], "expiring_soon_count": soon, "msg": ""}  # fmt: skip
+    soon = sum(
+        1
+        for r in live
+        if r["status"] == "current"
+        and r["expiration_timestamp"] is not None
+        and r["expiration_timestamp"] < now + 7 * DAY
+    )
+    return {
+        "success": True,
+        "current_count": count["current"],
+        "pending_count": count["pending"],
+        "archived_count": count["archived"],
+        "expiring_soon_count": soon,
+        "msg": "",
+    }
 
 
 @router.post("/api/get_user_playbooks", response_model=UserPlaybooksResponse)
 def get_user_playbooks(body: GetUserPlaybooksRequest, request: Request) -> dict:
     """User playbooks, newest first; every lifecycle status unless `status_filter` narrows it (as the original)."""
     statuses = statuses_of(body.status_filter) if body.status_filter else LIFECYCLE_STATUSES
-    filters = [(column, "=", value) for column, value in
-               (("user_id", body.user_id), ("agent_version", body.agent_version), ("playbook_name", body.playbook_name))
-               if value is not None]  # fmt: skip
+    filters = [
+        (column, "=", value)
+        for column, value in (
+            ("user_id", body.user_id),
+            ("agent_version", body.agent_version),
+            ("playbook_name", body.playbook_name),
+        )
+        if value is not None
+    ]
     rows = live_rows(service(request).lake, "user_playbook", filters=filters or None, statuses=statuses)
     rows.sort(key=lambda r: (-(r["created_at"] or 0), r["user_playbook_id"]))
     views = service(request).outcomes.annotate("user_playbook", [user_playbook_view(r) for r in rows[: body.limit]])
@@ -122,8 +144,9 @@ def search_interactions(body: SearchInteractionsRequest, request: Request) -> di
     limit = body.top_k or body.most_recent_k or 10
     state = service(request)
     if (body.query or "").strip():
-        views, notes = search_turns(state, body.user_id, body.query, limit, body.search_mode, body.start_unix,
-                                    body.end_unix, body.request_id)  # fmt: skip
+        views, notes = search_turns(
+            state, body.user_id, body.query, limit, body.search_mode, body.start_unix, body.end_unix, body.request_id
+        )
         return {"success": True, "interactions": views, "msg": "; ".join(notes)}
     filters = _turn_filters(body.user_id, body.start_unix, body.end_unix)
     if body.request_id:
@@ -142,15 +165,21 @@ def get_requests(body: GetRequestsRequest, request: Request) -> dict:
     by_request: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in turn_rows(service(request).lake, filters):
         by_request[row["request_id"]].append(row)
-    ordered = sorted(by_request.values(), key=lambda rows: (-max(r["ingested_at_us"] for r in rows), rows[0]["request_id"]))
+    ordered = sorted(
+        by_request.values(), key=lambda rows: (-max(r["ingested_at_us"] for r in rows), rows[0]["request_id"])
+    )
     page = ordered[body.offset : body.offset + body.top_k]
     sessions: dict[str, list[dict[str, Any]]] = {}
     for rows in page:
         rows.sort(key=lambda r: r["turn_index"])
         entry = {"request": request_view(rows), "interactions": [dict(interaction_view(r)) for r in rows]}
         sessions.setdefault(rows[0]["session_id"] or "", []).append(entry)
-    return {"success": True, "sessions": [{"session_id": s, "requests": reqs} for s, reqs in sessions.items()],
-            "has_more": body.offset + len(page) < len(ordered), "msg": ""}  # fmt: skip
+    return {
+        "success": True,
+        "sessions": [{"session_id": s, "requests": reqs} for s, reqs in sessions.items()],
+        "has_more": body.offset + len(page) < len(ordered),
+        "msg": "",
+    }
 
 
 @router.get("/api/profile_change_log", response_model=ProfileChangeLogResponse)
@@ -163,13 +192,30 @@ def profile_change_log(request: Request) -> dict:
     for row in lake.read_table("change_log", filters=[("entity", "=", "profile")]).to_pylist():
         key = (row["run_id"], row["user_id"], row["request_id"])
         # The original's ids are integers (its client refuses others): a stable one per (run, user, request).
-        entry = entries.setdefault(key, {"id": stable_int_id(*(str(k) for k in key)), "user_id": row["user_id"],
-                                         "request_id": row["request_id"] or "", "created_at": row["created_at"] or 0,
-                                         "added_profiles": [], "removed_profiles": [], "mentioned_profiles": []})  # fmt: skip
+        entry = entries.setdefault(
+            key,
+            {
+                "id": stable_int_id(*(str(k) for k in key)),
+                "user_id": row["user_id"],
+                "request_id": row["request_id"] or "",
+                "created_at": row["created_at"] or 0,
+                "added_profiles": [],
+                "removed_profiles": [],
+                "mentioned_profiles": [],
+            },
+        )
         stored = profiles.get(row["item_id"])
-        view = profile_view(stored) if stored else {  # a profile the change log outlived: what the log holds
-            "profile_id": row["item_id"], "user_id": row["user_id"], "content": row["content"] or "",
-            "last_modified_timestamp": row["created_at"] or 0, "generated_from_request_id": row["request_id"] or ""}
+        view = (
+            profile_view(stored)
+            if stored
+            else {  # a profile the change log outlived: what the log holds
+                "profile_id": row["item_id"],
+                "user_id": row["user_id"],
+                "content": row["content"] or "",
+                "last_modified_timestamp": row["created_at"] or 0,
+                "generated_from_request_id": row["request_id"] or "",
+            }
+        )
         entry["added_profiles" if row["change"] == "added" else "removed_profiles"].append(view)
         entry["created_at"] = max(entry["created_at"], row["created_at"] or 0)
     logs = sorted(entries.values(), key=lambda e: (-e["created_at"], e["id"]))

@@ -46,19 +46,37 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
     holdout = state.policy.holdout(body.user_id, body.agent_version, request.headers.get(HOLDOUT_HEADER))
     if holdout is not None and holdout.held_out:
         _log_search(state, body, holdout, {})
-        return UnifiedSearchResponse(success=True, index_version=state.index.version, holdout=True,
-                                     msg="holdout: this user is in the control group and gets no learned context")  # fmt: skip
+        return UnifiedSearchResponse(
+            success=True,
+            index_version=state.index.version,
+            holdout=True,
+            msg="holdout: this user is in the control group and gets no learned context",
+        )
     indexes = state.searchable()
     if not indexes:
         return UnifiedSearchResponse(success=True, msg=NO_INDEX)
     plan = QueryPlan(state, indexes, body.query, body.search_mode, body.enable_reformulation)
     common = dict(query=body.query, top_k=body.top_k, threshold=body.threshold)
     queries = [
-        ("user_playbooks", EntityQuery("user_playbook", filters=SearchFilters(
-            user_id=body.user_id, agent_version=body.agent_version, playbook_name=body.playbook_name), **common)),
-        ("agent_playbooks", EntityQuery("agent_playbook", filters=SearchFilters(
-            agent_version=body.agent_version, playbook_name=body.playbook_name), **common)),
-    ]  # fmt: skip
+        (
+            "user_playbooks",
+            EntityQuery(
+                "user_playbook",
+                filters=SearchFilters(
+                    user_id=body.user_id, agent_version=body.agent_version, playbook_name=body.playbook_name
+                ),
+                **common,
+            ),
+        ),
+        (
+            "agent_playbooks",
+            EntityQuery(
+                "agent_playbook",
+                filters=SearchFilters(agent_version=body.agent_version, playbook_name=body.playbook_name),
+                **common,
+            ),
+        ),
+    ]
     if body.user_id:
         # Profiles carry no agent version or playbook name: only the user filter applies.
         queries.insert(0, ("profiles", EntityQuery("profile", filters=SearchFilters(user_id=body.user_id), **common)))
@@ -73,21 +91,37 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
 _ENTITY_OF = {"profiles": "profile", "user_playbooks": "user_playbook", "agent_playbooks": "agent_playbook"}
 
 
-def _log_search(state: ServiceState, body: UnifiedSearchRequest, holdout: HoldoutDecision,
-                results: dict[str, list[dict[str, Any]]]) -> None:  # fmt: skip
-    state.retrievals.searched(user_id=body.user_id, session_id=body.session_id, agent_version=body.agent_version,
-                              arm=holdout.arm, holdout=holdout.held_out, override=holdout.override, results=results,
-                              index_version=state.index.version)  # fmt: skip
+def _log_search(
+    state: ServiceState, body: UnifiedSearchRequest, holdout: HoldoutDecision, results: dict[str, list[dict[str, Any]]]
+) -> None:
+    state.retrievals.searched(
+        user_id=body.user_id,
+        session_id=body.session_id,
+        agent_version=body.agent_version,
+        arm=holdout.arm,
+        holdout=holdout.held_out,
+        override=holdout.override,
+        results=results,
+        index_version=state.index.version,
+    )
 
 
 @router.post("/api/search_profiles", response_model=ProfilesResponse)
 def search_profiles(body: SearchProfilesRequest, request: Request) -> dict:
     """One user's profiles (current unless the lifecycle says otherwise), with the original's extra filters."""
     post = _profile_post_filters(body)
-    hits = _single(request, "user_profiles", body, EntityQuery(
-        "profile", query=body.query or "", top_k=body.top_k * 10 if post else body.top_k, threshold=body.threshold,
-        filters=SearchFilters(user_id=body.user_id, start_time=body.start_unix,
-                                                     end_time=body.end_unix)))  # fmt: skip
+    hits = _single(
+        request,
+        "user_profiles",
+        body,
+        EntityQuery(
+            "profile",
+            query=body.query or "",
+            top_k=body.top_k * 10 if post else body.top_k,
+            threshold=body.threshold,
+            filters=SearchFilters(user_id=body.user_id, start_time=body.start_unix, end_time=body.end_unix),
+        ),
+    )
     if post and hits["success"]:
         hits["user_profiles"] = [p for p in hits["user_profiles"] if all(f(p) for f in post)][: body.top_k]
     return hits
@@ -96,11 +130,25 @@ def search_profiles(body: SearchProfilesRequest, request: Request) -> dict:
 @router.post("/api/search_user_playbooks", response_model=UserPlaybooksResponse)
 def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) -> dict:
     """User playbooks (all users unless `user_id`), current unless `status_filter` asks for others."""
-    return _single(request, "user_playbooks", body, EntityQuery(
-        "user_playbook", query=body.query or "", top_k=body.top_k, threshold=body.threshold,
-        filters=SearchFilters(user_id=body.user_id, agent_version=body.agent_version, playbook_name=body.playbook_name,
-                              statuses=statuses_of(body.status_filter), start_time=body.start_unix,
-                              end_time=body.end_unix)))  # fmt: skip
+    return _single(
+        request,
+        "user_playbooks",
+        body,
+        EntityQuery(
+            "user_playbook",
+            query=body.query or "",
+            top_k=body.top_k,
+            threshold=body.threshold,
+            filters=SearchFilters(
+                user_id=body.user_id,
+                agent_version=body.agent_version,
+                playbook_name=body.playbook_name,
+                statuses=statuses_of(body.status_filter),
+                start_time=body.start_unix,
+                end_time=body.end_unix,
+            ),
+        ),
+    )
 
 
 @router.post("/api/search_agent_playbooks", response_model=AgentPlaybooksResponse)
@@ -108,15 +156,33 @@ def search_agent_playbooks(body: SearchAgentPlaybooksRequest, request: Request) 
     """Agent playbooks; approved and pending unless `playbook_status_filter` names others (e.g. rejected)."""
     wanted = body.playbook_status_filter
     approval = SERVED_PLAYBOOK_STATUSES if wanted is None else tuple([wanted] if isinstance(wanted, str) else wanted)
-    return _single(request, "agent_playbooks", body, EntityQuery(
-        "agent_playbook", query=body.query or "", top_k=body.top_k, threshold=body.threshold,
-        filters=SearchFilters(agent_version=body.agent_version, playbook_name=body.playbook_name,
-                              statuses=statuses_of(body.status_filter), start_time=body.start_unix,
-                              end_time=body.end_unix), playbook_statuses=approval))  # fmt: skip
+    return _single(
+        request,
+        "agent_playbooks",
+        body,
+        EntityQuery(
+            "agent_playbook",
+            query=body.query or "",
+            top_k=body.top_k,
+            threshold=body.threshold,
+            filters=SearchFilters(
+                agent_version=body.agent_version,
+                playbook_name=body.playbook_name,
+                statuses=statuses_of(body.status_filter),
+                start_time=body.start_unix,
+                end_time=body.end_unix,
+            ),
+            playbook_statuses=approval,
+        ),
+    )
 
 
-def _single(request: Request, field: str, body: SearchProfilesRequest | SearchUserPlaybooksRequest
-            | SearchAgentPlaybooksRequest, q: EntityQuery) -> dict:  # fmt: skip
+def _single(
+    request: Request,
+    field: str,
+    body: SearchProfilesRequest | SearchUserPlaybooksRequest | SearchAgentPlaybooksRequest,
+    q: EntityQuery,
+) -> dict:
     state: ServiceState = service(request)
     if (misdirected := state.misdirected(getattr(body, "user_id", None))) is not None:
         return misdirected

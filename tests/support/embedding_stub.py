@@ -33,9 +33,7 @@ def make_embedding_app(default_dim: int = 64, *, reverse_order: bool = False) ->
         inputs = body.get("input")
         texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
         dim = int(body.get("dimensions") or default_dim)
-        data = [
-            {"object": "embedding", "index": i, "embedding": stub_vector(str(t), dim)} for i, t in enumerate(texts)
-        ]
+        data = [{"object": "embedding", "index": i, "embedding": stub_vector(str(t), dim)} for i, t in enumerate(texts)]
         if reverse_order:
             data.reverse()
         tokens = sum(len(str(t).split()) for t in texts)

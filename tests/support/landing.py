@@ -21,7 +21,9 @@ def land(lake: Lake, conversations: list[dict], at: datetime | None = None) -> l
         for i, conversation in enumerate(conversations):
             body = PublishUserInteractionRequest.model_validate(publish_payload(conversation))
             request_id = f"req-{i}-{conversation['id']}-{uuid.uuid4().hex[:6]}"
-            futures.append(writer.submit(request_id, landing_rows(body, request_id), f"key-{conversation['id']}-{request_id}"))
+            futures.append(
+                writer.submit(request_id, landing_rows(body, request_id), f"key-{conversation['id']}-{request_id}")
+            )
         return [f.result(timeout=30).request_id for f in futures]
     finally:
         writer.close()

@@ -21,18 +21,33 @@ from tests.support.dagster_home import dagster_home_env
 AGENT = "ops-1"
 QUERY = "which region to deploy to"
 REGION = [  # three users, one lesson, three wordings (-> one agent playbook)
-    ("ann", "Please deploy the payments service.", "Deploying the payments service to us-east-1.",
-     "No — we never deploy to us-east-1, always use us-west-2."),
-    ("bob", "Deploy the billing service to production.", "Deploying the billing service to us-east-1 now.",
-     "No, never deploy to us-east-1; use us-west-2 instead."),
-    ("cat", "Can you deploy the search service?", "Sure, deploying the search service in us-east-1.",
-     "Wrong region: never us-east-1, always deploy to us-west-2."),
-]  # fmt: skip
+    (
+        "ann",
+        "Please deploy the payments service.",
+        "Deploying the payments service to us-east-1.",
+        "No — we never deploy to us-east-1, always use us-west-2.",
+    ),
+    (
+        "bob",
+        "Deploy the billing service to production.",
+        "Deploying the billing service to us-east-1 now.",
+        "No, never deploy to us-east-1; use us-west-2 instead.",
+    ),
+    (
+        "cat",
+        "Can you deploy the search service?",
+        "Sure, deploying the search service in us-east-1.",
+        "Wrong region: never us-east-1, always deploy to us-west-2.",
+    ),
+]
 
 
 def correction_turns(request: str, answer: str, correction: str) -> list[dict]:
-    return [{"role": "user", "content": request}, {"role": "assistant", "content": answer},
-            {"role": "user", "content": correction}]  # fmt: skip
+    return [
+        {"role": "user", "content": request},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": correction},
+    ]
 
 
 @dataclass

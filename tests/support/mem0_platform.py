@@ -51,9 +51,13 @@ def make_mem0_platform() -> FastAPI:
     async def authenticate_and_record(request: Request, call_next):
         body = await request.body()
         app.state.requests.append(
-            (request.method, request.url.path, await request.json() if body else None,
-             request.headers.get("authorization"))
-        )  # fmt: skip
+            (
+                request.method,
+                request.url.path,
+                await request.json() if body else None,
+                request.headers.get("authorization"),
+            )
+        )
         if request.headers.get("authorization") != f"Token {API_KEY}":
             return JSONResponse(status_code=401, content={"detail": "Invalid API key"})
         return await call_next(request)

@@ -63,29 +63,37 @@ class OpenClawRuntime:
         """The environment of an OpenClaw process whose config and state live under `home` (OPENCLAW_HOME); the
         pinned node comes first on PATH, since OpenClaw starts node subprocesses of its own."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_")}
-        env.update(OPENCLAW_HOME=str(home), NO_COLOR="1", FORCE_COLOR="0",
-                   PATH=f"{self.node.parent}{os.pathsep}{env.get('PATH', '')}")  # fmt: skip
+        env.update(
+            OPENCLAW_HOME=str(home),
+            NO_COLOR="1",
+            FORCE_COLOR="0",
+            PATH=f"{self.node.parent}{os.pathsep}{env.get('PATH', '')}",
+        )
         env.update(extra or {})
         return env
 
-    def run(self, home: Path, *args: str | Path, timeout: float = 600, env: dict[str, str] | None = None,
-            check: bool = True) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    def run(
+        self, home: Path, *args: str | Path, timeout: float = 600, env: dict[str, str] | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """`openclaw ARGS...` with its config and state under `home`; raises with its output unless it exits 0."""
         home.mkdir(parents=True, exist_ok=True)
         argv = [str(self.node), str(self.entry), *map(str, args)]
-        done = subprocess.run(argv, cwd=home, env=self.env(home, env), capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
+        done = subprocess.run(argv, cwd=home, env=self.env(home, env), capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
-            raise AssertionError(f"openclaw {' '.join(map(str, args))} exited {done.returncode}\n"
-                                 f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}")  # fmt: skip
+            raise AssertionError(
+                f"openclaw {' '.join(map(str, args))} exited {done.returncode}\n"
+                f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+            )
         return done
 
 
 def _npm() -> str:
     npm = shutil.which("npm")
     if npm is None:
-        message = ("npm is not installed: the OpenClaw runtime tests install the real `openclaw` package from the "
-                   "npm registry (install Node.js and npm, e.g. `apt-get install npm`)")  # fmt: skip
+        message = (
+            "npm is not installed: the OpenClaw runtime tests install the real `openclaw` package from the "
+            "npm registry (install Node.js and npm, e.g. `apt-get install npm`)"
+        )
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(message + " — CI=true, so this is a failure, not a skip", pytrace=False)
         pytest.skip(message)
@@ -93,8 +101,14 @@ def _npm() -> str:
 
 
 def _npm_run(npm: str, args: Sequence[str], cwd: Path) -> None:
-    done = subprocess.run([npm, *args], cwd=cwd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S,
-                          env=dict(os.environ, npm_config_update_notifier="false"))  # fmt: skip
+    done = subprocess.run(
+        [npm, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_TIMEOUT_S,
+        env=dict(os.environ, npm_config_update_notifier="false"),
+    )
     if done.returncode != 0:
         raise RuntimeError(f"npm {' '.join(args)} failed in {cwd} ({done.returncode}):\n{done.stderr[-4000:]}")
 
@@ -133,8 +147,10 @@ def _install_node(npm: str) -> Path:
     os_name = {"Linux": "linux", "Darwin": "darwin"}.get(platform.system())
     cpu = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
     if os_name is None or cpu is None:
-        raise RuntimeError(f"OpenClaw needs Node >= 24.16 and there is no npm build of Node for "
-                           f"{platform.system()}/{platform.machine()}: install Node 24 or 26")  # fmt: skip
+        raise RuntimeError(
+            f"OpenClaw needs Node >= 24.16 and there is no npm build of Node for "
+            f"{platform.system()}/{platform.machine()}: install Node 24 or 26"
+        )
     package = f"node-{os_name}-{cpu}"
     target = CACHE / f"{package}-{NODE_VERSION}"
     node = target / "node_modules" / package / "bin" / "node"
@@ -143,8 +159,19 @@ def _install_node(npm: str) -> Path:
             shutil.rmtree(target)
         target.mkdir(parents=True)
         (target / "package.json").write_text('{"name": "reflexio-openclaw-node", "private": true}\n')
-        _npm_run(npm, ["install", "--ignore-scripts", "--no-audit", "--no-fund", "--no-save", "--loglevel=error",
-                       f"{package}@{NODE_VERSION}"], target)  # fmt: skip
+        _npm_run(
+            npm,
+            [
+                "install",
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--no-save",
+                "--loglevel=error",
+                f"{package}@{NODE_VERSION}",
+            ],
+            target,
+        )
         if not _supported(_node_version(node)):
             raise RuntimeError(f"{node} does not run, or is not Node {NODE_VERSION}")
         (target / ".installed").write_text(NODE_VERSION)

@@ -36,8 +36,19 @@ def start_service(lake: Path, dagster_home: Path, port: int, log: Path) -> subpr
     make_dagster_home(dagster_home)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "serving", "--host", "127.0.0.1", "--port", str(port), "--lake", str(lake),
-             "--log-level", "warning"],
+            [
+                sys.executable,
+                "-m",
+                "serving",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lake",
+                str(lake),
+                "--log-level",
+                "warning",
+            ],
             env=child_env(lake, dagster_home),
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -121,8 +121,9 @@ def _openai_chat(reply: Reply, model: str, prompt: str, call: int, *, azure: boo
     if reply.reasoning is not None:
         message["reasoning_content"] = reply.reasoning  # DeepSeek, vLLM reasoning parsers, OpenRouter
     if reply.tool_json is not None:
-        message["tool_calls"] = [{"id": f"call_{call}", "type": "function",
-                                  "function": {"name": TOOL_NAME, "arguments": reply.tool_json}}]  # fmt: skip
+        message["tool_calls"] = [
+            {"id": f"call_{call}", "type": "function", "function": {"name": TOOL_NAME, "arguments": reply.tool_json}}
+        ]
         finish = "tool_calls" if finish == "stop" else finish
     refusal = reply.refusal if reply.refusal is not None else (reply.text if reply.finish == "refusal" else None)
     if refusal is not None and not azure:  # OpenAI: the refusal in its own field, no content
@@ -133,16 +134,28 @@ def _openai_chat(reply: Reply, model: str, prompt: str, call: int, *, azure: boo
     if azure:  # Azure's content filter: a refused answer is filtered, with the category that tripped
         filtered = reply.finish == "refusal"
         choice["content_filter_results"] = {
-            name: {"filtered": filtered and name == "self_harm",
-                   "severity": "medium" if filtered and name == "self_harm" else "safe"}
-            for name in ("hate", "self_harm", "sexual", "violence")}  # fmt: skip
+            name: {
+                "filtered": filtered and name == "self_harm",
+                "severity": "medium" if filtered and name == "self_harm" else "safe",
+            }
+            for name in ("hate", "self_harm", "sexual", "violence")
+        }
         if filtered:
             choice["finish_reason"], message["content"] = "content_filter", None
-    usage = {"prompt_tokens": stub_tokens(prompt),
-             "completion_tokens": stub_tokens(reply.text + (reply.tool_json or ""))}
+    usage = {
+        "prompt_tokens": stub_tokens(prompt),
+        "completion_tokens": stub_tokens(reply.text + (reply.tool_json or "")),
+    }
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-    out = {"id": f"chatcmpl-stub-{call}", "object": "chat.completion", "created": CREATED, "model": model,
-           "choices": [choice], "usage": usage, "system_fingerprint": "fp_stub"}  # fmt: skip
+    out = {
+        "id": f"chatcmpl-stub-{call}",
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": model,
+        "choices": [choice],
+        "usage": usage,
+        "system_fingerprint": "fp_stub",
+    }
     if azure:
         out["prompt_filter_results"] = [{"prompt_index": 0, "content_filter_results": {}}]
     return out
@@ -201,15 +214,29 @@ def _anthropic_message(reply: Reply, model: str, prompt: str, call: int) -> dict
     if reply.text:
         content.append({"type": "text", "text": reply.text})
     if reply.tool_json is not None:
-        content.append({"type": "tool_use", "id": f"toolu_stub_{call}", "name": TOOL_NAME,
-                        "input": json.loads(reply.tool_json)})  # fmt: skip
-    stop = {"stop": "tool_use" if reply.tool_json is not None else "end_turn", "length": "max_tokens",
-            "refusal": "refusal"}[reply.finish]  # fmt: skip
-    return {"id": f"msg_stub_{call}", "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": stub_tokens(prompt),
-                      "output_tokens": stub_tokens(reply.text + (reply.tool_json or "")),
-                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}  # fmt: skip
+        content.append(
+            {"type": "tool_use", "id": f"toolu_stub_{call}", "name": TOOL_NAME, "input": json.loads(reply.tool_json)}
+        )
+    stop = {
+        "stop": "tool_use" if reply.tool_json is not None else "end_turn",
+        "length": "max_tokens",
+        "refusal": "refusal",
+    }[reply.finish]
+    return {
+        "id": f"msg_stub_{call}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": stub_tokens(prompt),
+            "output_tokens": stub_tokens(reply.text + (reply.tool_json or "")),
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
 
 
 def _anthropic_as_openai(body: dict[str, Any]) -> dict[str, Any]:
@@ -243,14 +270,22 @@ def _gemini_response(reply: Reply, model: str, prompt: str) -> dict[str, Any]:
     finish = {"stop": "STOP", "length": "MAX_TOKENS", "refusal": "SAFETY"}[reply.finish]
     candidate: dict[str, Any] = {"finishReason": finish, "index": 0}
     if reply.finish == "refusal":  # a blocked candidate carries no content, only the ratings that blocked it
-        candidate["safetyRatings"] = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH",
-                                       "blocked": True}]  # fmt: skip
+        candidate["safetyRatings"] = [
+            {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}
+        ]
     else:
         candidate["content"] = {"role": "model", "parts": parts}
     out_tokens = stub_tokens(reply.text + (reply.tool_json or ""))
-    return {"candidates": [candidate], "modelVersion": model, "responseId": "stub",
-            "usageMetadata": {"promptTokenCount": stub_tokens(prompt), "candidatesTokenCount": out_tokens,
-                              "totalTokenCount": stub_tokens(prompt) + out_tokens}}  # fmt: skip
+    return {
+        "candidates": [candidate],
+        "modelVersion": model,
+        "responseId": "stub",
+        "usageMetadata": {
+            "promptTokenCount": stub_tokens(prompt),
+            "candidatesTokenCount": out_tokens,
+            "totalTokenCount": stub_tokens(prompt) + out_tokens,
+        },
+    }
 
 
 # --- Ollama /api/chat -----------------------------------------------------------------------------------------
@@ -262,10 +297,18 @@ def _ollama_chat(reply: Reply, model: str, prompt: str) -> dict[str, Any]:
         message["thinking"] = reply.reasoning
     if reply.tool_json is not None:
         message["tool_calls"] = [{"function": {"name": TOOL_NAME, "arguments": json.loads(reply.tool_json)}}]
-    return {"model": model, "created_at": "2026-01-01T00:00:00Z", "message": message, "done": True,
-            "done_reason": "length" if reply.finish == "length" else "stop", "total_duration": 1_000_000,
-            "load_duration": 1_000, "prompt_eval_count": stub_tokens(prompt),
-            "eval_count": stub_tokens(reply.text + (reply.tool_json or "")), "eval_duration": 1_000}  # fmt: skip
+    return {
+        "model": model,
+        "created_at": "2026-01-01T00:00:00Z",
+        "message": message,
+        "done": True,
+        "done_reason": "length" if reply.finish == "length" else "stop",
+        "total_duration": 1_000_000,
+        "load_duration": 1_000,
+        "prompt_eval_count": stub_tokens(prompt),
+        "eval_count": stub_tokens(reply.text + (reply.tool_json or "")),
+        "eval_duration": 1_000,
+    }
 
 
 # --- the app ---------------------------------------------------------------------------------------------------
@@ -277,8 +320,13 @@ def _error(protocol: str, status: int, message: str) -> dict[str, Any]:
         kind = {401: "authentication_error", 404: "not_found_error"}.get(status, "invalid_request_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
     if protocol == "gemini":
-        return {"error": {"code": status, "message": message,
-                          "status": {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED"}.get(status, "NOT_FOUND")}}
+        return {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED"}.get(status, "NOT_FOUND"),
+            }
+        }
     if protocol == "ollama":
         return {"error": message}
     if protocol == "azure":
@@ -298,8 +346,9 @@ def make_provider_stub(
     it serves; `app.state.stub.seen` records every request (see `Seen`)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; one of {', '.join(PROTOCOLS)}")
-    state = StubState(key=key, responder=responder or fake_model, embedding_dim=embedding_dim,
-                      chat_deployments=frozenset(deployments))  # fmt: skip
+    state = StubState(
+        key=key, responder=responder or fake_model, embedding_dim=embedding_dim, chat_deployments=frozenset(deployments)
+    )
     app = FastAPI()
     app.state.stub = state
     calls = {"n": 0}
@@ -380,8 +429,9 @@ def make_provider_stub(
             if (refused := azure_checks(seen, deployment)) is not None:
                 return refused
             reply = _answer(state, {**body, "model": deployment})
-            return send(seen, _openai_chat(reply, "gpt-4o-mini-2024-07-18", _prompt_chars(body), next_call(),
-                                           azure=True))  # fmt: skip
+            return send(
+                seen, _openai_chat(reply, "gpt-4o-mini-2024-07-18", _prompt_chars(body), next_call(), azure=True)
+            )
 
         @app.post("/openai/deployments/{deployment}/embeddings")
         async def azure_embeddings(deployment: str, request: Request) -> JSONResponse:
@@ -425,8 +475,10 @@ def make_provider_stub(
             seen, body = await record(request, "embeddings")
             if (refused := auth_error(seen)) is not None:
                 return refused
-            texts = ["\n".join(p.get("text", "") for p in r.get("content", {}).get("parts", []))
-                     for r in body.get("requests", [])]  # fmt: skip
+            texts = [
+                "\n".join(p.get("text", "") for p in r.get("content", {}).get("parts", []))
+                for r in body.get("requests", [])
+            ]
             dim = int((body.get("requests") or [{}])[0].get("outputDimensionality") or state.embedding_dim)
             return send(seen, {"embeddings": [{"values": stub_vector(t, dim)} for t in texts]})
 
@@ -448,10 +500,16 @@ def make_provider_stub(
                 return refused
             inputs = body.get("input")
             texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
-            return send(seen, {"model": body.get("model"), "embeddings": [stub_vector(str(t), state.embedding_dim)
-                                                                         for t in texts],
-                               "total_duration": 1_000, "load_duration": 1_000,
-                               "prompt_eval_count": sum(len(str(t).split()) for t in texts)})  # fmt: skip
+            return send(
+                seen,
+                {
+                    "model": body.get("model"),
+                    "embeddings": [stub_vector(str(t), state.embedding_dim) for t in texts],
+                    "total_duration": 1_000,
+                    "load_duration": 1_000,
+                    "prompt_eval_count": sum(len(str(t).split()) for t in texts),
+                },
+            )
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE"])
     async def anything_else(path: str, request: Request) -> JSONResponse:

@@ -22,30 +22,44 @@ agent_playbooks_app = typer.Typer(help="Manage agent playbooks.", no_args_is_hel
 
 
 def _agent_playbooks(out, playbooks) -> None:
-    out.table("Agent playbooks", ["id", "status", "agent version", "trigger", "content"],
-              [(p.agent_playbook_id, p.playbook_status, p.agent_version, p.trigger, p.content) for p in playbooks])  # fmt: skip
+    out.table(
+        "Agent playbooks",
+        ["id", "status", "agent version", "trigger", "content"],
+        [(p.agent_playbook_id, p.playbook_status, p.agent_version, p.trigger, p.content) for p in playbooks],
+    )
 
 
 @agent_playbooks_app.command("list")
-def agent_playbooks_list(ctx: typer.Context, limit: LimitOpt = 20, playbook_name: PlaybookNameOpt = None,
-                         agent_version: AgentOpt = None, playbook_status: ApprovalOpt = None) -> None:  # fmt: skip
+def agent_playbooks_list(
+    ctx: typer.Context,
+    limit: LimitOpt = 20,
+    playbook_name: PlaybookNameOpt = None,
+    agent_version: AgentOpt = None,
+    playbook_status: ApprovalOpt = None,
+) -> None:
     """Agent playbooks (aggregated and added) with their approval status."""
     out = output(ctx)
     with out.errors(), client(ctx) as api:
-        playbooks = api.get_agent_playbooks(agent_version=agent_version, playbook_name=playbook_name,
-                                            playbook_status=playbook_status, limit=limit)  # fmt: skip
+        playbooks = api.get_agent_playbooks(
+            agent_version=agent_version, playbook_name=playbook_name, playbook_status=playbook_status, limit=limit
+        )
     out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=_page(playbooks, limit))
 
 
 @agent_playbooks_app.command("search")
-def agent_playbooks_search(ctx: typer.Context, query: Annotated[str, typer.Argument(help="Search query.")],
-                           limit: LimitOpt = 10, agent_version: AgentOpt = None,
-                           playbook_status: ApprovalOpt = None) -> None:  # fmt: skip
+def agent_playbooks_search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="Search query.")],
+    limit: LimitOpt = 10,
+    agent_version: AgentOpt = None,
+    playbook_status: ApprovalOpt = None,
+) -> None:
     """Agent playbooks matching a query (approved and pending unless --playbook-status)."""
     out = output(ctx)
     with out.errors(), client(ctx) as api:
-        playbooks = api.search_agent_playbooks(query, agent_version=agent_version, playbook_status=playbook_status,
-                                               top_k=limit)  # fmt: skip
+        playbooks = api.search_agent_playbooks(
+            query, agent_version=agent_version, playbook_status=playbook_status, top_k=limit
+        )
     out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=_page(playbooks, limit))
 
 
@@ -55,8 +69,9 @@ def agent_playbooks_add(
     content: Annotated[str, typer.Option("--content", help="Playbook content text.")] = "",
     agent_version: AgentOpt = None,
     playbook_name: Annotated[str, typer.Option("--playbook-name", help="Playbook name.")] = "agent_corrections",
-    playbook_status: Annotated[Literal["pending", "approved", "rejected"],
-                               typer.Option("--playbook-status", help="Approval status.")] = "pending",  # fmt: skip
+    playbook_status: Annotated[
+        Literal["pending", "approved", "rejected"], typer.Option("--playbook-status", help="Approval status.")
+    ] = "pending",
     trigger: Annotated[str | None, typer.Option("--trigger", help="When this playbook applies.")] = None,
     rationale: Annotated[str | None, typer.Option("--rationale", help="Why this playbook matters.")] = None,
 ) -> None:
@@ -65,15 +80,24 @@ def agent_playbooks_add(
         usage(ctx, "--content and --agent-version are required")
     out = output(ctx)
     with out.errors(), client(ctx) as api:
-        result = api.add_agent_playbook(content, agent_version, playbook_name=playbook_name, trigger=trigger,
-                                        rationale=rationale, playbook_status=playbook_status)  # fmt: skip
+        result = api.add_agent_playbook(
+            content,
+            agent_version,
+            playbook_name=playbook_name,
+            trigger=trigger,
+            rationale=rationale,
+            playbook_status=playbook_status,
+        )
     out.emit(result, lambda: _note(f"Agent playbook added: {content[:80]}"))
 
 
 @agent_playbooks_app.command("update")
-def agent_playbooks_update(ctx: typer.Context, playbook_id: PlaybookIdOpt,
-                           content: Annotated[str | None, typer.Option("--content", help="New content text.")] = None,
-                           playbook_name: PlaybookNameOpt = None) -> None:  # fmt: skip
+def agent_playbooks_update(
+    ctx: typer.Context,
+    playbook_id: PlaybookIdOpt,
+    content: Annotated[str | None, typer.Option("--content", help="New content text.")] = None,
+    playbook_name: PlaybookNameOpt = None,
+) -> None:
     """Edit an agent playbook's content or name (re-indexed); the approval status: update-status."""
     if content is None and playbook_name is None:
         usage(ctx, "Pass at least one of --content/--playbook-name to update.")
@@ -94,7 +118,9 @@ def _set_status(ctx: typer.Context, playbook_id: int, status: str) -> None:
 def agent_playbooks_update_status(
     ctx: typer.Context,
     playbook_id: PlaybookIdOpt,
-    status: Annotated[Literal["pending", "approved", "rejected"], typer.Option("--status", help="New approval status.")],
+    status: Annotated[
+        Literal["pending", "approved", "rejected"], typer.Option("--status", help="New approval status.")
+    ],
 ) -> None:
     """Approve, reject, or mark pending an agent playbook; applies to search at once."""
     _set_status(ctx, playbook_id, status)
@@ -111,13 +137,17 @@ def _one_id(ctx: typer.Context, positional: int | None, option: int | None) -> i
 
 
 @agent_playbooks_app.command("approve")
-def agent_playbooks_approve(ctx: typer.Context, playbook_id: PositionalId = None, id_option: OptionalIdOpt = None) -> None:
+def agent_playbooks_approve(
+    ctx: typer.Context, playbook_id: PositionalId = None, id_option: OptionalIdOpt = None
+) -> None:
     """Approve an agent playbook (update-status --status approved)."""
     _set_status(ctx, _one_id(ctx, playbook_id, id_option), "approved")
 
 
 @agent_playbooks_app.command("reject")
-def agent_playbooks_reject(ctx: typer.Context, playbook_id: PositionalId = None, id_option: OptionalIdOpt = None) -> None:
+def agent_playbooks_reject(
+    ctx: typer.Context, playbook_id: PositionalId = None, id_option: OptionalIdOpt = None
+) -> None:
     """Reject an agent playbook: it leaves search at once and later aggregations keep it rejected."""
     _set_status(ctx, _one_id(ctx, playbook_id, id_option), "rejected")
 

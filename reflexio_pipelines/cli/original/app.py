@@ -57,10 +57,12 @@ def _version(value: bool) -> None:
 def configure(
     ctx: typer.Context,
     json_mode: Annotated[bool, typer.Option("--json", help="Output structured JSON envelopes.")] = False,
-    server_url: Annotated[str, typer.Option("--server-url", envvar=["REFLEXIO_URL", "REFLEXIO_API_URL"],
-                                            help="The service's base URL.")] = DEFAULT_BASE_URL,  # fmt: skip
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="REFLEXIO_API_KEY",
-                                                help="API key, sent as a Bearer token.")] = None,  # fmt: skip
+    server_url: Annotated[
+        str, typer.Option("--server-url", envvar=["REFLEXIO_URL", "REFLEXIO_API_URL"], help="The service's base URL.")
+    ] = DEFAULT_BASE_URL,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="REFLEXIO_API_KEY", help="API key, sent as a Bearer token.")
+    ] = None,
     _: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show version.")] = False,
 ) -> None:
     """Global options (as the original's)."""
@@ -130,8 +132,7 @@ def unsupported(group: typer.Typer, name: str, instead: str) -> None:
     """Register the original's command `name` on `group` as one that has no counterpart here: it exits 2 and says
     what to use instead."""
 
-    @group.command(name, context_settings=_ANY_ARGS, add_help_option=False,
-                   help=f"Not available here: {instead}")  # fmt: skip
+    @group.command(name, context_settings=_ANY_ARGS, add_help_option=False, help=f"Not available here: {instead}")
     def command(ctx: typer.Context) -> None:
         usage(ctx, f"`{ctx.command_path}` is not available with this service", instead)
 

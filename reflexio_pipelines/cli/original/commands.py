@@ -58,10 +58,12 @@ def publish(
     data: Annotated[str | None, typer.Option("--data", help="JSON string or @filepath.")] = None,
     file: Annotated[Path | None, typer.Option("--file", help="Path to a JSON/JSONL file.")] = None,
     stdin: Annotated[bool, typer.Option("--stdin", help="Read JSON data from stdin.")] = False,
-    skip_aggregation: Annotated[bool, typer.Option("--skip-aggregation", help="Accepted; aggregation runs on its "
-                                                   "schedule or on demand here.")] = False,  # fmt: skip
-    force_extraction: Annotated[bool, typer.Option("--force-extraction", help="Accepted; every turn is extracted "
-                                                   "here, no stride is skipped.")] = False,  # fmt: skip
+    skip_aggregation: Annotated[
+        bool, typer.Option("--skip-aggregation", help="Accepted; aggregation runs on its schedule or on demand here.")
+    ] = False,
+    force_extraction: Annotated[
+        bool, typer.Option("--force-extraction", help="Accepted; every turn is extracted here, no stride is skipped.")
+    ] = False,
 ) -> None:
     """Publish interactions: --user-message + --agent-response, or a JSON/JSONL payload (--data, --file, --stdin)
     of `{"interactions": [...], "user_id": ..., ...}` objects (or bare turns)."""
@@ -69,8 +71,9 @@ def publish(
     if user_message is not None:
         if agent_response is None:
             usage(ctx, "--agent-response is required with --user-message")
-        batches = [Batch(turns=[{"role": "user", "content": user_message},
-                                {"role": "assistant", "content": agent_response}])]  # fmt: skip
+        batches = [
+            Batch(turns=[{"role": "user", "content": user_message}, {"role": "assistant", "content": agent_response}])
+        ]
     else:
         if data is not None:
             raw = _read_data(ctx, data)
@@ -93,15 +96,25 @@ def publish(
     results = []
     with out.errors(), client(ctx) as api:
         for p in publishes:
-            results.append(api.publish(p["user_id"], p["turns"], agent_version=p["agent_version"],
-                                       session_id=p["session_id"], source=p["source"], wait=wait))  # fmt: skip
+            results.append(
+                api.publish(
+                    p["user_id"],
+                    p["turns"],
+                    agent_version=p["agent_version"],
+                    session_id=p["session_id"],
+                    source=p["source"],
+                    wait=wait,
+                )
+            )
 
     def human() -> None:
         for p, result in zip(publishes, results):
             _note(f"Published ({p['user_id']}): {len(p['turns'])} turn(s), request {result.request_id}")
             if wait:
-                _note(f"  Extraction: {result.profiles_added or 0} profile(s) added, "
-                      f"{result.playbooks_added or 0} playbook(s) added")  # fmt: skip
+                _note(
+                    f"  Extraction: {result.profiles_added or 0} profile(s) added, "
+                    f"{result.playbooks_added or 0} playbook(s) added"
+                )
             for warning in result.warnings:
                 _note(f"  Warning: {warning}")
 
@@ -120,17 +133,23 @@ def interactions_list(ctx: typer.Context, user_id: UserOpt = None, limit: LimitO
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         turns = api.get_interactions(user_id, top_k=limit)
-    out.emit(turns, lambda: out.table(f"Interactions of {user_id}", ["id", "role", "content"],
-                                      [(t.interaction_id, t.role, t.content) for t in turns]),
-             meta=_page(turns, limit))  # fmt: skip
+    out.emit(
+        turns,
+        lambda: out.table(
+            f"Interactions of {user_id}",
+            ["id", "role", "content"],
+            [(t.interaction_id, t.role, t.content) for t in turns],
+        ),
+        meta=_page(turns, limit),
+    )
 
 
-for _name, _calls in (("search", ["POST /api/search_interactions --data '{...}'"]),
-                      ("delete", ["DELETE /api/delete_interaction --data '{...}'"]),
-                      ("delete-all", ["DELETE /api/delete_all_interactions"])):  # fmt: skip
+for _name, _calls in (
+    ("search", ["POST /api/search_interactions --data '{...}'"]),
+    ("delete", ["DELETE /api/delete_interaction --data '{...}'"]),
+    ("delete-all", ["DELETE /api/delete_all_interactions"]),
+):
     unsupported(interactions_app, _name, via_api(*_calls))
-
-
 
 
 # -- search, context ----------------------------------------------------------------------------------------------
@@ -154,8 +173,10 @@ def search(
         block = render_context(result)
         if block:
             typer.echo(block)  # verbatim: hooks inject stdout into the agent's prompt
-        _note(f"Found {len(result.profiles)} profiles, {len(result.agent_playbooks)} agent playbooks, "
-              f"{len(result.user_playbooks)} user playbooks")  # fmt: skip
+        _note(
+            f"Found {len(result.profiles)} profiles, {len(result.agent_playbooks)} agent playbooks, "
+            f"{len(result.user_playbooks)} user playbooks"
+        )
 
     out.emit(result, human)
 
@@ -180,18 +201,27 @@ def context(
 
 
 @profiles_app.command("list")
-def profiles_list(ctx: typer.Context, user_id: UserOpt = None, limit: LimitOpt = 20, status: LifecycleOpt = None) -> None:
+def profiles_list(
+    ctx: typer.Context, user_id: UserOpt = None, limit: LimitOpt = 20, status: LifecycleOpt = None
+) -> None:
     """Profiles of a user (every user's without --user-id), newest first."""
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         if user_id:
-            profiles = api.get_profiles(user_id, top_k=limit, status_filter=[None if status in (None, "current")
-                                                                             else status])  # fmt: skip
+            profiles = api.get_profiles(
+                user_id, top_k=limit, status_filter=[None if status in (None, "current") else status]
+            )
         else:
             profiles = api.get_all_profiles(limit=limit, status=status)
-    out.emit(profiles, lambda: out.table("User profiles", ["id", "user", "content", "status"],
-                                         [(p.profile_id, p.user_id, p.content, p.status or "current") for p in profiles]),
-             meta=_page(profiles, limit))  # fmt: skip
+    out.emit(
+        profiles,
+        lambda: out.table(
+            "User profiles",
+            ["id", "user", "content", "status"],
+            [(p.profile_id, p.user_id, p.content, p.status or "current") for p in profiles],
+        ),
+        meta=_page(profiles, limit),
+    )
 
 
 @profiles_app.command("search")
@@ -208,8 +238,11 @@ def profiles_search(
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         profiles = api.search_profiles(user_id, query, top_k=limit, threshold=threshold)
-    out.emit(profiles, lambda: out.table(f"Profiles of {user_id}", ["id", "content"],
-                                         [(p.profile_id, p.content) for p in profiles]), meta=_page(profiles, limit))  # fmt: skip
+    out.emit(
+        profiles,
+        lambda: out.table(f"Profiles of {user_id}", ["id", "content"], [(p.profile_id, p.content) for p in profiles]),
+        meta=_page(profiles, limit),
+    )
 
 
 @profiles_app.command("add")
@@ -227,10 +260,11 @@ def profiles_add(
     out.emit(result, lambda: _note(f"Profile added for {user_id}: {content[:80]}"))
 
 
-for _name, _calls in (("delete", ["DELETE /api/delete_profile --data '{...}'"]),
-                      ("delete-all", ["DELETE /api/delete_all_profiles"]),
-                      ("regenerate", ["POST /api/rerun_profile_generation --data '{...}'",
-                                      "POST /api/upgrade_all_profiles --data '{}'"])):  # fmt: skip
+for _name, _calls in (
+    ("delete", ["DELETE /api/delete_profile --data '{...}'"]),
+    ("delete-all", ["DELETE /api/delete_all_profiles"]),
+    ("regenerate", ["POST /api/rerun_profile_generation --data '{...}'", "POST /api/upgrade_all_profiles --data '{}'"]),
+):
     unsupported(profiles_app, _name, via_api(*_calls))
 
 
@@ -238,27 +272,44 @@ for _name, _calls in (("delete", ["DELETE /api/delete_profile --data '{...}'"]),
 
 
 @user_playbooks_app.command("list")
-def user_playbooks_list(ctx: typer.Context, user_id: UserOpt = None, limit: LimitOpt = 20,
-                        playbook_name: PlaybookNameOpt = None, agent_version: AgentOpt = None,
-                        status: LifecycleOpt = None) -> None:  # fmt: skip
+def user_playbooks_list(
+    ctx: typer.Context,
+    user_id: UserOpt = None,
+    limit: LimitOpt = 20,
+    playbook_name: PlaybookNameOpt = None,
+    agent_version: AgentOpt = None,
+    status: LifecycleOpt = None,
+) -> None:
     """User playbooks, newest first."""
     out = output(ctx)
     status_filter = None if status is None else [None if status == "current" else status]
     with out.errors(), client(ctx) as api:
-        playbooks = api.get_user_playbooks(user_id=user_id, agent_version=agent_version, playbook_name=playbook_name,
-                                           limit=limit, status_filter=status_filter)  # fmt: skip
+        playbooks = api.get_user_playbooks(
+            user_id=user_id,
+            agent_version=agent_version,
+            playbook_name=playbook_name,
+            limit=limit,
+            status_filter=status_filter,
+        )
     out.emit(playbooks, lambda: _user_playbooks(out, playbooks), meta=_page(playbooks, limit))
 
 
 def _user_playbooks(out, playbooks) -> None:
-    out.table("User playbooks", ["id", "user", "agent version", "trigger", "content"],
-              [(p.user_playbook_id, p.user_id, p.agent_version, p.trigger, p.content) for p in playbooks])  # fmt: skip
+    out.table(
+        "User playbooks",
+        ["id", "user", "agent version", "trigger", "content"],
+        [(p.user_playbook_id, p.user_id, p.agent_version, p.trigger, p.content) for p in playbooks],
+    )
 
 
 @user_playbooks_app.command("search")
-def user_playbooks_search(ctx: typer.Context, query: Annotated[str, typer.Argument(help="Search query.")],
-                          limit: LimitOpt = 10, agent_version: AgentOpt = None,
-                          user_id: UserOpt = None) -> None:  # fmt: skip
+def user_playbooks_search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="Search query.")],
+    limit: LimitOpt = 10,
+    agent_version: AgentOpt = None,
+    user_id: UserOpt = None,
+) -> None:
     """User playbooks matching a query."""
     out = output(ctx)
     with out.errors(), client(ctx) as api:
@@ -274,8 +325,9 @@ def user_playbooks_add(
     trigger: Annotated[str | None, typer.Option("--trigger", help="When this playbook applies.")] = None,
     rationale: Annotated[str | None, typer.Option("--rationale", help="Why this playbook matters.")] = None,
     agent_version: Annotated[str | None, typer.Option("--agent-version", help="Agent version (default cli).")] = None,
-    instruction: Annotated[str, typer.Option("--instruction", help="Older name of the content (used when "
-                                                                    "--content is empty).")] = "",
+    instruction: Annotated[
+        str, typer.Option("--instruction", help="Older name of the content (used when --content is empty).")
+    ] = "",
     pitfall: Annotated[str, typer.Option("--pitfall", help="What to avoid; appended to the content.")] = "",
     user_id: UserOpt = None,
 ) -> None:
@@ -283,27 +335,38 @@ def user_playbooks_add(
 
     `--instruction` / `--pitfall` are the original's older playbook fields (its OpenClaw skill still passes them);
     its v4 prompt folded both into `content`, the one actionable text, and so does this command."""
-    content = " ".join(part for part in (content.strip() or instruction.strip(),
-                                         f"Avoid: {pitfall.strip()}" if pitfall.strip() else "") if part)  # fmt: skip
+    content = " ".join(
+        part
+        for part in (content.strip() or instruction.strip(), f"Avoid: {pitfall.strip()}" if pitfall.strip() else "")
+        if part
+    )
     if not content:
         usage(ctx, "--content (or --instruction) is required")
     if not user_id:
         usage(ctx, "--user-id is required: a user playbook belongs to a user here (or set REFLEXIO_USER_ID)")
     out = output(ctx)
     with out.errors(), client(ctx) as api:
-        result = api.add_user_playbook(user_id, content, agent_version=agent_version or "cli",
-                                       playbook_name=playbook_name, trigger=trigger, rationale=rationale)  # fmt: skip
+        result = api.add_user_playbook(
+            user_id,
+            content,
+            agent_version=agent_version or "cli",
+            playbook_name=playbook_name,
+            trigger=trigger,
+            rationale=rationale,
+        )
     out.emit(result, lambda: _note(f"User playbook added: {content[:80]}"))
 
 
-for _name, _calls in (("update", ["PUT /api/update_user_playbook --data '{...}'"]),
-                      ("delete", ["DELETE /api/delete_user_playbook --data '{...}'"]),
-                      ("delete-all", ["DELETE /api/delete_all_user_playbooks"]),
-                      ("regenerate", ["POST /api/rerun_playbook_generation --data '{...}'",
-                                      "POST /api/upgrade_all_user_playbooks --data '{}'"])):  # fmt: skip
+for _name, _calls in (
+    ("update", ["PUT /api/update_user_playbook --data '{...}'"]),
+    ("delete", ["DELETE /api/delete_user_playbook --data '{...}'"]),
+    ("delete-all", ["DELETE /api/delete_all_user_playbooks"]),
+    (
+        "regenerate",
+        ["POST /api/rerun_playbook_generation --data '{...}'", "POST /api/upgrade_all_user_playbooks --data '{}'"],
+    ),
+):
     unsupported(user_playbooks_app, _name, via_api(*_calls))
-
-
 
 
 # -- status, api ----------------------------------------------------------------------------------------------------
@@ -325,8 +388,12 @@ def status_whoami(ctx: typer.Context) -> None:
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         me = api.whoami()
-    out.emit(me, lambda: typer.echo(f"Endpoint: {out.server_url}\nOrg: {me.org_id}\nStorage: {me.storage_type} → "
-                                    f"{me.storage_label}"))  # fmt: skip
+    out.emit(
+        me,
+        lambda: typer.echo(
+            f"Endpoint: {out.server_url}\nOrg: {me.org_id}\nStorage: {me.storage_type} → {me.storage_label}"
+        ),
+    )
 
 
 @app.command("api")
@@ -352,9 +419,15 @@ def api_call(
 # -- the original's commands for its own deployment ---------------------------------------------------------------
 
 unsupported_group("services", "run the service with `reflexio-lake serve` (and the Dagster UI with `reflexio-lake ui`)")
-unsupported_group("auth", "pass --api-key / REFLEXIO_API_KEY and --server-url / REFLEXIO_URL; keys are created with "
-                  "`python -m serving keys create --org ID`")  # fmt: skip
-unsupported_group("config", via_api("GET /api/get_config") + " or `reflexio api POST /api/set_config --data @config.json`;"
-                  " storage and models are deployment settings (docs/configuration.md)")  # fmt: skip
+unsupported_group(
+    "auth",
+    "pass --api-key / REFLEXIO_API_KEY and --server-url / REFLEXIO_URL; keys are created with "
+    "`python -m serving keys create --org ID`",
+)
+unsupported_group(
+    "config",
+    via_api("GET /api/get_config") + " or `reflexio api POST /api/set_config --data @config.json`;"
+    " storage and models are deployment settings (docs/configuration.md)",
+)
 unsupported_group("doctor", "use `reflexio-lake doctor`")
 unsupported_group("setup", "the integrations are in reflexio_pipelines.integrations (docs/integrations.md)")

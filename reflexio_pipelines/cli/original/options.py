@@ -11,13 +11,18 @@ import typer
 from reflexio_pipelines.cli.original.app import usage
 
 UserOpt = Annotated[str | None, typer.Option("--user-id", envvar="REFLEXIO_USER_ID", help="User identifier.")]
-AgentOpt = Annotated[str | None, typer.Option("--agent-version", envvar="REFLEXIO_AGENT_VERSION",
-                                              help="Agent version.")]  # fmt: skip
+AgentOpt = Annotated[
+    str | None, typer.Option("--agent-version", envvar="REFLEXIO_AGENT_VERSION", help="Agent version.")
+]
 LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="Maximum number of results.")]
-LifecycleOpt = Annotated[Literal["current", "pending", "archived"] | None,
-                         typer.Option("--status", help="Status filter (current/pending/archived).")]  # fmt: skip
-ApprovalOpt = Annotated[Literal["pending", "approved", "rejected"] | None,
-                        typer.Option("--playbook-status", help="Approval status (pending/approved/rejected).")]  # fmt: skip
+LifecycleOpt = Annotated[
+    Literal["current", "pending", "archived"] | None,
+    typer.Option("--status", help="Status filter (current/pending/archived)."),
+]
+ApprovalOpt = Annotated[
+    Literal["pending", "approved", "rejected"] | None,
+    typer.Option("--playbook-status", help="Approval status (pending/approved/rejected)."),
+]
 PlaybookNameOpt = Annotated[str | None, typer.Option("--playbook-name", help="Playbook name.")]
 PlaybookIdOpt = Annotated[int, typer.Option("--playbook-id", min=1, help="Playbook ID.")]
 

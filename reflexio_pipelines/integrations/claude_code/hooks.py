@@ -91,11 +91,17 @@ def context(payload: Mapping[str, Any], args: argparse.Namespace, out: TextIO) -
     if not prompt:
         return
     with _client(args, prompt=True) as client:
-        block = client.context(prompt[:4096], user_id=user_id(args.user_id), agent_version=args.agent_version,
-                               top_k=args.top_k, max_chars=args.max_chars)  # fmt: skip
+        block = client.context(
+            prompt[:4096],
+            user_id=user_id(args.user_id),
+            agent_version=args.agent_version,
+            top_k=args.top_k,
+            max_chars=args.max_chars,
+        )
     if block:
-        out.write(json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
-                                                     "additionalContext": block}}) + "\n")  # fmt: skip
+        out.write(
+            json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}}) + "\n"
+        )
 
 
 def publish(payload: Mapping[str, Any], args: argparse.Namespace, out: TextIO) -> None:
@@ -116,9 +122,14 @@ def publish(payload: Mapping[str, Any], args: argparse.Namespace, out: TextIO) -
     if turns:
         with _client(args) as client:
             for i in range(0, len(turns), BATCH):
-                client.publish(user_id(args.user_id), turns[i : i + BATCH], agent_version=args.agent_version,
-                               session_id=session_id, source=SOURCE,
-                               idempotency_key=f"{SOURCE}:{session_id}:{last or ''}:{end_uuid}:{i}"[:256])  # fmt: skip
+                client.publish(
+                    user_id(args.user_id),
+                    turns[i : i + BATCH],
+                    agent_version=args.agent_version,
+                    session_id=session_id,
+                    source=SOURCE,
+                    idempotency_key=f"{SOURCE}:{session_id}:{last or ''}:{end_uuid}:{i}"[:256],
+                )
     _save_state(session_id, {"last_uuid": end_uuid, "transcript_path": str(transcript)})
 
 
@@ -126,8 +137,9 @@ ACTIONS = {"context": context, "publish": publish}
 
 
 def parser() -> argparse.ArgumentParser:
-    cli = argparse.ArgumentParser(prog=f"python -m {__name__}",
-                                  description="Claude Code hook commands for Reflexio (hook JSON on stdin).")
+    cli = argparse.ArgumentParser(
+        prog=f"python -m {__name__}", description="Claude Code hook commands for Reflexio (hook JSON on stdin)."
+    )
     cli.add_argument("action", choices=sorted(ACTIONS))
     cli.add_argument("--server-url", default=None, help="default: $REFLEXIO_API_URL, else http://127.0.0.1:8081")
     cli.add_argument("--user-id", default=None, help="default: $REFLEXIO_USER_ID, else the login name")

@@ -67,8 +67,12 @@ def _without_reflexio(groups: Any) -> list[Any]:
 
 
 def _has_reflexio(groups: Any) -> bool:
-    return any(is_reflexio_hook(hook) for group in (groups if isinstance(groups, list) else [])
-               if isinstance(group, Mapping) for hook in (group.get("hooks") or []))  # fmt: skip
+    return any(
+        is_reflexio_hook(hook)
+        for group in (groups if isinstance(groups, list) else [])
+        if isinstance(group, Mapping)
+        for hook in (group.get("hooks") or [])
+    )
 
 
 def uninstalled(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,8 +100,10 @@ def installed(settings: Mapping[str, Any], commands: Mapping[str, str]) -> dict[
     hooks = dict(out["hooks"]) if isinstance(out.get("hooks"), Mapping) else {}
     for event, command in commands.items():
         timeout = EVENTS[event][1]
-        hooks[event] = [*_without_reflexio(hooks.get(event)),
-                        {"hooks": [{"type": "command", "command": command, "timeout": timeout}]}]  # fmt: skip
+        hooks[event] = [
+            *_without_reflexio(hooks.get(event)),
+            {"hooks": [{"type": "command", "command": command, "timeout": timeout}]},
+        ]
     out["hooks"] = hooks
     return out
 
@@ -106,7 +112,7 @@ def reflexio_hooks(settings: Mapping[str, Any]) -> dict[str, list[str]]:
     """event -> the commands of Reflexio's hooks configured for it."""
     found: dict[str, list[str]] = {}
     hooks = settings.get("hooks")
-    for event, groups in (hooks.items() if isinstance(hooks, Mapping) else []):
+    for event, groups in hooks.items() if isinstance(hooks, Mapping) else []:
         for group in groups if isinstance(groups, list) else []:
             for hook in (group.get("hooks") or []) if isinstance(group, Mapping) else []:
                 if is_reflexio_hook(hook):
@@ -122,7 +128,8 @@ def write_settings(path: Path, settings: Mapping[str, Any]) -> None:
     temporary.replace(path)
 
 
-def commands_for(python: str, options: Mapping[str, str | None],
-                 events: Sequence[str] = tuple(EVENTS)) -> dict[str, str]:  # fmt: skip
+def commands_for(
+    python: str, options: Mapping[str, str | None], events: Sequence[str] = tuple(EVENTS)
+) -> dict[str, str]:
     """event -> the hook command for it."""
     return {event: hook_command(python, EVENTS[event][0], options) for event in events}

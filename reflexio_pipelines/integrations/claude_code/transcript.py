@@ -124,7 +124,8 @@ def interactions(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     texts.append(text)
                 elif block.get("type") == "tool_use" and block.get("name"):
                     tools[str(block.get("id") or len(tools))] = {
-                        "tool_name": str(block["name"]), "tool_data": {"input": _clip_input(block.get("input") or {})},
-                    }  # fmt: skip
+                        "tool_name": str(block["name"]),
+                        "tool_data": {"input": _clip_input(block.get("input") or {})},
+                    }
     close_answer()
     return out

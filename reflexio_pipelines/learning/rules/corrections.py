@@ -14,11 +14,11 @@ from reflexio_pipelines.learning.rules.facts import (
     _typed_fact_clause,
 )
 from reflexio_pipelines.learning.rules.feedback import (
-    MAX_RULE_WORDS,
     _PAST_RE,
     _PLEASE_TAIL_RE,
     _STANDING_RE,
     _STYLE_DIRECTIVE_RE,
+    MAX_RULE_WORDS,
     _directive_clauses,
     _feedback_rule,
     _is_directive,
@@ -121,8 +121,14 @@ def _bare_value_slip(sentence: str) -> bool:
     """ "No, 2024." / "No, staging.": a bare value after the "No", no instruction in it (not "No, all good")."""
     sentence = _normalise(sentence)
     text = _STRIP_LEAD_RE.sub("", sentence).strip()
-    return text != sentence and 0 < len(text.split()) <= 3 and not _is_directive(text) and \
-        not _profile_from_clause(text) and not _FILLER_SENTENCE_RE.match(text) and not _CLOSER_RE.match(text)  # fmt: skip
+    return (
+        text != sentence
+        and 0 < len(text.split()) <= 3
+        and not _is_directive(text)
+        and not _profile_from_clause(text)
+        and not _FILLER_SENTENCE_RE.match(text)
+        and not _CLOSER_RE.match(text)
+    )
 
 
 def _has_correction_marker(text: str) -> bool:
@@ -135,8 +141,10 @@ def _has_feedback(text: str, strong: bool = False) -> bool:
     """Whether a user turn gives the agent feedback beyond the marker words: style, process, conventions, standing
     instructions, or a one-off fix ("I meant …"). `strong`: the agent had asked a question, so a bare "No, X" is an
     answer to it, not a fix."""
-    return any(_feedback_rule(s) or (_is_slip(s) and not (strong and _bare_value_slip(s)))
-               for s in map(_normalise, _sentences(text)))  # fmt: skip
+    return any(
+        _feedback_rule(s) or (_is_slip(s) and not (strong and _bare_value_slip(s)))
+        for s in map(_normalise, _sentences(text))
+    )
 
 
 def correction_rule(correction: str) -> str:
@@ -151,8 +159,12 @@ def correction_rule(correction: str) -> str:
             continue
         marked = _has_correction_marker(sentence)
         rule = _STRIP_LEAD_RE.sub("", _LEAD_IN_RE.sub("", _STRIP_LEAD_RE.sub("", sentence)))
-        if not rule or _FILLER_SENTENCE_RE.match(rule) or _NOT_A_CORRECTION_RE.fullmatch(rule.rstrip(".!")) or \
-                _VERDICT_RE.match(rule):  # fmt: skip
+        if (
+            not rule
+            or _FILLER_SENTENCE_RE.match(rule)
+            or _NOT_A_CORRECTION_RE.fullmatch(rule.rstrip(".!"))
+            or _VERDICT_RE.match(rule)
+        ):
             continue  # "Wrong address.", "That was the wrong environment.": a verdict, no rule in it
         # a plain fact about the user in the same turn ("I'm a PM") is a profile, not part of the rule; so is a
         # fact in a typed slot after a bare "No," ("No, I live in Munich now")

@@ -73,8 +73,9 @@ _VERB_PREFIXES = {
     "study": "Studies",
 }
 _VERB_RE = re.compile(r"^I (work|live|prefer|like|love|use|speak|hate|dislike|enjoy|teach|study)\b\s*(.*)$", re.I)
-_DISLIKE_RE = re.compile(r"^I (?:really )?(?:can't stand|cannot stand|don't like|do not like|don't enjoy)\s+(.+)$",
-                         re.I)  # fmt: skip
+_DISLIKE_RE = re.compile(
+    r"^I (?:really )?(?:can't stand|cannot stand|don't like|do not like|don't enjoy)\s+(.+)$", re.I
+)
 _NOT_EAT_RE = re.compile(r"^I (?:don't|do not|no longer|never|can't|cannot) (eat|drink)\s+(.+)$", re.I)
 _BE_RE = re.compile(r"^I(?:'m| am)\s+(.*)$", re.I)
 _ADVERB_RE = re.compile(r"^I (always|usually|never|often|mostly|only|rarely)\s+([A-Za-z]+)\b\s*(.*)$", re.I)
@@ -181,8 +182,11 @@ _DIET_BE_RE = re.compile(
 _EAT_ALL_RE = re.compile(
     r"^I (?:now |also )?(?:eat|'ll eat|will eat) (?:everything|anything|pretty much anything)\b", re.I
 )
-_EAT_MEAT_RE = re.compile(r"^I (?:now |also )?(?:eat|'m eating|am eating|started eating|went back to eating) meat"
-                          r"(?: again)?\b", re.I)  # fmt: skip
+_EAT_MEAT_RE = re.compile(
+    r"^I (?:now |also )?(?:eat|'m eating|am eating|started eating|went back to eating) meat"
+    r"(?: again)?\b",
+    re.I,
+)
 _NO_MEAT_RE = re.compile(r"^I(?:'ve| have)? (?:stopped|quit|gave up|given up) (?:eating )?meat\b", re.I)
 _EAT_AGAIN_RE = re.compile(
     r"^I(?:'ve| have)? (?:started|began|am|'m) (?:eating|back to eating) "
@@ -255,8 +259,11 @@ def _typed_facts(clause: str, greeted: bool, opening: bool = False) -> list[str]
         return [f"Name is {match.group(1)}"]
     if match := _CALL_ME_RE.match(clause):
         return [f"Prefers to be called {_third_person(next(g for g in match.groups() if g))}"]
-    if (match := _HERE_NAME_RE.match(clause) or _THIS_IS_RE.match(clause)) and match.group(1) not in _NOT_NAMES and \
-            (greeted or opening):  # fmt: skip
+    if (
+        (match := _HERE_NAME_RE.match(clause) or _THIS_IS_RE.match(clause))
+        and match.group(1) not in _NOT_NAMES
+        and (greeted or opening)
+    ):
         return [f"Name is {match.group(1)}"]
     if match := _LANGUAGE_PREF_RE.match(clause):
         return [f"Prefers answers in {(match.group('lang') or match.group('lang2')).capitalize()}"]
@@ -280,9 +287,13 @@ def _typed_facts(clause: str, greeted: bool, opening: bool = False) -> list[str]
         role = _value(match.group("role"))
         if ROLE_NOUN_RE.search(role):
             return _role_facts("Works as" if not re.match(r"(?:a|an|the) ", role) else "Is", role)
-    if (match := _DIET_CHANGE_RE.match(clause)) or (match := _DIET_FOLLOW_RE.match(clause)) or \
-            (match := _DIET_BE_RE.match(clause)) or (match := _DIET_PUT_ON_RE.search(clause)) or \
-            (match := _HOUSEHOLD_DIET_RE.match(clause)):  # fmt: skip
+    if (
+        (match := _DIET_CHANGE_RE.match(clause))
+        or (match := _DIET_FOLLOW_RE.match(clause))
+        or (match := _DIET_BE_RE.match(clause))
+        or (match := _DIET_PUT_ON_RE.search(clause))
+        or (match := _HOUSEHOLD_DIET_RE.match(clause))
+    ):
         return [_diet_fact(match.group("regime"))]
     if _EAT_ALL_RE.match(clause):
         return ["Eats everything"]
@@ -384,8 +395,11 @@ def _facts_from_clause(clause: str, greeted: bool = False, opening: bool = False
                 facts += _facts_from_clause(f"I'm {part}")
             return facts
         # "I'm trying…", "I'm not sure", "I'm glad", "I'm at the airport", "I'm in a meeting" describe the moment
-        if re.match(r"(?:at|in) (?:a|an|the|my|our|his|her)\s+[a-z]", rest) or re.match(r"at [a-z]", rest) or \
-                rest.lower().strip(" !.,") in {"in", "down", "game", "set", "on it", "up", "out", "off"}:  # fmt: skip
+        if (
+            re.match(r"(?:at|in) (?:a|an|the|my|our|his|her)\s+[a-z]", rest)
+            or re.match(r"at [a-z]", rest)
+            or rest.lower().strip(" !.,") in {"in", "down", "game", "set", "on it", "up", "out", "off"}
+        ):
             return []
         if (
             not word
@@ -423,6 +437,4 @@ def is_personal_fact(clause: str) -> bool:
 
 def _typed_fact_clause(sentence: str) -> bool:
     """Whether a sentence states a fact in a typed slot (what a "No, I live in Munich" correction really says)."""
-    return any(
-        typed_slots(fact) for clause in _CLAUSE_SPLIT_RE.split(sentence) for fact in _facts_from_clause(clause)
-    )
+    return any(typed_slots(fact) for clause in _CLAUSE_SPLIT_RE.split(sentence) for fact in _facts_from_clause(clause))

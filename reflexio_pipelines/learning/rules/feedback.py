@@ -41,8 +41,9 @@ _STYLE_ADJECTIVES = {
     **dict.fromkeys("short brief terse thin shallow".split(), "Give fuller, more detailed answers"),
     **dict.fromkeys("casual informal chatty flippant jokey slangy sloppy".split(), "Use a more formal tone"),
     **dict.fromkeys("formal stiff stuffy robotic corporate dry".split(), "Use a more casual, conversational tone"),
-    **dict.fromkeys("technical jargony dense complicated complex academic".split(),
-                    "Use plainer, less technical language"),  # fmt: skip
+    **dict.fromkeys(
+        "technical jargony dense complicated complex academic".split(), "Use plainer, less technical language"
+    ),
     **dict.fromkeys("vague generic fluffy wishy-washy hand-wavy abstract".split(), "Be more specific and concrete"),
     **dict.fromkeys("salesy cheesy pushy enthusiastic peppy gushing sycophantic".split(), "Tone down the enthusiasm"),
     **dict.fromkeys("repetitive redundant".split(), "Don't repeat yourself"),
@@ -169,8 +170,12 @@ def _is_directive(text: str) -> bool:
         return not re.match(r"^(?:I|we)\b", stripped) or bool(_SUBJECT_MODAL_RE.match(stripped))
     if re.match(r"^(?:no|without|only|just|all|every|everything)\s+\w+", stripped, re.I):
         return True  # "No emojis", "Only metric units", "Everything in UTC"
-    if re.match(r"^I(?:'d| would)? (?:want|need|like|prefer)\s+(?:all|every|each|the|my|your|answers|replies|it|"
-                r"them|things|everything|you)\b", stripped, re.I):  # fmt: skip
+    if re.match(
+        r"^I(?:'d| would)? (?:want|need|like|prefer)\s+(?:all|every|each|the|my|your|answers|replies|it|"
+        r"them|things|everything|you)\b",
+        stripped,
+        re.I,
+    ):
         return True  # "I want all times shown in 24-hour format"
     return False
 
@@ -189,8 +194,11 @@ def _style_rule(sentence: str) -> str | None:
             return f"{fix} (the user found an answer too {adj})." if fix else None
         if groups.get("many"):
             noun = groups["noun"].strip()
-            return f"Use {'fewer' if groups['many'].lower() == 'many' else 'less'} {noun}." if re.match(
-                rf"(?:{_STYLE_NOUNS})\b", noun, re.I) and len(noun.split()) <= 4 else None  # fmt: skip
+            return (
+                f"Use {'fewer' if groups['many'].lower() == 'many' else 'less'} {noun}."
+                if re.match(rf"(?:{_STYLE_NOUNS})\b", noun, re.I) and len(noun.split()) <= 4
+                else None
+            )
         if groups.get("enough"):
             adj = groups["enough"].lower()
             return f"Be more {adj} (the user found an answer not {adj} enough)."
@@ -219,8 +227,9 @@ def _process_rule(sentence: str) -> str | None:
     if match := _FORGOT_RE.match(text):
         return f"Remember to {match.group('rest')}."
     if match := _RATHER_RE.match(text):
-        rest = re.sub(r"\bthan\s+(?:just\s+)?([a-z]+)\b", lambda m: f"rather than {_base_verb(m.group(1))}",
-                      match.group("rest"))  # fmt: skip
+        rest = re.sub(
+            r"\bthan\s+(?:just\s+)?([a-z]+)\b", lambda m: f"rather than {_base_verb(m.group(1))}", match.group("rest")
+        )
         return f"{_capitalise(_base_verb(match.group('verb')))}{rest}."
     if match := _WHY_DIDNT_RE.match(text):
         return f"{_capitalise(match.group('rest').rstrip('?'))}."
@@ -232,17 +241,70 @@ def _process_rule(sentence: str) -> str | None:
 
 
 _IRREGULAR_PARTICIPLES = {
-    "been": "be", "done": "do", "gone": "go", "made": "make", "taken": "take", "given": "give", "written": "write",
-    "sent": "send", "told": "tell", "run": "run", "read": "read", "put": "put", "set": "set", "left": "leave",
-    "kept": "keep", "brought": "bring", "thought": "think", "bought": "buy", "got": "get", "gotten": "get",
-    "shown": "show", "chosen": "choose", "spoken": "speak", "broken": "break", "paid": "pay", "said": "say",
-    "built": "build", "held": "hold", "meant": "mean", "found": "find", "let": "let", "cut": "cut", "hit": "hit",
-    "begun": "begin", "seen": "see", "known": "know", "drawn": "draw", "forgotten": "forget", "understood":
-    "understand", "stuck": "stick", "woken": "wake", "ridden": "ride", "driven": "drive", "eaten": "eat",
-    "ran": "run", "used": "use", "created": "create", "deleted": "delete", "completed": "complete", "quoted": "quote",
-    "typed": "type", "required": "require", "called": "call", "pinged": "ping", "cced": "cc", "invited": "invite",
-    "wrote": "write", "did": "do", "went": "go", "came": "come", "took": "take", "gave": "give", "saw": "see",
-}  # fmt: skip
+    "been": "be",
+    "done": "do",
+    "gone": "go",
+    "made": "make",
+    "taken": "take",
+    "given": "give",
+    "written": "write",
+    "sent": "send",
+    "told": "tell",
+    "run": "run",
+    "read": "read",
+    "put": "put",
+    "set": "set",
+    "left": "leave",
+    "kept": "keep",
+    "brought": "bring",
+    "thought": "think",
+    "bought": "buy",
+    "got": "get",
+    "gotten": "get",
+    "shown": "show",
+    "chosen": "choose",
+    "spoken": "speak",
+    "broken": "break",
+    "paid": "pay",
+    "said": "say",
+    "built": "build",
+    "held": "hold",
+    "meant": "mean",
+    "found": "find",
+    "let": "let",
+    "cut": "cut",
+    "hit": "hit",
+    "begun": "begin",
+    "seen": "see",
+    "known": "know",
+    "drawn": "draw",
+    "forgotten": "forget",
+    "understood": "understand",
+    "stuck": "stick",
+    "woken": "wake",
+    "ridden": "ride",
+    "driven": "drive",
+    "eaten": "eat",
+    "ran": "run",
+    "used": "use",
+    "created": "create",
+    "deleted": "delete",
+    "completed": "complete",
+    "quoted": "quote",
+    "typed": "type",
+    "required": "require",
+    "called": "call",
+    "pinged": "ping",
+    "cced": "cc",
+    "invited": "invite",
+    "wrote": "write",
+    "did": "do",
+    "went": "go",
+    "came": "come",
+    "took": "take",
+    "gave": "give",
+    "saw": "see",
+}
 
 
 def _base_verb(word: str) -> str:
@@ -265,9 +327,11 @@ def _base_verb(word: str) -> str:
         r"(?:[vzc]|[^aeiou][aou]t|[^aeiou]ete|[nrd]g|[^s]s|[^aeiou][aiou]r|[^aeiouwl]l|ul|[^aeiou][iu]n|[^aeiou][iu]d|"
         r"[^aeiou][aiou]k|[^aeiou][aiu]m|[^aeiou]ib|[^aeiou]at)$"
     )
-    if re.search(silent_e, stem_) and not re.search(r"(?:ss|ck|rl|wl|ail|eal|oil|oal|ool|eel|ain|oin|een|oon|ead|oad|"
-                                                     r"eed|ood|aid|eak|ook|eem|oom|eer|oor|ear|air|our|focus|bias)$",
-                                                     stem_):  # fmt: skip
+    if re.search(silent_e, stem_) and not re.search(
+        r"(?:ss|ck|rl|wl|ail|eal|oil|oal|ool|eel|ain|oin|een|oon|ead|oad|"
+        r"eed|ood|aid|eak|ook|eem|oom|eer|oor|ear|air|our|focus|bias)$",
+        stem_,
+    ):
         return stem_ + "e"  # merged -> merge, used -> use, updated -> update, scheduled -> schedule
     return stem_
 
@@ -296,13 +360,29 @@ def _feedback_rule(sentence: str) -> str | None:
             return rule
     if _CONVENTION_RE.search(text) and not _PAST_RE.search(text) and not _typed_fact_clause(text):
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", text))
-    new_task = bool(re.match(r"^(?:now|also|then|next|and now|and then)\b|^(?:can|could|would) you (?:also|now)\b|"
-                             r"^(?:please\s+)?translate\b", text, re.I))  # fmt: skip
-    if _is_directive(text) and (_names_style(text) or (not new_task and (
-            _FORMAT_REQUEST_RE.search(text) or _STANDING_RE.search(sentence) or _CHECK_WITH_ME_RE.search(text)))):
+    new_task = bool(
+        re.match(
+            r"^(?:now|also|then|next|and now|and then)\b|^(?:can|could|would) you (?:also|now)\b|"
+            r"^(?:please\s+)?translate\b",
+            text,
+            re.I,
+        )
+    )
+    if _is_directive(text) and (
+        _names_style(text)
+        or (
+            not new_task
+            and (_FORMAT_REQUEST_RE.search(text) or _STANDING_RE.search(sentence) or _CHECK_WITH_ME_RE.search(text))
+        )
+    ):
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", text))
-    if not new_task and _FORMAT_REQUEST_RE.search(text) and len(text.split()) <= 8 and \
-            not _QUESTION_START_RE.match(text) and not re.search(r"\btranslat", text, re.I):  # fmt: skip
+    if (
+        not new_task
+        and _FORMAT_REQUEST_RE.search(text)
+        and len(text.split()) <= 8
+        and not _QUESTION_START_RE.match(text)
+        and not re.search(r"\btranslat", text, re.I)
+    ):
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", text))  # "Prices in euros, please"
     return None
 
@@ -328,7 +408,14 @@ def _rule_sentence(sentence: str) -> str:
 
 def _directive_clauses(sentence: str) -> list[str]:
     """The clauses of a long or narrative sentence that are instructions ("…, so never do that again")."""
-    clauses = re.split(r"[,;]\s+|\s+[-\u2013\u2014]+\s+|\s+(?:and|but|so)\s+(?=(?:never|always|don't|do not|please)\b)",
-                       sentence)  # fmt: skip
-    return [c for c in clauses if len(c.split()) <= MAX_RULE_WORDS and re.match(
-        r"^(?:please\s+)?(?:never|always|don't|do not|stop|avoid|make sure|remember to)\b", c.strip(), re.I)]
+    clauses = re.split(
+        r"[,;]\s+|\s+[-\u2013\u2014]+\s+|\s+(?:and|but|so)\s+(?=(?:never|always|don't|do not|please)\b)", sentence
+    )
+    return [
+        c
+        for c in clauses
+        if len(c.split()) <= MAX_RULE_WORDS
+        and re.match(
+            r"^(?:please\s+)?(?:never|always|don't|do not|stop|avoid|make sure|remember to)\b", c.strip(), re.I
+        )
+    ]

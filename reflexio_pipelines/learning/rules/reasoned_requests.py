@@ -19,8 +19,10 @@ _SPLIT_RE = re.compile(
     r"^(?P<request>.+?)(?:\s+[-\u2013\u2014]+\s+|,\s+(?:because\s+|since\s+|as\s+)?|\s+(?:because|since)\s+)"
     r"(?P<reason>(?:I|I'm|I've|my|My|it's|It's|they|They|we|We)\b.+)$"
 )
-_HABIT = (r"(?:always|never|usually|normally|generally|rarely|hardly ever|only|can't|cannot|can not|don't|do not|"
-          r"won't|doesn't|does not|no longer)")
+_HABIT = (
+    r"(?:always|never|usually|normally|generally|rarely|hardly ever|only|can't|cannot|can not|don't|do not|"
+    r"won't|doesn't|does not|no longer)"
+)
 #: A reason that holds beyond this conversation: a habit or inability of the user or of someone the request serves
 #: ("my manager doesn't read English"), a condition ("I'm allergic"), or a language the user does not think in.
 _LASTING_REASON_RE = re.compile(
@@ -38,12 +40,14 @@ _OCCASION_RE = re.compile(
     re.I,
 )
 #: A request with no verb that asks for a form of the answers ("Prices in euros, please", "Window table if you can").
-_NOUN_REQUEST_RE = re.compile(r"^(?P<ask>(?!I\b|my\b|we\b)[A-Za-z][^,?]*?)(?:,?\s+(?:please|if you can|if possible))$",
-                              re.I)  # fmt: skip
+_NOUN_REQUEST_RE = re.compile(
+    r"^(?P<ask>(?!I\b|my\b|we\b)[A-Za-z][^,?]*?)(?:,?\s+(?:please|if you can|if possible))$", re.I
+)
 _MAX_REQUEST_WORDS = 16
 #: First words of a request phrased as an instruction: the task verbs, and the verbs of asking for a form.
-_REQUEST_OPENERS = _IMPERATIVE_VERBS | _words("send text call leave skip keep use write give show put stick avoid "
-                                              "don't never always")
+_REQUEST_OPENERS = _IMPERATIVE_VERBS | _words(
+    "send text call leave skip keep use write give show put stick avoid don't never always"
+)
 
 
 def _request_rule(request: str) -> str | None:

@@ -9,7 +9,6 @@ from reflexio_pipelines.learning.jsonparse import clean_text
 from reflexio_pipelines.learning.rules.corrections import _NOT_A_CORRECTION_RE
 from reflexio_pipelines.learning.rules.facts import _LEAD_IN_RE, _QUESTION_START_RE, _typed_fact_clause
 from reflexio_pipelines.learning.rules.feedback import (
-    MAX_RULE_WORDS,
     _CONVENTION_RE,
     _FORMAT_REQUEST_RE,
     _FORMAT_VALUES,
@@ -19,6 +18,7 @@ from reflexio_pipelines.learning.rules.feedback import (
     _STANDING_RE,
     _STYLE_NOUNS,
     _SUBJECT_MODAL_RE,
+    MAX_RULE_WORDS,
     _is_directive,
     _is_narrative,
     _rule_sentence,
@@ -73,44 +73,70 @@ def _standing_rule(sentence: str) -> tuple[str, str | None] | None:
     marked = bool(_STANDING_RE.search(core))
     if marked or re.match(r"^(?:please\s+)?(?:always|never|don't ever|do not ever)\s+\w+", stripped, re.I):
         rule = _STANDING_LEAD_RE.sub("", stripped).strip()
-        rule = re.sub(r"[\s,]*\b(?:from now on|going forward|moving forward|in (?:the )?future|from today on|"
-                      r"any ?more|ever again)\b[\s,]*(?=[.!]?$)", "", rule, flags=re.I).strip()  # fmt: skip
+        rule = re.sub(
+            r"[\s,]*\b(?:from now on|going forward|moving forward|in (?:the )?future|from today on|"
+            r"any ?more|ever again)\b[\s,]*(?=[.!]?$)",
+            "",
+            rule,
+            flags=re.I,
+        ).strip()
         if not rule:
             return None
         if _style_rule(rule):
             return _style_rule(rule), None
         # after an explicit marker ("From now on, sign off with …") anything but a statement about someone is an
         # instruction; a statement about the user ("From now on I'll do it myself") is not
-        statement = re.match(r"^(?:I|I'll|I'm|I've|he|she|they|it|it's|there|this|that)\b", rule, re.I) and \
-            not _SUBJECT_MODAL_RE.match(rule)  # fmt: skip
+        statement = re.match(
+            r"^(?:I|I'll|I'm|I've|he|she|they|it|it's|there|this|that)\b", rule, re.I
+        ) and not _SUBJECT_MODAL_RE.match(rule)
         if _is_directive(rule) or (marked and not statement and not _PAST_RE.search(rule)):
             return _rule_sentence(_PLEASE_TAIL_RE.sub("", rule)), None
         return None
     # a request about every answer's form ("Could you keep the numbers in metric units?", "Please use British
     # spelling", "Metric units only, please"): not about this answer alone
     formatted = _FORMAT_REQUEST_RE.search(stripped) or re.search(rf"\b(?:{_FORMAT_VALUES})\b", stripped, re.I)
-    keeps = re.match(r"^(?:please\s+)?(?:keep|stick to|stick with|stay with|use|always use|use only|only use|write|"
-                     r"format)\b", stripped, re.I)  # fmt: skip
+    keeps = re.match(
+        r"^(?:please\s+)?(?:keep|stick to|stick with|stay with|use|always use|use only|only use|write|"
+        r"format)\b",
+        stripped,
+        re.I,
+    )
     if polite and formatted and keeps and not re.search(r"\btranslat", stripped, re.I):
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", stripped)), None
     # a prohibition about the answers' form ("Don't use markdown in your replies", "Avoid jargon", "I'd rather you
     # didn't use emojis"): every answer
-    if match := re.match(r"^(?:please\s+)?(?:(?:don't|do not|never|avoid|stop)(?: ever)?|"
-                         r"I(?:'d| would) (?:rather|prefer)(?: it if)? you (?:didn't|did not|don't|not))\s+(?P<rest>.+)$",
-                         stripped, re.I):  # fmt: skip
+    if match := re.match(
+        r"^(?:please\s+)?(?:(?:don't|do not|never|avoid|stop)(?: ever)?|"
+        r"I(?:'d| would) (?:rather|prefer)(?: it if)? you (?:didn't|did not|don't|not))\s+(?P<rest>.+)$",
+        stripped,
+        re.I,
+    ):
         about_form = re.search(rf"\b(?:{_STYLE_NOUNS})\b", match.group("rest"), re.I)
         if about_form and not _PAST_RE.search(match.group("rest")):
             verb = "Avoid" if stripped.lower().startswith(("avoid", "please avoid")) else "Don't"
             rest = re.sub(r"^(?:use|using)\b", "use", match.group("rest"), flags=re.I)
             return _rule_sentence(_PLEASE_TAIL_RE.sub("", f"{verb} {rest}")), None
-    if polite and re.match(r"^(?:please\s+)?keep (?:it|them|things|answers|replies|everything) (?:short|brief|concise|"
-                           r"simple|formal|casual|light|to the point)\b", stripped, re.I):  # fmt: skip
+    if polite and re.match(
+        r"^(?:please\s+)?keep (?:it|them|things|answers|replies|everything) (?:short|brief|concise|"
+        r"simple|formal|casual|light|to the point)\b",
+        stripped,
+        re.I,
+    ):
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", stripped)), None
-    if formatted and len(stripped.split()) <= 6 and (polite or re.search(r"\bonly\b", stripped, re.I)) and \
-            not _QUESTION_START_RE.match(stripped) and not re.search(r"\btranslat", stripped, re.I):  # fmt: skip
+    if (
+        formatted
+        and len(stripped.split()) <= 6
+        and (polite or re.search(r"\bonly\b", stripped, re.I))
+        and not _QUESTION_START_RE.match(stripped)
+        and not re.search(r"\btranslat", stripped, re.I)
+    ):
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", stripped)), None  # "Metric units only, please"
-    if _CONVENTION_RE.search(core) and not _PAST_RE.search(core) and not _typed_fact_clause(core) and re.match(
-            r"^(?:we|our|the team|this|everything|in this|in our|here)\b", core, re.I):  # fmt: skip
+    if (
+        _CONVENTION_RE.search(core)
+        and not _PAST_RE.search(core)
+        and not _typed_fact_clause(core)
+        and re.match(r"^(?:we|our|the team|this|everything|in this|in our|here)\b", core, re.I)
+    ):
         return _rule_sentence(_PLEASE_TAIL_RE.sub("", core)), None
     return reasoned_rule(core)
 
@@ -127,8 +153,9 @@ def _standing_playbooks(turns: tuple[Turn, ...], index: int) -> Iterator[Extract
             trigger = situation_trigger(situation)
         elif _first_word(rule) in _IMPERATIVE_VERBS:
             trigger = situation_trigger(rule.rstrip("."))
-        elif (match := re.match(r"^(?:always|never|don't|do not)\s+(?=(\w+))", rule, re.I)) and \
-                match.group(1).lower() in _IMPERATIVE_VERBS:  # fmt: skip
+        elif (match := re.match(r"^(?:always|never|don't|do not)\s+(?=(\w+))", rule, re.I)) and match.group(
+            1
+        ).lower() in _IMPERATIVE_VERBS:
             trigger = situation_trigger(rule[match.end() :].rstrip("."))  # "Never deploy on Fridays": when deploying
         else:  # the rule's own words keep triggers of different instructions apart (a trigger is a dedup slot)
             trigger = _clip(f"In any answer: {_lower_first(rule.rstrip('.'))}", MAX_TRIGGER_CHARS)

@@ -64,8 +64,10 @@ def _third_person_verb(verb: str) -> str:
 
 
 #: Two-syllable verbs stressed on the last syllable double their final consonant too ("commit" -> "committing").
-_DOUBLING_VERBS = frozenset("commit submit omit permit admit format forget begin refer prefer control patrol occur "
-                            "regret upset equip compel rebut".split())  # fmt: skip
+_DOUBLING_VERBS = frozenset(
+    "commit submit omit permit admit format forget begin refer prefer control patrol occur "
+    "regret upset equip compel rebut".split()
+)
 
 
 def _gerund(verb: str) -> str:

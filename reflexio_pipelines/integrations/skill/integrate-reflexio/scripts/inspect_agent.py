@@ -39,14 +39,43 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SKIP_DIRS = {".git", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", "build", "dist",
-             ".tox", ".mypy_cache", ".pytest_cache", "tests", "test"}  # fmt: skip
-MODEL_NAME = re.compile(r"^(llm|model|chat|chat_model|chat_llm|client_llm|complete|completion|generate|call_llm|"
-                        r"call_model|ask_llm|ask_model|query_llm|run_llm|lm)$", re.IGNORECASE)  # fmt: skip
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "env",
+    "node_modules",
+    "__pycache__",
+    "site-packages",
+    "build",
+    "dist",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+    "tests",
+    "test",
+}
+MODEL_NAME = re.compile(
+    r"^(llm|model|chat|chat_model|chat_llm|client_llm|complete|completion|generate|call_llm|"
+    r"call_model|ask_llm|ask_model|query_llm|run_llm|lm)$",
+    re.IGNORECASE,
+)
 MODEL_RECEIVER = re.compile(r"(^|_)(llm|model|chat|chain|agent)(_|$)", re.IGNORECASE)
 LANGCHAIN_METHODS = {"invoke", "ainvoke", "stream", "astream", "batch", "abatch"}
-MESSAGE_PARAMS = ("message", "user_message", "user_input", "user_msg", "msg", "query", "question", "prompt",
-                  "text", "input_text", "utterance", "request")  # fmt: skip
+MESSAGE_PARAMS = (
+    "message",
+    "user_message",
+    "user_input",
+    "user_msg",
+    "msg",
+    "query",
+    "question",
+    "prompt",
+    "text",
+    "input_text",
+    "utterance",
+    "request",
+)
 USER_PARAMS = ("user_id", "user", "uid", "username", "customer_id", "account_id")
 SESSION_PARAMS = ("session_id", "conversation_id", "thread_id", "chat_id")
 MESSAGES_KEYWORDS = ("messages", "input", "prompt")
@@ -167,9 +196,7 @@ def scan_source(source: str, path: str) -> dict[str, Any]:
     tree = ast.parse(source, filename=path)
     lc_bound = _langchain_bound(tree)
     litellm_names = _litellm_names(tree)
-    wired = any(
-        isinstance(node, ast.ImportFrom) and node.module == WIRING_MODULE for node in ast.walk(tree)
-    )
+    wired = any(isinstance(node, ast.ImportFrom) and node.module == WIRING_MODULE for node in ast.walk(tree))
     calls, handlers = [], []
 
     def examine(owner: ast.AST, qualname: str, params: list[str]) -> None:
@@ -178,33 +205,50 @@ def scan_source(source: str, path: str) -> dict[str, Any]:
         for sub in own:
             if isinstance(sub, ast.Call) and (kind := classify(sub, set(params), lc_bound, litellm_names)):
                 arg = context_argument(sub, kind)
-                found.append({
-                    "file": path, "line": sub.lineno, "end_line": sub.end_lineno, "function": qualname,
-                    "kind": kind, "callee": call_name(sub.func),
-                    "context_arg": None if arg is None else {
-                        "how": arg["how"], "keyword": arg["keyword"],
-                        "source": ast.get_source_segment(source, arg["node"]),
-                    },
-                    "in_loop": _in_loop(owner, sub),
-                    "_arg": None if arg is None else arg["node"],
-                })  # fmt: skip
+                found.append(
+                    {
+                        "file": path,
+                        "line": sub.lineno,
+                        "end_line": sub.end_lineno,
+                        "function": qualname,
+                        "kind": kind,
+                        "callee": call_name(sub.func),
+                        "context_arg": None
+                        if arg is None
+                        else {
+                            "how": arg["how"],
+                            "keyword": arg["keyword"],
+                            "source": ast.get_source_segment(source, arg["node"]),
+                        },
+                        "in_loop": _in_loop(owner, sub),
+                        "_arg": None if arg is None else arg["node"],
+                    }
+                )
         if not found:
             return
         found.sort(key=lambda c: c["line"])
         calls.extend(found)
         returns = [r for r in own if isinstance(r, ast.Return) and r.value is not None]
-        handlers.append({
-            "file": path, "function": qualname, "line": getattr(owner, "lineno", 1),
-            "end_line": getattr(owner, "end_lineno", None), "async": isinstance(owner, ast.AsyncFunctionDef),
-            "params": params, "message_param": _pick(params, MESSAGE_PARAMS),
-            "user_id_param": _pick(params, USER_PARAMS),
-            "session_param": _pick(params, SESSION_PARAMS),
-            "llm_call_lines": [c["line"] for c in found],
-            "returns": [{"line": r.lineno, "source": ast.get_source_segment(source, r.value)}
-                        for r in sorted(returns, key=lambda r: r.lineno)],
-            "loop_agent": any(c["in_loop"] for c in found),
-            "_returns": returns,
-        })  # fmt: skip
+        handlers.append(
+            {
+                "file": path,
+                "function": qualname,
+                "line": getattr(owner, "lineno", 1),
+                "end_line": getattr(owner, "end_lineno", None),
+                "async": isinstance(owner, ast.AsyncFunctionDef),
+                "params": params,
+                "message_param": _pick(params, MESSAGE_PARAMS),
+                "user_id_param": _pick(params, USER_PARAMS),
+                "session_param": _pick(params, SESSION_PARAMS),
+                "llm_call_lines": [c["line"] for c in found],
+                "returns": [
+                    {"line": r.lineno, "source": ast.get_source_segment(source, r.value)}
+                    for r in sorted(returns, key=lambda r: r.lineno)
+                ],
+                "loop_agent": any(c["in_loop"] for c in found),
+                "_returns": returns,
+            }
+        )
 
     def visit(scope: list[str], owner: ast.AST) -> None:
         # definitions anywhere in this scope's body (also under if/try/with), in source order
@@ -246,19 +290,37 @@ JS_CALLS = (
     ("openai", re.compile(r"\.responses\.(?:create|stream)\s*\("), "instructions"),
     ("anthropic", re.compile(r"\.messages\.(?:create|stream)\s*\("), "system"),
     ("ai-sdk", re.compile(r"\b(?:generateText|streamText|generateObject|streamObject)\s*\("), "system"),
-    ("langchain", re.compile(r"\b(?:llm|model|chat|chatModel|chat_model|this\.llm|this\.model)\s*\.\s*"
-                             r"(?:invoke|stream|batch)\s*\("), "messages (the system message)"),  # fmt: skip
+    (
+        "langchain",
+        re.compile(
+            r"\b(?:llm|model|chat|chatModel|chat_model|this\.llm|this\.model)\s*\.\s*"
+            r"(?:invoke|stream|batch)\s*\("
+        ),
+        "messages (the system message)",
+    ),
     ("fetch", re.compile(r"\bfetch\s*\([^;]*?(?:/chat/completions|/v1/messages)"), "messages (the system message)"),
 )
 JS_FUNCTION = re.compile(
-    r"(?:function\s*\*?\s*([A-Za-z_$][\w$]*)\s*\(|"                       # function name(
+    r"(?:function\s*\*?\s*([A-Za-z_$][\w$]*)\s*\(|"  # function name(
     r"(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s*)?(?:function\b|\([^)]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)|"
     r"^\s*(?:public\s+|private\s+|protected\s+|static\s+)*(?:async\s+)?([A-Za-z_$][\w$]*)\s*\([^)]*\)\s*(?::[^{]*)?\{)",
     re.M,
-)  # fmt: skip
-JS_FRAMEWORKS = ("openai", "@anthropic-ai/sdk", "ai", "@ai-sdk/openai", "@ai-sdk/anthropic", "langchain",
-                 "@langchain/core", "@langchain/openai", "@langchain/anthropic", "@langchain/langgraph",
-                 "@openai/agents", "@mastra/core", "openclaw")  # fmt: skip
+)
+JS_FRAMEWORKS = (
+    "openai",
+    "@anthropic-ai/sdk",
+    "ai",
+    "@ai-sdk/openai",
+    "@ai-sdk/anthropic",
+    "langchain",
+    "@langchain/core",
+    "@langchain/openai",
+    "@langchain/anthropic",
+    "@langchain/langgraph",
+    "@openai/agents",
+    "@mastra/core",
+    "openclaw",
+)
 JS_KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "function", "await", "typeof", "new"}
 
 
@@ -287,9 +349,16 @@ def scan_js(source: str, path: str) -> list[dict[str, Any]]:
     calls = []
     for kind, pattern, context_arg in JS_CALLS:
         for match in pattern.finditer(source):
-            calls.append({"file": path, "line": source.count("\n", 0, match.start()) + 1, "kind": kind,
-                          "call": match.group(0).strip().rstrip("(").strip(), "context_arg": context_arg,
-                          "function": _enclosing_function(source, match.start())})  # fmt: skip
+            calls.append(
+                {
+                    "file": path,
+                    "line": source.count("\n", 0, match.start()) + 1,
+                    "kind": kind,
+                    "call": match.group(0).strip().rstrip("(").strip(),
+                    "context_arg": context_arg,
+                    "function": _enclosing_function(source, match.start()),
+                }
+            )
     return sorted(calls, key=lambda c: c["line"])
 
 
@@ -299,8 +368,11 @@ def node_projects(paths: list[Path]) -> list[dict[str, Any]]:
     for root in paths:
         manifests = [root / "package.json"] if root.is_dir() else []
         if root.is_dir():
-            manifests += [p for p in sorted(root.rglob("package.json")) if p != root / "package.json"
-                          and not JS_SKIP_DIRS.intersection(p.relative_to(root).parts)]  # fmt: skip
+            manifests += [
+                p
+                for p in sorted(root.rglob("package.json"))
+                if p != root / "package.json" and not JS_SKIP_DIRS.intersection(p.relative_to(root).parts)
+            ]
         for manifest in manifests:
             if not manifest.is_file():
                 continue
@@ -309,22 +381,36 @@ def node_projects(paths: list[Path]) -> list[dict[str, Any]]:
             except (ValueError, UnicodeDecodeError):
                 continue
             deps = {**data.get("dependencies", {}), **data.get("devDependencies", {})}
-            found.append({"dir": str(manifest.parent), "package": data.get("name"),
-                          "module_type": data.get("type", "commonjs"),
-                          "frameworks": [name for name in JS_FRAMEWORKS if name in deps]})  # fmt: skip
+            found.append(
+                {
+                    "dir": str(manifest.parent),
+                    "package": data.get("name"),
+                    "module_type": data.get("type", "commonjs"),
+                    "frameworks": [name for name in JS_FRAMEWORKS if name in deps],
+                }
+            )
     return found
 
 
 def public(finding: dict[str, Any]) -> dict[str, Any]:
     """A finding without its AST nodes (the `_`-prefixed keys), for JSON."""
-    return {k: [public(i) if isinstance(i, dict) else i for i in v] if isinstance(v, list) else v
-            for k, v in finding.items() if not k.startswith("_")}  # fmt: skip
+    return {
+        k: [public(i) if isinstance(i, dict) else i for i in v] if isinstance(v, list) else v
+        for k, v in finding.items()
+        if not k.startswith("_")
+    }
 
 
 def inspect_paths(paths: list[Path]) -> dict[str, Any]:
     """The JSON-ready report for `paths`."""
-    report: dict[str, Any] = {"files_scanned": 0, "llm_calls": [], "turn_handlers": [], "wired_files": [],
-                              "errors": [], "next_steps": []}  # fmt: skip
+    report: dict[str, Any] = {
+        "files_scanned": 0,
+        "llm_calls": [],
+        "turn_handlers": [],
+        "wired_files": [],
+        "errors": [],
+        "next_steps": [],
+    }
     for path in python_files(paths):
         report["files_scanned"] += 1
         try:
@@ -353,13 +439,17 @@ def inspect_paths(paths: list[Path]) -> dict[str, Any]:
         except UnicodeDecodeError as exc:
             report["errors"].append({"file": str(path), "error": f"{type(exc).__name__}: {exc}"})
     if any("openclaw" in p["frameworks"] for p in report["node_projects"]):
-        report["next_steps"].append("an OpenClaw agent: install the Reflexio OpenClaw plugin instead of wiring code "
-                                    "(docs/integrations.md#openclaw)")  # fmt: skip
+        report["next_steps"].append(
+            "an OpenClaw agent: install the Reflexio OpenClaw plugin instead of wiring code "
+            "(docs/integrations.md#openclaw)"
+        )
     for call in report["js_llm_calls"]:
         where = f"{call['file']}:{call['line']} {call['function'] or '<top level>'}"
-        report["next_steps"].append(f"{where}: {call['kind']} call in TypeScript/JavaScript; wire by hand with "
-                                    f"scripts/reflexio.mjs (SKILL.md, TypeScript / Node agents): context into "
-                                    f"{call['context_arg']}, afterTurn when the reply is final")  # fmt: skip
+        report["next_steps"].append(
+            f"{where}: {call['kind']} call in TypeScript/JavaScript; wire by hand with "
+            f"scripts/reflexio.mjs (SKILL.md, TypeScript / Node agents): context into "
+            f"{call['context_arg']}, afterTurn when the reply is final"
+        )
     if not report["llm_calls"] and not report["js_llm_calls"]:
         report["next_steps"].append("no model call found: look for a custom client wrapper and wire it by hand")
     return report

@@ -40,8 +40,13 @@ IMPORT_LINE = f"from {WIRING_MODULE} import ReflexioHooks  # reflexio: wired by 
 
 def _is_hook_call(node: ast.AST, method: str) -> bool:
     """`node` is already `_reflexio.<method>(...)`."""
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
-            and isinstance(node.func.value, ast.Name) and node.func.value.id == HOOKS)  # fmt: skip
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == method
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == HOOKS
+    )
 
 
 def _line_starts(data: bytes) -> list[int]:
@@ -111,12 +116,15 @@ def plan(source: str, path: str, agent_version: str, only: str | None) -> tuple[
             edits.append((*_span(arg, starts), f"{HOOKS}.{method}(", f", {message}{user_kw})"))
         for ret in handler["_returns"]:
             if not _is_hook_call(ret.value, "after_turn"):
-                edits.append((*_span(ret.value, starts), f"{HOOKS}.after_turn({user or 'None'}, {message}, ",
-                              f"{session_kw})"))  # fmt: skip
+                edits.append(
+                    (*_span(ret.value, starts), f"{HOOKS}.after_turn({user or 'None'}, {message}, ", f"{session_kw})")
+                )
     if wireable and not found["reflexio_wired"]:
         at = starts[_header_end(found["_tree"])]
-        setup = (f"\n{IMPORT_LINE}\n{HOOKS} = ReflexioHooks(agent_version={json.dumps(agent_version)})"
-                 "  # reflexio: learned context in, finished turns out\n")  # fmt: skip
+        setup = (
+            f"\n{IMPORT_LINE}\n{HOOKS} = ReflexioHooks(agent_version={json.dumps(agent_version)})"
+            "  # reflexio: learned context in, finished turns out\n"
+        )
         edits.append((at, at, setup, ""))
     return edits, skipped
 
@@ -145,8 +153,11 @@ def wire_file(path: Path, agent_version: str, only: str | None, dry_run: bool) -
         return False, skipped
     wired = apply(source, edits)
     ast.parse(wired, filename=str(path))  # never write a file that no longer parses
-    sys.stdout.writelines(difflib.unified_diff(source.splitlines(keepends=True), wired.splitlines(keepends=True),
-                                               f"{path} (before)", f"{path} (wired)"))  # fmt: skip
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            source.splitlines(keepends=True), wired.splitlines(keepends=True), f"{path} (before)", f"{path} (wired)"
+        )
+    )
     if not dry_run:
         path.with_name(path.name + ".bak").write_text(source, encoding="utf-8")
         path.write_text(wired, encoding="utf-8")
@@ -175,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     for note in notes:
         print(f"needs wiring by hand: {note}", file=sys.stderr)
     verb = "would wire" if args.dry_run else "wired"
-    print(f"{verb}: {', '.join(changed)}" if changed else "nothing to change (already wired, or nothing wireable)",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"{verb}: {', '.join(changed)}" if changed else "nothing to change (already wired, or nothing wireable)",
+        file=sys.stderr,
+    )
     return 0
 
 
