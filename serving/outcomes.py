@@ -20,7 +20,7 @@ from reflexio_pipelines.lake.outcomes import counters_payload, log_state, record
 from reflexio_pipelines.learning.config import ConfigError, ExtractionConfig
 from reflexio_pipelines.learning.config_loading import resolve_extraction_config
 from reflexio_pipelines.learning.holdout import CONTROL, arm_of, override_requested
-from reflexio_pipelines.learning.outcomes import ID_FIELDS, ItemRef
+from reflexio_pipelines.learning.outcome_types import ID_FIELDS, ItemRef
 
 log = logging.getLogger(__name__)
 

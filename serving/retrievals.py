@@ -21,7 +21,7 @@ import pyarrow as pa
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.llm_calls import window_of_call
 from reflexio_pipelines.lake.schemas import TABLES
-from reflexio_pipelines.learning.outcomes import ID_FIELDS
+from reflexio_pipelines.learning.outcome_types import ID_FIELDS
 
 #: Entities whose first serve `retrievals` records (profiles are not part of the before/after comparison).
 _FIRST_SERVED = ("user_playbook", "agent_playbook")

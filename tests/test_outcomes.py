@@ -14,7 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from reflexio_pipelines.lake.io import Lake
-from reflexio_pipelines.learning.outcomes import ItemRef, LearnedItem, relate, trigger_met
+from reflexio_pipelines.learning.outcome_types import ItemRef, LearnedItem
+from reflexio_pipelines.learning.outcomes import relate, trigger_met
 from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app

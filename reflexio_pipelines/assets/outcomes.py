@@ -22,7 +22,7 @@ from collections import Counter as Tally
 import dagster as dg
 
 from reflexio_pipelines.lake.outcomes import commit_outcomes, outcomes_now
-from reflexio_pipelines.learning.outcomes import HARMFUL, HELPFUL, MISSED, RULES_VERSION
+from reflexio_pipelines.learning.outcome_types import HARMFUL, HELPFUL, MISSED, RULES_VERSION
 from reflexio_pipelines.resources import ExtractorResource, LakeResource
 
 

@@ -22,19 +22,8 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import every_item, live_turns
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.config import ExtractionConfig, OutcomeSettings
-from reflexio_pipelines.learning.outcomes import (
-    HARMFUL,
-    HELPFUL,
-    MISSED,
-    RULES_VERSION,
-    FlagAction,
-    ItemRef,
-    LearnedItem,
-    OutcomeResult,
-    RetrievalEvent,
-    evaluate,
-    flag_actions,
-)
+from reflexio_pipelines.learning.outcomes import evaluate, flag_actions
+from reflexio_pipelines.learning.outcome_types import HARMFUL, HELPFUL, MISSED, RULES_VERSION, FlagAction, ItemRef, LearnedItem, OutcomeResult, RetrievalEvent
 from reflexio_pipelines.learning.sessions import Session, group_sessions, is_closed
 
 #: Serialises the outcome tables' writers (privacy/erasure.WRITER_LOCKS).

@@ -13,7 +13,7 @@ from reflexio_pipelines.lake.curation import live_agent_playbooks
 from reflexio_pipelines.lake.llm_calls import llm_usage as usage_per_day
 from reflexio_pipelines.lake.outcomes import change_log_entries
 from reflexio_pipelines.lake.records import every_item, live_rows
-from reflexio_pipelines.learning.outcomes import ID_FIELDS
+from reflexio_pipelines.learning.outcome_types import ID_FIELDS
 from serving.deps import service
 from serving.errors import not_found
 from serving.models.evaluation import (
