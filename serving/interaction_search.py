@@ -65,37 +65,7 @@ def search_turns(
         legs.append([h.doc_id for h in hits])
         candidates.update((h.doc_id, h.payload) for h in hits if h.doc_id not in candidates)
 
-    vector, leg_mode = None, "fts"
-    if served is not None:
-        if mode != "fts":
-            vector = state.query_vector(topic_of(query), served.embedder_model_id)
-            if vector is None:
-                notes.append("vector search unavailable (index built with another embedding model); used fts")
-        leg_mode = mode if vector is not None else "fts"
-        leg(
-            served.search(
-                ENTITY,
-                query,
-                vector,
-                top_k=pool,
-                threshold=0.0,
-                mode=leg_mode,
-                filters=filters,
-                exclude_ids=deleted,
-                bm25_weight=BM25_WEIGHT,
-            )
-        )
-    recent_docs = turn_docs(recent)
-    fresh = [recent_docs[i] for i in rank_texts([d.text for d in recent_docs], query, pool)]
-    legs.append([d.doc_id for d in fresh if d.doc_id not in candidates])
-    candidates.update((d.doc_id, d.payload) for d in fresh if d.doc_id not in candidates)
-    if not candidates:
-        return [], notes
-    parsed = parse_turn_query(
-        query, {p["role"] for p in candidates.values()}, reference=max(p["created_at"] for p in candidates.values())
-    )
-    if parsed.timed and served is not None:  # the heuristic time leg: the same ranking within the question's range
-        within = replace(filters, start_time=_later(parsed.start, start), end_time=_earlier(parsed.end, end))
+    def index_leg(within: SearchFilters) -> None:
         leg(
             served.search(
                 ENTITY,
@@ -109,6 +79,26 @@ def search_turns(
                 bm25_weight=BM25_WEIGHT,
             )
         )
+
+    vector, leg_mode = None, "fts"
+    if served is not None:
+        if mode != "fts":
+            vector = state.query_vector(topic_of(query), served.embedder_model_id)
+            if vector is None:
+                notes.append("vector search unavailable (index built with another embedding model); used fts")
+        leg_mode = mode if vector is not None else "fts"
+        index_leg(filters)
+    recent_docs = turn_docs(recent)
+    fresh = [recent_docs[i] for i in rank_texts([d.text for d in recent_docs], query, pool)]
+    legs.append([d.doc_id for d in fresh if d.doc_id not in candidates])
+    candidates.update((d.doc_id, d.payload) for d in fresh if d.doc_id not in candidates)
+    if not candidates:
+        return [], notes
+    parsed = parse_turn_query(
+        query, {p["role"] for p in candidates.values()}, reference=max(p["created_at"] for p in candidates.values())
+    )
+    if parsed.timed and served is not None:  # the heuristic time leg: the same ranking within the question's range
+        index_leg(replace(filters, start_time=_later(parsed.start, start), end_time=_earlier(parsed.end, end)))
     if request_id:
         candidates = {k: p for k, p in candidates.items() if p["request_id"] == request_id}
     if parsed.speakers:  # the heuristic speaker leg: the candidates the named speakers said, in fused order
