@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from datetime import datetime, timezone
 
 import pytest
 
@@ -12,7 +13,7 @@ from reflexio_pipelines.learning.transcript import (
     turn_ids_for_labels,
 )
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
-from reflexio_pipelines.learning.windows import group_by_user, plan_windows, window_bounds
+from reflexio_pipelines.learning.windows import Pace, group_by_user, pace_at, plan_windows, window_bounds
 
 
 def turn(
@@ -187,3 +188,15 @@ def test_render_expert_pairs() -> None:
         "Expert Response [T2]: 30 days from delivery."
     )
     assert render_expert_pairs(Window("u1", (turn(1),))) == ""
+
+
+def test_a_run_pace_holds_back_only_while_its_window_is_open() -> None:
+    end = datetime(2026, 12, 4, 3, tzinfo=timezone.utc)
+    before, after = int(end.timestamp() * 1e6) - 1, int(end.timestamp() * 1e6)
+    due = pace_at(before, flush="due", flush_users=["u1"], quiet_period_s=30, window_end=end)
+    assert due == Pace(quiet_us=30_000_000, now_us=before, flush=False, flush_users=frozenset({"u1"}))
+    assert due.flushes("u1") and not due.flushes("u2")  # wait_for_response users go through at once
+    # the window has ended: no turn can land in it any more, so nothing waits
+    assert pace_at(after, flush="due", flush_users=[], quiet_period_s=30, window_end=end).flushes("u2")
+    assert pace_at(before, flush="all", flush_users=[], quiet_period_s=30, window_end=end).flushes("u2")
+    assert pace_at(before, flush="due", flush_users=[], quiet_period_s=0, window_end=end).flushes("u2")

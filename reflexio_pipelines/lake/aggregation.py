@@ -40,12 +40,17 @@ class Scope:
 
     def contains(self, row: dict) -> bool:
         """Whether a user or agent playbook row is in the scope."""
-        return all(getattr(self, c) is None or row.get(c) == getattr(self, c) for c in ("agent_version", "playbook_name"))
+        return all(
+            getattr(self, c) is None or row.get(c) == getattr(self, c) for c in ("agent_version", "playbook_name")
+        )
 
     def predicate(self) -> str | None:
         """The scope as a SQL predicate over `agent_playbooks` (None: the whole table)."""
-        parts = [f"{c} = '{str(getattr(self, c)).replace(chr(39), chr(39) * 2)}'"
-                 for c in ("agent_version", "playbook_name") if getattr(self, c) is not None]
+        parts = [
+            f"{c} = '{str(getattr(self, c)).replace(chr(39), chr(39) * 2)}'"
+            for c in ("agent_version", "playbook_name")
+            if getattr(self, c) is not None
+        ]
         return " AND ".join(parts) or None
 
 
@@ -62,20 +67,32 @@ def refresh_playbook_embeddings(store: Lake, model: Embedder) -> EmbeddingsWritt
     """Rewrite `playbook_embeddings` for every current user playbook (trigger + content), embedding only the texts
     the table lacks for this model."""
     rows = live_rows(store, "user_playbook")
-    previous = {(r["user_playbook_id"], r["text"], r["model_id"]): r["embedding"]
-                for r in store.read_table("playbook_embeddings").to_pylist()}
+    previous = {
+        (r["user_playbook_id"], r["text"], r["model_id"]): r["embedding"]
+        for r in store.read_table("playbook_embeddings").to_pylist()
+    }
     texts = [embedding_text(r) for r in rows]
-    missing = [i for i, (r, t) in enumerate(zip(rows, texts)) if (r["user_playbook_id"], t, model.model_id) not in previous]
+    missing = [
+        i for i, (r, t) in enumerate(zip(rows, texts)) if (r["user_playbook_id"], t, model.model_id) not in previous
+    ]
     fresh = model.embed([texts[i] for i in missing]) if missing else np.zeros((0, 0), np.float32)
     computed = {i: fresh[k].tolist() for k, i in enumerate(missing)}
     out = [
-        {"user_playbook_id": r["user_playbook_id"], "user_id": r["user_id"], "agent_version": r["agent_version"],
-         "playbook_name": r["playbook_name"], "text": t, "model_id": model.model_id,
-         "embedding": computed[i] if i in computed else previous[(r["user_playbook_id"], t, model.model_id)]}
+        {
+            "user_playbook_id": r["user_playbook_id"],
+            "user_id": r["user_id"],
+            "agent_version": r["agent_version"],
+            "playbook_name": r["playbook_name"],
+            "text": t,
+            "model_id": model.model_id,
+            "embedding": computed[i] if i in computed else previous[(r["user_playbook_id"], t, model.model_id)],
+        }
         for i, (r, t) in enumerate(zip(rows, texts))
     ]
     with store.lock(LOCK):
-        version = store.replace_where("playbook_embeddings", None, pa.Table.from_pylist(out, schema=TABLES["playbook_embeddings"]))
+        version = store.replace_where(
+            "playbook_embeddings", None, pa.Table.from_pylist(out, schema=TABLES["playbook_embeddings"])
+        )
     return EmbeddingsWritten(len(out), len(missing), version)
 
 
@@ -90,9 +107,19 @@ class Aggregated:
     params_used: dict[str, dict] = field(default_factory=dict)
 
 
-def aggregate_playbooks(store: Lake, extraction: ExtractionConfig, scope: Scope, consolidator_of: ConsolidatorOf, *,
-                        run_id: str, now: int, auto_approve: bool = False, min_cluster_size: int | None = None,
-                        similarity: float | None = None, min_distinct_users: int | None = None) -> Aggregated:
+def aggregate_playbooks(
+    store: Lake,
+    extraction: ExtractionConfig,
+    scope: Scope,
+    consolidator_of: ConsolidatorOf,
+    *,
+    run_id: str,
+    now: int,
+    auto_approve: bool = False,
+    min_cluster_size: int | None = None,
+    similarity: float | None = None,
+    min_distinct_users: int | None = None,
+) -> Aggregated:
     """Run every group of the scope: the groups with current user playbooks now, and the groups that had agent
     playbooks before (their members may all be gone). Clustering parameters left None come from the extraction
     config (`cluster_params`). Nothing is written (`commit_aggregation`)."""
@@ -103,12 +130,29 @@ def aggregate_playbooks(store: Lake, extraction: ExtractionConfig, scope: Scope,
     run = Aggregated()
     for agent_version, playbook_name in sorted(groups):
         prior = [r for r in in_scope if (r["agent_version"], r["playbook_name"]) == (agent_version, playbook_name)]
-        params = cluster_params(extraction, playbook_name, min_cluster_size=min_cluster_size, similarity=similarity,
-                                min_distinct_users=min_distinct_users)
-        run.params_used[playbook_name] = {"min_cluster_size": params.min_cluster_size, "similarity": params.similarity,
-                                          "min_distinct_users": params.min_distinct_users}
-        group = Group(agent_version, playbook_name, members.get((agent_version, playbook_name), []), prior,
-                      status_of, params, run_id, now, auto_approve)
+        params = cluster_params(
+            extraction,
+            playbook_name,
+            min_cluster_size=min_cluster_size,
+            similarity=similarity,
+            min_distinct_users=min_distinct_users,
+        )
+        run.params_used[playbook_name] = {
+            "min_cluster_size": params.min_cluster_size,
+            "similarity": params.similarity,
+            "min_distinct_users": params.min_distinct_users,
+        }
+        group = Group(
+            agent_version,
+            playbook_name,
+            members.get((agent_version, playbook_name), []),
+            prior,
+            status_of,
+            params,
+            run_id,
+            now,
+            auto_approve,
+        )
         rows, group_changes = aggregate_group(group, partial(consolidator_of, agent_version=agent_version), run.stats)
         run.rows.extend(rows)
         run.changes.extend(group_changes)
@@ -119,10 +163,13 @@ def commit_aggregation(store: Lake, scope: Scope, run: Aggregated) -> int:
     """Replace the scope's agent playbooks with the run's and append its change log entries; returns the
     `agent_playbooks` version."""
     with store.lock(LOCK):
-        version = store.replace_where("agent_playbooks", scope.predicate(),
-                                      pa.Table.from_pylist(run.rows, schema=TABLES["agent_playbooks"]))
+        version = store.replace_where(
+            "agent_playbooks", scope.predicate(), pa.Table.from_pylist(run.rows, schema=TABLES["agent_playbooks"])
+        )
         if run.changes:
-            store.append("aggregation_change_log", pa.Table.from_pylist(run.changes, schema=TABLES["aggregation_change_log"]))
+            store.append(
+                "aggregation_change_log", pa.Table.from_pylist(run.changes, schema=TABLES["aggregation_change_log"])
+            )
     return version
 
 
@@ -134,7 +181,16 @@ def members_by_group(store: Lake, scope: Scope) -> dict[tuple[str, str], list[tu
         row = playbooks.get(e["user_playbook_id"])
         if row is None or not scope.contains(row):
             continue
-        member = Member(row["user_playbook_id"], row["user_id"], row["content"], row["trigger"], row["rationale"],
-                        row["blocking_issue_kind"], row["blocking_issue_details"])
-        groups[(row["agent_version"] or "", row["playbook_name"] or "")].append((member, np.asarray(e["embedding"], np.float32)))
+        member = Member(
+            row["user_playbook_id"],
+            row["user_id"],
+            row["content"],
+            row["trigger"],
+            row["rationale"],
+            row["blocking_issue_kind"],
+            row["blocking_issue_details"],
+        )
+        groups[(row["agent_version"] or "", row["playbook_name"] or "")].append(
+            (member, np.asarray(e["embedding"], np.float32))
+        )
     return groups

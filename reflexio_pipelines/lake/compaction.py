@@ -75,9 +75,13 @@ def compact_window(store: Lake, window: str, landing_hours: list[tuple[str, str]
             new_names = [n for _, n in fresh]
             # rows of a fresh file may be there already (a crash after the commit, before the consumed list)
             kept = store.read_table("turns", window)
-            kept = kept.filter(pc.invert(pc.is_in(kept.column("landing_file"), value_set=pa.array(new_names, pa.string()))))
+            kept = kept.filter(
+                pc.invert(pc.is_in(kept.column("landing_file"), value_set=pa.array(new_names, pa.string())))
+            )
             added = compact_landing([f for f, _ in fresh], new_names, window)
-            added = added.filter(pc.invert(pc.is_in(added.column("turn_id"), value_set=kept.column("turn_id"))))  # first copy wins
+            added = added.filter(
+                pc.invert(pc.is_in(added.column("turn_id"), value_set=kept.column("turn_id")))
+            )  # first copy wins
             version = store.replace_landing_files(window, new_names, added) if fresh else store.table_version("turns")
             table = pa.concat_tables([kept, added])
         else:

@@ -20,8 +20,15 @@ def record_decision(lake: Lake, entity: str, item_id: str, value: str, actor: st
     """Append one decision (serialised across processes); returns the row written."""
     with lake.lock("control-log"):
         seq = lake.read_table("control_log").num_rows
-        row = {"seq": seq, "at": int(time.time()), "entity": entity, "item_id": str(item_id),
-               "action": "playbook_status", "value": value, "actor": actor}
+        row = {
+            "seq": seq,
+            "at": int(time.time()),
+            "entity": entity,
+            "item_id": str(item_id),
+            "action": "playbook_status",
+            "value": value,
+            "actor": actor,
+        }
         lake.append("control_log", pa.Table.from_pylist([row], schema=TABLES["control_log"]))
     return row
 

@@ -31,8 +31,12 @@ ENTITIES = ("profile", "user_playbook", "agent_playbook", "interaction")
 ACTIONS = ("add", "update", "delete")
 
 #: entity -> id column of its rows
-ID_COLUMNS = {"profile": "profile_id", "user_playbook": "user_playbook_id",
-              "agent_playbook": "agent_playbook_id", "interaction": "turn_id"}
+ID_COLUMNS = {
+    "profile": "profile_id",
+    "user_playbook": "user_playbook_id",
+    "agent_playbook": "agent_playbook_id",
+    "interaction": "turn_id",
+}
 
 
 @dataclass(frozen=True)
@@ -60,9 +64,19 @@ def record(lake: Lake, ops: Iterable[CurationOp], actor: str = "api") -> list[di
     with lake.lock("curation-log"):
         seq = lake.read_table("curation_log").num_rows
         now = int(time.time())
-        rows = [{"seq": seq + i, "at": now, "entity": op.entity, "item_id": str(op.item_id), "user_id": op.user_id,
-                 "action": op.action, "fields": json.dumps(op.fields, ensure_ascii=False, sort_keys=True),
-                 "actor": actor} for i, op in enumerate(ops)]
+        rows = [
+            {
+                "seq": seq + i,
+                "at": now,
+                "entity": op.entity,
+                "item_id": str(op.item_id),
+                "user_id": op.user_id,
+                "action": op.action,
+                "fields": json.dumps(op.fields, ensure_ascii=False, sort_keys=True),
+                "actor": actor,
+            }
+            for i, op in enumerate(ops)
+        ]
         lake.append("curation_log", pa.Table.from_pylist(rows, schema=TABLES["curation_log"]))
     return rows
 
@@ -82,8 +96,9 @@ def deleted_ids(ops: Iterable[dict[str, Any]]) -> frozenset[str]:
     return frozenset(item for item, gone in state.items() if gone)
 
 
-def apply_adds_and_updates(rows: list[dict[str, Any]], ops: Iterable[dict[str, Any]], id_column: str,
-                           filters: list[tuple] | None = None) -> list[dict[str, Any]]:
+def apply_adds_and_updates(
+    rows: list[dict[str, Any]], ops: Iterable[dict[str, Any]], id_column: str, filters: list[tuple] | None = None
+) -> list[dict[str, Any]]:
     """`rows` plus the added rows that pass `filters`, with every update applied in log order.
 
     Updates patch each stored row carrying the id (all of its windows), so whichever one is live shows the edit.
@@ -103,10 +118,15 @@ def apply_adds_and_updates(rows: list[dict[str, Any]], ops: Iterable[dict[str, A
 
 
 _COMPARE = {
-    "=": lambda a, b: a == b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-    "<": lambda a, b: a is not None and a < b, "<=": lambda a, b: a is not None and a <= b,
-    ">": lambda a, b: a is not None and a > b, ">=": lambda a, b: a is not None and a >= b,
-    "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
+    "=": lambda a, b: a == b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a is not None and a < b,
+    "<=": lambda a, b: a is not None and a <= b,
+    ">": lambda a, b: a is not None and a > b,
+    ">=": lambda a, b: a is not None and a >= b,
+    "in": lambda a, b: a in b,
+    "not in": lambda a, b: a not in b,
 }
 
 
@@ -131,8 +151,12 @@ def manual_row(table: str, **values: Any) -> dict[str, Any]:
     return row
 
 
-def cascade_deletes(turn_ids: set[str], learned: dict[str, list[dict[str, Any]]],
-                    agent_playbooks: list[dict[str, Any]], user_playbook_ids: set[int] = frozenset()) -> list[CurationOp]:
+def cascade_deletes(
+    turn_ids: set[str],
+    learned: dict[str, list[dict[str, Any]]],
+    agent_playbooks: list[dict[str, Any]],
+    user_playbook_ids: set[int] = frozenset(),
+) -> list[CurationOp]:
     """Delete ops for everything derived from deleted turns or user playbooks: learned items citing any deleted
     turn as a source, and agent playbooks left with no member once their user playbooks are gone. `learned` maps
     profile / user_playbook to their live rows (any status)."""

@@ -40,7 +40,9 @@ def connect(lake_root: str | Path = "lake") -> duckdb.DuckDBPyConnection:
         # DuckDB's httpfs extension is a download away; pyarrow reads the objects through the lake's filesystem.
         if lake.landing_turns.exists():
             root = lake.landing_turns
-            con.register("landing_turns", ds.dataset(root.path, filesystem=root.fs, format="parquet", partitioning="hive"))
+            con.register(
+                "landing_turns", ds.dataset(root.path, filesystem=root.fs, format="parquet", partitioning="hive")
+            )
         return con
     landing = list(lake.landing_turns.glob("date=*/hour=*/[!.]*.parquet"))
     if landing:

@@ -114,8 +114,9 @@ class EmbeddingCache:
         model and dimension."""
         keys = [text_key(t) for t in texts]
         with self._lake.lock(LOCK):
-            rows, self._looked_at = _scan(self._lake, keys, model_id, dim, ["text_sha256", "vector", "owner_user_ids"],
-                                          self.stats)
+            rows, self._looked_at = _scan(
+                self._lake, keys, model_id, dim, ["text_sha256", "vector", "owner_user_ids"], self.stats
+            )
         found = _vectors(rows, dim)
         self._owners.update({k: v for k, v in _owners(rows).items() if k in found})
         out = {text: found[key] for text, key in zip(texts, keys) if key in found}
@@ -123,8 +124,9 @@ class EmbeddingCache:
         self.stats.cached += len(out)
         return out
 
-    def store(self, model_id: str, dim: int, texts: Sequence[str], vectors: np.ndarray,
-              owners: Mapping[str, frozenset[str]]) -> None:
+    def store(
+        self, model_id: str, dim: int, texts: Sequence[str], vectors: np.ndarray, owners: Mapping[str, frozenset[str]]
+    ) -> None:
         """In one commit: store newly embedded `texts` (distinct; row i of `vectors` belongs to texts[i]), skipping
         those another build stored meanwhile, and add owners to cached rows that lack some. `owners` maps every text
         of the build to the users whose words it holds."""
@@ -139,16 +141,24 @@ class EmbeddingCache:
                 self.stats.not_stored_after_erasure += len(texts) + len(grown)
                 return
             # What builds committed since the lookup (usually nothing: only files added since are read)
-            since, _ = _scan(self._lake, keys + sorted(grown), model_id, dim, ["text_sha256", "owner_user_ids"],
-                             skip=self._looked_at)
+            since, _ = _scan(
+                self._lake, keys + sorted(grown), model_id, dim, ["text_sha256", "owner_user_ids"], skip=self._looked_at
+            )
             stored = _owners(since)
             fresh = [i for i, key in enumerate(keys) if key not in stored]
             # Texts another build stored meanwhile may lack owners this build saw: claimed like the looked-up ones.
-            known = {k: self._owners.get(k, frozenset()) | stored.get(k, frozenset())
-                     for k in (self._owners.keys() | stored.keys()) & claims.keys()}
+            known = {
+                k: self._owners.get(k, frozenset()) | stored.get(k, frozenset())
+                for k in (self._owners.keys() | stored.keys()) & claims.keys()
+            }
             claimed = {k: claims[k] - owners for k, owners in known.items() if claims[k] - owners}
-            new = _rows(model_id, dim, [keys[i] for i in fresh], np.asarray(vectors)[fresh],
-                        [claims.get(keys[i], frozenset()) for i in fresh])
+            new = _rows(
+                model_id,
+                dim,
+                [keys[i] for i in fresh],
+                np.asarray(vectors)[fresh],
+                [claims.get(keys[i], frozenset()) for i in fresh],
+            )
             if claimed:
                 new = pa.concat_tables([new, _owner_rows(model_id, dim, claimed)])
             if new.num_rows:
@@ -208,8 +218,16 @@ def _owned_by(table: pa.Table, user_id: str) -> pa.Array:
     return pa.array(hit)
 
 
-def _scan(lake: Lake, keys: Sequence[str], model_id: str, dim: int, columns: list[str],
-          stats: CacheStats | None = None, *, skip: frozenset[str] = frozenset()) -> tuple[pa.Table, frozenset[str]]:
+def _scan(
+    lake: Lake,
+    keys: Sequence[str],
+    model_id: str,
+    dim: int,
+    columns: list[str],
+    stats: CacheStats | None = None,
+    *,
+    skip: frozenset[str] = frozenset(),
+) -> tuple[pa.Table, frozenset[str]]:
     """The rows (vector and owner rows) of `keys` for this model and dimension, read from their buckets' data files
     except `skip`: the key columns of every candidate file (one threaded scan), then `columns` from only the files
     that hold a match. Returns the rows and the files looked at (with `skip`): a later scan of the same keys under
@@ -229,8 +247,11 @@ def _scan(lake: Lake, keys: Sequence[str], model_id: str, dim: int, columns: lis
     def files(subset: list) -> ds.FileSystemDataset:
         return ds.FileSystemDataset(subset, dataset.schema, dataset.format, dataset.filesystem)
 
-    match = (pc.field("text_sha256").isin(pa.array(sorted(set(keys)), pa.string()))
-             & (pc.field("model_id") == model_id) & (pc.field("dim") == dim))
+    match = (
+        pc.field("text_sha256").isin(pa.array(sorted(set(keys)), pa.string()))
+        & (pc.field("model_id") == model_id)
+        & (pc.field("dim") == dim)
+    )
     held = set(files(fragments).to_table(columns=["__filename"], filter=match).column("__filename").to_pylist())
     if not held:
         return _empty(columns), looked_at
@@ -292,10 +313,20 @@ def _write(lake: Lake, rows: pa.Table, *, mode: str, predicate: str | None = Non
     path = lake.table_path(CACHE_TABLE)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Key order within each bucket's file, also for rewrites (files' key statistics stay narrow).
-    rows = rows.select(TABLES[CACHE_TABLE].names).cast(TABLES[CACHE_TABLE]).sort_by(
-        [("bucket", "ascending"), ("text_sha256", "ascending")])
-    write_deltalake(delta_uri(path), rows, mode=mode, predicate=predicate, partition_by=["bucket"],
-                    storage_options=delta_options(path), writer_properties=_writer_properties())
+    rows = (
+        rows.select(TABLES[CACHE_TABLE].names)
+        .cast(TABLES[CACHE_TABLE])
+        .sort_by([("bucket", "ascending"), ("text_sha256", "ascending")])
+    )
+    write_deltalake(
+        delta_uri(path),
+        rows,
+        mode=mode,
+        predicate=predicate,
+        partition_by=["bucket"],
+        storage_options=delta_options(path),
+        writer_properties=_writer_properties(),
+    )
 
 
 def _writer_properties() -> Any:
@@ -313,8 +344,9 @@ def compact(lake: Lake) -> None:
             _vacuum_removed(lake)
 
 
-def _compact(lake: Lake, buckets: list[int], *, small_bytes: int = APPEND_FILE_BYTES,
-             min_files: int = MAX_SMALL_FILES) -> None:
+def _compact(
+    lake: Lake, buckets: list[int], *, small_bytes: int = APPEND_FILE_BYTES, min_files: int = MAX_SMALL_FILES
+) -> None:
     """Merge the files under `small_bytes` of those of `buckets` that hold `min_files` of them into files of up to
     `small_bytes` (caller holds LOCK)."""
     table = open_delta(lake.table_path(CACHE_TABLE))
@@ -326,12 +358,16 @@ def _compact(lake: Lake, buckets: list[int], *, small_bytes: int = APPEND_FILE_B
     full = [b for b in buckets if small.get(b, 0) >= min_files]
     if not full:
         return
-    table.optimize.compact(partition_filters=[("bucket", "in", [str(b) for b in full])], target_size=small_bytes,
-                           writer_properties=_writer_properties())
+    table.optimize.compact(
+        partition_filters=[("bucket", "in", [str(b) for b in full])],
+        target_size=small_bytes,
+        writer_properties=_writer_properties(),
+    )
 
 
 def _vacuum_removed(lake: Lake) -> None:
     """Delete the files compactions and owner rewrites took out of the table `REMOVED_FILE_RETENTION_HOURS` ago
     (a no-op, and no commit, while there are none)."""
-    open_delta(lake.table_path(CACHE_TABLE)).vacuum(retention_hours=REMOVED_FILE_RETENTION_HOURS, dry_run=False,
-                                                     enforce_retention_duration=False)
+    open_delta(lake.table_path(CACHE_TABLE)).vacuum(
+        retention_hours=REMOVED_FILE_RETENTION_HOURS, dry_run=False, enforce_retention_duration=False
+    )

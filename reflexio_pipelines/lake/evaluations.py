@@ -63,8 +63,11 @@ def write_impact(store: Lake) -> Impact:
     before_after = compute_before_after(store.read_table("retrievals").to_pylist(), evaluations)
     holdout = compute_holdout(outcomes, evaluations)
     with store.lock(LOCK):
-        version = store.replace_where("impact_metrics", None, pa.Table.from_pylist(rows, schema=TABLES["impact_metrics"]))
-        store.replace_where("impact_before_after", None,
-                            pa.Table.from_pylist(before_after, schema=TABLES["impact_before_after"]))
+        version = store.replace_where(
+            "impact_metrics", None, pa.Table.from_pylist(rows, schema=TABLES["impact_metrics"])
+        )
+        store.replace_where(
+            "impact_before_after", None, pa.Table.from_pylist(before_after, schema=TABLES["impact_before_after"])
+        )
         store.replace_where("impact_holdout", None, pa.Table.from_pylist(holdout, schema=TABLES["impact_holdout"]))
     return Impact(rows, before_after, holdout, version)

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reflexio_pipelines.storage import LakePath, read_parquet, read_vanishing
-
 from reflexio_pipelines.lake.curation import deleted_ids, read_ops
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import LANDING_TURNS
+from reflexio_pipelines.storage import LakePath, read_parquet, read_vanishing
 
 _COLUMNS = LANDING_TURNS.names
 
@@ -81,4 +80,3 @@ def request_view(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "agent_version": first["agent_version"] or "",
         "session_id": first["session_id"],
     }
-

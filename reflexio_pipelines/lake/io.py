@@ -136,8 +136,9 @@ class Lake:
         """Forget one consumed landing file (erasure deleted it), keeping the window's learning state."""
         before = self.consumed_state(window)
         if name in before.files:
-            self._write_consumed(window, ConsumedState([f for f in before.files if f != name], before.learned,
-                                                       before.attempts))
+            self._write_consumed(
+                window, ConsumedState([f for f in before.files if f != name], before.learned, before.attempts)
+            )
 
     def mark_learned(self, window: str) -> None:
         """Learning has committed the window's tables from every turn the consumed files hold."""
@@ -263,11 +264,18 @@ class Lake:
         for attempt in _COMMIT_RETRIES.copy():  # a copy per commit: its statistics are per call
             with attempt:
                 if not (path / "_delta_log").exists() or predicate is None:
-                    write_deltalake(uri, table, partition_by=partition_by, mode="append", storage_options=options,
-                                    schema_mode="merge")
+                    write_deltalake(
+                        uri,
+                        table,
+                        partition_by=partition_by,
+                        mode="append",
+                        storage_options=options,
+                        schema_mode="merge",
+                    )
                 else:
-                    write_deltalake(uri, table, mode="overwrite", predicate=predicate, storage_options=options,
-                                    schema_mode="merge")
+                    write_deltalake(
+                        uri, table, mode="overwrite", predicate=predicate, storage_options=options, schema_mode="merge"
+                    )
         return open_delta(path).version()
 
     # -- locks -------------------------------------------------------------------------------------------
@@ -292,8 +300,9 @@ def _commit_conflict(exc: BaseException) -> bool:
 
 #: A commit that lost a race (another writer, e.g. another host on object storage, committed that version first, or
 #: created the table at the same moment: "protocol changed") did not happen: retry it against the new table state.
-_COMMIT_RETRIES = Retrying(retry=retry_if_exception(_commit_conflict), stop=stop_after_attempt(6),
-                           wait=wait_random(0.05, 0.5), reraise=True)
+_COMMIT_RETRIES = Retrying(
+    retry=retry_if_exception(_commit_conflict), stop=stop_after_attempt(6), wait=wait_random(0.05, 0.5), reraise=True
+)
 
 
 def _quote(value: str) -> str:

@@ -47,8 +47,9 @@ def window_of_call(started_at_us: int, granularity: Granularity | None = None) -
     return window_of_key(key_of_moment(moment, granularity), granularity)
 
 
-def ledger_rows(calls: list[LLMCall], *, run_id: str, asset: str, window: str | None,
-                granularity: Granularity | None = None) -> list[dict]:
+def ledger_rows(
+    calls: list[LLMCall], *, run_id: str, asset: str, window: str | None, granularity: Granularity | None = None
+) -> list[dict]:
     """`llm_calls` rows for the given records (pure; the same records give the same rows and ids).
 
     `window` is the partition's window of a window-partitioned asset; None places each call in the window of its

@@ -70,7 +70,9 @@ IMPACT_METRICS = pa.schema(
         pa.field("corrections", pa.int64()),  # session_signals: corrections in treated sessions
         pa.field("recurring_corrections", pa.int64()),  # ... repeating an item learned and served before them
         pa.field("correction_recurrence", pa.float64()),  # recurring_corrections / corrections
-        pa.field("repeated_learned_corrections", pa.int64()),  # every arm: repeating an item learned before, served or not
+        pa.field(
+            "repeated_learned_corrections", pa.int64()
+        ),  # every arm: repeating an item learned before, served or not
         pa.field("playbooks_approved", pa.int64()),
         pa.field("playbooks_rejected", pa.int64()),
     ]
@@ -84,7 +86,9 @@ IMPACT_HOLDOUT = pa.schema(
         pa.field("agent_version", pa.string(), nullable=False),
         pa.field("evaluation_name", pa.string(), nullable=False),  # an evaluator, or session_signals
         pa.field("judge", pa.string(), nullable=False),
-        pa.field("metric", pa.string(), nullable=False),  # success_rate | turns_to_resolution | corrections_per_session | tool_failures_per_session
+        pa.field(
+            "metric", pa.string(), nullable=False
+        ),  # success_rate | turns_to_resolution | corrections_per_session | tool_failures_per_session
         pa.field("period_start", pa.string()),  # UTC days, inclusive
         pa.field("period_end", pa.string()),
         pa.field("treated_sessions", pa.int64()),

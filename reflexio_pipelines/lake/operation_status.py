@@ -68,7 +68,9 @@ def _read(lake: Lake, service_name: str) -> dict | None:
 
 def _write(lake: Lake, service_name: str, info: dict) -> dict:
     total, done = info.get("total_users") or 0, info.get("processed_users") or 0
-    info["progress_percentage"] = round(100.0 * done / total, 1) if total else (100.0 if info.get("status") == "completed" else 0.0)
+    info["progress_percentage"] = (
+        round(100.0 * done / total, 1) if total else (100.0 if info.get("status") == "completed" else 0.0)
+    )
     write_bytes(status_path(lake, service_name), json.dumps(info, sort_keys=True).encode())
     return info
 
@@ -99,8 +101,12 @@ def read_status(lake: Lake, service_name: str) -> dict | None:
 
 
 def _owner() -> dict:
-    return {"owner_pid": os.getpid(), "owner_host": socket.gethostname(), "owner_token": _PROCESS_TOKEN,
-            "heartbeat_at": time.time()}
+    return {
+        "owner_pid": os.getpid(),
+        "owner_host": socket.gethostname(),
+        "owner_token": _PROCESS_TOKEN,
+        "heartbeat_at": time.time(),
+    }
 
 
 def _pid_alive(pid: int) -> bool:
@@ -139,8 +145,13 @@ def stale_reason(info: dict, stale_after_s: float = DEFAULT_STALE_AFTER_S, now: 
 
 
 def _interrupted(reason: str) -> dict:
-    return {"status": "failed", "interrupted": True, "completed_at": int(time.time()), "current_user_id": None,
-            "error_message": f"interrupted: {reason}; nothing of it was applied, start it again"}
+    return {
+        "status": "failed",
+        "interrupted": True,
+        "completed_at": int(time.time()),
+        "current_user_id": None,
+        "error_message": f"interrupted: {reason}; nothing of it was applied, start it again",
+    }
 
 
 def current_status(lake: Lake, service_name: str, stale_after_s: float = DEFAULT_STALE_AFTER_S) -> dict | None:
@@ -155,8 +166,14 @@ def current_status(lake: Lake, service_name: str, stale_after_s: float = DEFAULT
         return _write(lake, service_name, info)
 
 
-def begin_operation(lake: Lake, service_name: str, operation_id: str, request_params: dict, total_users: int = 0,
-                    stale_after_s: float = DEFAULT_STALE_AFTER_S) -> dict | None:
+def begin_operation(
+    lake: Lake,
+    service_name: str,
+    operation_id: str,
+    request_params: dict,
+    total_users: int = 0,
+    stale_after_s: float = DEFAULT_STALE_AFTER_S,
+) -> dict | None:
     """Record `operation_id` as the service's running operation, owned by this process, atomically: raises
     `OperationInProgress` if another operation is live. A stale one is settled as interrupted first. The same
     operation id takes its own `in_progress` status over (the service records it, then the Dagster op that runs it
@@ -176,11 +193,24 @@ def begin_operation(lake: Lake, service_name: str, operation_id: str, request_pa
             if reason is None:
                 raise OperationInProgress(info)
             log.warning("%s operation %s was interrupted: %s", service_name, info.get("operation_id"), reason)
-        info = {"service_name": service_name, "status": "in_progress", "operation_id": operation_id,
-                "started_at": started_at, "completed_at": None, "total_users": total_users, "processed_users": 0,
-                "failed_users": 0, "current_user_id": None, "processed_user_ids": [], "failed_user_ids": [],
-                "request_params": request_params, "error_message": None, "interrupted": False,
-                "stats": {"total_interactions_processed": 0, "total_generated": 0}, **_owner()}
+        info = {
+            "service_name": service_name,
+            "status": "in_progress",
+            "operation_id": operation_id,
+            "started_at": started_at,
+            "completed_at": None,
+            "total_users": total_users,
+            "processed_users": 0,
+            "failed_users": 0,
+            "current_user_id": None,
+            "processed_user_ids": [],
+            "failed_user_ids": [],
+            "request_params": request_params,
+            "error_message": None,
+            "interrupted": False,
+            "stats": {"total_interactions_processed": 0, "total_generated": 0},
+            **_owner(),
+        }
         return _write(lake, service_name, info)
 
 
@@ -192,14 +222,16 @@ def clear_operation(lake: Lake, service_name: str, reason: str) -> dict | None:
         info = _read(lake, service_name)
         if not info or info.get("status") != "in_progress":
             return None
-        info.update(status="cancelled", completed_at=int(time.time()), current_user_id=None,
-                    error_message=f"cleared: {reason}")
+        info.update(
+            status="cancelled", completed_at=int(time.time()), current_user_id=None, error_message=f"cleared: {reason}"
+        )
         return _write(lake, service_name, info)
 
 
 @contextmanager
-def heartbeat(lake: Lake, service_name: str, operation_id: str,
-              interval_s: float = DEFAULT_HEARTBEAT_S) -> Iterator[None]:
+def heartbeat(
+    lake: Lake, service_name: str, operation_id: str, interval_s: float = DEFAULT_HEARTBEAT_S
+) -> Iterator[None]:
     """Refresh the operation's `heartbeat_at` every `interval_s` while the block runs (a daemon thread: a process
     that dies stops beating, which is the point)."""
     stop = threading.Event()

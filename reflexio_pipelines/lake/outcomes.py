@@ -22,8 +22,18 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import every_item, live_turns
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.config import ExtractionConfig, OutcomeSettings
+from reflexio_pipelines.learning.outcome_types import (
+    HARMFUL,
+    HELPFUL,
+    MISSED,
+    RULES_VERSION,
+    FlagAction,
+    ItemRef,
+    LearnedItem,
+    OutcomeResult,
+    RetrievalEvent,
+)
 from reflexio_pipelines.learning.outcomes import evaluate, flag_actions
-from reflexio_pipelines.learning.outcome_types import HARMFUL, HELPFUL, MISSED, RULES_VERSION, FlagAction, ItemRef, LearnedItem, OutcomeResult, RetrievalEvent
 from reflexio_pipelines.learning.sessions import Session, group_sessions, is_closed
 
 #: Serialises the outcome tables' writers (privacy/erasure.WRITER_LOCKS).
@@ -55,15 +65,30 @@ def log_state(rows: list[dict[str, Any]]) -> tuple[dict[ItemRef, str], dict[Item
         if row["action"] == "kept":
             kept[ref] = row
     states = {ref: STATE_OF_ACTION.get(row["action"], "clear") for ref, row in latest.items()}
-    return states, {ref: row["harmful"] or 0 for ref, row in kept.items()}, {ref: row["at"] for ref, row in kept.items()}
+    return (
+        states,
+        {ref: row["harmful"] or 0 for ref, row in kept.items()},
+        {ref: row["at"] for ref, row in kept.items()},
+    )
 
 
 def action_rows(action: FlagAction, *, at: int, run_id: str | None, actor: str = "outcome_counters") -> list[dict]:
     """Change log rows of one flag action: one per evidence session (one without evidence when it has none)."""
     c = action.counters
-    base = {"action_id": uuid.uuid4().hex, "at": at, "entity": action.ref.entity, "item_id": action.ref.item_id,
-            "action": action.action, "reason": action.reason, "served": c.served, "helpful": c.count(HELPFUL),
-            "harmful": c.count(HARMFUL), "missed": c.count(MISSED), "actor": actor, "run_id": run_id}
+    base = {
+        "action_id": uuid.uuid4().hex,
+        "at": at,
+        "entity": action.ref.entity,
+        "item_id": action.ref.item_id,
+        "action": action.action,
+        "reason": action.reason,
+        "served": c.served,
+        "helpful": c.count(HELPFUL),
+        "harmful": c.count(HARMFUL),
+        "missed": c.count(MISSED),
+        "actor": actor,
+        "run_id": run_id,
+    }
     evidence = action.evidence or ((None, None),)
     return [dict(base, user_id=user_id, session_id=session_id) for user_id, session_id in evidence]
 
@@ -74,10 +99,22 @@ def record_review(lake: Lake, entity: str, item_id: str, actor: str, reason: str
     with lake.lock(LOCK):
         found = lake.read_table("item_outcomes", filters=[("entity", "=", entity), ("item_id", "=", str(item_id))])
         counts = found.to_pylist()[0] if found.num_rows else dict(ZERO)
-        row = {"action_id": uuid.uuid4().hex, "at": int(time.time()), "entity": entity, "item_id": str(item_id),
-               "action": "kept", "reason": reason or "kept by a reviewer", "served": counts["served"],
-               "helpful": counts["helpful"], "harmful": counts["harmful"], "missed": counts["missed"],
-               "session_id": None, "user_id": None, "actor": actor, "run_id": None}
+        row = {
+            "action_id": uuid.uuid4().hex,
+            "at": int(time.time()),
+            "entity": entity,
+            "item_id": str(item_id),
+            "action": "kept",
+            "reason": reason or "kept by a reviewer",
+            "served": counts["served"],
+            "helpful": counts["helpful"],
+            "harmful": counts["harmful"],
+            "missed": counts["missed"],
+            "session_id": None,
+            "user_id": None,
+            "actor": actor,
+            "run_id": None,
+        }
         lake.append("outcome_change_log", pa.Table.from_pylist([row], schema=TABLES["outcome_change_log"]))
     return row
 
@@ -89,9 +126,27 @@ def change_log_entries(lake: Lake, entity: str | None = None, item_id: str | Non
     for row in lake.read_table("outcome_change_log").to_pylist():
         if (entity and row["entity"] != entity) or (item_id is not None and row["item_id"] != str(item_id)):
             continue
-        entry = actions.setdefault(row["action_id"], {k: row[k] for k in (
-            "action_id", "at", "entity", "item_id", "action", "reason", "served", "helpful", "harmful", "missed",
-            "actor", "run_id")} | {"evidence_session_ids": []})
+        entry = actions.setdefault(
+            row["action_id"],
+            {
+                k: row[k]
+                for k in (
+                    "action_id",
+                    "at",
+                    "entity",
+                    "item_id",
+                    "action",
+                    "reason",
+                    "served",
+                    "helpful",
+                    "harmful",
+                    "missed",
+                    "actor",
+                    "run_id",
+                )
+            }
+            | {"evidence_session_ids": []},
+        )
         if row["session_id"] is not None:
             entry["evidence_session_ids"].append(row["session_id"])
     return sorted(actions.values(), key=lambda e: (-e["at"], e["action_id"]))
@@ -102,13 +157,15 @@ def outcomes_now(store: Lake, config: ExtractionConfig, now: int) -> tuple[list[
     them, from the lake as it is."""
     sessions = group_sessions(live_turns(store))
     closed = [s for s in sessions if is_closed(s, now, config.session_quiet_period_seconds)]
-    result = evaluate(closed, sessions, retrieval_events(store), learned_items(store), judged_sessions(store),
-                      config.holdout)
+    result = evaluate(
+        closed, sessions, retrieval_events(store), learned_items(store), judged_sessions(store), config.holdout
+    )
     return closed, result
 
 
-def commit_outcomes(store: Lake, result: OutcomeResult, settings: OutcomeSettings, *, at: int,
-                    run_id: str | None) -> tuple[dict[ItemRef, str], list[FlagAction]]:
+def commit_outcomes(
+    store: Lake, result: OutcomeResult, settings: OutcomeSettings, *, at: int, run_id: str | None
+) -> tuple[dict[ItemRef, str], list[FlagAction]]:
     """Rewrite the outcome tables from `result` and append the flag actions it calls for to the change log, at `at`
     (unix s, the audit time). Flags are decided under the outcomes lock against the change log as it is then, so a
     reviewer's "keep" recorded meanwhile counts. Returns each item's flag state after the run, and the actions."""
@@ -127,39 +184,90 @@ def commit_outcomes(store: Lake, result: OutcomeResult, settings: OutcomeSetting
 
 
 def _tables(result: OutcomeResult, states: dict[ItemRef, str], now: int) -> dict[str, pa.Table]:
-    sessions = [{
-        "session_id": s.session_id, "user_id": s.user_id, "agent_version": s.agent_version, "arm": s.arm,
-        "holdout_override": s.override, "searches": s.searches, "items_served": s.items_served,
-        "first_search_at": s.first_search_at, "corrections": s.corrections,
-        "recurring_corrections": s.recurring_corrections, "repeated_learned_corrections": s.repeated_learned_corrections,
-        "tool_failures": s.tool_failures, "user_turns": s.user_turns, "session_started_at": s.started_at,
-        "session_closed_at": s.closed_at, "day": s.day, "rules": RULES_VERSION,
-    } for s in result.sessions]
-    events = [{
-        "entity": e.ref.entity, "item_id": e.ref.item_id, "user_id": e.user_id, "session_id": e.session_id,
-        "agent_version": e.agent_version, "outcome": e.outcome, "reason": e.reason, "served_at_us": e.served_at_us,
-        "turn_index": e.turn_index, "day": e.day, "rules": RULES_VERSION,
-    } for e in result.events]
-    counters = [{
-        "entity": ref.entity, "item_id": ref.item_id, "user_id": c.owner, "agent_version": c.agent_version,
-        "served": c.served, "sessions": c.sessions, "helpful": c.count(HELPFUL), "harmful": c.count(HARMFUL),
-        "missed": c.count(MISSED), "flagged": states.get(ref, "clear") != "clear",
-        "held_out": states.get(ref) == "held_out", "computed_at": now, "rules": RULES_VERSION,
-    } for ref, c in sorted(result.counters.items(), key=lambda kv: (kv[0].entity, kv[0].item_id))]
-    return {name: pa.Table.from_pylist(rows, schema=TABLES[name]) for name, rows in
-            (("session_outcomes", sessions), ("item_outcome_events", events), ("item_outcomes", counters))}
+    sessions = [
+        {
+            "session_id": s.session_id,
+            "user_id": s.user_id,
+            "agent_version": s.agent_version,
+            "arm": s.arm,
+            "holdout_override": s.override,
+            "searches": s.searches,
+            "items_served": s.items_served,
+            "first_search_at": s.first_search_at,
+            "corrections": s.corrections,
+            "recurring_corrections": s.recurring_corrections,
+            "repeated_learned_corrections": s.repeated_learned_corrections,
+            "tool_failures": s.tool_failures,
+            "user_turns": s.user_turns,
+            "session_started_at": s.started_at,
+            "session_closed_at": s.closed_at,
+            "day": s.day,
+            "rules": RULES_VERSION,
+        }
+        for s in result.sessions
+    ]
+    events = [
+        {
+            "entity": e.ref.entity,
+            "item_id": e.ref.item_id,
+            "user_id": e.user_id,
+            "session_id": e.session_id,
+            "agent_version": e.agent_version,
+            "outcome": e.outcome,
+            "reason": e.reason,
+            "served_at_us": e.served_at_us,
+            "turn_index": e.turn_index,
+            "day": e.day,
+            "rules": RULES_VERSION,
+        }
+        for e in result.events
+    ]
+    counters = [
+        {
+            "entity": ref.entity,
+            "item_id": ref.item_id,
+            "user_id": c.owner,
+            "agent_version": c.agent_version,
+            "served": c.served,
+            "sessions": c.sessions,
+            "helpful": c.count(HELPFUL),
+            "harmful": c.count(HARMFUL),
+            "missed": c.count(MISSED),
+            "flagged": states.get(ref, "clear") != "clear",
+            "held_out": states.get(ref) == "held_out",
+            "computed_at": now,
+            "rules": RULES_VERSION,
+        }
+        for ref, c in sorted(result.counters.items(), key=lambda kv: (kv[0].entity, kv[0].item_id))
+    ]
+    return {
+        name: pa.Table.from_pylist(rows, schema=TABLES[name])
+        for name, rows in (("session_outcomes", sessions), ("item_outcome_events", events), ("item_outcomes", counters))
+    }
 
 
 def retrieval_events(store: Lake) -> list[RetrievalEvent]:
     """The retrieval log as value types (items in response order, profiles, then user and agent playbooks)."""
     out = []
     for r in store.read_table("retrieval_events").to_pylist():
-        items = ([ItemRef("profile", str(i)) for i in r["profile_ids"] or []]
-                 + [ItemRef("user_playbook", str(i)) for i in r["user_playbook_ids"] or []]
-                 + [ItemRef("agent_playbook", str(i)) for i in r["agent_playbook_ids"] or []])
-        out.append(RetrievalEvent(r["event_id"], r["served_at_us"], r["user_id"], r["session_id"],
-                                  r["agent_version"] or "", r["arm"], r["holdout"], r["holdout_override"],
-                                  tuple(items)))
+        items = (
+            [ItemRef("profile", str(i)) for i in r["profile_ids"] or []]
+            + [ItemRef("user_playbook", str(i)) for i in r["user_playbook_ids"] or []]
+            + [ItemRef("agent_playbook", str(i)) for i in r["agent_playbook_ids"] or []]
+        )
+        out.append(
+            RetrievalEvent(
+                r["event_id"],
+                r["served_at_us"],
+                r["user_id"],
+                r["session_id"],
+                r["agent_version"] or "",
+                r["arm"],
+                r["holdout"],
+                r["holdout_override"],
+                tuple(items),
+            )
+        )
     return sorted(out, key=lambda e: (e.served_at_us, e.event_id))
 
 
@@ -172,17 +280,32 @@ def learned_items(store: Lake) -> dict[ItemRef, LearnedItem]:
     for r in every_item(store, "user_playbook"):
         ref = ItemRef("user_playbook", str(r["user_playbook_id"]))
         sources[r["user_playbook_id"]] = frozenset(r["source_turn_ids"] or ())
-        items[ref] = LearnedItem(ref, r["user_id"], r["agent_version"] or "", r["content"] or "", r["trigger"] or "",
-                                 r["created_at"] or 0, sources[r["user_playbook_id"]])
+        items[ref] = LearnedItem(
+            ref,
+            r["user_id"],
+            r["agent_version"] or "",
+            r["content"] or "",
+            r["trigger"] or "",
+            r["created_at"] or 0,
+            sources[r["user_playbook_id"]],
+        )
     for r in every_item(store, "profile"):
         ref = ItemRef("profile", str(r["profile_id"]))
-        items[ref] = LearnedItem(ref, r["user_id"], "", r["content"] or "", "", r["last_modified_timestamp"] or 0,
-                                 frozenset(r["source_turn_ids"] or ()))
+        items[ref] = LearnedItem(
+            ref,
+            r["user_id"],
+            "",
+            r["content"] or "",
+            "",
+            r["last_modified_timestamp"] or 0,
+            frozenset(r["source_turn_ids"] or ()),
+        )
     for r in live_agent_playbooks(store, ("current", "archived")):
         ref = ItemRef("agent_playbook", str(r["agent_playbook_id"]))
         turns = frozenset().union(*(sources.get(m, frozenset()) for m in r["member_ids"] or []))
-        items[ref] = LearnedItem(ref, None, r["agent_version"] or "", r["content"] or "", r["trigger"] or "",
-                                 r["created_at"] or 0, turns)
+        items[ref] = LearnedItem(
+            ref, None, r["agent_version"] or "", r["content"] or "", r["trigger"] or "", r["created_at"] or 0, turns
+        )
     return items
 
 

@@ -40,8 +40,10 @@ class ReadLedger:
             "lake_files_read": sum(t.files for t in self.tables.values()),
             "lake_bytes_read": sum(t.bytes for t in self.tables.values()),
             "lake_files_held": sum(t.files_in_table for t in self.tables.values()),
-            "lake_reads": {name: {"reads": t.reads, "files": t.files, "of_files": t.files_in_table, "bytes": t.bytes}
-                           for name, t in sorted(self.tables.items())},
+            "lake_reads": {
+                name: {"reads": t.reads, "files": t.files, "of_files": t.files_in_table, "bytes": t.bytes}
+                for name, t in sorted(self.tables.items())
+            },
         }
 
 

@@ -79,8 +79,9 @@ ENTITY_TABLES = {
 }
 
 
-def live_rows(lake: Lake, entity: str, filters: list[tuple] | None = None,
-              statuses: tuple[str, ...] = ("current",)) -> list[dict]:
+def live_rows(
+    lake: Lake, entity: str, filters: list[tuple] | None = None, statuses: tuple[str, ...] = ("current",)
+) -> list[dict]:
     """Rows of `entity` in `statuses` after supersession, lifecycle events (see learning/lifecycle.py) and manual
     curation (lake/curation.py: adds and edits join before supersession; deletions apply last, so deleting an
     item never brings back the one it replaced)."""

@@ -9,12 +9,12 @@ from reflexio_pipelines.lake.measurement_schemas import (
     IMPACT_BEFORE_AFTER,
     IMPACT_HOLDOUT,
     IMPACT_METRICS,
-    ITEM_OUTCOMES,
     ITEM_OUTCOME_EVENTS,
+    ITEM_OUTCOMES,
     LLM_CALLS,
     OUTCOME_CHANGE_LOG,
-    RETRIEVALS,
     RETRIEVAL_EVENTS,
+    RETRIEVALS,
     SESSION_EVALUATIONS,
     SESSION_OUTCOMES,
     SHADOW_COMPARISONS,
@@ -48,7 +48,9 @@ _TURN_FIELDS = [
 LANDING_TURNS = pa.schema(_TURN_FIELDS)
 
 #: The compacted turns table (Delta), partitioned by `window`.
-TURNS = pa.schema([*_TURN_FIELDS, pa.field("landing_file", pa.string()), pa.field("window", pa.string(), nullable=False)])
+TURNS = pa.schema(
+    [*_TURN_FIELDS, pa.field("landing_file", pa.string()), pa.field("window", pa.string(), nullable=False)]
+)
 
 _PROVENANCE_FIELDS = [
     pa.field("operation_id", pa.string()),  # set on rows written by a rerun (pending until upgraded), else null

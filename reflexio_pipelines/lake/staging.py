@@ -98,8 +98,15 @@ def read_shard(lake: Lake, window: str, run_id: str, shard: int) -> LearnOutput 
     doc: dict[str, Any] = json.loads(path.read_bytes())
     stats = LearnStats(**{**doc["stats"], "extractors": set(doc["stats"]["extractors"])})
     failures = [Failure(**{**f, "summary": FailureSummary(**f["summary"])}) for f in doc["failures"]]
-    return LearnOutput(doc["profiles"], doc["playbooks"], doc["change_log"], doc["bookmarks"], stats, failures,
-                       set(doc["learned_users"]))
+    return LearnOutput(
+        doc["profiles"],
+        doc["playbooks"],
+        doc["change_log"],
+        doc["bookmarks"],
+        stats,
+        failures,
+        set(doc["learned_users"]),
+    )
 
 
 def drop_run(lake: Lake, window: str, run_id: str) -> None:
