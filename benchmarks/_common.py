@@ -11,7 +11,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,17 +18,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from reflexio_pipelines.devtools.servers import free_port  # noqa: F401  (re-exported for the benchmarks)
+
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parents[1]
 #: A `dagster.yaml` with telemetry off: nothing a benchmark runs reports to Dagster's servers.
 TELEMETRY_OFF = "telemetry:\n  enabled: false\n"
-
-
-def free_port(host: str = HOST) -> int:
-    """A TCP port nothing listens on right now (the OS picks it; a child binds it shortly after)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def percentile(values: Sequence[float], q: float, digits: int | None = 3) -> float | None:

@@ -17,6 +17,13 @@ from typing import Any
 import uvicorn
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the OS picks it; a child process binds it shortly after)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 def _bound_socket() -> socket.socket:
     """A listening-ready socket on a free loopback port.
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from reflexio_pipelines.devtools.servers import free_port
 from tests.support.dagster_home import make_dagster_home
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nothing listens on right now (a child binds it shortly after)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def child_env(lake: Path, dagster_home: Path, **extra: str) -> dict[str, str]:
