@@ -158,7 +158,10 @@ lake, at, name = Lake.at(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 time.sleep(max(0.0, at - time.time()))
 try:
     begin_operation(lake, "profile_generation", name, {})
-    print("won")
+    print("won", flush=True)
+    # An owner runs its operation: stay alive while the others try (an owner whose process is gone is stale, and
+    # without dagster imported this process exits within milliseconds, before the last racer reads the status).
+    time.sleep(3)
 except OperationInProgress:
     print("lost")
 """
