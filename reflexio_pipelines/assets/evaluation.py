@@ -21,7 +21,7 @@ from reflexio_pipelines.learning.evaluation import judge_sessions
 from reflexio_pipelines.learning.impact import SIGNALS_EVALUATION
 from reflexio_pipelines.learning.judge import HEURISTIC_JUDGE, HeuristicJudge, Judge
 from reflexio_pipelines.learning.llm_judge import LiteLLMJudge
-from reflexio_pipelines.learning.sessions import group_sessions, is_closed
+from reflexio_pipelines.learning.sessions import closed_sessions, group_sessions
 from reflexio_pipelines.resources import ExtractorResource, LakeResource
 
 
@@ -64,9 +64,7 @@ def session_evaluation(
     settings = extractor.get_config(store)
     judge = _judge(extractor)
     done = evaluated_ids(store)
-    sessions = [
-        s for s in group_sessions(live_turns(store)) if is_closed(s, now, settings.session_quiet_period_seconds)
-    ]
+    sessions = closed_sessions(group_sessions(live_turns(store)), now, settings.session_quiet_period_seconds)
     # Every judge call lands in `llm_calls`, also when judging fails half-way: those calls were paid for.
     with ledger_written(store, run_id=context.run.run_id, asset=context.op_def.name, window=None) as ledger:
         judged = judge_sessions(judge, sessions, settings.agent_success_configs, done, now)

@@ -34,7 +34,7 @@ from reflexio_pipelines.learning.outcome_types import (
     RetrievalEvent,
 )
 from reflexio_pipelines.learning.outcomes import evaluate, flag_actions
-from reflexio_pipelines.learning.sessions import Session, group_sessions, is_closed
+from reflexio_pipelines.learning.sessions import Session, closed_sessions, group_sessions
 
 #: Serialises the outcome tables' writers (privacy/erasure.WRITER_LOCKS).
 LOCK = "outcomes"
@@ -156,7 +156,7 @@ def outcomes_now(store: Lake, config: ExtractionConfig, now: int) -> tuple[list[
     """The sessions closed at `now` (unix s, after the config's quiet period) and the outcomes of what was served in
     them, from the lake as it is."""
     sessions = group_sessions(live_turns(store))
-    closed = [s for s in sessions if is_closed(s, now, config.session_quiet_period_seconds)]
+    closed = closed_sessions(sessions, now, config.session_quiet_period_seconds)
     result = evaluate(
         closed, sessions, retrieval_events(store), learned_items(store), judged_sessions(store), config.holdout
     )

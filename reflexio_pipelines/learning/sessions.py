@@ -90,6 +90,11 @@ def is_closed(session: Session, now: float, quiet_period_s: float = DEFAULT_QUIE
     return now - last >= quiet_period_s
 
 
+def closed_sessions(sessions: Iterable[Session], now: float, quiet_period_s: float) -> list[Session]:
+    """The sessions among `sessions` that are closed at `now` (`is_closed`), in their order."""
+    return [s for s in sessions if is_closed(s, now, quiet_period_s)]
+
+
 def is_sampled(session_id: str, evaluation_name: str, rate: float = DEFAULT_SAMPLING_RATE) -> bool:
     """Whether evaluator `evaluation_name` judges session `session_id`, deterministically.
 
