@@ -314,6 +314,7 @@ def _resolve_user(
             judge_factory,
             stats,
             id_column="profile_id",
+            order=order,
             text_of=lambda r: r["content"],
             slot_of=lambda r: profile_slot(r["content"]),
             key_of=lambda r: r["content"],
@@ -327,6 +328,7 @@ def _resolve_user(
             judge_factory,
             stats,
             id_column="user_playbook_id",
+            order=order,
             text_of=_playbook_text,
             slot_of=lambda r: content_key(r["trigger"] or "") or None,
             key_of=lambda r: r["content"],
@@ -436,6 +438,11 @@ def _count(stats: LearnStats, result: ExtractionResult) -> None:
         stats.gate_skipped += result.gate_skipped
 
 
+def _stated_at(row: dict[str, Any], order: dict[str, tuple]) -> tuple:
+    """When a new row was stated: the sort key of its latest source turn (its timestamp when none is known)."""
+    return max((order[t] for t in row["source_turn_ids"] if t in order), default=(_time(row),))
+
+
 def _dedup(
     entity: str,
     new_rows: list[dict[str, Any]],
@@ -445,15 +452,20 @@ def _dedup(
     stats: LearnStats,
     *,
     id_column: str,
+    order: dict[str, tuple],
     text_of: Callable[[dict[str, Any]], str],
     slot_of: Callable[[dict[str, Any]], str | None],
     key_of: Callable[[dict[str, Any]], str],
     rewrite: Callable[[dict[str, Any], str], dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """Resolve new rows against the user's current rows; returns the rows to write (with `supersedes` set)."""
+    """Resolve new rows against the user's current rows; returns the rows to write (with `supersedes` set).
+
+    New rows go to the judge in the order they were stated (their last source turn in `order`, turn_id ->
+    turn_sort_key), so when two of them conflict the later statement wins even when both came in one publish and
+    share a timestamp (by row id, an arbitrary hash, a correction could lose to the request it corrected)."""
     if not new_rows:
         return []
-    new_rows = sorted(new_rows, key=lambda r: (_time(r), str(r[id_column])))
+    new_rows = sorted(new_rows, key=lambda r: (_stated_at(r, order), str(r[id_column])))
     texts = [text_of(r) for r in new_rows] + [text_of(r) for r in existing_rows]
     vectors = embedder.embed(texts)
     new_vectors, existing_vectors = vectors[: len(new_rows)], vectors[len(new_rows) :]

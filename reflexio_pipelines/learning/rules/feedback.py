@@ -387,12 +387,28 @@ def _feedback_rule(sentence: str) -> str | None:
     return None
 
 
+#: Verbs that shape an answer: with a style noun as their object the directive is feedback ("Drop the emojis",
+#: "Use a table"). Any other task verb's object is the task's subject matter ("Book a table for two", "Read the
+#: comments on the PR"), not the answer's style (heuristic).
+_ANSWER_SHAPING_VERBS = _words(
+    "add answer drop format give list make put remove reply rewrite show start stop use write"
+)
+_TASK_OBJECT_RE = re.compile(
+    r"^[\w-]+\s+(?:(?:a|an|the|my|our|your|this|that|these|those|some|all|\d+|one|two|three)\s+)?"
+    rf"(?:[\w-]+\s+)?(?:{_STYLE_NOUNS})\b",
+    re.I,
+)
+
+
 def _names_style(text: str) -> bool:
     """Whether a directive names the answer's style ("Keep replies short", "Answer in two sentences max"). The verb
-    that opens it does not count: "Reply to the customer about the delay" is a new task, not feedback on replies."""
+    that opens it does not count ("Reply to the customer about the delay" is a new task, not feedback on replies),
+    nor does the object of an opening task verb ("Book a table for two")."""
     first = _first_word(text)
     opening = len(first) if first in _IMPERATIVE_VERBS else 0
-    return any((m.start(), m.end()) != (0, opening) for m in _STYLE_DIRECTIVE_RE.finditer(text))
+    if opening and first not in _ANSWER_SHAPING_VERBS and (task_object := _TASK_OBJECT_RE.match(text)):
+        opening = task_object.end()
+    return any(m.end() > opening for m in _STYLE_DIRECTIVE_RE.finditer(text))
 
 
 def _rule_sentence(sentence: str) -> str:
