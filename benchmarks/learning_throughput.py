@@ -1595,11 +1595,22 @@ def latency_run(run: Run, name: str, llm: LLM) -> dict:
         "search_errors": prober.search_errors,
         "runs": len(timings["runs"]),
         "runs_by_status": _count(r["status"] for r in timings["runs"]),
+        "run_s_p50": percentile([r["duration_s"] for r in timings["runs"] if r["duration_s"] is not None], 0.5),
+        "run_steps_s_p50": _steps_p50(timings["runs"]),
         **cov,
     }
     if stats is not None:
         row["stub"] = stub_block(stats, cov["turns_published"])
     return row
+
+
+def _steps_p50(runs: Sequence[dict]) -> dict[str, float | None]:
+    """Per step of the runs: its median duration (where a probe's wait goes once its session is quiet)."""
+    steps: dict[str, list[float]] = defaultdict(list)
+    for r in runs:
+        for step, seconds in r["steps"].items():
+            steps[step].append(seconds)
+    return {step: percentile(values, 0.5) for step, values in sorted(steps.items())}
 
 
 def phase_latency(run: Run) -> dict:

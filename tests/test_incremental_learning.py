@@ -401,6 +401,56 @@ def test_the_sensor_asks_for_due_only_runs_and_waits_for_a_windows_unfinished_ru
     assert [r.partition_key for r in again.run_requests] == [request.partition_key]
 
 
+def test_the_next_run_is_requested_once_the_running_one_has_committed_its_learning(lake: Lake, instance, samples):
+    """While a run only builds and checks its index, the window's new turns need not wait for it to end."""
+    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from reflexio_pipelines.resources import LakeResource
+    from reflexio_pipelines.sensors import landing_sensor
+
+    def tick() -> dg.SensorResult:
+        return landing_sensor(
+            dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
+        )
+
+    land(lake, samples[:1])
+    (request,) = tick().run_requests
+    running = DagsterRun(
+        job_name="learn_job",
+        run_id="run-indexing",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={"dagster/partition": request.partition_key},
+    )
+    instance.add_run(running)
+
+    def materialised(asset: str) -> None:
+        event = DagsterEvent(
+            event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
+            job_name="learn_job",
+            event_specific_data=StepMaterializationData(dg.AssetMaterialization(asset)),
+        )
+        instance.report_dagster_event(event, run_id=running.run_id)
+
+    materialised("turns")  # compacted, still learning: the window stays busy
+    assert not tick().run_requests
+    materialised("user_profiles")  # the learning is committed: only the index build is left
+    assert [r.partition_key for r in tick().run_requests] == [request.partition_key]
+
+
+def test_an_older_build_finishing_last_does_not_take_the_served_version_back(tmp_path) -> None:
+    from reflexio_pipelines.search.versions import activate_if_newer, current_version
+
+    root = tmp_path / "index"
+    older, newer = "20261204T050000000000Z-aaaaaa", "20261204T050005000000Z-bbbbbb"
+    for version in (older, newer):
+        (root / version).mkdir(parents=True)
+        (root / version / "manifest.json").write_text("{}")
+    assert activate_if_newer(root, newer) and current_version(root) == newer
+    assert not activate_if_newer(root, older) and current_version(root) == newer
+    assert activate_if_newer(root, newer)  # the same version again: still served
+
+
 # -- incremental compaction ------------------------------------------------------------------------------------
 
 

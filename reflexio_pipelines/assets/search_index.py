@@ -11,7 +11,7 @@ from reflexio_pipelines.lake.embedding_cache import compact as compact_cache
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
 from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.search.incremental import stage_update
-from reflexio_pipelines.search.versions import activate_version, prune_versions
+from reflexio_pipelines.search.versions import activate_if_newer, current_version, prune_versions
 from reflexio_pipelines.storage import LakePath
 
 SEARCH_INDEX = dg.AssetKey("search_index")
@@ -75,9 +75,16 @@ def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: Embedd
 def serving_index(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     store = lake.get()
     version = staged_version(context.instance, store.index_root, context.run_id)
-    activate_version(store.index_root, version)
+    activated = activate_if_newer(store.index_root, version)
     removed = prune_versions(store.index_root, keep=5)
-    return dg.MaterializeResult(metadata={"version": version, "pruned_versions": len(removed)})
+    return dg.MaterializeResult(
+        metadata={
+            "version": version,
+            "activated": activated,
+            "served_version": current_version(store.index_root) or "",
+            "pruned_versions": len(removed),
+        }
+    )
 
 
 def latest_build(instance: dg.DagsterInstance, index_root: LakePath, run_id: str | None = None) -> dict:

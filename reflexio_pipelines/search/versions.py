@@ -128,6 +128,18 @@ def activate_version(index_root: LakePath, version: str) -> None:
     write_bytes(index_root / CURRENT_FILE, (version + "\n").encode())
 
 
+def activate_if_newer(index_root: LakePath, version: str) -> bool:
+    """Point CURRENT at `version` unless the served version is newer (names sort by when their build read the lake):
+    two builds can overlap (a learning run's and the next run's, or an `index_job`'s), and the one that finishes
+    last must not take back what the other published; the lake still holds it for the next build. True when
+    CURRENT now names `version`."""
+    served = current_version(index_root)
+    if served is not None and served > version:
+        return False
+    activate_version(index_root, version)
+    return True
+
+
 def publish_index(
     index_root: LakePath,
     docs: Sequence[SearchDoc],
