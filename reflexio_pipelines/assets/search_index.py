@@ -6,12 +6,14 @@ a version that fails the check is built but never pointed at, and serving keeps 
 
 import dagster as dg
 
+from reflexio_pipelines.lake.changes import source_versions, users_touched
 from reflexio_pipelines.lake.embedding_cache import EmbeddingCache
 from reflexio_pipelines.lake.embedding_cache import compact as compact_cache
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
 from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.search.incremental import stage_update
-from reflexio_pipelines.search.versions import activate_if_newer, current_version, prune_versions
+from reflexio_pipelines.search.types import SearchDoc
+from reflexio_pipelines.search.versions import activate_if_newer, current_version, prune_versions, served_watermarks
 from reflexio_pipelines.storage import LakePath
 
 SEARCH_INDEX = dg.AssetKey("search_index")
@@ -48,9 +50,27 @@ class SearchIndexConfig(dg.Config):
 def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: EmbedderResource) -> dg.MaterializeResult:
     store = lake.get()
     cache = EmbeddingCache(store)  # opened before the documents are read (see EmbeddingCache)
-    docs, counts, watermarks = index_documents(store, new_turns=config.index_turns, max_new_turns=config.max_new_turns)
+    sources = source_versions(store)  # read before the tables: a commit during the build is seen by the next one
+    users = None if config.compact else users_touched(store, served_watermarks(store.index_root), sources)
+
+    def read(scope: frozenset[str] | None) -> tuple[list[SearchDoc], dict[str, int]]:
+        docs, _, marks = index_documents(
+            store, new_turns=config.index_turns, max_new_turns=config.max_new_turns, users=scope
+        )
+        return docs, {**marks, **sources}
+
+    docs, watermarks = read(users)
     model = embedder.get()
-    staged = stage_update(store.index_root, docs, model, cache=cache, compact=config.compact, watermarks=watermarks)
+    staged = stage_update(
+        store.index_root,
+        docs,
+        model,
+        cache=cache,
+        compact=config.compact,
+        watermarks=watermarks,
+        users=users,
+        everything=lambda: read(None)[0],
+    )
     if config.compact:  # the daily compaction also merges the small files appends left in the embedding cache
         compact_cache(store)
     return dg.MaterializeResult(
@@ -58,8 +78,10 @@ def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: Embedd
             "version": staged.version,
             "index_root": str(store.index_root),
             "embedder": model.model_id,
-            "dagster/row_count": len(docs),
-            **{f"expected_{entity}": n for entity, n in counts.items()},
+            "dagster/row_count": sum(staged.counts.values()),
+            "docs_read": len(docs),
+            "users_rebuilt": "all" if users is None else len(users),
+            **{f"expected_{entity}": n for entity, n in staged.counts.items()},
             **watermarks,
             **staged.metadata(),  # full / incremental / unchanged, and why
             **cache.stats.metadata(),  # texts embedded vs served from the lake's embedding cache
@@ -74,7 +96,7 @@ def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: Embedd
 )
 def serving_index(context: dg.AssetExecutionContext, lake: LakeResource) -> dg.MaterializeResult:
     store = lake.get()
-    version = staged_version(context.instance, store.index_root, context.run_id)
+    version = staged_version(context.instance, store.index_root, context.run.run_id)
     activated = activate_if_newer(store.index_root, version)
     removed = prune_versions(store.index_root, keep=5)
     return dg.MaterializeResult(

@@ -187,17 +187,23 @@ def agent_playbook_docs(rows: Iterable[dict[str, Any]], decided: dict[str, str])
 
 
 def index_documents(
-    store: Lake, new_turns: bool = False, max_new_turns: int = 0
+    store: Lake, new_turns: bool = False, max_new_turns: int = 0, users: frozenset[str] | None = None
 ) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:
     """Every document an index version holds, how many of each entity type, and the version's watermarks; shared
-    with per-user erasure, which publishes a version without the erased user through the same path.
+    with per-user erasure, which publishes a version without the erased user through the same path. With `users`,
+    the profiles and user playbooks of those users only (a build scoped to the users whose rows changed,
+    search/incremental.py `stage_update`; the counts are then of what was read).
 
     Turns: those ingested up to the current version's watermark (`TURNS_WATERMARK`), or with `new_turns` every
     live turn (the watermark then moves to the newest one) — with `max_new_turns` > 0, only the oldest that many
     turns past the watermark (those ingested in the same microsecond as the last one too), the rest left to the
     next build. Turns deleted or erased since leave either way."""
-    profiles = profile_docs(live_rows(store, "profile", statuses=LIFECYCLE_STATUSES))
-    playbooks = user_playbook_docs(live_rows(store, "user_playbook", statuses=LIFECYCLE_STATUSES))
+    if users is not None and not users:
+        profiles, playbooks = [], []
+    else:
+        only = None if users is None else [("user_id", "in", sorted(users))]
+        profiles = profile_docs(live_rows(store, "profile", filters=only, statuses=LIFECYCLE_STATUSES))
+        playbooks = user_playbook_docs(live_rows(store, "user_playbook", filters=only, statuses=LIFECYCLE_STATUSES))
     agent = agent_playbook_docs(live_agent_playbooks(store), decisions(store))
     through = turns_watermark(store.index_root)
     # Nothing to read while no version holds turns and none are taken in (learning runs before the first turn

@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -98,9 +98,37 @@ def live_fingerprints(version_dir: Path, manifest: Mapping[str, Any]) -> Fingerp
     return out
 
 
-def plan_changes(prior: Fingerprints, docs: Sequence[SearchDoc]) -> IndexChanges:
-    """The docs whose fingerprint is new or differs from `prior`, and the prior doc ids `docs` no longer hold.
-    Refuses the same bad docs `build_index` refuses."""
+#: Entity types whose docs belong to one user: a scoped build (`DocScope`) rebuilds only the touched users' docs.
+USER_TYPES = ("profile", "user_playbook")
+
+
+@dataclass(frozen=True)
+class DocScope:
+    """A build's docs hold, for the user types, only the docs of `users` (every doc of the other types); `owners`
+    names the user of each prior doc of those types, so the prior docs of other users are kept as they are."""
+
+    users: frozenset[str]
+    owners: dict[str, dict[str, str | None]]
+
+
+def prior_owners(version_dir: Path, manifest: Mapping[str, Any]) -> dict[str, dict[str, str | None]]:
+    """Per user type: doc id -> user id of every doc a version's segments hold (two columns read)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = ["entity_type", "doc_id", "user_id"]
+    data = pa.concat_tables([pq.read_table(s.docs, columns=columns) for s in _segments(version_dir, manifest)])
+    out: dict[str, dict[str, str | None]] = {t: {} for t in USER_TYPES}
+    for entity_type, doc_id, user_id in zip(*(data[c].to_pylist() for c in columns), strict=True):
+        if entity_type in out:
+            out[entity_type][doc_id] = user_id
+    return out
+
+
+def plan_changes(prior: Fingerprints, docs: Sequence[SearchDoc], scope: DocScope | None = None) -> IndexChanges:
+    """The docs whose fingerprint is new or differs from `prior`, and the prior doc ids `docs` no longer hold
+    (with `scope`, only prior docs of the scope's users can be missing). Refuses the same bad docs `build_index`
+    refuses."""
     by_type = _validate_docs(docs)
     changes = IndexChanges()
     for entity_type in ENTITY_TYPES:
@@ -112,8 +140,20 @@ def plan_changes(prior: Fingerprints, docs: Sequence[SearchDoc]) -> IndexChanges
                 if seen is not None:
                     changes.replaced[entity_type] = changes.replaced.get(entity_type, 0) + 1
         present = {doc.doc_id for doc in by_type[entity_type]}
-        changes.deleted[entity_type] = sorted(set(known) - present)
+        candidates = set(known)
+        if scope is not None and entity_type in USER_TYPES:
+            owners = scope.owners.get(entity_type, {})
+            candidates = {d for d in candidates if owners.get(d) in scope.users}
+        changes.deleted[entity_type] = sorted(candidates - present)
     return changes
+
+
+def live_counts(prior: Fingerprints, changes: IndexChanges) -> dict[str, int]:
+    """Live docs per entity type of the version `changes` make from `prior`'s."""
+    inserted = {t: 0 for t in ENTITY_TYPES}
+    for doc in changes.upserts:
+        inserted[doc.entity_type] += doc.doc_id not in prior[doc.entity_type]
+    return {t: len(prior[t]) - len(set(changes.deleted.get(t, ())) & set(prior[t])) + inserted[t] for t in ENTITY_TYPES}
 
 
 def needs_compaction(
@@ -204,12 +244,7 @@ def extend_index(
         deltas = [_fold_deltas(out_dir, deltas, version)]
 
     now = datetime.now(timezone.utc)
-    live = {
-        t: len(prior[t])
-        - len(set(changes.deleted.get(t, ())) & set(prior[t]))
-        + sum(1 for d in by_type[t] if d.doc_id not in prior[t])
-        for t in ENTITY_TYPES
-    }
+    live = live_counts(prior, changes)
     manifest.update(
         {
             "format_version": FORMAT_VERSION,
@@ -308,6 +343,7 @@ class StagedBuild:
     reason: str  # why a full build, or "" for an incremental one
     changes: dict[str, int]  # docs upserted / deleted against the previous version
     deltas: int  # delta segments in the staged version
+    counts: dict[str, int]  # live docs per entity type the version holds (what its check expects)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -328,11 +364,19 @@ def stage_update(
     hnsw_min_rows: int = HNSW_MIN_ROWS,
     hnsw_params: HnswParams = HnswParams(),
     watermarks: Mapping[str, int] | None = None,
+    users: frozenset[str] | None = None,
+    everything: Callable[[], Sequence[SearchDoc]] | None = None,
 ) -> StagedBuild:
     """Stage the version that serves `docs`: a delta on the current version when that is cheaper and allowed, a
     full build when `compact` is asked, nothing was published yet, the current version cannot be extended (other
     embedder, format 1, an entity type it predates) or `needs_compaction` says so; no new version at all when
-    nothing changed (then the current version's watermarks stay). `watermarks` go into the staged manifest."""
+    nothing changed (then the current version's watermarks stay). `watermarks` go into the staged manifest.
+
+    With `users`, `docs` hold the profiles and user playbooks of those users only (the users whose rows changed
+    since the current version, lake/changes.py), so a delta costs what changed, not the lake; every other user's
+    docs stay as the current version holds them. A full build then takes its docs from `everything()`."""
+    if users is not None and everything is None:
+        raise ValueError("a build scoped to some users needs `everything` for a full build")
     current = current_version(index_root)
     reason = "compaction requested" if compact else "no version published yet" if current is None else ""
     if not reason:
@@ -346,9 +390,12 @@ def stage_update(
         elif missing := [t for t in ENTITY_TYPES if t not in manifest["counts"]]:
             reason = f"version {current} predates entity types {missing}"
         else:
-            changes = plan_changes(prior, docs)
+            scope = None if users is None else DocScope(users, prior_owners(prev_dir, manifest))
+            changes = plan_changes(prior, docs, scope)
             reason = needs_compaction(manifest, changes, hnsw_min_rows=hnsw_min_rows) or ""
     if reason:
+        if everything is not None and users is not None:
+            docs = everything()
         version = stage_index(
             index_root,
             docs,
@@ -358,9 +405,11 @@ def stage_update(
             cache=cache,
             watermarks=watermarks,
         )
-        return StagedBuild(version, "full", reason, {"docs_upserted": len(docs), "docs_deleted": 0}, 0)
+        counts = {t: sum(1 for d in docs if d.entity_type == t) for t in ENTITY_TYPES}
+        return StagedBuild(version, "full", reason, {"docs_upserted": len(docs), "docs_deleted": 0}, 0, counts)
     if changes.empty:
-        return StagedBuild(current, "unchanged", "", changes.counts(), len(manifest.get("deltas", [])))
+        deltas = len(manifest.get("deltas", []))
+        return StagedBuild(current, "unchanged", "", changes.counts(), deltas, live_counts(prior, changes))
     staged: dict[str, Any] = {}
 
     def build(out_dir: Path, version: str) -> None:
@@ -371,4 +420,4 @@ def stage_update(
         )
 
     version = stage_version(index_root, build)
-    return StagedBuild(version, "incremental", "", changes.counts(), len(staged["deltas"]))
+    return StagedBuild(version, "incremental", "", changes.counts(), len(staged["deltas"]), live_counts(prior, changes))

@@ -182,13 +182,18 @@ def version_watermark(manifest: Mapping[str, Any], name: str) -> int:
     return int(manifest.get("watermarks", {}).get(name, 0))
 
 
-def turns_watermark(index_root: LakePath) -> int:
-    """Up to which ingest instant (unix microseconds) the current version holds turns; 0 if none published."""
+def served_watermarks(index_root: LakePath) -> dict[str, int]:
+    """The watermarks of the version CURRENT names ({} when nothing was published yet)."""
     version = current_version(index_root)
     if version is None:
-        return 0
+        return {}
     manifest = json.loads((_as_root(index_root) / version / "manifest.json").read_text())
-    return version_watermark(manifest, TURNS_WATERMARK)
+    return {name: int(value) for name, value in manifest.get("watermarks", {}).items()}
+
+
+def turns_watermark(index_root: LakePath) -> int:
+    """Up to which ingest instant (unix microseconds) the current version holds turns; 0 if none published."""
+    return int(served_watermarks(index_root).get(TURNS_WATERMARK, 0))
 
 
 def list_versions(index_root: LakePath) -> list[str]:
