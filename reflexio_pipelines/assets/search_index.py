@@ -53,13 +53,19 @@ def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: Embedd
     sources = source_versions(store)  # read before the tables: a commit during the build is seen by the next one
     users = None if config.compact else users_touched(store, served_watermarks(store.index_root), sources)
 
-    def read(scope: frozenset[str] | None) -> tuple[list[SearchDoc], dict[str, int]]:
+    watermarks: dict[str, int] = {}
+
+    def read(scope: frozenset[str] | None) -> list[SearchDoc]:
+        # The watermarks are those of the last read: a scoped build that turns out to need a full one (stage_update
+        # calls `everything`) records the turn watermark of the docs it was given.
         docs, _, marks = index_documents(
             store, new_turns=config.index_turns, max_new_turns=config.max_new_turns, users=scope
         )
-        return docs, {**marks, **sources}
+        watermarks.clear()
+        watermarks.update({**marks, **sources})
+        return docs
 
-    docs, watermarks = read(users)
+    docs = read(users)
     model = embedder.get()
     staged = stage_update(
         store.index_root,
@@ -69,7 +75,7 @@ def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: Embedd
         compact=config.compact,
         watermarks=watermarks,
         users=users,
-        everything=lambda: read(None)[0],
+        everything=lambda: read(None),
     )
     if config.compact:  # the daily compaction also merges the small files appends left in the embedding cache
         compact_cache(store)
