@@ -25,12 +25,14 @@ def lake_run_config(root: str, metadata_previews: bool) -> dict:
     return {"resources": {"lake": {"config": {"root": root, "metadata_previews": metadata_previews}}}}
 
 
-#: New turns one sensor-launched index build takes in (a learning run's, or `interaction_index_sensor`'s index_job).
-#: Under steady publishing (50 turns/s, 2 cores) a learning run's build embedded 3,353 new turn lines in a 61 s step
-#: (~55 lines/s beside the service and the run's own work), and every item the run had learned waited for it; an
-#: uncapped index_job between learning runs took 106 s and slowed the runs beside it. 600 bounds either at ~10 s;
-#: the rest waits for the next build (serving covers unindexed turns from the landing files meanwhile).
+#: New turns one sensor-launched `index_job` build takes in (`interaction_index_sensor`). Under steady publishing
+#: (50 turns/s, 2 cores) an uncapped index_job between learning runs took 106 s and slowed the runs beside it; 600
+#: bounds it at ~10 s. The rest waits for the next build (serving covers unindexed turns from the landing files).
 MAX_NEW_TURNS_PER_BUILD = 600
+#: New turns a landing-sensor learning run's build takes in beside the items the run learned, which wait for it:
+#: under the same load its build embedded 650-870 texts at ~50/s (long turn lines; short items go faster), 15 s of a
+#: 16.5 s step with 600 (py-spy), and publish -> searchable p95 was 71 s. 200 keeps it to a few seconds.
+MAX_NEW_TURNS_PER_LEARNING_BUILD = 200
 
 
 def learning_run_config(
@@ -41,7 +43,7 @@ def learning_run_config(
     (`learn_job` only) has the run's index build take in the turns published since the served version too."""
     ops: dict = {"user_learning": {"config": {"flush": flush, "flush_users": sorted(set(flush_users))}}}
     if index_turns:
-        ops["search_index"] = {"config": {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}}
+        ops["search_index"] = {"config": {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_LEARNING_BUILD}}
     return {"ops": ops}
 
 

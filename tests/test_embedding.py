@@ -60,6 +60,13 @@ def test_local_model_deterministic_and_batch_independent(local: LocalMiniLMEmbed
     np.testing.assert_allclose(small_batches, first, atol=1e-5)
 
 
+def test_idle_onnx_threads_sleep_instead_of_spinning(local: LocalMiniLMEmbedder) -> None:
+    # Spinning intra-op threads took the CPU the service and the next run needed (embedding.py `_load`).
+    local.embed(["load the session"])
+    options = local._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
 def test_embed_query_cache(local: LocalMiniLMEmbedder) -> None:
     q1 = local.embed_query("where do we deploy?")
     q1[:] = 0  # the caller's copy; must not poison the cache

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from reflexio_pipelines.jobs import MAX_NEW_TURNS_PER_BUILD, MAX_NEW_TURNS_PER_LEARNING_BUILD, learning_run_config
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.search.versions import TURNS_WATERMARK
@@ -40,3 +41,11 @@ def test_new_turns_are_taken_in_oldest_first_up_to_the_bound(tmp_path: Path) -> 
     assert {d.payload["user_id"] for d in docs if d.entity_type == "interaction"} == {"user-0", "user-1"}
     assert marks[TURNS_WATERMARK] < all_marks[TURNS_WATERMARK]
     assert index_documents(lake, new_turns=True, max_new_turns=100)[1]["interaction"] == 6
+
+
+def test_a_learning_runs_build_takes_in_fewer_new_turns_than_an_index_job() -> None:
+    # the items a learning run learned wait for its build's turn embeddings; an index_job has nothing waiting on it
+    intake = learning_run_config("due", index_turns=True)["ops"]["search_index"]["config"]
+    assert intake == {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_LEARNING_BUILD}
+    assert 0 < MAX_NEW_TURNS_PER_LEARNING_BUILD < MAX_NEW_TURNS_PER_BUILD
+    assert "search_index" not in learning_run_config("due")["ops"]  # materialize keeps the version's turns

@@ -29,8 +29,9 @@ class SearchIndexConfig(dg.Config):
     with it on shortly after turns land, and serving covers the turns in between (serving/recent_turns.py).
 
     `max_new_turns` (> 0) bounds how many new turns one build takes in, oldest first; the rest wait for the next
-    build. The sensors' runs set it (`jobs.MAX_NEW_TURNS_PER_BUILD`) so that the items a learning run learned are not
-    held back behind a backlog of turn embeddings, nor slowed by a long turn build beside them."""
+    build. The sensors' runs set it (`jobs.MAX_NEW_TURNS_PER_LEARNING_BUILD`, `jobs.MAX_NEW_TURNS_PER_BUILD`) so that
+    the items a learning run learned are not held back behind a backlog of turn embeddings, nor slowed by a long turn
+    build beside them."""
 
     compact: bool = False
     index_turns: bool = False
