@@ -79,7 +79,8 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "window_cost.json"
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "reflexio-window-cost"  # outside the repo: lakes are large
 #: Bump when the way lakes are built changes: cached lakes of another format are rebuilt. 3: the lake's index
 #: version records the source tables' Delta versions (lake/changes.py), so the measured window's build is scoped.
-BUILD_FORMAT = 3
+#: 4: the lake's `user_windows` directory lists which windows hold each user's turns (lake/user_windows.py).
+BUILD_FORMAT = 4
 #: History windows start here (hourly, one after the other); the measured window comes after all of them.
 HISTORY_START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 NEW_WINDOW_MIN_OFFSET_H = 27 * 24  # the measured window: 2026-11-28T00 unless the history is longer

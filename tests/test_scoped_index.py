@@ -108,3 +108,17 @@ def test_the_log_says_which_users_changed_and_admits_when_it_cannot(lake: Lake, 
     for path in profiles.rglob("*.parquet"):
         path.unlink()
     assert users_touched(lake, after, later) is None
+
+
+def test_a_later_run_of_the_same_window_rebuilds_only_the_users_it_taught(lake: Lake, settings, instance):
+    from tests.support.landing import land
+
+    land_hourly(lake, [[_facts("ann", "I live in Rome."), _facts("bob", "I live in Kyiv.")]], START)
+    launch(settings=settings, instance=instance)
+    # The same window again: its commit rewrites the window's files, ann's and bob's rows unchanged in them.
+    land(lake, [_facts("cleo", "I live in Quito.")], at=START + timedelta(minutes=20))
+    launch(settings=settings, instance=instance)
+    metadata = _index_metadata(instance)
+    assert metadata["users_rebuilt"] == 1
+    assert _served(lake) == _rebuilt(lake)
+    assert any("Quito" in d.text for d in index_documents(lake)[0])

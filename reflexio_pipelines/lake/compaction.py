@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reflexio_pipelines.lake import user_windows
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import LANDING_TURNS, TURNS
 from reflexio_pipelines.storage import LakePath, read_parquet
@@ -43,6 +44,10 @@ def _first_occurrence(ids: pa.ChunkedArray) -> pa.Array:
     return pa.array(mask, pa.bool_())
 
 
+def _user_ids(table: pa.Table) -> set[str]:
+    return set(pc.unique(table.column("user_id")).to_pylist()) if table.num_rows else set()
+
+
 def users_in(table: pa.Table) -> int:
     """Distinct users in a turns table."""
     return len(pc.unique(table.column("user_id"))) if table.num_rows else 0
@@ -67,6 +72,7 @@ def compact_window(store: Lake, window: str, landing_hours: list[tuple[str, str]
     hour_dirs = [store.landing_turns / f"date={d}" / f"hour={h}" for d, h in landing_hours]
     files = store.landing_files(hour_dirs)
     names = [store.relative(f) for f in files]
+    user_windows.ensure_complete(store)
     with store.lock(f"window-{window}"):
         consumed = set(store.read_consumed(window))
         incremental = bool(consumed) and consumed <= set(names)
@@ -82,10 +88,12 @@ def compact_window(store: Lake, window: str, landing_hours: list[tuple[str, str]
             added = added.filter(
                 pc.invert(pc.is_in(added.column("turn_id"), value_set=kept.column("turn_id")))
             )  # first copy wins
+            user_windows.record(store, window, _user_ids(added) - _user_ids(kept))
             version = store.replace_landing_files(window, new_names, added) if fresh else store.table_version("turns")
             table = pa.concat_tables([kept, added])
         else:
             table = compact_landing(files, names, window)
+            user_windows.record(store, window, _user_ids(table))
             version = store.replace_window("turns", window, table)
         store.write_consumed(window, names)
     return Compacted(table, version, incremental, len(files), len(new_names) if incremental else len(files))

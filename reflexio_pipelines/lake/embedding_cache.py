@@ -41,7 +41,15 @@ import pyarrow.dataset as ds
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
-from reflexio_pipelines.storage import LakePath, delta_options, delta_uri, open_delta, write_bytes
+from reflexio_pipelines.storage import (
+    LakePath,
+    delta_options,
+    delta_uri,
+    open_delta,
+    pruned_dataset,
+    read_delta,
+    write_bytes,
+)
 
 CACHE_TABLE = "embedding_cache"
 LOCK = "embedding-cache"
@@ -183,7 +191,7 @@ def erase_owner(lake: Lake, user_id: str) -> tuple[int, int]:
             owned = owners.filter(_owned_by(owners, user_id))
             buckets = sorted(set(owned.column("bucket").to_pylist()))
             if buckets:
-                rows = table.to_pyarrow_table(filters=[("bucket", "in", buckets)])
+                rows = read_delta(table, [("bucket", "in", buckets)])
                 # every row of an owned text: its vector row may predate the owner row that names the user
                 gone = pc.is_in(rows.column("text_sha256"), value_set=owned.column("text_sha256"))
                 keep = rows.filter(pc.invert(gone))
@@ -237,8 +245,8 @@ def _scan(
         return _empty(columns), skip
     table = open_delta(path)
     buckets = sorted({bucket_of(k) for k in keys})
-    dataset = table.to_pyarrow_dataset()
-    fragments = [f for f in dataset.get_fragments(filter=pc.field("bucket").isin(buckets)) if f.path not in skip]
+    dataset = pruned_dataset(table, [("bucket", "in", buckets)])
+    fragments = [f for f in dataset.get_fragments() if f.path not in skip]
     if stats is not None:
         stats.files_total = len(table.file_uris())
         stats.files_read += len(fragments)

@@ -31,7 +31,9 @@ from reflexio_pipelines.storage import (
     lake_path,
     local_state_dir,
     open_delta,
+    pruned_dataset,
     read_vanishing,
+    row_filter,
     sync_dir,
     write_bytes,
 )
@@ -311,5 +313,6 @@ def _quote(value: str) -> str:
 
 def _read_delta(name: str, path: LakePath, filters: list[tuple] | None) -> pa.Table:
     table = open_delta(path)
-    note_read(name, table, filters)
-    return table.to_pyarrow_table(filters=filters)
+    dataset = pruned_dataset(table, filters)
+    note_read(name, table, dataset)
+    return dataset.to_table(filter=row_filter(filters))

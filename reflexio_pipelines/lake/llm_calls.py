@@ -29,7 +29,7 @@ from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.lake.windows import Granularity, configured_granularity, key_of_moment, window_of_key
 from reflexio_pipelines.learning.llm_ledger import CallLedger, LLMCall, recording
 from reflexio_pipelines.learning.types import stable_uuid
-from reflexio_pipelines.storage import open_delta
+from reflexio_pipelines.storage import open_delta, read_delta
 
 TABLE = "llm_calls"
 #: The lock every writer of `llm_calls` holds while it commits, and erasure while it rewrites the table (see
@@ -113,7 +113,7 @@ def read_columns(lake: Lake, name: str, columns: list[str], filters: list[tuple]
     projected = pa.schema([schema.field(c) for c in columns])
     if not (path / "_delta_log").exists():
         return projected.empty_table()
-    return open_delta(path).to_pyarrow_table(columns=columns, filters=filters or None).select(columns).cast(projected)
+    return read_delta(open_delta(path), filters, columns).select(columns).cast(projected)
 
 
 @dataclass(frozen=True)

@@ -61,17 +61,15 @@ def counting_reads() -> Iterator[ReadLedger]:
         _ledger.reset(token)
 
 
-def note_read(name: str, table: Any, filters: list[tuple] | None) -> None:
-    """Record a read of Delta table `name` (a `deltalake.DeltaTable`) with DNF `filters`, if counting."""
+def note_read(name: str, table: Any, dataset: Any) -> None:
+    """Record a read of Delta table `name` (a `deltalake.DeltaTable`) through `dataset`, the pyarrow dataset of the
+    files its filters kept (`storage.pruned_dataset`), if counting."""
     ledger = _ledger.get()
     if ledger is None:
         return
-    from pyarrow.parquet import filters_to_expression
-
     actions = pa.table(table.get_add_actions(flatten=True))
     sizes = dict(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()))
-    expression = filters_to_expression(filters) if filters else None
-    opened = [f.path for f in table.to_pyarrow_dataset().get_fragments(filter=expression)]
+    opened = [f.path for f in dataset.get_fragments()]
     reads = ledger.tables.setdefault(name, TableReads())
     reads.reads += 1
     reads.files += len(opened)

@@ -6,8 +6,9 @@ import json
 
 import pyarrow as pa
 
-from reflexio_pipelines.lake.curation import apply_adds_and_updates, deleted_ids, read_ops
+from reflexio_pipelines.lake.curation import MANUAL_WINDOW, apply_adds_and_updates, deleted_ids, read_ops
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.user_windows import history_windows
 from reflexio_pipelines.learning.batch import UserState
 from reflexio_pipelines.learning.lifecycle import current_rows, status_overlay
 from reflexio_pipelines.learning.types import ToolCall, Turn
@@ -56,10 +57,17 @@ def user_states(
     if not user_ids:
         return {}
     users = ("user_id", "in", sorted(user_ids))
-    before = [users, ("window", "<", window)]
-    items = [users, ("window", "<=" if bookmarks is not None else "<", window)]
     states = {user_id: UserState() for user_id in user_ids}
-    for turn in live_turns(lake, filters=before):
+    earlier = history_windows(lake, user_ids, window)
+    if earlier is None:  # the directory cannot tell yet: every earlier window
+        history = [users, ("window", "<", window)]
+        items = [users, ("window", "<=" if bookmarks is not None else "<", window)]
+    else:
+        history = [users, ("window", "in", earlier)] if earlier else None
+        # manual adds (window MANUAL_WINDOW), and this window's items once an earlier run of it left bookmarks
+        current = [window] if bookmarks is not None else []
+        items = [users, ("window", "in", [MANUAL_WINDOW, *earlier, *current])]
+    for turn in live_turns(lake, filters=history) if history else ():
         states[turn.user_id].history.append(turn)
     for row in live_rows(lake, "profile", filters=items):
         states[row["user_id"]].profiles.append(row)

@@ -276,6 +276,14 @@ EMBEDDING_CACHE = pa.schema(
         pa.field("bucket", pa.int32(), nullable=False),  # partition: first byte of text_sha256 modulo 64
     ]
 )
+#: Which windows hold each user's turns (`lake.user_windows`): a window's run reads its users' history from only
+#: those partitions. Not partitioned (a window column would partition it by window); kept sorted by user id.
+USER_WINDOWS = pa.schema(
+    [
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("turns_window", pa.string(), nullable=False),
+    ]
+)
 
 TABLES: dict[str, pa.Schema] = {
     "turns": TURNS,
@@ -303,6 +311,7 @@ TABLES: dict[str, pa.Schema] = {
     "impact_before_after": IMPACT_BEFORE_AFTER,
     "llm_calls": LLM_CALLS,
     "embedding_cache": EMBEDDING_CACHE,
+    "user_windows": USER_WINDOWS,
 }
 
 #: Tables whose rows a rerun operation writes (replaced per operation, never by a regular window run).

@@ -98,6 +98,8 @@ WRITER_LOCKS = {
     # partitioned, but its writers hold this lock, not the window's (lake/llm_calls.py); rows about the user go,
     # cross-user calls (user_id null) stay
     "llm_calls": "llm-calls",
+    # appended by the turns compaction, rewritten sorted by its compaction (lake/user_windows.py)
+    "user_windows": "user-windows",
 }
 
 LANDING = "landing"

@@ -268,7 +268,14 @@ def _write_docs_parquet(
             columns["created_at"].append(int(doc.created_at))
             columns["expires_at"].append(doc.expires_at)
             columns["fingerprint"].append(doc_fingerprint(doc))
-    schema = pa.schema(
+    pq.write_table(pa.table(columns, schema=docs_schema()), path)
+
+
+def docs_schema() -> Any:
+    """The columns of a segment's `docs.parquet`."""
+    import pyarrow as pa
+
+    return pa.schema(
         [
             ("entity_type", pa.string()),
             ("row", pa.int64()),
@@ -279,7 +286,6 @@ def _write_docs_parquet(
         + [(name, pa.string()) for name in _STRING_FILTER_FIELDS]
         + [("created_at", pa.int64()), ("expires_at", pa.int64()), ("fingerprint", pa.string())]
     )
-    pq.write_table(pa.table(columns, schema=schema), path)
 
 
 def _write_ann(out_dir: Path, entity_type: str, vectors: np.ndarray, params: HnswParams) -> dict[str, Any]:

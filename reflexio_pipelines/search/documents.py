@@ -7,10 +7,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from reflexio_pipelines.lake.control import decisions
-from reflexio_pipelines.lake.curation import live_agent_playbooks
+from reflexio_pipelines.lake.curation import MANUAL_WINDOW, live_agent_playbooks
 from reflexio_pipelines.lake.interactions import turn_rows
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import live_rows
+from reflexio_pipelines.lake.user_windows import history_windows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.search.conversation import turn_docs
 from reflexio_pipelines.search.types import SearchDoc
@@ -186,6 +187,14 @@ def agent_playbook_docs(rows: Iterable[dict[str, Any]], decided: dict[str, str])
     return docs
 
 
+def _rows_of(store: Lake, users: frozenset[str]) -> list[tuple]:
+    """Filters for the profile and playbook rows of `users`: only the windows that hold their turns (and manual adds)
+    are read when the lake's user directory can tell which (lake/user_windows.py)."""
+    only = [("user_id", "in", sorted(users))]
+    windows = history_windows(store, users)
+    return only if windows is None else [*only, ("window", "in", [MANUAL_WINDOW, *windows])]
+
+
 def index_documents(
     store: Lake, new_turns: bool = False, max_new_turns: int = 0, users: frozenset[str] | None = None
 ) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:
@@ -201,7 +210,7 @@ def index_documents(
     if users is not None and not users:
         profiles, playbooks = [], []
     else:
-        only = None if users is None else [("user_id", "in", sorted(users))]
+        only = None if users is None else _rows_of(store, users)
         profiles = profile_docs(live_rows(store, "profile", filters=only, statuses=LIFECYCLE_STATUSES))
         playbooks = user_playbook_docs(live_rows(store, "user_playbook", filters=only, statuses=LIFECYCLE_STATUSES))
     agent = agent_playbook_docs(live_agent_playbooks(store), decisions(store))

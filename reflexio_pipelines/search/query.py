@@ -136,6 +136,14 @@ class LoadedIndex:
         picks = np.unique(np.linspace(0, len(live) - 1, num=min(n, len(live))).astype(int))
         return [(table.doc_ids[r], table.texts[r]) for r in live[picks]]
 
+    def text_count(self, entity_type: str, text: str) -> int:
+        """How many live docs of `entity_type` have exactly this text."""
+        table = self._table(entity_type)
+        same = table.texts.matches(text)
+        if table.alive is not None:
+            same &= table.alive
+        return int(np.count_nonzero(same))
+
     def vector(self, entity_type: str, doc_id: str) -> np.ndarray | None:
         """The stored (unit) vector of one doc, or None if this version does not hold it."""
         table = self._table(entity_type)

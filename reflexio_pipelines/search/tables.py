@@ -12,7 +12,7 @@ import numpy as np
 
 from reflexio_pipelines.files import sha256_file
 from reflexio_pipelines.search.ann import ANN_KIND, FlatVectors, HnswParams, HnswVectors
-from reflexio_pipelines.search.build import _NEVER, _bm25_schema
+from reflexio_pipelines.search.build import _NEVER, _bm25_schema, docs_schema
 from reflexio_pipelines.search.shards import ShardSelector
 from reflexio_pipelines.search.types import _STRING_FILTER_FIELDS, ENTITY_TYPES, IndexCorrupt
 from reflexio_pipelines.search.versions import _Segment, _segments
@@ -27,11 +27,17 @@ class _Column:
     has_null: bool
 
     @classmethod
-    def encode(cls, values: Sequence[str | None]) -> _Column:
-        vocab: dict[str, int] = {}
-        codes = np.fromiter(
-            (-1 if v is None else vocab.setdefault(v, len(vocab)) for v in values), dtype=np.int32, count=len(values)
-        )
+    def encode(cls, values: Any) -> _Column:
+        """Codes of an Arrow string column (array or chunked), numbered in order of first appearance by Arrow's
+        dictionary encoding (a Python loop over every value took ~0.1 s of a 65k-doc load)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
+        encoded = pc.dictionary_encode(values)
+        codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+        vocab = {value: code for code, value in enumerate(encoded.dictionary.to_pylist())}
         return cls(codes, vocab, bool((codes < 0).any()))
 
     def equals(self, value: str) -> np.ndarray:
@@ -49,6 +55,29 @@ class _Column:
         return not self.has_null and set(self.vocab) <= set(values)
 
 
+class _Strings(Sequence[str]):
+    """A string column of a loaded version, kept in Arrow and converted one value at a time: texts and payloads are
+    read per hit and per sampled doc, never all at once. With the per-type slices of `_read_docs` and Arrow's
+    dictionary encoding of the filter columns, a 65k-doc version opens in 0.31 s instead of 0.64 s (median of 5)."""
+
+    def __init__(self, values: Any) -> None:
+        self._values = values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return self._values[i].to_pylist()
+        return self._values[int(i)].as_py()
+
+    def matches(self, value: str) -> np.ndarray:
+        """Per row: is it exactly `value` (vectorised, no value converted)."""
+        import pyarrow.compute as pc
+
+        return pc.equal(self._values, value).fill_null(False).to_numpy(zero_copy_only=False)
+
+
 @dataclass
 class _Table:
     """Everything about one entity type's rows; row i is the same doc in every array and in the BM25 index."""
@@ -57,8 +86,8 @@ class _Table:
     doc_ids: list[str]
     row_of: dict[str, int]
     id_rank: np.ndarray  # position of each doc_id in sorted order: a vectorised, deterministic tie-breaker
-    payloads: list[str]
-    texts: list[str]
+    payloads: _Strings
+    texts: _Strings
     strings: dict[str, _Column]
     created_at: np.ndarray
     expires_at: np.ndarray
@@ -102,10 +131,12 @@ class _Table:
 _DOC_COLUMNS = ("entity_type", "row", "doc_id", "text", "payload", *_STRING_FILTER_FIELDS, "created_at", "expires_at")
 
 
-def _read_docs(paths: Sequence[Path], shards: ShardSelector | None = None) -> dict[str, dict[str, list[Any]]]:
-    """The segments' docs split per entity type, each sorted by row (list index i is row i unless `shards` keeps
-    only the rows of the users it holds, and docs of no user; the `row` column says which). Rows are filtered in
-    Arrow, before any becomes a Python object: a sharded replica never holds the others' texts, not even briefly."""
+def _read_docs(paths: Sequence[Path], shards: ShardSelector | None = None) -> dict[str, Any]:
+    """The segments' docs per entity type as Arrow tables, each in row order (row i of the table is row i of the
+    version unless `shards` keeps only the rows of the users it holds, and docs of no user; the `row` column says
+    which). Rows are filtered in Arrow, before any becomes a Python object: a sharded replica never holds the
+    others' texts, not even briefly. A segment's file lists its types in `ENTITY_TYPES` order, rows ascending, so
+    each type is a slice of it (no copy); a file written otherwise is filtered and sorted instead."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
@@ -116,14 +147,41 @@ def _read_docs(paths: Sequence[Path], shards: ShardSelector | None = None) -> di
         users = pc.unique(pa.concat_tables([pq.read_table(p, columns=["user_id"]) for p in paths])["user_id"])
         held = [u for u in users.to_pylist() if u is not None and shards.holds(u)]
         wanted = ds.field("user_id").is_null() | ds.field("user_id").isin(held)
-    table = pa.concat_tables([pq.read_table(path, columns=list(_DOC_COLUMNS), filters=wanted) for path in paths])
-    unknown = set(pc.unique(table["entity_type"]).to_pylist()) - set(ENTITY_TYPES)
-    if unknown:
-        raise IndexCorrupt(f"{paths[0].parent} holds unknown entity types {sorted(unknown)}")
-    out = {t: table.filter(pc.equal(table["entity_type"], t)).sort_by("row").to_pydict() for t in ENTITY_TYPES}
-    del table
+    parts: dict[str, list[Any]] = {t: [] for t in ENTITY_TYPES}
+    for path in paths:
+        segment = pq.read_table(path, columns=list(_DOC_COLUMNS), filters=wanted)
+        for entity_type, part in _by_type(segment, path).items():
+            parts[entity_type].append(part)
+    out = {}
+    for entity_type, tables in parts.items():
+        table = pa.concat_tables(tables) if tables else _empty_docs()
+        rows = table["row"].to_numpy()
+        if len(rows) > 1 and not (np.diff(rows) > 0).all():
+            table = table.sort_by("row")
+        out[entity_type] = table
     pa.default_memory_pool().release_unused()  # Arrow's allocator keeps freed pages otherwise (RSS)
     return out
+
+
+def _by_type(segment: Any, path: Path) -> dict[str, Any]:
+    """One segment's rows split per entity type: slices when each type's rows are contiguous, else filtered."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(segment["entity_type"].combine_chunks())
+    names = encoded.dictionary.to_pylist()
+    unknown = set(names) - set(ENTITY_TYPES)
+    if unknown:
+        raise IndexCorrupt(f"{path.parent} holds unknown entity types {sorted(unknown)}")
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes) else np.zeros(0, dtype=np.int64)
+    if len(starts) == len(names):  # one run per type
+        ends = [*starts[1:], len(codes)]
+        return {names[codes[a]]: segment.slice(a, b - a) for a, b in zip(starts, ends)}
+    return {t: segment.filter(pc.equal(segment["entity_type"], t)) for t in names}
+
+
+def _empty_docs() -> Any:
+    return docs_schema().empty_table().select(list(_DOC_COLUMNS))
 
 
 def read_tombstones(
@@ -169,7 +227,7 @@ def _open_searcher(path: Path) -> Any:
 def _load_table(
     version_dir: Path,
     entity_type: str,
-    columns: dict[str, list[Any]],
+    columns: Any,
     dim: int,
     verify: bool,
     manifest: dict[str, Any],
@@ -179,13 +237,11 @@ def _load_table(
     `search.shards`), searched exactly (the version's HNSW graph holds every row's vector, so it is not loaded)."""
     rows_by_type = manifest.get("rows", manifest["counts"])
     n = int(rows_by_type.get(entity_type, -1))
-    keep = None if shards is None else np.asarray(columns["row"], dtype=np.int64)  # `_read_docs` kept these rows
+    keep = None if shards is None else columns["row"].to_numpy().astype(np.int64)  # `_read_docs` kept these rows
     if keep is not None and len(keep) == n and (not n or keep[-1] == n - 1):
         keep = None
-    if keep is None and len(columns["doc_id"]) != n:
-        raise IndexCorrupt(
-            f"{entity_type}: the docs files hold {len(columns['doc_id'])} rows, manifest says {rows_by_type}"
-        )
+    if keep is None and columns.num_rows != n:
+        raise IndexCorrupt(f"{entity_type}: the docs files hold {columns.num_rows} rows, manifest says {rows_by_type}")
     segments = _segments(version_dir, manifest)
     delta_rows = [int(d["rows"][entity_type]) for d in manifest.get("deltas", [])]
     sizes = [n - sum(delta_rows), *delta_rows]
@@ -220,8 +276,8 @@ def _load_table(
         local_of = np.full(n, -1, dtype=np.int64)
         local_of[keep] = np.arange(len(keep))
         alive = alive[keep]
-    n_loaded = len(columns["doc_id"])
-    doc_ids = [str(d) for d in columns["doc_id"]]
+    n_loaded = columns.num_rows
+    doc_ids = [str(d) for d in columns["doc_id"].to_pylist()]
     id_rank = np.empty(n_loaded, dtype=np.int64)
     id_rank[np.argsort(np.asarray(doc_ids, dtype=object), kind="stable")] = np.arange(n_loaded)
     live_rows = np.flatnonzero(alive).tolist()
@@ -230,11 +286,11 @@ def _load_table(
         doc_ids=doc_ids,
         row_of={doc_ids[i]: i for i in live_rows},
         id_rank=id_rank,
-        payloads=list(columns["payload"]),
-        texts=list(columns["text"]),
+        payloads=_Strings(columns["payload"]),
+        texts=_Strings(columns["text"]),
         strings={name: _Column.encode(columns[name]) for name in _STRING_FILTER_FIELDS},
-        created_at=np.asarray(columns["created_at"], dtype=np.int64),
-        expires_at=np.asarray([_NEVER if e is None else e for e in columns["expires_at"]], dtype=np.int64),
+        created_at=columns["created_at"].to_numpy().astype(np.int64),
+        expires_at=columns["expires_at"].fill_null(_NEVER).to_numpy().astype(np.int64),
         vectors=flat.vectors,
         flat=flat,
         ann=ann,
@@ -250,15 +306,17 @@ def _load_table(
 
 def _empty_table(entity_type: str, dim: int) -> _Table:
     """The rows of an entity type a version built before that type existed holds: none."""
+    import pyarrow as pa
+
     flat = FlatVectors.from_array(np.zeros((0, dim), dtype=np.float32))
     return _Table(
         entity_type=entity_type,
         doc_ids=[],
         row_of={},
         id_rank=np.zeros(0, dtype=np.int64),
-        payloads=[],
-        texts=[],
-        strings={name: _Column.encode([]) for name in _STRING_FILTER_FIELDS},
+        payloads=_Strings(pa.array([], pa.string())),
+        texts=_Strings(pa.array([], pa.string())),
+        strings={name: _Column.encode(pa.array([], pa.string())) for name in _STRING_FILTER_FIELDS},
         created_at=np.zeros(0, dtype=np.int64),
         expires_at=np.zeros(0, dtype=np.int64),
         vectors=flat.vectors,
