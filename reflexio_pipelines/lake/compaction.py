@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -13,6 +14,8 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import LANDING_TURNS, TURNS
 from reflexio_pipelines.storage import LakePath, read_parquet
 
+_READERS = 4
+
 
 def compact_landing(files: list[LakePath], relative_names: list[str], window: str) -> pa.Table:
     """Read landing files into one table for `window`: each turn once, ordered by (created_at, turn_id).
@@ -20,11 +23,14 @@ def compact_landing(files: list[LakePath], relative_names: list[str], window: st
     A turn can appear twice only if a client retried without an idempotency key after a lost ack; the first
     durable copy wins, so re-reading the same files always gives the same rows.
     """
-    parts = []
-    for path, name in zip(files, relative_names):
-        table = read_parquet(path, schema=LANDING_TURNS)
-        table = table.append_column("landing_file", pa.array([name] * table.num_rows, pa.string()))
-        parts.append(table)
+    # Many small files (one per group commit: ~400 per learning run at 50 turns/s): read side by side, since Arrow
+    # releases the GIL while it reads and decodes (one after the other: 2.8 s of a run's `turns` step, py-spy).
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:
+        tables = list(pool.map(lambda path: read_parquet(path, schema=LANDING_TURNS), files))
+    parts = [
+        table.append_column("landing_file", pa.array([name] * table.num_rows, pa.string()))
+        for table, name in zip(tables, relative_names)
+    ]
     if not parts:
         return TURNS.empty_table()
     table = pa.concat_tables(parts)
