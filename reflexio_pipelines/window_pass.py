@@ -28,7 +28,7 @@ from reflexio_pipelines.learning.config import ExtractionConfig
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.extract import Extractor
 from reflexio_pipelines.learning.failures import blocked_users, merge_failures
-from reflexio_pipelines.learning.learn import JudgeFactory, learn
+from reflexio_pipelines.learning.learn import JudgeFactory, learn, users_with_new_turns
 from reflexio_pipelines.learning.windows import Pace, group_by_user
 
 Rows = list[dict]
@@ -97,12 +97,13 @@ def learn_users(
 
     `previous` is the window's rows from earlier runs (`previous_rows`): the state a run continues from."""
     turns = live_turns(store, window)
-    if users is not None:
-        wanted = set(users)
-        turns = [t for t in turns if t.user_id in wanted]
-    ids = sorted({t.user_id for t in turns})
     bookmarks = previous.get("extraction_bookmarks")
-    if bookmarks is not None and users is not None:
+    wanted = users_with_new_turns(turns, bookmarks, learner.config.groups())
+    if users is not None:
+        wanted &= set(users)
+    turns = [t for t in turns if t.user_id in wanted]
+    ids = sorted(wanted)
+    if bookmarks is not None:
         bookmarks = [b for b in bookmarks if b["user_id"] in wanted]
     states = user_states(store, set(ids), window, bookmarks=bookmarks)
     # a user with an unlearned earlier window waits behind it (see learning/failures.py)
