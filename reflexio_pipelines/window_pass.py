@@ -218,11 +218,12 @@ def commit_staged(
 
 
 #: Extra passes a run makes over held-back turns that fell due while it learned (sensor runs under steady traffic:
-#: a session that went quiet mid-run is learned by this run, not by the next one, which starts only after this
-#: run's commit, the sensor's next tick and a run launch). One, not more: every pass delays the index build that
+#: a session that went quiet mid-run is learned by this run, not by the next one, which compacts and learns only
+#: after this run's commit). One, not more: every pass delays the index build that
 #: makes the earlier passes' items searchable, and the next run already starts while this one indexes. Measured
 #: under steady publishing (50 turns/s, 1 s LLM, 150 s): with 3 every learning step made 4 passes of ~3 s, and
-#: publish → searchable p95 was 58.9-61.4 s.
+#: publish → searchable p95 was 58.9-61.4 s. Still one now that the next run waits for the lock while this one learns
+#: (sensors.py): with none, p95 was 56.1 s against 52.6-53.0 s (p50 48.9 against 44.6-45.2 s).
 CATCH_UP_PASSES = 1
 
 

@@ -401,8 +401,9 @@ def test_the_sensor_asks_for_due_only_runs_and_waits_for_a_windows_unfinished_ru
     assert [r.partition_key for r in again.run_requests] == [request.partition_key]
 
 
-def test_the_next_run_is_requested_once_the_running_one_has_committed_its_learning(lake: Lake, instance, samples):
-    """While a run only builds and checks its index, the window's new turns need not wait for it to end."""
+def test_the_next_run_is_requested_once_the_running_one_has_compacted_the_window(lake: Lake, instance, samples):
+    """While a run learns, the next one is launched and waits for the window's lock (it learns right after the
+    commit instead of a tick and a launch later); while a run has not compacted yet, no other is requested."""
     from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
     from dagster._core.storage.dagster_run import DagsterRun
 
@@ -432,9 +433,8 @@ def test_the_next_run_is_requested_once_the_running_one_has_committed_its_learni
         )
         instance.report_dagster_event(event, run_id=running.run_id)
 
-    materialised("turns")  # compacted, still learning: the window stays busy
-    assert not tick().run_requests
-    materialised("user_profiles")  # the learning is committed: only the index build is left
+    assert not tick().run_requests  # started, not compacted yet: it will take the files that land meanwhile
+    materialised("turns")  # compacted, now learning under the window's lock: the next run may queue behind it
     assert [r.partition_key for r in tick().run_requests] == [request.partition_key]
 
 

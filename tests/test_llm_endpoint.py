@@ -354,3 +354,18 @@ def test_refused_calls_are_recorded_once_and_an_unknown_stage_is_an_error(stub) 
     with pytest.raises(ValueError, match="unknown LLM stage"):
         ask(endpoint(base_url), "hello", stage="chat")
     assert app.state.calls == 1  # the stage is checked before anything is sent
+
+
+def test_the_litellm_warm_up_sends_nothing_and_records_nothing(stub) -> None:
+    """A run's resources warm LiteLLM up before its first wave of calls (llm_call.preload_litellm): through LiteLLM's
+    mock response, so the endpoint sees no request and the ledger no call; the calls after it work as before."""
+    from reflexio_pipelines.learning.llm_call import preload_litellm
+
+    app, base_url = stub
+    ledger = CallLedger()
+    with recording(ledger):
+        preload_litellm("openai/stub", api_base=f"{base_url}/v1").join(timeout=120)
+    assert app.state.calls == 0 and not ledger.calls()
+    with recording(ledger):
+        ask(endpoint(base_url), "after the warm-up")
+    assert app.state.calls == 1 and [c.outcome for c in ledger.calls()] == ["ok"]

@@ -59,6 +59,12 @@ def users_in(table: pa.Table) -> int:
     return len(pc.unique(table.column("user_id"))) if table.num_rows else 0
 
 
+#: How long a run waits for its window's lock before compacting. The landing sensor requests a window's next run while
+#: the current one learns (sensors.py), so the next one waits out a whole learning step here, which on a backlog (the
+#: first run after an outage, a large pass with a slow model) takes far longer than the lake's default lock wait.
+WINDOW_LOCK_WAIT_S = 6 * 3600
+
+
 @dataclass(frozen=True)
 class Compacted:
     """What compacting a window did: its `turns` rows now, the table's Delta version, whether only newly landed
@@ -76,10 +82,11 @@ def compact_window(store: Lake, window: str, landing_hours: list[tuple[str, str]
     window's lock: only the files that landed since the last run, or all of them again when a file that run
     consumed is gone without the consumed list saying so."""
     hour_dirs = [store.landing_turns / f"date={d}" / f"hour={h}" for d, h in landing_hours]
-    files = store.landing_files(hour_dirs)
-    names = [store.relative(f) for f in files]
     user_windows.ensure_complete(store)
-    with store.lock(f"window-{window}"):
+    with store.lock(f"window-{window}", timeout_s=WINDOW_LOCK_WAIT_S):
+        # listed once the lock is held: a run that waited for it takes the files that landed while it waited
+        files = store.landing_files(hour_dirs)
+        names = [store.relative(f) for f in files]
         consumed = set(store.read_consumed(window))
         incremental = bool(consumed) and consumed <= set(names)
         if incremental:

@@ -67,9 +67,10 @@ class ExtractorResource(dg.ConfigurableResource):
         )
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """With a model configured, LiteLLM's import starts now, in the background, while earlier steps run."""
+        """With a model configured, LiteLLM's import and warm-up start now, in the background, while earlier steps
+        run."""
         if self.model.strip():
-            preload_litellm()
+            preload_litellm(self.model, api_base=self.api_base, api_version=self.api_version)
 
     def endpoint(self) -> LLMEndpoint:
         """The LLM endpoint of these settings (raises ValueError when no model is configured). Endpoints of the
