@@ -14,6 +14,7 @@ from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.lake.user_windows import history_windows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.search.conversation import turn_docs
+from reflexio_pipelines.search.incremental import served_doc_ids
 from reflexio_pipelines.search.types import SearchDoc
 from reflexio_pipelines.search.versions import TURNS_WATERMARK, turns_watermark
 
@@ -201,7 +202,8 @@ def index_documents(
     """Every document an index version holds, how many of each entity type, and the version's watermarks; shared
     with per-user erasure, which publishes a version without the erased user through the same path. With `users`,
     the profiles and user playbooks of those users only (a build scoped to the users whose rows changed,
-    search/incremental.py `stage_update`; the counts are then of what was read).
+    search/incremental.py `stage_update`; the counts are then of what was read), and the turns of those users and
+    of the users with turns new to the version (`scoped_turn_rows`).
 
     Turns: those ingested up to the current version's watermark (`TURNS_WATERMARK`), or with `new_turns` every
     live turn (the watermark then moves to the newest one) — with `max_new_turns` > 0, only the oldest that many
@@ -216,8 +218,13 @@ def index_documents(
     agent = agent_playbook_docs(live_agent_playbooks(store), decisions(store))
     through = turns_watermark(store.index_root)
     # Nothing to read while no version holds turns and none are taken in (learning runs before the first turn
-    # indexing run); otherwise every live turn, as for the other entity types.
-    rows = turn_rows(store) if new_turns or through else []
+    # indexing run); otherwise every live turn (of the scope's users), as for the other entity types.
+    if not (new_turns or through):
+        rows = []
+    elif users is None:
+        rows = turn_rows(store)
+    else:
+        rows = scoped_turn_rows(store, users, through, max_new_turns if new_turns else None)
     if new_turns:
         newer = sorted(r["ingested_at_us"] for r in rows if r["ingested_at_us"] > through)
         if newer:
@@ -230,3 +237,35 @@ def index_documents(
         "interaction": len(turns),
     }
     return profiles + playbooks + agent + turns, counts, {TURNS_WATERMARK: through}
+
+
+#: How far below the served version's turn watermark a scoped build still looks for turns the version lacks: a turn
+#: is stamped before its landing file becomes visible, so one can land just after a build read a later one (two
+#: publishes in flight at once) and sit below the watermark that build recorded.
+LATE_TURN_MARGIN_US = 120_000_000
+
+
+def scoped_turn_rows(
+    store: Lake, users: frozenset[str], through: int, max_new_turns: int | None
+) -> list[dict[str, Any]]:
+    """The live turns of the users whose turn documents can differ from the served version's: `users` (their rows
+    changed, a deletion of their turns included: curation records the turn's user) and, when new turns are taken in
+    (`max_new_turns` not None; 0 = no bound), the users of the new turns this build takes in (after `through`, the
+    oldest `max_new_turns` of them) and of turns stamped shortly before `through` that the version lacks. Reads the
+    recent turns and those users' windows, not the lake's every turn: a learning run's build under steady
+    publishing read all 15,000 turns of a 5-minute run's lake (0.34-0.49 s, growing with the lake)."""
+    scope = set(users)
+    if max_new_turns is not None:
+        recent = turn_rows(store, filters=[("ingested_at_us", ">", through - LATE_TURN_MARGIN_US)])
+        newer = sorted(r["ingested_at_us"] for r in recent if r["ingested_at_us"] > through)
+        upto = newer[max_new_turns - 1] if 0 < max_new_turns < len(newer) else newer[-1] if newer else through
+        scope.update(r["user_id"] for r in recent if through < r["ingested_at_us"] <= upto)
+        below = {r["turn_id"]: r["user_id"] for r in recent if r["ingested_at_us"] <= through}
+        held = served_doc_ids(store.index_root, "interaction", below)
+        scope.update(user for turn_id, user in below.items() if turn_id not in held)
+    if not scope:
+        return []
+    only = sorted(scope)
+    windows = history_windows(store, frozenset(only))
+    filters = [("user_id", "in", only)]
+    return turn_rows(store, filters if windows is None else [*filters, ("window", "in", windows)])

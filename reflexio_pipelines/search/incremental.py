@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -98,17 +98,51 @@ def live_fingerprints(version_dir: Path, manifest: Mapping[str, Any]) -> Fingerp
     return out
 
 
-#: Entity types whose docs belong to one user: a scoped build (`DocScope`) rebuilds only the touched users' docs.
-USER_TYPES = ("profile", "user_playbook")
+def served_doc_ids(index_root: LakePath, entity_type: str, doc_ids: Iterable[str]) -> frozenset[str]:
+    """Which of `doc_ids` the served version holds live as `entity_type` docs (none before the first version). Reads
+    the two id columns of the matching rows only."""
+    import pyarrow.parquet as pq
+
+    wanted = sorted(set(doc_ids))
+    current = current_version(index_root)
+    if current is None or not wanted:
+        return frozenset()
+    version_dir = local_copy(index_root, current)
+    manifest = json.loads((version_dir / "manifest.json").read_text())
+    dead = set(read_tombstones(version_dir, manifest, entity_type).tolist())
+    held: set[str] = set()
+    for segment in _segments(version_dir, manifest):
+        table = pq.read_table(
+            segment.docs,
+            columns=["row", "doc_id"],
+            filters=[("entity_type", "=", entity_type), ("doc_id", "in", wanted)],
+        )
+        held.update(
+            d for d, r in zip(table["doc_id"].to_pylist(), table["row"].to_pylist(), strict=True) if r not in dead
+        )
+    return frozenset(held)
+
+
+#: Entity types whose docs belong to one user: a scoped build (`DocScope`) rebuilds only some users' docs of these.
+USER_TYPES = ("profile", "user_playbook", "interaction")
 
 
 @dataclass(frozen=True)
 class DocScope:
-    """A build's docs hold, for the user types, only the docs of `users` (every doc of the other types); `owners`
-    names the user of each prior doc of those types, so the prior docs of other users are kept as they are."""
+    """A build's docs hold, for each user type, only the docs of `users[type]` (every doc of the other types);
+    `owners` names the user of each prior doc of those types, so the prior docs of other users are kept as they
+    are."""
 
-    users: frozenset[str]
+    users: Mapping[str, frozenset[str]]
     owners: dict[str, dict[str, str | None]]
+
+    @classmethod
+    def of(cls, users: frozenset[str], docs: Sequence[SearchDoc], owners: dict[str, dict[str, str | None]]) -> DocScope:
+        """The scope of a build whose docs hold the profiles and user playbooks of `users`, and the turns of those
+        users and of the users with turns new to the version (search/documents.py `scoped_turn_rows`): every turn
+        doc's user is in scope."""
+        turn_users = users | {d.user_id for d in docs if d.entity_type == "interaction" and d.user_id}
+        return cls({"profile": users, "user_playbook": users, "interaction": turn_users}, owners)
 
 
 def prior_owners(version_dir: Path, manifest: Mapping[str, Any]) -> dict[str, dict[str, str | None]]:
@@ -141,9 +175,9 @@ def plan_changes(prior: Fingerprints, docs: Sequence[SearchDoc], scope: DocScope
                     changes.replaced[entity_type] = changes.replaced.get(entity_type, 0) + 1
         present = {doc.doc_id for doc in by_type[entity_type]}
         candidates = set(known)
-        if scope is not None and entity_type in USER_TYPES:
+        if scope is not None and entity_type in scope.users:
             owners = scope.owners.get(entity_type, {})
-            candidates = {d for d in candidates if owners.get(d) in scope.users}
+            candidates = {d for d in candidates if owners.get(d) in scope.users[entity_type]}
         changes.deleted[entity_type] = sorted(candidates - present)
     return changes
 
@@ -373,8 +407,9 @@ def stage_update(
     nothing changed (then the current version's watermarks stay). `watermarks` go into the staged manifest.
 
     With `users`, `docs` hold the profiles and user playbooks of those users only (the users whose rows changed
-    since the current version, lake/changes.py), so a delta costs what changed, not the lake; every other user's
-    docs stay as the current version holds them. A full build then takes its docs from `everything()`."""
+    since the current version, lake/changes.py), and the turns of those users and of the users with new turns, so a
+    delta costs what changed, not the lake; every other user's docs stay as the current version holds them. A full
+    build then takes its docs from `everything()`."""
     if users is not None and everything is None:
         raise ValueError("a build scoped to some users needs `everything` for a full build")
     current = current_version(index_root)
@@ -390,7 +425,7 @@ def stage_update(
         elif missing := [t for t in ENTITY_TYPES if t not in manifest["counts"]]:
             reason = f"version {current} predates entity types {missing}"
         else:
-            scope = None if users is None else DocScope(users, prior_owners(prev_dir, manifest))
+            scope = None if users is None else DocScope.of(users, docs, prior_owners(prev_dir, manifest))
             changes = plan_changes(prior, docs, scope)
             reason = needs_compaction(manifest, changes, hnsw_min_rows=hnsw_min_rows) or ""
     if reason:
