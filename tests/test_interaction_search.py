@@ -25,6 +25,7 @@ from reflexio_pipelines.search.types import SearchDoc
 from reflexio_pipelines.search.versions import TURNS_WATERMARK, new_version_id, turns_watermark
 from reflexio_pipelines.sensors import interaction_index_sensor
 from serving.app import create_app
+from tests.support.index_runs import index_turns
 
 MAY_2023 = int(datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc).timestamp())
 AUG_2023 = int(datetime(2023, 8, 20, 18, 0, tzinfo=timezone.utc).timestamp())
@@ -127,18 +128,6 @@ def _publish(client, turns, created_at: int, session: str) -> None:
     assert reply.status_code == 200 and reply.json()["success"], reply.text
 
 
-def _index_turns(settings, instance) -> None:
-    """What interaction_index_sensor's runs do: index_job with `index_turns`, the blocking check included."""
-    run = (
-        build_definitions(settings)
-        .resolve_job_def("index_job")
-        .execute_in_process(instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}})
-    )
-    assert run.success
-    checks = [e.asset_check_evaluation_data for e in run.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    assert checks and all(c.passed for c in checks), [c.metadata for c in checks]
-
-
 def _search(client, query: str, **extra) -> dict:
     reply = client.post("/api/search_interactions", json={"user_id": "pair", "query": query, "top_k": 5, **extra})
     assert reply.status_code == 200, reply.text
@@ -155,7 +144,7 @@ def client(settings, instance):
             AUG_2023,
             "s2",
         )
-        _index_turns(settings, instance)
+        index_turns(settings, instance)
         c.app.state.svc.index.refresh()
         yield c
 
@@ -194,7 +183,7 @@ def test_a_published_turn_is_found_before_any_run_and_until_a_version_holds_it(c
     state.index.refresh()
     assert state.index.index.payload("interaction", next(iter(_turn_ids(state, "Brompton")))) is None
     assert _search(client, "folding Brompton bike")["interactions"][0]["content"].startswith("My new bike")
-    _index_turns(settings, instance)
+    index_turns(settings, instance)
     state.index.refresh()
     assert state.recent_turns.rows("pair", state.turns_watermark(state.index.index)) == []  # the overlay let go
     assert _search(client, "folding Brompton bike")["interactions"][0]["content"].startswith("My new bike")
@@ -237,7 +226,7 @@ def test_the_sensor_asks_for_a_run_while_turns_wait_outside_the_index(settings, 
         (request,) = evaluate().run_requests
         intake = {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}
         assert request.run_config == {"ops": {"search_index": {"config": intake}}}
-        _index_turns(settings, instance)
+        index_turns(settings, instance)
         assert not evaluate().run_requests
         _publish(c, CONVERSATION[2:4], MAY_2023 + 60, "s1")
         (later,) = evaluate().run_requests

@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-import dagster as dg
-
-from reflexio_pipelines.definitions import build_definitions
 from reflexio_pipelines.lake.curation import CurationOp, record
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.search.build import doc_fingerprint
 from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.search.incremental import live_fingerprints
 from reflexio_pipelines.search.versions import current_version, turns_watermark
+from tests.support.index_runs import index_turns
 from tests.support.landing import land
 
 T0 = datetime(2026, 3, 2, 10, 15, tzinfo=timezone.utc)
@@ -35,20 +33,6 @@ def _conversation(user: str, *lines: str) -> dict:
             {"role": "user" if i % 2 == 0 else "assistant", "content": line} for i, line in enumerate(lines)
         ],
     }
-
-
-def _index_turns(settings, instance: dg.DagsterInstance) -> dict:
-    """What `interaction_index_sensor`'s runs do: `index_job` with `index_turns`; returns the build's metadata."""
-    run = (
-        build_definitions(settings)
-        .resolve_job_def("index_job")
-        .execute_in_process(instance=instance, run_config={"ops": {"search_index": {"config": {"index_turns": True}}}})
-    )
-    assert run.success
-    checks = [e.asset_check_evaluation_data for e in run.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    assert checks and all(c.passed for c in checks), [c.metadata for c in checks]
-    (mat,) = run.asset_materializations_for_node("search_index")
-    return {k: v.value for k, v in mat.metadata.items()}
 
 
 def _served(lake: Lake) -> dict[str, str]:
@@ -71,7 +55,7 @@ def _three_users(lake: Lake, settings, instance) -> None:
             [_conversation(user, f"{user} asks about invoices", "Here is how invoices work.")],
             at=T0 + timedelta(seconds=i),
         )
-    assert _index_turns(settings, instance)["build_mode"] == "full"  # the first version
+    assert index_turns(settings, instance)["build_mode"] == "full"  # the first version
 
 
 def test_new_turns_rebuild_their_users_turn_docs_only_and_serve_what_a_full_rebuild_serves(lake, settings, instance):
@@ -83,7 +67,7 @@ def test_new_turns_rebuild_their_users_turn_docs_only_and_serve_what_a_full_rebu
     )
     docs, _, _ = index_documents(lake, new_turns=True, users=frozenset())
     assert {d.user_id for d in docs if d.entity_type == "interaction"} == {"ana"}  # ben's and cai's are not read
-    meta = _index_turns(settings, instance)
+    meta = index_turns(settings, instance)
     after = _served(lake)
     assert meta["build_mode"] == "incremental" and after == _rebuilt(lake) and len(after) == len(before) + 2
     ana = _ids_of(lake, "ana")
@@ -100,7 +84,7 @@ def test_a_turn_stamped_below_the_watermark_after_a_build_is_still_taken_in(lake
     land(
         lake, [_conversation("ben", "ben asks about vouchers", "Vouchers never expire.")], at=T0 + timedelta(minutes=5)
     )
-    _index_turns(settings, instance)
+    index_turns(settings, instance)
     served = _served(lake)
     assert served == _rebuilt(lake) and _ids_of(lake, "dev") <= set(served)
 
@@ -112,7 +96,7 @@ def test_a_deleted_turn_leaves_the_next_scoped_build(lake, settings, instance):
     land(
         lake, [_conversation("ana", "ana asks about refunds", "Refunds take five days.")], at=T0 + timedelta(minutes=5)
     )
-    meta = _index_turns(settings, instance)
+    meta = index_turns(settings, instance)
     served = _served(lake)
     assert meta["build_mode"] == "incremental" and gone not in served and served == _rebuilt(lake)
 
