@@ -33,6 +33,17 @@ from tests.support.learned import keyed_service, learned_service  # noqa: E402, 
 E2E_FIXTURES = frozenset({"instance", "stub", "learned_service", "keyed_service"})
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Give SIGINT Python's handler when the suite starts with it ignored (`make test &` from a script, `nohup …
+    &`): Dagster copies SIGINT's disposition to SIGTERM for every in-process run (`setup_interrupt_handlers`), the
+    `tail` processes that mirror each step's logs then inherit an ignored SIGTERM, and steps waited up to 30 s for
+    their `tail` to stop (seen in a backgrounded `.ci/run`: the suite ran several times slower)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that uses an `E2E_FIXTURES` fixture `e2e`, so `-m "not e2e"` leaves the pure tests."""
     for item in items:
