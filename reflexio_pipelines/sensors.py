@@ -63,9 +63,8 @@ def _windows_in_flight(instance: dg.DagsterInstance, keys: list[str]) -> set[str
     if not keys:
         return set()
     runs = instance.get_run_records(dg.RunsFilter(job_name=learn_job.name, statuses=UNFINISHED), limit=100)
-    return {r.dagster_run.tags.get("dagster/partition") for r in runs if not _compacted(instance, r.dagster_run)} & set(
-        keys
-    )
+    waiting = {r.dagster_run.tags.get("dagster/partition") for r in runs if not _compacted(instance, r.dagster_run)}
+    return waiting & set(keys)
 
 
 def _compacted(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:

@@ -226,9 +226,7 @@ def index_documents(
     else:
         rows = scoped_turn_rows(store, users, through, max_new_turns if new_turns else None)
     if new_turns:
-        newer = sorted(r["ingested_at_us"] for r in rows if r["ingested_at_us"] > through)
-        if newer:
-            through = newer[max_new_turns - 1] if 0 < max_new_turns < len(newer) else newer[-1]
+        through = intake_through(rows, through, max_new_turns)
     turns = turn_docs(r for r in rows if r["ingested_at_us"] <= through)
     counts = {
         "profile": len(profiles),
@@ -237,6 +235,15 @@ def index_documents(
         "interaction": len(turns),
     }
     return profiles + playbooks + agent + turns, counts, {TURNS_WATERMARK: through}
+
+
+def intake_through(rows: Iterable[dict[str, Any]], through: int, max_new_turns: int) -> int:
+    """The turn watermark after a build takes in the turns of `rows` ingested after `through`: the newest of them, or
+    with `max_new_turns` > 0 the oldest that many (those ingested in the same microsecond as the last one too)."""
+    newer = sorted(r["ingested_at_us"] for r in rows if r["ingested_at_us"] > through)
+    if not newer:
+        return through
+    return newer[max_new_turns - 1] if 0 < max_new_turns < len(newer) else newer[-1]
 
 
 #: How far below the served version's turn watermark a scoped build still looks for turns the version lacks: a turn
@@ -257,8 +264,7 @@ def scoped_turn_rows(
     scope = set(users)
     if max_new_turns is not None:
         recent = turn_rows(store, filters=[("ingested_at_us", ">", through - LATE_TURN_MARGIN_US)])
-        newer = sorted(r["ingested_at_us"] for r in recent if r["ingested_at_us"] > through)
-        upto = newer[max_new_turns - 1] if 0 < max_new_turns < len(newer) else newer[-1] if newer else through
+        upto = intake_through(recent, through, max_new_turns)
         scope.update(r["user_id"] for r in recent if through < r["ingested_at_us"] <= upto)
         below = {r["turn_id"]: r["user_id"] for r in recent if r["ingested_at_us"] <= through}
         held = served_doc_ids(store.index_root, "interaction", below)
