@@ -19,23 +19,29 @@ class ControlOverlay:
     def __init__(self, lake: Lake) -> None:
         self._lake = lake
         self._lock = threading.Lock()
+        # Refresh and decide run one at a time: a refresh that read the log just before a decision was appended
+        # would otherwise replace the overlay afterwards and undo that decision until the next refresh (seen in CI:
+        # an approve read back as the previous "pending").
+        self._writer = threading.Lock()
         self._statuses: dict[str, str] = {}
         self._version: int | None = None
 
     def refresh(self) -> None:
         """Reload from the control log if it changed since the last load."""
-        version = log_version(self._lake)
-        if version == self._version:
-            return
-        statuses = decisions(self._lake)
-        with self._lock:
-            self._statuses, self._version = statuses, version
+        with self._writer:
+            version = log_version(self._lake)
+            if version == self._version:
+                return
+            statuses = decisions(self._lake)
+            with self._lock:
+                self._statuses, self._version = statuses, version
 
     def decide(self, item_id: str, status: str, actor: str = "api") -> None:
         """Record a decision durably, then apply it to retrieval."""
-        record_decision(self._lake, "agent_playbook", item_id, status, actor)
-        with self._lock:
-            self._statuses[str(item_id)] = status
+        with self._writer:
+            record_decision(self._lake, "agent_playbook", item_id, status, actor)
+            with self._lock:
+                self._statuses[str(item_id)] = status
 
     def status(self, item_id: str, default: str | None) -> str | None:
         return self._statuses.get(str(item_id), default)
