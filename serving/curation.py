@@ -26,6 +26,7 @@ class CurationOverlay:
     def __init__(self, lake: Lake) -> None:
         self._lake = lake
         self._lock = threading.Lock()
+        self._writer = threading.Lock()  # refresh and record one at a time (see serving/control.py)
         self._ops: list[dict[str, Any]] = []
         self._deleted: dict[str, frozenset[str]] = {}
         self._patches: dict[str, dict[str, dict[str, Any]]] = {}
@@ -36,20 +37,22 @@ class CurationOverlay:
 
     def refresh(self) -> None:
         """Reload from the log if it changed since the last load."""
-        version = self._lake.table_version("curation_log")
-        if version == self._version:
-            return
-        ops = read_ops(self._lake)
-        with self._lock:
-            self._set(ops)
-            self._version = version
+        with self._writer:
+            version = self._lake.table_version("curation_log")
+            if version == self._version:
+                return
+            ops = read_ops(self._lake)
+            with self._lock:
+                self._set(ops)
+                self._version = version
 
     def record(self, ops: list[CurationOp], actor: str = "api") -> None:
         """Write ops durably, then apply them to retrieval."""
-        written = record(self._lake, ops, actor)
-        fresh = [dict(r, fields=op.fields) for r, op in zip(written, ops, strict=True)]
-        with self._lock:
-            self._set(self._ops + fresh)
+        with self._writer:
+            written = record(self._lake, ops, actor)
+            fresh = [dict(r, fields=op.fields) for r, op in zip(written, ops, strict=True)]
+            with self._lock:
+                self._set(self._ops + fresh)
 
     def _set(self, ops: list[dict[str, Any]]) -> None:
         self._ops = ops

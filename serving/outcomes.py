@@ -80,6 +80,7 @@ class OutcomeOverlay:
     def __init__(self, lake: Lake, policy: LearningPolicy) -> None:
         self._lake, self._policy = lake, policy
         self._lock = threading.Lock()
+        self._writer = threading.Lock()  # refresh and keep one at a time (see serving/control.py)
         self._rows: dict[ItemRef, dict[str, Any]] = {}
         self._flagged: dict[str, list[ItemRef]] = {}  # per entity: the few flagged items, so a search scans only them
         self._kept_at: dict[ItemRef, int] = {}
@@ -87,17 +88,18 @@ class OutcomeOverlay:
 
     def refresh(self) -> None:
         """Reload when `item_outcomes` or `outcome_change_log` changed since the last load."""
-        versions = (self._lake.table_version("item_outcomes"), self._lake.table_version("outcome_change_log"))
-        if versions == self._versions:
-            return
-        rows = {ItemRef(r["entity"], r["item_id"]): r for r in self._lake.read_table("item_outcomes").to_pylist()}
-        _, _, kept_at = log_state(self._lake.read_table("outcome_change_log").to_pylist())
-        flagged: dict[str, list[ItemRef]] = {}
-        for ref, row in rows.items():
-            if row["flagged"]:
-                flagged.setdefault(ref.entity, []).append(ref)
-        with self._lock:
-            self._rows, self._flagged, self._kept_at, self._versions = rows, flagged, kept_at, versions
+        with self._writer:
+            versions = (self._lake.table_version("item_outcomes"), self._lake.table_version("outcome_change_log"))
+            if versions == self._versions:
+                return
+            rows = {ItemRef(r["entity"], r["item_id"]): r for r in self._lake.read_table("item_outcomes").to_pylist()}
+            _, _, kept_at = log_state(self._lake.read_table("outcome_change_log").to_pylist())
+            flagged: dict[str, list[ItemRef]] = {}
+            for ref, row in rows.items():
+                if row["flagged"]:
+                    flagged.setdefault(ref.entity, []).append(ref)
+            with self._lock:
+                self._rows, self._flagged, self._kept_at, self._versions = rows, flagged, kept_at, versions
 
     def _held_out(self, ref: ItemRef, row: dict[str, Any] | None) -> bool:
         if row is None or not row["flagged"] or not self._policy.config.outcomes.hold_out_flagged:
@@ -127,9 +129,10 @@ class OutcomeOverlay:
 
     def keep(self, entity: str, item_id: str, actor: str = "api", reason: str = "") -> dict[str, Any]:
         """Record a reviewer's keep durably, then serve the item again at once."""
-        row = record_review(self._lake, entity, item_id, actor, reason)
-        with self._lock:
-            self._kept_at[ItemRef(entity, str(item_id))] = row["at"]
+        with self._writer:
+            row = record_review(self._lake, entity, item_id, actor, reason)
+            with self._lock:
+                self._kept_at[ItemRef(entity, str(item_id))] = row["at"]
         return row
 
     def row(self, entity: str, item_id: str) -> dict[str, Any] | None:
