@@ -7,41 +7,34 @@ Other replicas pick decisions up when the control log's version changes (checked
 
 from __future__ import annotations
 
-import threading
-
 from reflexio_pipelines.lake.control import decisions, log_version, record_decision
 from reflexio_pipelines.lake.io import Lake
+from serving.log_mirror import LogMirror
 
 
-class ControlOverlay:
+class ControlOverlay(LogMirror):
     """agent playbook id -> decided playbook_status, mirrored from the control log."""
 
     def __init__(self, lake: Lake) -> None:
-        self._lake = lake
-        self._lock = threading.Lock()
-        # Refresh and decide run one at a time: a refresh that read the log just before a decision was appended
-        # would otherwise replace the overlay afterwards and undo that decision until the next refresh (seen in CI:
-        # an approve read back as the previous "pending").
-        self._writer = threading.Lock()
+        super().__init__(lake)
         self._statuses: dict[str, str] = {}
-        self._version: int | None = None
 
-    def refresh(self) -> None:
-        """Reload from the control log if it changed since the last load."""
-        with self._writer:
-            version = log_version(self._lake)
-            if version == self._version:
-                return
-            statuses = decisions(self._lake)
-            with self._lock:
-                self._statuses, self._version = statuses, version
+    def _log_version(self) -> int | None:
+        return log_version(self._lake)
+
+    def _load(self) -> dict[str, str]:
+        return decisions(self._lake)
+
+    def _install(self, loaded: dict[str, str]) -> None:
+        self._statuses = loaded
 
     def decide(self, item_id: str, status: str, actor: str = "api") -> None:
         """Record a decision durably, then apply it to retrieval."""
-        with self._writer:
-            record_decision(self._lake, "agent_playbook", item_id, status, actor)
-            with self._lock:
-                self._statuses[str(item_id)] = status
+
+        def apply(_: dict) -> None:
+            self._statuses[str(item_id)] = status
+
+        self._write(lambda: record_decision(self._lake, "agent_playbook", item_id, status, actor), apply)
 
     def status(self, item_id: str, default: str | None) -> str | None:
         return self._statuses.get(str(item_id), default)

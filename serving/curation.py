@@ -5,7 +5,6 @@ replicas pick changes up when its version changes (checked by the index watcher)
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from reflexio_pipelines.lake.curation import (
@@ -18,43 +17,36 @@ from reflexio_pipelines.lake.curation import (
 )
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.search.documents import patch_view
+from serving.log_mirror import LogMirror
 
 
-class CurationOverlay:
+class CurationOverlay(LogMirror):
     """Per entity: ids deleted and the latest edited fields, mirrored from the curation log."""
 
     def __init__(self, lake: Lake) -> None:
-        self._lake = lake
-        self._lock = threading.Lock()
-        self._writer = threading.Lock()  # refresh and record one at a time (see serving/control.py)
+        super().__init__(lake)
         self._ops: list[dict[str, Any]] = []
         self._deleted: dict[str, frozenset[str]] = {}
         self._patches: dict[str, dict[str, dict[str, Any]]] = {}
         self._by_entity: dict[str, list[dict[str, Any]]] = {}
-        self._version: int | None = None
         #: Bumped by every change of the mirrored log (serving/fresh.py rebuilds when it moves).
         self.generation = 0
 
-    def refresh(self) -> None:
-        """Reload from the log if it changed since the last load."""
-        with self._writer:
-            version = self._lake.table_version("curation_log")
-            if version == self._version:
-                return
-            ops = read_ops(self._lake)
-            with self._lock:
-                self._set(ops)
-                self._version = version
+    def _log_version(self) -> int | None:
+        return self._lake.table_version("curation_log")
+
+    def _load(self) -> list[dict[str, Any]]:
+        return read_ops(self._lake)
 
     def record(self, ops: list[CurationOp], actor: str = "api") -> None:
         """Write ops durably, then apply them to retrieval."""
-        with self._writer:
-            written = record(self._lake, ops, actor)
-            fresh = [dict(r, fields=op.fields) for r, op in zip(written, ops, strict=True)]
-            with self._lock:
-                self._set(self._ops + fresh)
 
-    def _set(self, ops: list[dict[str, Any]]) -> None:
+        def apply(written: list[dict[str, Any]]) -> None:
+            self._install(self._ops + [dict(r, fields=op.fields) for r, op in zip(written, ops, strict=True)])
+
+        self._write(lambda: record(self._lake, ops, actor), apply)
+
+    def _install(self, ops: list[dict[str, Any]]) -> None:
         self._ops = ops
         by_entity: dict[str, list[dict[str, Any]]] = {}
         for op in ops:

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +20,7 @@ from reflexio_pipelines.learning.config import ConfigError, ExtractionConfig
 from reflexio_pipelines.learning.config_loading import resolve_extraction_config
 from reflexio_pipelines.learning.holdout import CONTROL, arm_of, override_requested
 from reflexio_pipelines.learning.outcome_types import ID_FIELDS, ItemRef
+from serving.log_mirror import LogMirror
 
 log = logging.getLogger(__name__)
 
@@ -74,32 +74,31 @@ class LearningPolicy:
         return HoldoutDecision(arm_of(self.config.holdout, agent_version, user_id), override_requested(header))
 
 
-class OutcomeOverlay:
+class OutcomeOverlay(LogMirror):
     """Counters per learned item and the items held out of search, mirrored from the lake."""
 
     def __init__(self, lake: Lake, policy: LearningPolicy) -> None:
-        self._lake, self._policy = lake, policy
-        self._lock = threading.Lock()
-        self._writer = threading.Lock()  # refresh and keep one at a time (see serving/control.py)
+        super().__init__(lake)
+        self._policy = policy
         self._rows: dict[ItemRef, dict[str, Any]] = {}
         self._flagged: dict[str, list[ItemRef]] = {}  # per entity: the few flagged items, so a search scans only them
         self._kept_at: dict[ItemRef, int] = {}
-        self._versions: tuple[int | None, int | None] | None = None
 
-    def refresh(self) -> None:
-        """Reload when `item_outcomes` or `outcome_change_log` changed since the last load."""
-        with self._writer:
-            versions = (self._lake.table_version("item_outcomes"), self._lake.table_version("outcome_change_log"))
-            if versions == self._versions:
-                return
-            rows = {ItemRef(r["entity"], r["item_id"]): r for r in self._lake.read_table("item_outcomes").to_pylist()}
-            _, _, kept_at = log_state(self._lake.read_table("outcome_change_log").to_pylist())
-            flagged: dict[str, list[ItemRef]] = {}
-            for ref, row in rows.items():
-                if row["flagged"]:
-                    flagged.setdefault(ref.entity, []).append(ref)
-            with self._lock:
-                self._rows, self._flagged, self._kept_at, self._versions = rows, flagged, kept_at, versions
+    def _log_version(self) -> tuple[int | None, int | None]:
+        """`item_outcomes` and `outcome_change_log`: either moving reloads both."""
+        return self._lake.table_version("item_outcomes"), self._lake.table_version("outcome_change_log")
+
+    def _load(self) -> tuple[dict[ItemRef, dict[str, Any]], dict[ItemRef, int]]:
+        rows = {ItemRef(r["entity"], r["item_id"]): r for r in self._lake.read_table("item_outcomes").to_pylist()}
+        _, _, kept_at = log_state(self._lake.read_table("outcome_change_log").to_pylist())
+        return rows, kept_at
+
+    def _install(self, loaded: tuple[dict[ItemRef, dict[str, Any]], dict[ItemRef, int]]) -> None:
+        self._rows, self._kept_at = loaded
+        self._flagged = {}
+        for ref, row in self._rows.items():
+            if row["flagged"]:
+                self._flagged.setdefault(ref.entity, []).append(ref)
 
     def _held_out(self, ref: ItemRef, row: dict[str, Any] | None) -> bool:
         if row is None or not row["flagged"] or not self._policy.config.outcomes.hold_out_flagged:
@@ -129,11 +128,11 @@ class OutcomeOverlay:
 
     def keep(self, entity: str, item_id: str, actor: str = "api", reason: str = "") -> dict[str, Any]:
         """Record a reviewer's keep durably, then serve the item again at once."""
-        with self._writer:
-            row = record_review(self._lake, entity, item_id, actor, reason)
-            with self._lock:
-                self._kept_at[ItemRef(entity, str(item_id))] = row["at"]
-        return row
+
+        def apply(row: dict[str, Any]) -> None:
+            self._kept_at[ItemRef(entity, str(item_id))] = row["at"]
+
+        return self._write(lambda: record_review(self._lake, entity, item_id, actor, reason), apply)
 
     def row(self, entity: str, item_id: str) -> dict[str, Any] | None:
         with self._lock:
