@@ -75,8 +75,9 @@ import numpy as np  # noqa: E402
 
 from benchmarks._common import percentile  # noqa: E402
 from reflexio_pipelines.learning.batch import UserState  # noqa: E402
-from reflexio_pipelines.learning.builtin import PROMPT_VERSION as RULES_VERSION  # noqa: E402
 from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
+from reflexio_pipelines.learning.rules.extractor import PROMPT_VERSION as RULES_VERSION  # noqa: E402
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import RuleDedupJudge, profile_slot  # noqa: E402
 from reflexio_pipelines.learning.learn import FORGOTTEN_CONTENT, learn  # noqa: E402
 from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
@@ -463,8 +464,9 @@ def build(model: str, api_base: str, api_key: str, api_version: str, embedder_na
     from reflexio_pipelines.learning.embedding import make_embedder
 
     embedder = HashEmbedder() if embedder_name == "hash" else make_embedder(embedder_name)
-    if model == "builtin":
-        return BuiltinExtractor(), embedder, (lambda entity, vectors: RuleDedupJudge(vectors))
+    if model in ("builtin", "rules"):
+        extractor = BuiltinExtractor() if model == "builtin" else RuleExtractor()
+        return extractor, embedder, (lambda entity, vectors: RuleDedupJudge(vectors))
     from reflexio_pipelines.learning.extract import make_extractor
     from reflexio_pipelines.learning.llm_call import LLMEndpoint
     from reflexio_pipelines.learning.llm_dedup import PLAYBOOK_ITEMS, PROFILE_ITEMS, LiteLLMDedupJudge
@@ -614,7 +616,11 @@ def markdown_table(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="builtin", help="`builtin` (the rules, offline) or a LiteLLM model string")
+    parser.add_argument(
+        "--model",
+        default="builtin",
+        help="`builtin` (the learned clause classifier, offline), `rules` (the rule baseline) or a LiteLLM model",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--split", choices=("all", "dev", "heldout"), default="all")
     parser.add_argument("--api-base", default="")
@@ -655,7 +661,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for case in cases:
             score, detail = runner.run(case)
             details.append((case, score, detail))
-    claims = BUILTIN_CLAIMS if args.model == "builtin" else tuple(sorted({c.category for c in cases}))
+    # The rules were written with this set and claim the target per category; anything else is measured on every
+    # category the set has, with no claim (for the learned extractor this set is one more text it was not trained on).
+    claims = BUILTIN_CLAIMS if args.model == "rules" else tuple(sorted({c.category for c in cases}))
     splits = {
         part: summarise([d for d in details if d[0].split == part], claims)
         for part in ("dev", "heldout")
@@ -684,15 +692,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "case_seconds_p50": percentile(runner.case_seconds, 0.5, digits=None) or 0.0,
         "case_seconds_p95": percentile(runner.case_seconds, 0.95, digits=None) or 0.0,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-        "heuristic": args.model == "builtin",
-        "notes": (
-            "The built-in extractor is a rule-based heuristic, not a model; its rules were tuned on the dev part only."
-            if args.model == "builtin"
-            else "Scored through LiteLLM with the project's prompts."
-        ),
+        "heuristic": args.model in ("builtin", "rules"),
+        "notes": {
+            "rules": "The rule extractor is a heuristic, not a model; its rules were tuned on the dev part only.",
+            "builtin": "The built-in extractor is a learned heuristic (a classifier head over sentence embeddings) "
+            "trained on the clause corpus (benchmarks/data/clauses), never on this set.",
+        }.get(args.model, "Scored through LiteLLM with the project's prompts."),
         "cases": [d for _, _, d in details],
     }
-    if args.model == "builtin":
+    if args.model == "rules":
         by_split = {}
         for part, block in splits.items():
             row = block["claimed"]

@@ -66,7 +66,7 @@ from reflexio_pipelines.devtools.openai_stub import (  # noqa: E402
 )
 from reflexio_pipelines.devtools.servers import serve_app  # noqa: E402
 from reflexio_pipelines.learning.batch import UserState  # noqa: E402
-from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup  # noqa: E402
 from reflexio_pipelines.learning.learn import learn  # noqa: E402
 from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
@@ -643,7 +643,7 @@ class CountingResponder:
         if GATE_MARKER in user:
             kind = "gate"
             window = window_from_prompt(user)
-            found = BuiltinExtractor().extract(window) if window.turns else ExtractionResult()
+            found = RuleExtractor().extract(window) if window.turns else ExtractionResult()
             wanted = found.playbooks if f"{GATE_MARKER} playbooks" in user else found.profiles
             reply = "true" if wanted else "false"
         else:

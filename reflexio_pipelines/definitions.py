@@ -44,6 +44,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             backoff_base_s=settings.llm.backoff_base_s,
             temperature=settings.llm.temperature,
             gate_model=settings.llm.gate_model,
+            builtin=settings.llm.builtin,
             llm_concurrency=settings.llm.concurrency,
             rpm=settings.llm.rpm,
             tpm=settings.llm.tpm,

@@ -40,6 +40,9 @@ class LLMSettings(BaseModel):
     temperature: float = Field(0.0, ge=0, le=2)
     #: A small model asked "anything worth extracting?" before each window's extraction; empty = no gate.
     gate_model: str = ""
+    #: Which built-in extractor runs when no model is set: `learned` (the clause classifier, learning/builtin.py) or
+    #: `rules` (the previous rule-based baseline, learning/rules/extractor.py, kept for comparison).
+    builtin: Literal["learned", "rules"] = "learned"
     #: Most LLM calls in flight at once in this process, per (model, api_base); also the learning step's workers.
     concurrency: int = Field(32, ge=1)
     #: The provider's requests per minute shared by every call of the process (0 = unlimited).
@@ -130,6 +133,7 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_LLM_MAX_RETRIES": ("llm", "max_retries"),
     "REFLEXIO_LLM_BACKOFF_BASE": ("llm", "backoff_base_s"),
     "REFLEXIO_LLM_GATE_MODEL": ("llm", "gate_model"),
+    "REFLEXIO_LLM_BUILTIN": ("llm", "builtin"),
     "REFLEXIO_LLM_TEMPERATURE": ("llm", "temperature"),
     "REFLEXIO_LLM_CONCURRENCY": ("llm", "concurrency"),
     "REFLEXIO_LLM_RPM": ("llm", "rpm"),

@@ -6,13 +6,13 @@ import time
 
 import pytest
 
-from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.rules.corrections import correction_rule
 from reflexio_pipelines.learning.rules.text import content_tokens
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
 
-EXTRACTOR = BuiltinExtractor()
+EXTRACTOR = RuleExtractor()
 
 
 def convo(*turns: tuple, session: str = "s1") -> Window:
@@ -380,7 +380,7 @@ def test_deterministic_and_ordered() -> None:
         ("user", "No, never book before 7pm"),
     )
     first = EXTRACTOR.extract(window)
-    assert first == BuiltinExtractor().extract(window)
+    assert first == RuleExtractor().extract(window)
     assert [p.kind for p in first.playbooks] == ["tool_failure", "correction"]  # turn order
     assert first.playbooks[1].trigger == "When booking a table for two"
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from reflexio_pipelines.learning.batch import UserState
-from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.config import DEFAULT_CONFIG, PRESETS, ConfigError
 from reflexio_pipelines.learning.config_loading import (
     load_extraction_config,
@@ -450,7 +450,7 @@ def conversation(user: str, source: str, turns=CORRECTION_TURNS, start: int = 0)
 def test_items_are_tagged_with_their_extractor_names() -> None:
     config = parse_extraction_config(TWO_GROUPS)
     turns = conversation("eve", "support") + conversation("eve", "ops", start=10)
-    out = run(turns, BuiltinExtractor(), config)
+    out = run(turns, RuleExtractor(), config)
     assert out.profiles and out.playbooks
     # profiles come only from the support group (it has the only profile extractor) and name it
     assert {tuple(p["extractor_names"]) for p in out.profiles} == {("support_facts",)}

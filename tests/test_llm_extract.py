@@ -11,6 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.config_loading import parse_extraction_config
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
@@ -98,7 +99,7 @@ def test_same_items_as_builtin_over_real_http(stub, caplog) -> None:
         }
     )
     result = ex.extract(DEPLOY_WINDOW, config.groups()[0])
-    expected = BuiltinExtractor().extract(DEPLOY_WINDOW)
+    expected = RuleExtractor().extract(DEPLOY_WINDOW)
     assert expected.playbooks and expected.profiles  # the window exercises every rule family
     assert result.profiles == expected.profiles
     assert result.playbooks == expected.playbooks
@@ -140,7 +141,7 @@ def test_garbage_first_reply_is_retried(stub) -> None:
     ex = extractor(base_url, backoff_base_s=0.5)
     result = ex.extract(DEPLOY_WINDOW)
     assert app.state.calls == 2 and result.llm_calls == 2
-    assert result.playbooks == BuiltinExtractor().extract(DEPLOY_WINDOW).playbooks
+    assert result.playbooks == RuleExtractor().extract(DEPLOY_WINDOW).playbooks
     assert len(ex.delays) == 1 and 0.5 <= ex.delays[0] <= 1.0  # exponential base plus jitter
     # tokens of the wasted call count too: they were paid for
     assert result.completion_tokens > len(json.dumps([asdict(p) for p in result.playbooks])) // 8

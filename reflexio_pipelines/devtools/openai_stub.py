@@ -37,9 +37,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.dedup import profile_slot
 from reflexio_pipelines.learning.judge import compare_answers, heuristic_verdict
+from reflexio_pipelines.learning.learned_rows import content_key
 from reflexio_pipelines.learning.llm_judge import NO_QUESTION
 from reflexio_pipelines.learning.sessions import Session
 from reflexio_pipelines.learning.transcript import CONTINUATION_INDENT
@@ -223,7 +224,7 @@ def is_dedup_prompt(prompt: str) -> bool:
 
 
 def _norm(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", text.casefold()))
+    return content_key(text)  # the identity key: words of every script, so two non-Latin texts never look equal
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -385,7 +386,7 @@ def fake_llm_reply(body: dict[str, Any]) -> str:
     if is_aggregation_prompt(user):
         return json.dumps(aggregation_reply(user), ensure_ascii=False, indent=1)
     window = window_from_prompt(user)
-    result = BuiltinExtractor().extract(window) if window.turns else ExtractionResult()
+    result = RuleExtractor().extract(window) if window.turns else ExtractionResult()
     return json.dumps(extraction_json(result), ensure_ascii=False, indent=1)
 
 

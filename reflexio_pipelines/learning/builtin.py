@@ -1,109 +1,181 @@
-"""The built-in extractor: an offline, deterministic, RULE-BASED BASELINE — a HEURISTIC over the wording, not a model.
+"""The built-in extractor: offline, deterministic, and LEARNED — a heuristic model, not understanding.
 
-It exists so the pipeline runs end to end with no LLM configured (no instruction-following model is available
-offline) and so tests have a reproducible reference. It recognises families of explicit surface patterns:
+Each user clause (learning/clauses/split.py) is labelled by the clause classifier, a small neural head over the
+bundled sentence embedder trained on clauses written outside this project (learning/clauses/, docs/extractor.md for
+its measured precision and recall). Lasting kinds become items in the user's own words:
 
-- profiles: first-person statements in user turns, phrased canonically so their typed slot is recognised
-  (learning/slots.py): location incl. moves ("I just moved to Austin" -> "Lives in Austin"), diet ("I had to go
-  fully vegetarian" -> "Is vegetarian"), role, team, employer (a compound "I'm a data engineer at Acme" is split into
-  its slots), timezone, name, reply language, first language; "I have …" for stable things (conditions, allergies,
-  family, pets, vehicles, a commute); likes, dislikes, habits, "my X is Y". Facts inside requests are kept ("I'm
-  vegetarian, so no meat please" -> "Is vegetarian"); questions, passing states and stories about the past are not
-  facts;
-- correction playbooks: a user turn right after an agent turn that corrects or gives feedback on it — marker words
-  ("no", "wrong", "don't", "never", "instead", "use X not Y", …), style feedback about length, tone and format ("Way
-  too long. Keep it to three bullets."), process feedback ("You should have asked me before booking anything." ->
-  "Ask me before booking anything."), a convention of the user's team ("Actually we use pnpm in this repo."); trigger
-  = the situation taken from the request the agent was answering, content = the user's words rewritten mechanically
-  as a rule. Sentences that tell a story (several past-tense verbs, or long) contribute only the instruction clauses
-  in them: narrative is never stored verbatim as a rule;
-- standing instructions in any user turn ("from now on …", "whenever you X, Y", "always/never …", polite requests
-  about every answer's form): playbooks that need no agent turn to answer;
-- one-off slips ("No, I meant the staging server.", "Not that one, the prod one.") are session context
-  (`ExtractionResult.session_context`), never rules, unless the same sentence says something durable;
-- tool-failure playbooks: every tool call with an error, naming the tool and the cause, pointing at a later call
-  of the same tool that worked;
-- expert playbooks: an expert answer whose content words differ substantially from the agent's (token-set
-  heuristic, see `_expert_gap`);
-- forget requests ("forget that I live in Paris", "delete what you know about my address", "don't keep anything
-  about my kids"): a HEURISTIC over the wording (`forget_target`). They become forget directives, never profiles or
-  correction playbooks; which stored profiles they remove is matched in learn.py (learning/forget.py).
+- preference and fact -> a profile, turned to the third person ("I can't stand cilantro" -> "Cannot stand
+  cilantro"); the clause itself is kept in `custom_features.said`;
+- instruction and correction -> a playbook; its trigger is the clause's own condition ("when I send a report, …"),
+  else, for a correction, the situation of the request the agent was answering; the rationale quotes the user;
+- revocation -> a forget directive for what it names ("forget the bullet points rule");
+- request, feedback, social and hypothetical clauses teach nothing (a feedback clause right after an agent turn is
+  kept as session context: it holds for that conversation only).
 
-Anything phrased less explicitly is missed, and the wording is mechanical; configure an LLM for real use. Measured
-per category on the project's labelled set by benchmarks/extraction_quality.py (docs/configuration.md lists the
-scores). Same window in, same output out (same order); identical contents are emitted once per window.
+Rules remain only for structure: tool calls that failed (rules/tool_failures.py), expert answers that differ from
+the agent's (rules/expert.py) and tool sequences that worked (rules/success_recipes.py).
 
-The rules live in `learning/rules/`, one module per family; this module combines them into the extractor.
+Languages: English only (`clauses/language.py`). Clauses in other languages are not learned here — an LLM provider
+configured through LiteLLM learns them — and are counted in `ExtractionResult.unsupported_clauses`.
 """
 
 from __future__ import annotations
 
+import re
+
+from reflexio_pipelines.learning.clauses.classifier import ClauseClassifier, Prediction, shared_classifier
+from reflexio_pipelines.learning.clauses.features import ClauseInput
+from reflexio_pipelines.learning.clauses.kinds import PLAYBOOK_KINDS, PROFILE_KINDS
+from reflexio_pipelines.learning.clauses.language import is_supported
+from reflexio_pipelines.learning.clauses.rewrite import playbook_parts, profile_text
+from reflexio_pipelines.learning.clauses.split import split_clauses
 from reflexio_pipelines.learning.config import DEFAULT_GROUP
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
-from reflexio_pipelines.learning.jsonparse import dedupe_by_content
-from reflexio_pipelines.learning.rules.corrections import _corrected_agent_index, _correction_playbook, session_notes
+from reflexio_pipelines.learning.jsonparse import clean_text, dedupe_by_content
 from reflexio_pipelines.learning.rules.expert import _expert_playbook
-from reflexio_pipelines.learning.rules.forget_requests import _forget_directives
-from reflexio_pipelines.learning.rules.profiles import _profiles_from_turn
-from reflexio_pipelines.learning.rules.standing import _standing_playbooks
 from reflexio_pipelines.learning.rules.success_recipes import _success_recipe
+from reflexio_pipelines.learning.rules.text import MAX_RATIONALE_QUOTE, MAX_TRIGGER_CHARS, _clip, _normalise
 from reflexio_pipelines.learning.rules.tool_failures import _tool_failure_playbooks
+from reflexio_pipelines.learning.rules.triggers import situation_trigger
+from reflexio_pipelines.learning.stated_changes import SAID_PREFIX
 from reflexio_pipelines.learning.types import (
     ExtractedPlaybook,
     ExtractedProfile,
     ExtractionResult,
     ForgetDirective,
+    Turn,
     Window,
 )
 
-EXTRACTOR_NAME = "builtin-rules"
-PROMPT_VERSION = "rules-v2"
-MODEL_NAME = "builtin"
+EXTRACTOR_NAME = "builtin-learned"
+PROMPT_VERSION = "clauses-v1"
+MODEL_NAME = "builtin-clause-head"
+
+_REVOKE_LEAD_RE = re.compile(
+    r"^(?:please\s+)?(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|undo|withdraw|delete|remove)"
+    r"(?:\s+(?:about|that|what i (?:said|told you) (?:about|regarding)))?\s+",
+    re.I,
+)
+
+
+class _Located:
+    """One clause of one user turn, with the classifier's input and where it came from."""
+
+    __slots__ = ("index", "turn", "text", "agent_index")
+
+    def __init__(self, index: int, turn: Turn, text: str, agent_index: int | None) -> None:
+        self.index, self.turn, self.text, self.agent_index = index, turn, text, agent_index
+
+
+def _clauses(turns: tuple[Turn, ...]) -> tuple[list[_Located], list[ClauseInput], int]:
+    located: list[_Located] = []
+    inputs: list[ClauseInput] = []
+    unsupported = 0
+    for index, turn in enumerate(turns):
+        if not turn.is_user or not turn.content.strip():
+            continue
+        agent_index = index - 1 if index > 0 and not turns[index - 1].is_user else None
+        context = turns[agent_index].content if agent_index is not None else ""
+        opening = " ".join(turn.content.split()[:4])
+        for text in split_clauses(turn.content):
+            if not is_supported(text):
+                unsupported += 1
+                continue
+            located.append(_Located(index, turn, text, agent_index))
+            inputs.append(ClauseInput(text, context, opening))
+    return located, inputs, unsupported
+
+
+def _request_before(turns: tuple[Turn, ...], agent_index: int) -> int | None:
+    """The user turn the agent was answering: the last user turn before it."""
+    return next((i for i in range(agent_index - 1, -1, -1) if turns[i].is_user), None)
+
+
+def _playbook(turns: tuple[Turn, ...], where: _Located, kind: str) -> ExtractedPlaybook | None:
+    trigger, content = playbook_parts(where.text)
+    if len(content.split()) < 2:
+        return None
+    sources = [where.turn.turn_id]
+    if trigger is None and kind == "correction" and where.agent_index is not None:
+        request = _request_before(turns, where.agent_index)
+        if request is not None:
+            trigger = situation_trigger(turns[request].content)
+            sources = [turns[request].turn_id, turns[where.agent_index].turn_id, where.turn.turn_id]
+    said = _clip(_normalise(where.text), MAX_RATIONALE_QUOTE)
+    return ExtractedPlaybook(
+        content=clean_text(content),
+        trigger=clean_text(_clip(trigger, MAX_TRIGGER_CHARS)) if trigger else None,
+        rationale=clean_text(f"{SAID_PREFIX}{said}"),
+        kind="correction",
+        source_turn_ids=sources,
+    )
+
+
+def _profile(where: _Located, prediction: Prediction) -> ExtractedProfile | None:
+    content = profile_text(where.text)
+    if len(content.split()) < 2:
+        return None
+    features = {"kind": prediction.kind, "confidence": round(prediction.probability, 3), "said": where.text}
+    return ExtractedProfile(content=clean_text(content), source_turn_ids=[where.turn.turn_id], custom_features=features)
+
+
+def _revocation(where: _Located) -> ForgetDirective | None:
+    target = _REVOKE_LEAD_RE.sub("", where.text).strip(" .!")
+    return ForgetDirective(target=target, source_turn_ids=[where.turn.turn_id]) if len(target.split()) >= 1 else None
 
 
 class BuiltinExtractor:
-    """Rule-based baseline extractor (see the module docstring); needs no network and makes no LLM calls."""
+    """The learned offline extractor (see the module docstring); makes no LLM calls."""
 
     name = EXTRACTOR_NAME
 
+    def __init__(self, classifier: ClauseClassifier | None = None) -> None:
+        self._classifier = classifier
+
+    @property
+    def classifier(self) -> ClauseClassifier:
+        return self._classifier or shared_classifier()
+
     def extract(self, window: Window, group: ExtractorGroup | None = None) -> ExtractionResult:
-        """Profiles and playbooks the rules find in `window`. The group's definitions and agent context are
-        ignored (the rules do not read them); items are tagged with the group's first profile/playbook extractor,
-        and a kind the group has no extractor for is not extracted."""
+        """Profiles, playbooks and forget directives found in `window`. The group's definitions are not read (the
+        classifier knows its kinds); items are tagged with the group's first profile/playbook extractor."""
         group = group or DEFAULT_GROUP
         turns = window.turns
+        located, inputs, unsupported = _clauses(turns)
+        predictions = self.classifier.classify(inputs)
         profiles: list[ExtractedProfile] = []
         playbooks: list[ExtractedPlaybook] = []
         forget: list[ForgetDirective] = []
-        tool_failures: dict[int, list[ExtractedPlaybook]] = {}
-        for index, playbook in _tool_failure_playbooks(turns):
-            tool_failures.setdefault(index, []).append(playbook)
         notes: list[str] = []
-        for index, turn in enumerate(turns):
-            correction = _correction_playbook(turns, index)
-            if turn.is_user:
-                corrected = correction is not None or _corrected_agent_index(turns, index) is not None
-                profiles.extend(_profiles_from_turn(turn, is_correction_turn=corrected))
-                forget.extend(_forget_directives(turn))
-                if corrected:  # one-off fixes hold for this conversation only
-                    notes.extend(session_notes(turn.content))
-                else:  # a standing instruction needs no agent turn to answer
-                    playbooks.extend(_standing_playbooks(turns, index))
-            if correction is not None:
-                playbooks.append(correction)
-            playbooks.extend(tool_failures.get(index, []))
-            if (expert := _expert_playbook(turns, index)) is not None:
-                playbooks.append(expert)
-            if (recipe := _success_recipe(turns, index)) is not None:
-                playbooks.append(recipe)
+        for where, prediction in zip(located, predictions):
+            if prediction.kind in PROFILE_KINDS and (profile := _profile(where, prediction)):
+                profiles.append(profile)
+            elif prediction.kind in PLAYBOOK_KINDS and (playbook := _playbook(turns, where, prediction.kind)):
+                playbooks.append(playbook)
+            elif prediction.kind == "revocation" and (directive := _revocation(where)):
+                forget.append(directive)
+            elif prediction.kind == "feedback" and where.agent_index is not None:
+                notes.append(where.text)
+        playbooks.extend(_structural_playbooks(turns))
         return ExtractionResult(
             profiles=[tagged for p in dedupe_by_content(profiles) if (tagged := group.tag_profile(p))],
             playbooks=[tagged for p in dedupe_by_content(playbooks) if (tagged := group.tag_playbook(p))],
-            # forgetting is about profiles: a group without a profile extractor has nothing to forget
             forget=forget if group.resolve("profile", None)[0] is not None else [],
             extractor=EXTRACTOR_NAME,
             model=MODEL_NAME,
             prompt_version=PROMPT_VERSION,
             llm_calls=0,
             session_context=list(dict.fromkeys(notes)),
+            unsupported_clauses=unsupported,
         )
+
+
+def _structural_playbooks(turns: tuple[Turn, ...]) -> list[ExtractedPlaybook]:
+    """Tool failures, expert answers and working tool sequences: structure, found by rules."""
+    out = [playbook for _, playbook in _tool_failure_playbooks(turns)]
+    for index in range(len(turns)):
+        if (expert := _expert_playbook(turns, index)) is not None:
+            out.append(expert)
+        if (recipe := _success_recipe(turns, index)) is not None:
+            out.append(recipe)
+    return out

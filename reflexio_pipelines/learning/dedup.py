@@ -25,6 +25,7 @@ import numpy as np
 
 from reflexio_pipelines.learning.slots import is_typed
 from reflexio_pipelines.learning.slots import profile_slot as _profile_slot
+from reflexio_pipelines.learning.subjects import states_a_change, subjects_of
 
 #: Cosine similarity at or above which two texts are considered the same statement (rule judge).
 SAME_STATEMENT = 0.9
@@ -181,6 +182,9 @@ class RuleDedupJudge:
     their wording ("Works at Acme" is the employer, "Works as a data engineer" the role). Vectors are passed in so
     nothing is embedded twice."""
 
+    #: It also applies `changed_subjects` (the LLM judge reads changes from the wording itself).
+    follows_change_words = True
+
     def __init__(self, vectors: dict[str, np.ndarray]) -> None:
         self._vectors = vectors
 
@@ -231,3 +235,38 @@ def profile_slot(content: str) -> str | None:
     slot (location, diet, role, team, employer, timezone, name, language, first language; see learning/slots.py)
     or the subject of a "<subject> is …" statement ("Phone number is …")."""
     return _profile_slot(content)
+
+
+#: A change statement replaces an earlier item this close even without a shared subject in the lexicon ("Always scan
+#: for security issues first" / "Only run a security review when the code handles user input": 0.61).
+CHANGE_SIMILARITY = 0.55
+
+
+def changed_subjects(
+    new: list[tuple[str, str]],
+    existing: list[str],
+    new_vectors: np.ndarray,
+    existing_vectors: np.ndarray,
+    taken: set[int],
+) -> dict[int, list[int]]:
+    """NEW index -> EXISTING positions it replaces because the user said it changed (heuristic).
+
+    `new` holds (item text, the user's words) in the order they were said; a NEW item replaces the EXISTING items on
+    the same subject (learning/subjects.py) or at cosine >= CHANGE_SIMILARITY when its words announce a change
+    ("I moved to Denver", "from now on …", "no longer"), not an addition ("now also has a cat"). An EXISTING item
+    goes to the last NEW item that replaces it; `taken` (already superseded) are left alone."""
+    out: dict[int, list[int]] = {}
+    owner: dict[int, int] = {}
+    existing_subjects = [subjects_of(text) for text in existing]
+    for i, (text, said) in enumerate(new):
+        if not states_a_change(said):
+            continue
+        subjects = subjects_of(f"{text} {said}")
+        for j, other in enumerate(existing_subjects):
+            if j in taken:
+                continue
+            if subjects & other or float(new_vectors[i] @ existing_vectors[j]) >= CHANGE_SIMILARITY:
+                owner[j] = i
+    for j, i in owner.items():
+        out.setdefault(i, []).append(j)
+    return out

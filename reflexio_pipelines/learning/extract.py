@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_call import LLMEndpoint
@@ -34,9 +35,10 @@ class Extractor(Protocol):
         ...
 
 
-def make_extractor(llm_settings: LLMSettings) -> BuiltinExtractor | LiteLLMExtractor:
-    """The builtin rule-based extractor when no model is configured, else a LiteLLM extractor on the endpoint of
-    these settings (every setting reaches every call; the gate model shares them)."""
+def make_extractor(llm_settings: LLMSettings) -> BuiltinExtractor | RuleExtractor | LiteLLMExtractor:
+    """The built-in extractor when no model is configured (the learned one, or the rule baseline when
+    `llm.builtin` is "rules"), else a LiteLLM extractor on the endpoint of these settings (every setting reaches
+    every call; the gate model shares them)."""
     if not llm_settings.model.strip():
-        return BuiltinExtractor()
+        return RuleExtractor() if llm_settings.builtin == "rules" else BuiltinExtractor()
     return LiteLLMExtractor(endpoint=LLMEndpoint.from_settings(llm_settings), gate_model=llm_settings.gate_model)

@@ -57,6 +57,7 @@ from reflexio_pipelines.learning.learned_rows import (
 from reflexio_pipelines.learning.lifecycle import FORGOTTEN
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, FailureSummary, GatedExtractionResult
 from reflexio_pipelines.learning.llm_ledger import about_user
+from reflexio_pipelines.learning.stated_changes import supersede_stated_changes
 from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window, stable_uuid
 from reflexio_pipelines.learning.windows import FLUSH_ALL, Pace, group_by_user, plan_windows, ready_turns, turn_sort_key
 
@@ -527,6 +528,8 @@ def _dedup(
     if failure is not None:
         raise DedupFailed(entity, failure, resolution.judge_calls)
     stats.duplicates_dropped += len(new_rows) - len(resolution.keep)
+    if getattr(judge, "follows_change_words", False):
+        supersede_stated_changes(resolution, new_rows, existing_rows, new_vectors, existing_vectors, text_of, id_column)
     id_type = type(new_rows[0][id_column])
     kept = []
     for i in sorted(resolution.keep):

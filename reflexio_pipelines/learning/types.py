@@ -147,3 +147,6 @@ class ExtractionResult:
     #: One-off fixes the user made within this conversation ("No, I meant the staging server"): they hold for the
     #: session they were said in and are never stored as profiles or playbooks (the built-in rules fill it).
     session_context: list[str] = field(default_factory=list)
+    #: Clauses the extractor saw but does not learn from because it does not support their language (the built-in
+    #: extractor reads English only; an LLM provider learns the rest).
+    unsupported_clauses: int = 0

@@ -43,6 +43,7 @@ class ExtractorResource(dg.ConfigurableResource):
     backoff_base_s: float = 1.0
     temperature: float = 0.0
     gate_model: str = ""
+    builtin: str = "learned"
     llm_concurrency: int = 32
     rpm: int = 0
     tpm: int = 0
@@ -61,6 +62,7 @@ class ExtractorResource(dg.ConfigurableResource):
             backoff_base_s=self.backoff_base_s,
             temperature=self.temperature,
             gate_model=self.gate_model,
+            builtin=self.builtin,  # type: ignore[arg-type]  # validated by LLMSettings
             concurrency=self.llm_concurrency,
             rpm=_share(self.rpm, self.shards),
             tpm=_share(self.tpm, self.shards),

@@ -1,0 +1,86 @@
+"""The clause classifier: a LEARNED HEURISTIC (a small neural head over sentence embeddings, trained on labelled
+clauses by `clauses/train.py`), not an understanding of the text. Its measured precision and recall per kind, on a
+development split never used for tuning, are in the head file's metadata and in docs/extractor.md.
+
+It labels each clause with one of `kinds.KINDS`. A kind that changes what is stored (the lasting kinds preference,
+fact, instruction, correction, and revocation) is predicted only when its probability clears that kind's bar,
+chosen on the training split for precision, because a wrongly learned item is served to the user again and again
+while a missed one costs one more mention.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from reflexio_pipelines.learning.clauses.features import ClauseInput, featurise
+from reflexio_pipelines.learning.clauses.head import HEAD_FILE, ClauseHead
+from reflexio_pipelines.learning.embedding import Embedder, make_embedder
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The kind chosen for one clause, its probability, and the probability of every kind."""
+
+    kind: str
+    probability: float
+    probabilities: dict[str, float]
+
+
+def decide(head: ClauseHead, probabilities: np.ndarray) -> list[Prediction]:
+    """Per row, the most probable kind that clears its bar (`head.min_probability`)."""
+    out: list[Prediction] = []
+    for row in probabilities:
+        by_kind = dict(zip(head.kinds, (float(p) for p in row)))
+        ranked = sorted(by_kind, key=lambda k: -by_kind[k])
+        kind = next((k for k in ranked if by_kind[k] >= head.min_probability.get(k, 0.0)), ranked[0])
+        if head.min_probability.get(kind, 0.0) > by_kind[kind]:  # nothing clears its bar: the best non-lasting
+            kind = next(k for k in ranked if head.min_probability.get(k, 0.0) == 0.0)
+        out.append(Prediction(kind, by_kind[kind], by_kind))
+    return out
+
+
+class ClauseClassifier:
+    """Classifies clauses with the shipped head over the bundled local embedder (both loaded once, lazily)."""
+
+    def __init__(self, head_path: Path = HEAD_FILE, embedder: Embedder | None = None) -> None:
+        self._head_path = head_path
+        self._embedder = embedder
+        self._head: ClauseHead | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def head(self) -> ClauseHead:
+        if self._head is None:
+            with self._lock:
+                if self._head is None:
+                    self._head = ClauseHead.load(self._head_path)
+        return self._head
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder("local")
+        return self._embedder
+
+    def classify(self, clauses: list[ClauseInput]) -> list[Prediction]:
+        """One prediction per clause, in order (one batched embedding call)."""
+        if not clauses:
+            return []
+        return decide(self.head, self.head.probabilities(featurise(clauses, self.embedder)))
+
+
+_shared: ClauseClassifier | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_classifier() -> ClauseClassifier:
+    """The process-wide classifier (the head and the embedder are loaded once per process)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = ClauseClassifier()
+        return _shared

@@ -1,0 +1,62 @@
+"""Cutting a user turn into clauses, the unit the clause classifier labels.
+
+A clause is a sentence, or a part of one that says a thing of its own: "I'm vegetarian, so no meat please" is a
+fact and a request; "I use VS Code, give me the multi-cursor shortcut" is a fact and a request; "Forget the bullet
+points rule, short paragraphs from now on" is a revocation and an instruction. The cuts are structural (sentence
+ends, semicolons, dashes, a comma before "so"/"but" or before an imperative), so a condition stays with its rule
+("When I send a report, use bullet points" is one clause). Code blocks and quoted material are left out: they are
+the task's material, never the user's words about themselves.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_CLAUSE_CHARS = 300
+MIN_CLAUSE_WORDS = 2
+
+_CODE_RE = re.compile(r"```.*?(```|$)|`[^`\n]*`", re.S)
+_SENTENCE_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
+_HARD_RE = re.compile(r"\s*;\s*|\s+[—–]\s+|\s+-{1,2}\s+")
+_SOFT_CONNECTOR_RE = re.compile(r",\s*(?:so|but|and so|which means|because of that)\s+", re.I)
+_IMPERATIVE = (
+    "give|show|tell|send|make|write|list|help|find|book|use|keep|add|remove|put|let|please|check|explain|draft|"
+    "summarize|summarise|translate|fix|rewrite|create|suggest|recommend|plan|stop|avoid|skip|don't|do not|never|always"
+)
+_COMMA_IMPERATIVE_RE = re.compile(rf",\s+(?=(?:{_IMPERATIVE}|can you|could you|would you|will you)\b)", re.I)
+_REVOKE_LEAD_RE = re.compile(r"^(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel)\b", re.I)
+_SUBORDINATE_LEAD_RE = re.compile(
+    r"^(?:when|whenever|if|unless|for|since|because|although|though|while|as|once)\b", re.I
+)
+
+
+def _sentences(text: str) -> list[str]:
+    text = _CODE_RE.sub(" ", text.replace("\u2019", "'").replace("\u2018", "'"))
+    return [s.strip() for s in _SENTENCE_RE.split(text) if s and s.strip()]
+
+
+def _cut_commas(part: str) -> list[str]:
+    if _SUBORDINATE_LEAD_RE.match(part):
+        return [part]  # the comma closes the condition: "When I send a report, use bullet points"
+    pieces = _SOFT_CONNECTOR_RE.split(part)
+    out: list[str] = []
+    for piece in pieces:
+        out.extend(_COMMA_IMPERATIVE_RE.split(piece))
+    if len(out) == 1 and _REVOKE_LEAD_RE.match(part) and "," in part:
+        head, tail = part.split(",", 1)  # "Forget the bullet rule, short paragraphs from now on"
+        out = [head, tail]
+    return out
+
+
+def split_clauses(text: str) -> list[str]:
+    """The clauses of one user turn, in order, each stripped and cut to `MAX_CLAUSE_CHARS`; clauses of fewer than
+    `MIN_CLAUSE_WORDS` words ("Ok.", "Thanks!") are kept only when they are the whole turn."""
+    clauses: list[str] = []
+    for sentence in _sentences(text):
+        for part in _HARD_RE.split(sentence):
+            for clause in _cut_commas(part.strip()):
+                clause = clause.strip(" ,;:-–—\t")
+                if clause:
+                    clauses.append(clause[:MAX_CLAUSE_CHARS])
+    long_enough = [c for c in clauses if len(c.split()) >= MIN_CLAUSE_WORDS]
+    return long_enough or clauses[:1]

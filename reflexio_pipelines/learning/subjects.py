@@ -1,0 +1,146 @@
+"""What a learned item is about, and where it matters — a HEURISTIC lexicon, not a model.
+
+Each subject names a family of lasting facts and constraints (where the user lives, what they eat, what they are
+allergic to, how they travel, the tools their team uses, the form answers should take, …) with the words that
+show an item is about it, and the situations in which it matters. Two uses, one table:
+
+- supersession (learn.py): a new statement said with words of change ("I moved to…", "switched to…", "from now on",
+  "no longer") replaces the user's earlier items on the same subject. Sentence embeddings alone cannot tell: "Lives
+  in Boston" / "Moved to Denver last month" have cosine 0.29, "Uses VS Code" / "Switched to Neovim" 0.16, while
+  "Has a dog" / "Now also has a cat" (an addition, not a change) have 0.56;
+- serving (search/documents.py): an item's index text is followed by the situations where it matters, so "Is
+  allergic to shellfish" is found for "recommend a restaurant for our anniversary" and "Always needs an aisle seat"
+  for "book me a flight to Rome", though no word of the request is in the item.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Subject:
+    name: str
+    cues: re.Pattern[str]
+    situations: str
+
+
+def _subject(name: str, cues: str, situations: str) -> Subject:
+    return Subject(name, re.compile(rf"\b(?:{cues})", re.I), situations)
+
+
+_FOOD_SITUATIONS = "restaurants, dining out, recipes, cooking, meals, dishes, menus, food orders, groceries, snacks"
+SUBJECTS: tuple[Subject, ...] = (
+    _subject(
+        "location",
+        r"liv(?:e|es|ing) in|moved (?:to|from|back)|relocat|based in|home ?town|my (?:city|neighbou?rhood|apartment|"
+        r"flat|house)|apartment|neighbou?rhood|commut|feels like home|is home",
+        "local recommendations, nearby places, weather, events, commute, shipping address",
+    ),
+    _subject(
+        "diet",
+        r"vegetarian|vegan|pescatarian|keto|paleo|carnivore|plant[- ]based|meat|beef|pork|steak|chicken|fish|"
+        r"seafood|dairy|eggs?\b|halal|kosher|diet|protein|sugar|carbs|calorie|fasting|don't eat|do not eat|eats?\b",
+        _FOOD_SITUATIONS,
+    ),
+    _subject(
+        "allergy_health",
+        r"allerg|intoleran|celiac|coeliac|gluten|lactose|peanut|nuts?\b|shellfish|diabet|asthma|migraine|"
+        r"medication|pregnan|injur|chronic|seasick|motion sick|blood pressure|cholesterol|anxiety|adhd",
+        f"{_FOOD_SITUATIONS}, travel, trips, activities, exercise, medicine, health advice",
+    ),
+    _subject(
+        "travel",
+        r"aisle|window seat|legroom|seat\b|seats\b|fly|flying|flights?|airline|layover|red-?eye|trains?\b|"
+        r"hotel|hostel|road trip|jet ?lag|wheelchair|mobility|stairs|crowd",
+        "flights, trains, travel booking, trips, hotels, seats, tickets, itineraries, vacations",
+    ),
+    _subject(
+        "accessibility",
+        r"screen reader|blind|low vision|eyesight|font size|large (?:text|font)|dyslex|deaf|hard of hearing|"
+        r"captions|subtitles|colou?r ?blind|high contrast|accessib",
+        "documents, slides, websites, videos, emails, formatting, design, reading",
+    ),
+    _subject(
+        "language",
+        r"speak|language|native|fluent|english|spanish|french|german|portuguese|italian|mandarin|chinese|japanese|"
+        r"hindi|arabic|russian|translat",
+        "replies, emails, documents, translations, messages",
+    ),
+    _subject(
+        "schedule",
+        r"time ?zone|\butc|\bgmt|\bpst|\best\b|\bcet|morning person|night owl|mornings|evenings|weekends|"
+        r"working hours|work hours|office hours|meetings?|calendar|available|availability|shift",
+        "meetings, scheduling, calendar invites, reminders, deadlines, calls, appointments",
+    ),
+    _subject(
+        "editor",
+        r"vs ?code|visual studio|neovim|\bvim\b|emacs|intellij|pycharm|webstorm|sublime|xcode|editor|\bide\b|"
+        r"terminal|shell\b|zsh|bash\b|keybind|shortcut",
+        "editor shortcuts, keybindings, setup, configuration",
+    ),
+    _subject(
+        "stack",
+        r"kotlin|java\b|python|golang|\bgo\b shop|rust\b|typescript|javascript|react|angular|vue|svelte|django|"
+        r"flask|fastapi|rails|spring|postgres|mysql|mongo|redis|kafka|aws|gcp|azure|kubernetes|k8s|docker|"
+        r"terraform|pnpm|npm|yarn|gradle|maven|monorepo|swift|c\+\+|c#|\.net|php|scala|elixir",
+        "code, functions, scripts, libraries, builds, tests, deployments, examples, pull requests",
+    ),
+    _subject(
+        "answer_format",
+        r"bullet|paragraph|concise|brief|short(?:er)? (?:answers?|replies|responses)|verbose|tone|formal|casual|"
+        r"emoji|markdown|tables?\b|summar|tl;?dr|length|word count|headings|numbered|round(?:ed)? to",
+        "answers, replies, summaries, reports, emails, documents, explanations",
+    ),
+    _subject(
+        "role",
+        r"developer|engineer|designer|manager|analyst|scientist|teacher|nurse|doctor|lawyer|student|job|"
+        r"full[- ]stack|backend|back-end|frontend|front-end|devops|\brole\b|position|work (?:as|at|for)|"
+        r"employer|company|team\b",
+        "work tasks, code, career, documents for work",
+    ),
+    _subject(
+        "budget",
+        r"budget|cheap|expensive|afford|spend|price|cost|\$\d|€\d|£\d|frugal|splurge|finance|salary",
+        "shopping, purchases, gifts, travel booking, recommendations, plans",
+    ),
+    _subject(
+        "family",
+        r"\bkids?\b|children|daughter|\bson\b|wife|husband|partner|toddler|baby|\bdogs?\b|\bcats?\b|\bpets?\b|"
+        r"parents|mom|dad|grand",
+        "plans, trips, gifts, activities, home, weekends, recommendations",
+    ),
+    _subject(
+        "values",
+        r"halal|kosher|religio|church|mosque|temple|pray|ethic|sustainab|eco[- ]friendly|carbon|cruelty|"
+        r"fair trade|second[- ]hand|alcohol|sober|don't drink|do not drink",
+        "purchases, travel, recommendations, food, events, gifts",
+    ),
+)
+
+#: Words of change: the statement replaces an earlier one rather than adding to it.
+CHANGE_RE = re.compile(
+    r"\b(?:moved|moving|relocated|switched|switching|no longer|not any ?more|any ?more|now\b|actually|instead|"
+    r"these days|changed|started|stopped|quit|became|become|turned|gone|went|override|overrid|from now on|"
+    r"going forward|new (?:job|role|team|city|place|home)|left|scratch|replace|(?:go|went|gone|going) "
+    r"(?:fully |full |completely |totally )?(?:vegan|vegetarian|keto|pescatarian|plant))",
+    re.I,
+)
+#: Words of addition: "now also has a cat" adds to "has a dog", it does not replace it.
+ADDITION_RE = re.compile(r"\b(?:also|too|as well|another|in addition|additionally|plus)\b", re.I)
+
+
+def subjects_of(text: str) -> frozenset[str]:
+    """The subjects an item's wording is about (empty when none of the lexicon's words are in it)."""
+    return frozenset(s.name for s in SUBJECTS if s.cues.search(text))
+
+
+def situations_of(text: str) -> str:
+    """The situations in which an item with this wording matters ("" when the lexicon knows none)."""
+    return "; ".join(s.situations for s in SUBJECTS if s.cues.search(text))
+
+
+def states_a_change(said: str) -> bool:
+    """True when the user's words announce a change rather than an addition ("I moved to Denver", "from now on")."""
+    return bool(CHANGE_RE.search(said)) and not ADDITION_RE.search(said)
