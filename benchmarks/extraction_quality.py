@@ -76,12 +76,12 @@ import numpy as np  # noqa: E402
 from benchmarks._common import percentile  # noqa: E402
 from reflexio_pipelines.learning.batch import UserState  # noqa: E402
 from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
-from reflexio_pipelines.learning.rules.extractor import PROMPT_VERSION as RULES_VERSION  # noqa: E402
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import RuleDedupJudge, profile_slot  # noqa: E402
 from reflexio_pipelines.learning.learn import FORGOTTEN_CONTENT, learn  # noqa: E402
 from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
 from reflexio_pipelines.learning.llm_ledger import CallLedger, recording  # noqa: E402
+from reflexio_pipelines.learning.rules.extractor import PROMPT_VERSION as RULES_VERSION  # noqa: E402
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor  # noqa: E402
 from reflexio_pipelines.learning.types import ExtractionResult, Turn, Window  # noqa: E402
 from reflexio_pipelines.learning.wording import _WORD_RE, normal_word  # noqa: E402
 

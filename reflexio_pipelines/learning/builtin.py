@@ -74,7 +74,7 @@ def _clauses(turns: tuple[Turn, ...]) -> tuple[list[_Located], list[ClauseInput]
     for index, turn in enumerate(turns):
         if not turn.is_user or not turn.content.strip():
             continue
-        agent_index = index - 1 if index > 0 and not turns[index - 1].is_user else None
+        agent_index = index - 1 if index > 0 and _answered(turns[index - 1], turn) else None
         context = turns[agent_index].content if agent_index is not None else ""
         opening = " ".join(turn.content.split()[:4])
         for text in split_clauses(turn.content):
@@ -86,24 +86,43 @@ def _clauses(turns: tuple[Turn, ...]) -> tuple[list[_Located], list[ClauseInput]
     return located, inputs, unsupported
 
 
+def _answered(before: Turn, turn: Turn) -> bool:
+    """Whether `before` is an agent turn `turn` answers: one of the same session (a window also holds the last turns
+    of the user's previous session, whose agent turns are no context for this one)."""
+    return not before.is_user and before.session_id == turn.session_id
+
+
 def _request_before(turns: tuple[Turn, ...], agent_index: int) -> int | None:
-    """The user turn the agent was answering: the last user turn before it."""
-    return next((i for i in range(agent_index - 1, -1, -1) if turns[i].is_user), None)
+    """The user turn the agent was answering: the last user turn before it, in the same session."""
+    session = turns[agent_index].session_id
+    return next(
+        (i for i in range(agent_index - 1, -1, -1) if turns[i].is_user and turns[i].session_id == session), None
+    )
 
 
-def _playbook(turns: tuple[Turn, ...], where: _Located, kind: str) -> ExtractedPlaybook | None:
-    trigger, content = playbook_parts(where.text)
-    if len(content.split()) < 2:
+def _playbook(turns: tuple[Turn, ...], clauses: list[tuple[_Located, str]]) -> ExtractedPlaybook | None:
+    """One playbook from the rule clauses of one user turn ("No — we never deploy to us-east-1, always use
+    us-west-2" is one lesson in two clauses): the first condition found is the trigger; without one, a correction
+    takes the situation of the request the agent was answering."""
+    trigger: str | None = None
+    contents: list[str] = []
+    for where, _ in clauses:
+        condition, content = playbook_parts(where.text)
+        trigger = trigger or condition
+        if len(content.split()) >= 2 or (contents and content):
+            contents.append(content.rstrip(".!"))
+    if not contents:
         return None
-    sources = [where.turn.turn_id]
-    if trigger is None and kind == "correction" and where.agent_index is not None:
-        request = _request_before(turns, where.agent_index)
+    first, kinds = clauses[0][0], {kind for _, kind in clauses}
+    sources = [first.turn.turn_id]
+    if trigger is None and "correction" in kinds and first.agent_index is not None:
+        request = _request_before(turns, first.agent_index)
         if request is not None:
             trigger = situation_trigger(turns[request].content)
-            sources = [turns[request].turn_id, turns[where.agent_index].turn_id, where.turn.turn_id]
-    said = _clip(_normalise(where.text), MAX_RATIONALE_QUOTE)
+            sources = [turns[request].turn_id, turns[first.agent_index].turn_id, first.turn.turn_id]
+    said = _clip(_normalise("; ".join(where.text for where, _ in clauses)), MAX_RATIONALE_QUOTE)
     return ExtractedPlaybook(
-        content=clean_text(content),
+        content=clean_text(". ".join(contents)),
         trigger=clean_text(_clip(trigger, MAX_TRIGGER_CHARS)) if trigger else None,
         rationale=clean_text(f"{SAID_PREFIX}{said}"),
         kind="correction",
@@ -147,15 +166,17 @@ class BuiltinExtractor:
         playbooks: list[ExtractedPlaybook] = []
         forget: list[ForgetDirective] = []
         notes: list[str] = []
+        rules: dict[int, list[tuple[_Located, str]]] = {}
         for where, prediction in zip(located, predictions):
             if prediction.kind in PROFILE_KINDS and (profile := _profile(where, prediction)):
                 profiles.append(profile)
-            elif prediction.kind in PLAYBOOK_KINDS and (playbook := _playbook(turns, where, prediction.kind)):
-                playbooks.append(playbook)
+            elif prediction.kind in PLAYBOOK_KINDS:
+                rules.setdefault(where.index, []).append((where, prediction.kind))
             elif prediction.kind == "revocation" and (directive := _revocation(where)):
                 forget.append(directive)
             elif prediction.kind == "feedback" and where.agent_index is not None:
                 notes.append(where.text)
+        playbooks.extend(p for clauses in rules.values() if (p := _playbook(turns, clauses)))
         playbooks.extend(_structural_playbooks(turns))
         return ExtractionResult(
             profiles=[tagged for p in dedupe_by_content(profiles) if (tagged := group.tag_profile(p))],

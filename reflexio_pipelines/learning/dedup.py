@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from reflexio_pipelines.learning.learned_rows import content_key
 from reflexio_pipelines.learning.slots import is_typed
 from reflexio_pipelines.learning.slots import profile_slot as _profile_slot
 from reflexio_pipelines.learning.subjects import states_a_change, subjects_of
@@ -172,7 +173,7 @@ def _apply(group: DuplicateGroup, new: list[Candidate], existing: list[Candidate
 
 
 def _same_text(a: str, b: str) -> bool:
-    return " ".join(re.findall(r"[a-z0-9]+", a.casefold())) == " ".join(re.findall(r"[a-z0-9]+", b.casefold()))
+    return content_key(a) == content_key(b)  # every script: "用户住在北京" is not "用户搬到上海"
 
 
 class RuleDedupJudge:

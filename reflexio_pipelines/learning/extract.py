@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_call import LLMEndpoint
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.types import ExtractionResult, Window
 from reflexio_pipelines.settings import LLMSettings
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any, Literal
 
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
@@ -20,10 +21,26 @@ from reflexio_pipelines.learning.types import (
     stable_uuid,
 )
 
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+#: Unicode categories that make up a word: letters (L*), numbers (N*) and marks (M*: Devanagari, Thai, Arabic…
+#: vowel signs and viramas, which `\w` alone would treat as separators, making "काम" and "कम" collide).
+_WORD_CATEGORIES = frozenset("LNM")
+
 
 def content_key(text: str) -> str:
-    """Normalised text used for identity: case, punctuation and spacing differences don't make a new item."""
-    return " ".join(re.findall(r"[a-z0-9]+", text.casefold()))
+    """Normalised text used for identity: case, punctuation and spacing differences don't make a new item.
+
+    Words are runs of Unicode letters, marks and numbers after NFKC + casefold + NFKC (so "Ｆｕｌｌ" = "full" and
+    "STRASSE" = "straße"); everything else (punctuation, symbols, the underscore, spaces) separates words. Text in
+    any script keeps its own key ("用户对花生过敏" and "Пользователь веган" are two items, not one empty key).
+    ASCII text keeps exactly the key it always had (runs of `[a-z0-9]` after casefold), so existing lakes keep
+    their ids; text with non-ASCII Latin letters ("São Paulo") now keeps them in its key instead of dropping them.
+    """
+    if text.isascii():
+        return " ".join(_ASCII_WORD.findall(text.casefold()))
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    spaced = "".join(ch if unicodedata.category(ch)[0] in _WORD_CATEGORIES else " " for ch in folded)
+    return " ".join(spaced.split())
 
 
 def profile_id(user_id: str, content: str) -> str:

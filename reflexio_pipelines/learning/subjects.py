@@ -36,7 +36,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "location",
         r"liv(?:e|es|ing) in|moved (?:to|from|back)|relocat|based in|home ?town|my (?:city|neighbou?rhood|apartment|"
         r"flat|house)|apartment|neighbou?rhood|commut|feels like home|is home",
-        "local recommendations, nearby places, weather, events, commute, shipping address",
+        "nearby places, neighbourhood, weather, commute, shipping address, moving",
     ),
     _subject(
         "diet",
@@ -103,19 +103,19 @@ SUBJECTS: tuple[Subject, ...] = (
     _subject(
         "budget",
         r"budget|cheap|expensive|afford|spend|price|cost|\$\d|€\d|£\d|frugal|splurge|finance|salary",
-        "shopping, purchases, gifts, travel booking, recommendations, plans",
+        "shopping, purchases, gifts, budgets, prices, travel booking",
     ),
     _subject(
         "family",
         r"\bkids?\b|children|daughter|\bson\b|wife|husband|partner|toddler|baby|\bdogs?\b|\bcats?\b|\bpets?\b|"
         r"parents|mom|dad|grand",
-        "plans, trips, gifts, activities, home, weekends, recommendations",
+        "family trips, gifts, kids activities, home, weekends, babysitting",
     ),
     _subject(
         "values",
         r"halal|kosher|religio|church|mosque|temple|pray|ethic|sustainab|eco[- ]friendly|carbon|cruelty|"
         r"fair trade|second[- ]hand|alcohol|sober|don't drink|do not drink",
-        "purchases, travel, recommendations, food, events, gifts",
+        "purchases, travel, food, drinks, events, gifts",
     ),
 )
 

@@ -20,7 +20,7 @@ import numpy as np
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.search.shards import ShardSelector
 from reflexio_pipelines.search.tables import _empty_table, _load_table, _read_docs, _Table
-from reflexio_pipelines.search.text import _analyse_query
+from reflexio_pipelines.search.text import _analyse_query, content_terms
 from reflexio_pipelines.search.types import (
     ENTITY_TYPES,
     SEARCH_MODES,
@@ -339,6 +339,8 @@ class LoadedIndex:
         if selection.admitted == 0:
             return []
         terms, blank = _analyse_query(query)
+        if entity_type != "interaction":
+            terms = content_terms(terms)
         use_vector = q is not None and mode in ("hybrid", "vector")
         use_bm25 = mode == "fts" or (mode == "hybrid" and not blank) or not use_vector
         if not use_vector and blank:

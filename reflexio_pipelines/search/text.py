@@ -77,6 +77,21 @@ def _analyse_query(query: str) -> tuple[tuple[str, ...], bool]:
     return tuple(terms), not text
 
 
+@functools.lru_cache(maxsize=1)
+def _function_terms() -> frozenset[str]:
+    """The project's function words (rules/text.py STOP_WORDS) as the BM25 analyser stems them."""
+    from reflexio_pipelines.learning.rules.text import STOP_WORDS
+
+    return frozenset(term for word in STOP_WORDS for term in _analyzer().analyze(word))
+
+
+def content_terms(terms: tuple[str, ...]) -> tuple[str, ...]:
+    """Query terms without function words. Learned items are a sentence or two, so one shared "the", "to" or "my"
+    made any of them a BM25 hit: the original's `search_relevance` scenario served "Always use dark mode in the
+    terminal" for "run the test suite" through "the". Conversation turns keep every term (their BM25 is tuned as is)."""
+    return tuple(t for t in terms if t not in _function_terms())
+
+
 def embed_search_query(embedder: Embedder, query: str) -> np.ndarray | None:
     """The query vector for `LoadedIndex.search`: the query normalised exactly as documents were before
     embedding, then embedded (through the embedder's query cache). None for a blank query."""

@@ -2,8 +2,8 @@
 clauses by `clauses/train.py`), not an understanding of the text. Its measured precision and recall per kind, on a
 development split never used for tuning, are in the head file's metadata and in docs/extractor.md.
 
-It labels each clause with one of `kinds.KINDS`. A kind that changes what is stored (the lasting kinds preference,
-fact, instruction, correction, and revocation) is predicted only when its probability clears that kind's bar,
+It labels each clause with one of `kinds.KINDS`. A clause changes what is stored (a profile, a playbook, a
+revocation: `kinds.OUTCOMES`) only when the summed probability of that outcome's kinds clears the outcome's bar,
 chosen on the training split for precision, because a wrongly learned item is served to the user again and again
 while a missed one costs one more mention.
 """
@@ -18,6 +18,9 @@ import numpy as np
 
 from reflexio_pipelines.learning.clauses.features import ClauseInput, featurise
 from reflexio_pipelines.learning.clauses.head import HEAD_FILE, ClauseHead
+from reflexio_pipelines.learning.clauses.kinds import OUTCOMES
+
+STORING = frozenset(k for kinds in OUTCOMES.values() for k in kinds)
 from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 
 
@@ -31,14 +34,20 @@ class Prediction:
 
 
 def decide(head: ClauseHead, probabilities: np.ndarray) -> list[Prediction]:
-    """Per row, the most probable kind that clears its bar (`head.min_probability`)."""
+    """Per row: the outcome with the most probability mass if it clears its bar (`head.min_probability`, keyed by
+    outcome), and its most probable kind; else the most probable kind that stores nothing."""
     out: list[Prediction] = []
     for row in probabilities:
         by_kind = dict(zip(head.kinds, (float(p) for p in row)))
-        ranked = sorted(by_kind, key=lambda k: -by_kind[k])
-        kind = next((k for k in ranked if by_kind[k] >= head.min_probability.get(k, 0.0)), ranked[0])
-        if head.min_probability.get(kind, 0.0) > by_kind[kind]:  # nothing clears its bar: the best non-lasting
-            kind = next(k for k in ranked if head.min_probability.get(k, 0.0) == 0.0)
+        mass = {o: sum(by_kind.get(k, 0.0) for k in kinds) for o, kinds in OUTCOMES.items()}
+        outcome = max(mass, key=lambda o: mass[o])
+        if mass[outcome] >= head.min_probability.get(outcome, 1.0) and mass[outcome] >= max(
+            (p for k, p in by_kind.items() if k not in STORING), default=0.0
+        ):
+            kind = max(OUTCOMES[outcome], key=lambda k: by_kind.get(k, 0.0))
+            out.append(Prediction(kind, mass[outcome], by_kind))
+            continue
+        kind = max((k for k in by_kind if k not in STORING), key=lambda k: by_kind[k])
         out.append(Prediction(kind, by_kind[kind], by_kind))
     return out
 

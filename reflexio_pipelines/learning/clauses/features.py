@@ -1,8 +1,11 @@
 """What the clause classifier sees: the clause's sentence embedding (the bundled all-MiniLM-L6-v2, always the local
 model, whatever embedder search is configured with, since the head was trained on it) plus a few cue features
 that the embedding of a short clause carries weakly: who speaks of whom (first person singular and plural, second
-person, a third party), whether it follows an agent turn, a question mark, and the words of change, revocation,
-habit, past and hypothesis. The cues are inputs with learned weights, not rules: the head decides what they mean.
+person, a third party), a question mark, whether the turn opens with "no"/"wrong"/"actually", and the words of
+change, revocation, habit, past and hypothesis. The cues are inputs with learned weights, not rules: the head
+decides what they mean. Whether an agent turn came before is deliberately NOT a feature: in the corpus nearly every
+row with one was a correction, so the head learnt "after an agent turn = correction" and turned ordinary requests
+in chat into rules (19 of 160 public requests became corrections once any agent reply preceded them).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("polite", _cue(r"\b(?:please|thanks|thank you|cheers|great|perfect|awesome|cool)\b")),
     ("negation", _cue(r"\b(?:no|not|don't|dont|never|nope|wrong|can't|cannot|won't)\b")),
 )
-CUE_NAMES: tuple[str, ...] = tuple(name for name, _ in _CUES) + ("follows_agent", "opens_with_no", "length")
+CUE_NAMES: tuple[str, ...] = tuple(name for name, _ in _CUES) + ("opens_with_no", "length")
 _OPENS_WITH_NO = _cue(r"^\W*(?:no|nope|wrong|not (?:that|quite|what)|that's (?:wrong|not)|actually|stop)\b")
 
 
@@ -68,7 +71,6 @@ def cue_vector(clause: ClauseInput) -> np.ndarray:
     """The cue features of one clause, in `CUE_NAMES` order, each in [0, 1]."""
     text = clause.text
     values = [1.0 if pattern.search(text) else 0.0 for _, pattern in _CUES]
-    values.append(1.0 if clause.context.strip() else 0.0)
     values.append(1.0 if _OPENS_WITH_NO.search(clause.turn_opening or text) else 0.0)
     values.append(min(len(text.split()), 40) / 40.0)
     return np.asarray(values, dtype=np.float32)

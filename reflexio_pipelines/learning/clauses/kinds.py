@@ -37,3 +37,11 @@ KINDS: tuple[Kind, ...] = (
 LASTING: frozenset[str] = frozenset({"preference", "fact", "instruction", "correction"})
 PROFILE_KINDS: frozenset[str] = frozenset({"preference", "fact"})
 PLAYBOOK_KINDS: frozenset[str] = frozenset({"instruction", "correction"})
+#: What a kind does to the store. The head's bars are set per outcome, not per kind: telling an instruction from a
+#: correction (both become a playbook) or a preference from a fact (both a profile) changes nothing stored, so only
+#: the summed probability of an outcome has to clear its bar.
+OUTCOMES: dict[str, tuple[str, ...]] = {
+    "profile": ("preference", "fact"),
+    "playbook": ("instruction", "correction"),
+    "revocation": ("revocation",),
+}

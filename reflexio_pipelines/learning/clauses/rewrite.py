@@ -1,7 +1,7 @@
 """Wording a classified clause as a learned item, in the user's own words.
 
 Nothing is paraphrased: a profile is the clause turned to the third person ("I don't eat pork" -> "Does not eat
-pork", "my manager is Dana" -> "Their manager is Dana", "we're a Go shop" -> "Their team is a Go shop"), so a
+pork", "my manager is Dana" -> "Their manager is Dana", "we're a Go shop" -> "They're a Go shop"), so a
 negation is kept by construction; a playbook is the instruction with the politeness taken off ("could you please
 always cc my assistant" -> "Always cc the user's assistant"), its condition ("when I send a report, …") becoming
 its trigger. The verb forms follow regular English rules (`rules/text.py _third_person_verb`).
@@ -15,7 +15,7 @@ from reflexio_pipelines.learning.rules.text import MAX_CONTENT_CHARS, _capitalis
 
 _LEAD_RE = re.compile(
     r"^(?:(?:oh|ah|well|yeah|yes|yep|so|and|but|also|plus|btw|by the way|fyi|honestly|frankly|actually|just so you "
-    r"know|for (?:the record|context|reference)|for what it's worth|ok|okay|right|anyway|no|nope|hey|hi)\b[,:]?\s+)+",
+    r"know|for (?:the record|context|reference)|for what it's worth|ok|okay|right|anyway|hey|hi)\b[,:]?\s+)+",
     re.I,
 )
 _POLITE_RE = re.compile(
@@ -48,12 +48,9 @@ _FIXED_STARTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^(?:I'd|I would)\b", "Would"),
         (r"^I (?:was)\b", "Was"),
         (r"^I (?:wasn't|was not)\b", "Was not"),
-        (r"^I (?:didn't|did not)\b", "Did not"),
-        (r"^(?:we're|we are)\b", "Their team is"),
-        (r"^(?:we've|we have)\b", "Their team has"),
-        (r"^we (?:don't|do not)\b", "Their team does not"),
-        (r"^our\b", "Their team's"),
-        (r"^my\b", "Their"),
+        (r"^I (?:didn't|did not|didnt)\b", "Did not"),
+        (r"^I (?:haven't|have not|havent)\b", "Has not"),
+        (r"^I (?:wasn't|was not|wasnt)\b", "Was not"),
     )
 )
 _PRONOUNS_THIRD = (
@@ -67,14 +64,27 @@ _PRONOUNS_THIRD = (
     (r"\bmine\b", "theirs"),
     (r"\bmyself\b", "themselves"),
     (r"\bme\b", "them"),
+    # "we" is the user's household or team; the third person keeps it unresolved rather than guessing which
+    (r"\bwe're\b|\bwe are\b", "they're"),
+    (r"\bwe've\b", "they've"),
+    (r"\bwe\b", "they"),
+    (r"\bour\b", "their"),
+    (r"\bours\b", "theirs"),
+    (r"\bus\b", "them"),
 )
 _PRONOUNS_USER = (
-    (r"\bI'm\b|\bI am\b", "the user is"),
-    (r"\bI've\b", "the user has"),
+    (r"\bI'm\b|\bI am\b|\bIm\b", "the user is"),
+    (r"\bI (?:don't|dont|do not)\b", "the user does not"),
+    (r"\bI (?:haven't|havent|have not)\b", "the user has not"),
+    (r"\bI (?:didn't|didnt|did not)\b", "the user did not"),
+    (r"\bI (?:wasn't|wasnt|was not)\b", "the user was not"),
+    (r"\bI was\b", "the user was"),
+    (r"\bI do\b", "the user does"),
+    (r"\bI've\b|\bI have\b", "the user has"),
     (r"\bI\b", "the user"),
     (r"\bmy\b", "the user's"),
     (r"\bmine\b", "the user's"),
-    (r"\bmyself\b", "the user"),
+    (r"\bmyself\b", "themselves"),
     (r"\bme\b", "the user"),
 )
 
@@ -85,21 +95,29 @@ def _substitute(text: str, table: tuple[tuple[str, str], ...]) -> str:
     return text
 
 
+_NOT_CONJUGATED = frozenset("was were am is are had has does not also".split())
 _MODALS = frozenset("can can't cannot could would should will won't must might may do don't did didn't".split())
 _USER_VERB_RE = re.compile(rf"\bI\s+((?:(?:{_ADVERBS})\s+)*)([A-Za-z'-]+)", re.I)
 
 
 def _verb_for(verb: str) -> str:
     lower = verb.lower()
-    if lower in _MODALS or (lower.endswith("ed") and not lower.endswith("eed")) or lower in _IRREGULAR_PAST:
+    if (
+        "'" in lower
+        or lower in _NOT_CONJUGATED
+        or lower in _MODALS
+        or (lower.endswith("ed") and not lower.endswith("eed"))
+        or lower in _IRREGULAR_PAST
+    ):
         return verb
     return _third_person_verb(verb)
 
 
 def _about_user(text: str) -> str:
     """First person -> "the user", with the verb after "I" agreeing ("when I send" -> "when the user sends")."""
+    text = _substitute(text, _PRONOUNS_USER[:8])  # the auxiliaries first: "I don't" -> "the user does not"
     text = _USER_VERB_RE.sub(lambda m: f"the user {m.group(1)}{_verb_for(m.group(2))}", text)
-    return _substitute(text, _PRONOUNS_USER)
+    return _substitute(text, _PRONOUNS_USER[8:])
 
 
 def _tidy(text: str) -> str:

@@ -14,10 +14,11 @@ import re
 
 MAX_CLAUSE_CHARS = 300
 MIN_CLAUSE_WORDS = 2
+MIN_LEAD_WORDS = 3
 
 _CODE_RE = re.compile(r"```.*?(```|$)|`[^`\n]*`", re.S)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
-_HARD_RE = re.compile(r"\s*;\s*|\s+[—–]\s+|\s+-{1,2}\s+")
+_HARD_RE = re.compile(r"\s*;\s+|\s+[—–]\s+|\s+-{1,2}\s+")  # "TL;DR" has no space after its ";"
 _SOFT_CONNECTOR_RE = re.compile(r",\s*(?:so|but|and so|which means|because of that)\s+", re.I)
 _IMPERATIVE = (
     "give|show|tell|send|make|write|list|help|find|book|use|keep|add|remove|put|let|please|check|explain|draft|"
@@ -26,13 +27,39 @@ _IMPERATIVE = (
 _COMMA_IMPERATIVE_RE = re.compile(rf",\s+(?=(?:{_IMPERATIVE}|can you|could you|would you|will you)\b)", re.I)
 _REVOKE_LEAD_RE = re.compile(r"^(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel)\b", re.I)
 _SUBORDINATE_LEAD_RE = re.compile(
-    r"^(?:when|whenever|if|unless|for|since|because|although|though|while|as|once)\b", re.I
+    r"^(?:when|whenever|if|unless|for|since|because|although|though|while|as|once|each time|every time|any time|"
+    r"from now on|from here on|going forward|in future|in the future|just this once|this time)\b",
+    re.I,
 )
+_ABBREVIATION_END_RE = re.compile(r"\b(?:dr|mr|mrs|ms|prof|st|vs|etc|e\.g|i\.e|approx|no)\.$", re.I)
 
 
 def _sentences(text: str) -> list[str]:
     text = _CODE_RE.sub(" ", text.replace("\u2019", "'").replace("\u2018", "'"))
-    return [s.strip() for s in _SENTENCE_RE.split(text) if s and s.strip()]
+    out: list[str] = []
+    for piece in (s.strip() for s in _SENTENCE_RE.split(text) if s and s.strip()):
+        if out and _ABBREVIATION_END_RE.search(out[-1]):
+            out[-1] = f"{out[-1]} {piece}"  # "Dr. Kim" is not two sentences
+        else:
+            out.append(piece)
+    return out
+
+
+def _joined_short(pieces: list[str]) -> list[str]:
+    """A piece of fewer than `MIN_LEAD_WORDS` words leads into the next one rather than standing alone: "No, always
+    write commit messages in English", "From now on, answer in French", "Just this once, skip the intro"."""
+    out: list[str] = []
+    carry = ""
+    for piece in pieces:
+        piece = f"{carry}, {piece}" if carry else piece
+        carry = ""
+        if len(piece.split()) < MIN_LEAD_WORDS:
+            carry = piece
+        else:
+            out.append(piece)
+    if carry:
+        out.append(carry)
+    return out
 
 
 def _cut_commas(part: str) -> list[str]:
@@ -41,7 +68,7 @@ def _cut_commas(part: str) -> list[str]:
     pieces = _SOFT_CONNECTOR_RE.split(part)
     out: list[str] = []
     for piece in pieces:
-        out.extend(_COMMA_IMPERATIVE_RE.split(piece))
+        out.extend(_joined_short(_COMMA_IMPERATIVE_RE.split(piece)))
     if len(out) == 1 and _REVOKE_LEAD_RE.match(part) and "," in part:
         head, tail = part.split(",", 1)  # "Forget the bullet rule, short paragraphs from now on"
         out = [head, tail]
