@@ -11,12 +11,15 @@ from functools import lru_cache
 from typing import Any
 
 from reflexio_pipelines.search.query import LoadedIndex
+from reflexio_pipelines.search.situations import SCAN_LIMIT, TIER_MAX_THRESHOLD, merged, tier
 from reflexio_pipelines.search.types import SearchFilters, SearchHit
 from serving.state import ServiceState
 
 log = logging.getLogger(__name__)
 
 SERVED_PLAYBOOK_STATUSES = ("approved", "pending")
+#: Entity types held per user: a user's lasting items about the request's situation are served with the hits.
+USER_ENTITIES = ("profile", "user_playbook")
 # Over large indexes the entity searches of a unified request run side by side (tantivy, numpy and faiss release
 # the GIL): at 3x333k rows unified p50 drops from ~20 to ~14 ms. Below PARALLEL_MIN_ROWS the thread hand-off
 # costs more than it saves (1.3-1.6 vs 1.5-1.9 ms p50 at 3k), so they run inline.
@@ -55,7 +58,7 @@ class QueryPlan:
                 self.notes.append("vector search unavailable (index built with another embedding model); used fts")
                 self.mode = "fts"
 
-    def _hits(self, index: LoadedIndex, q: EntityQuery) -> list[SearchHit]:
+    def _hits(self, index: LoadedIndex, q: EntityQuery, mode: str | None = None) -> list[SearchHit]:
         state = self.state
         # Flagged by their outcome counters and held out pending review (only with outcomes.hold_out_flagged).
         exclude = state.curation.excluded(q.entity) | state.outcomes.excluded(q.entity)
@@ -70,7 +73,7 @@ class QueryPlan:
             self.vector,
             top_k=q.top_k,
             threshold=q.threshold,
-            mode=self.mode,
+            mode=mode or self.mode,
             filters=filters,
             exclude_ids=exclude,
         )
@@ -84,6 +87,13 @@ class QueryPlan:
             seen.update(h.doc_id for h in fresh)
             hits += fresh
         hits = sorted(hits, key=lambda h: (-h.score, h.doc_id))[: q.top_k]
+        if (
+            q.entity in USER_ENTITIES
+            and q.filters.user_id
+            and self.vector is not None
+            and q.threshold <= TIER_MAX_THRESHOLD
+        ):
+            hits = merged(hits, self._situational(q), q.top_k)
         payloads = [state.curation.patched(q.entity, h.doc_id, h.payload) for h in hits]
         if q.entity == "agent_playbook":
             payloads = [
@@ -91,6 +101,15 @@ class QueryPlan:
                 for p, h in zip(payloads, hits)
             ]
         return state.outcomes.annotate(q.entity, payloads)  # every item carries its outcome counters
+
+    def _situational(self, q: EntityQuery) -> list[SearchHit]:
+        """The user's always-on tier for this request (search/situations.py)."""
+        subjects = self.state.situations.subjects_for(self.vector)
+        found: list[SearchHit] = []
+        for index in self.indexes:
+            scan = replace(q, query="", top_k=SCAN_LIMIT, threshold=-1.0)
+            found += self._hits(index, scan, mode="vector")
+        return tier(sorted(found, key=lambda h: (-(h.similarity or 0.0), h.doc_id)), subjects)
 
     def run_many(self, queries: list[tuple[str, EntityQuery]]) -> dict[str, list[dict[str, Any]]]:
         """Run entity searches (in parallel over large indexes); a failing one is left out and noted (partial

@@ -15,6 +15,7 @@ from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 from reflexio_pipelines.privacy.erasure import active_erasures
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.shards import shard_of
+from reflexio_pipelines.search.situations import SituationMatcher
 from reflexio_pipelines.search.text import embed_search_query
 from reflexio_pipelines.search.versions import TURNS_WATERMARK, version_watermark
 from reflexio_pipelines.settings import Settings
@@ -54,6 +55,7 @@ class ServiceState:
     retrievals: RetrievalLog
     org_id: str = "default"
     _embedder: Embedder | None = None
+    _situations: SituationMatcher | None = None
     gate: ErasureGate | None = None  # whose publishes wait for an erasure (the writer asks it); made if not given
     fresh: FreshAdds = field(init=False)  # embeds with this state's (lazily created) embedder
     policy: LearningPolicy = field(init=False)  # the organisation's holdout and outcome settings
@@ -155,6 +157,13 @@ class ServiceState:
                 api_version=e.api_version,
             )
         return self._embedder
+
+    @property
+    def situations(self) -> SituationMatcher:
+        """The situation phrases embedded with the query embedder (search/situations.py), built on first use."""
+        if self._situations is None:
+            self._situations = SituationMatcher(self.embedder)
+        return self._situations
 
     def query_vector(self, query: str, index_model_id: str) -> np.ndarray | None:
         """The query's embedding, or None when the index was built by another model (vectors must not mix)."""

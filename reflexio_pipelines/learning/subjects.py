@@ -8,9 +8,10 @@ show an item is about it, and the situations in which it matters. Two uses, one 
   "no longer") replaces the user's earlier items on the same subject. Sentence embeddings alone cannot tell: "Lives
   in Boston" / "Moved to Denver last month" have cosine 0.29, "Uses VS Code" / "Switched to Neovim" 0.16, while
   "Has a dog" / "Now also has a cat" (an addition, not a change) have 0.56;
-- serving (search/documents.py): an item's index text is followed by the situations where it matters, so "Is
-  allergic to shellfish" is found for "recommend a restaurant for our anniversary" and "Always needs an aisle seat"
-  for "book me a flight to Rome", though no word of the request is in the item.
+- serving (search/situations.py): a request close to one of a subject's situation phrases brings the user's items
+  on that subject with it, so "Is allergic to shellfish" is served for "recommend a restaurant for our
+  anniversary" and "Always needs an aisle seat" for "book me a flight to Rome", though no word of the request is in
+  the item.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 class Subject:
     name: str
     cues: re.Pattern[str]
-    situations: str
+    situations: str  # comma-separated phrases naming the requests where the subject matters
 
 
 def _subject(name: str, cues: str, situations: str) -> Subject:
@@ -70,7 +71,8 @@ SUBJECTS: tuple[Subject, ...] = (
     ),
     _subject(
         "schedule",
-        r"time ?zone|\butc|\bgmt|\bpst|\best\b|\bcet|morning person|night owl|mornings|evenings|weekends|"
+        r"time ?zone|(?:pacific|eastern|central|mountain|atlantic) time|\butc|\bgmt|\bpst|\best\b|\bcet|"
+        r"morning person|night owl|mornings|evenings|weekends|"
         r"working hours|work hours|office hours|meetings?|calendar|available|availability|shift",
         "meetings, scheduling, calendar invites, reminders, deadlines, calls, appointments",
     ),
@@ -89,7 +91,7 @@ SUBJECTS: tuple[Subject, ...] = (
     ),
     _subject(
         "answer_format",
-        r"bullet|paragraph|concise|brief|short(?:er)? (?:answers?|replies|responses)|verbose|tone|formal|casual|"
+        r"bullet|paragraph|concise|brief|short(?:er)? (?:answers?|replies|responses)|tone|formal|casual|"
         r"emoji|markdown|tables?\b|summar|tl;?dr|length|word count|headings|numbered|round(?:ed)? to",
         "answers, replies, summaries, reports, emails, documents, explanations",
     ),
@@ -134,11 +136,6 @@ ADDITION_RE = re.compile(r"\b(?:also|too|as well|another|in addition|additionall
 def subjects_of(text: str) -> frozenset[str]:
     """The subjects an item's wording is about (empty when none of the lexicon's words are in it)."""
     return frozenset(s.name for s in SUBJECTS if s.cues.search(text))
-
-
-def situations_of(text: str) -> str:
-    """The situations in which an item with this wording matters ("" when the lexicon knows none)."""
-    return "; ".join(s.situations for s in SUBJECTS if s.cues.search(text))
 
 
 def states_a_change(said: str) -> bool:

@@ -13,7 +13,6 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.lake.user_windows import history_windows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
-from reflexio_pipelines.learning.subjects import situations_of
 from reflexio_pipelines.search.conversation import turn_docs
 from reflexio_pipelines.search.incremental import served_doc_ids
 from reflexio_pipelines.search.types import SearchDoc
@@ -110,21 +109,13 @@ def _provenance(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def with_situations(text: str) -> str:
-    """An item's index text: its words, then the situations where it matters (learning/subjects.py, a heuristic
-    lexicon), so a constraint is found for a request that shares none of its words ("Is allergic to shellfish" for
-    "recommend a restaurant")."""
-    situations = situations_of(text)
-    return f"{text}. Matters for: {situations}" if situations else text
-
-
 def profile_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
-    """Search documents for current profiles (embedded and BM25-indexed on their content and situations)."""
+    """Search documents for current profiles (embedded and BM25-indexed on their content)."""
     return [
         SearchDoc(
             entity_type="profile",
             doc_id=row["profile_id"],
-            text=with_situations(row["content"]),
+            text=row["content"],
             payload=profile_view(row),
             user_id=row["user_id"],
             status=row["status"] or "current",
@@ -141,7 +132,7 @@ def user_playbook_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
         SearchDoc(
             entity_type="user_playbook",
             doc_id=str(row["user_playbook_id"]),
-            text=with_situations(" ".join(part for part in (row["trigger"], row["content"]) if part)),
+            text=" ".join(part for part in (row["trigger"], row["content"]) if part),
             payload=user_playbook_view(row),
             user_id=row["user_id"],
             agent_version=row["agent_version"],
