@@ -34,7 +34,7 @@ from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import clean_text, dedupe_by_content
 from reflexio_pipelines.learning.rules.expert import _expert_playbook
 from reflexio_pipelines.learning.rules.success_recipes import _success_recipe
-from reflexio_pipelines.learning.rules.text import MAX_RATIONALE_QUOTE, MAX_TRIGGER_CHARS, _clip, _normalise
+from reflexio_pipelines.learning.rules.text import MAX_CONTENT_CHARS, MAX_TRIGGER_CHARS, _clip, _normalise
 from reflexio_pipelines.learning.rules.tool_failures import _tool_failure_playbooks
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.stated_changes import SAID_PREFIX
@@ -47,12 +47,17 @@ from reflexio_pipelines.learning.types import (
     Window,
 )
 
+#: A rule clause shorter than this is a fragment ("No exceptions", "Remember the rule") unless it follows a longer
+#: one of the same turn: it says nothing an agent could follow on its own.
+MIN_RULE_WORDS = 3
+
 EXTRACTOR_NAME = "builtin-learned"
 PROMPT_VERSION = "clauses-v1"
 MODEL_NAME = "builtin-clause-head"
 
 _REVOKE_LEAD_RE = re.compile(
-    r"^(?:please\s+)?(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|undo|withdraw|delete|remove)"
+    r"^(?:please\s+)?(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|undo|withdraw|delete|remove|"
+    r"override|you can stop|stop)"
     r"(?:\s+(?:about|that|what i (?:said|told you) (?:about|regarding)))?\s+",
     re.I,
 )
@@ -109,7 +114,7 @@ def _playbook(turns: tuple[Turn, ...], clauses: list[tuple[_Located, str]]) -> E
     for where, _ in clauses:
         condition, content = playbook_parts(where.text)
         trigger = trigger or condition
-        if len(content.split()) >= 2 or (contents and content):
+        if len(content.split()) >= MIN_RULE_WORDS or (contents and content):
             contents.append(content.rstrip(".!"))
     if not contents:
         return None
@@ -120,7 +125,7 @@ def _playbook(turns: tuple[Turn, ...], clauses: list[tuple[_Located, str]]) -> E
         if request is not None:
             trigger = situation_trigger(turns[request].content)
             sources = [turns[request].turn_id, turns[first.agent_index].turn_id, first.turn.turn_id]
-    said = _clip(_normalise("; ".join(where.text for where, _ in clauses)), MAX_RATIONALE_QUOTE)
+    said = _clip(_normalise("; ".join(where.text for where, _ in clauses)), MAX_CONTENT_CHARS)
     return ExtractedPlaybook(
         content=clean_text(". ".join(contents)),
         trigger=clean_text(_clip(trigger, MAX_TRIGGER_CHARS)) if trigger else None,

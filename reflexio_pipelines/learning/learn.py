@@ -57,7 +57,7 @@ from reflexio_pipelines.learning.learned_rows import (
 from reflexio_pipelines.learning.lifecycle import FORGOTTEN
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, FailureSummary, GatedExtractionResult
 from reflexio_pipelines.learning.llm_ledger import about_user
-from reflexio_pipelines.learning.stated_changes import supersede_stated_changes
+from reflexio_pipelines.learning.stated_changes import supersede_stated_changes, withdraw_playbooks
 from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window, stable_uuid
 from reflexio_pipelines.learning.windows import FLUSH_ALL, Pace, group_by_user, plan_windows, ready_turns, turn_sort_key
 
@@ -349,6 +349,7 @@ def _resolve_user(
     tombstones, existing_profiles = _forget(
         found.requests, profiles, state.profiles, order, embedder, stats, window, run_id
     )
+    withdrawn, existing_playbooks = withdraw_playbooks(found.requests, state.playbooks, embedder, window, run_id)
     try:
         kept_profiles = _dedup(
             "profile",
@@ -367,7 +368,7 @@ def _resolve_user(
         kept_playbooks = _dedup(
             "user_playbook",
             list(playbooks.values()),
-            state.playbooks,
+            existing_playbooks,
             embedder,
             judge_factory,
             stats,
@@ -391,9 +392,9 @@ def _resolve_user(
     kept_playbooks = [dict(r, status=status) for r in kept_playbooks]
     found.rows = {
         "profiles": kept_profiles + tombstones,
-        "playbooks": kept_playbooks,
+        "playbooks": kept_playbooks + withdrawn,
         "change_log": _changes("profile", kept_profiles + tombstones, "profile_id", window, run_id)
-        + _changes("user_playbook", kept_playbooks, "user_playbook_id", window, run_id),
+        + _changes("user_playbook", kept_playbooks + withdrawn, "user_playbook_id", window, run_id),
         "bookmarks": [
             _bookmark(
                 state.bookmarks.get(group.name),

@@ -1,17 +1,26 @@
 """Supersession by a stated change: "I moved to Denver", "switched to Neovim", "from now on, short paragraphs" replace
 the user's earlier items on the same subject, which the offline judge's similarity test misses (dedup.py
 `changed_subjects` decides which, learning/subjects.py says what an item is about). The user's own words are read
-where the extractor kept them."""
+where the extractor kept them. A revocation with no replacement ("drop the rule about bullet points") withdraws the
+playbooks it names (`revoked_playbooks`), as a forget request removes profiles (learning/forget.py)."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from reflexio_pipelines.learning.dedup import Resolution, changed_subjects
+from reflexio_pipelines.learning.embedding import Embedder
+from reflexio_pipelines.learning.forget import match_profiles
+from reflexio_pipelines.learning.learned_rows import _provenance
+from reflexio_pipelines.learning.lifecycle import FORGOTTEN
+from reflexio_pipelines.learning.rules.text import content_tokens
+from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window, stable_int_id
+from reflexio_pipelines.learning.windows import turn_sort_key
 
 #: How the built-in extractor opens a playbook's rationale: the user's clause follows, quoted.
 SAID_PREFIX = "The user said: "
@@ -57,3 +66,66 @@ def supersede_stated_changes(
     for position, positions in replaced.items():
         i = kept[position]
         resolution.supersedes[i] = list(resolution.supersedes.get(i, [])) + [ids[j] for j in positions]
+
+
+#: The words of revoking ("the old rule from before", "what I told you about") say which rule by the rest.
+_REVOKING_WORDS_RE = re.compile(
+    r"\b(?:the|that|this|those|these|my|our|old|previous|earlier|former|whole|rules?|instructions?|thing|stuff|"
+    r"about|regarding|from before|before|is gone|are gone|no longer applies|anymore|i (?:gave|told) you|"
+    r"i (?:said|asked for)|you|please)\b",
+    re.I,
+)
+#: Content of a revocation's tombstone row: the withdrawn rule is not repeated in it.
+REVOKED_CONTENT = "(withdrawn by the user)"
+
+
+def revoked_playbooks(target: str, playbooks: list[dict[str, Any]], embedder: Embedder) -> list[dict[str, Any]]:
+    """The user's playbooks a revocation names ("forget the bullet points rule" -> "Use bullet points in
+    summaries"): `forget.match_profiles`'s test (most of the content words, or a near paraphrase) on what is left of
+    the target once the words of revoking are taken out; nothing when nothing is left ("override that rule")."""
+    words = _REVOKING_WORDS_RE.sub(" ", target.replace("-", " "))  # "the every-file rule" names files
+    if not playbooks or not content_tokens(words):
+        return []
+    texts = [" ".join(p for p in (r.get("trigger"), r["content"]) if p) for r in playbooks]
+    return [playbooks[m.profile_index] for m in match_profiles(words, texts, embedder)]
+
+
+def withdraw_playbooks(
+    requests: list[tuple[ForgetDirective, Turn, Window, ExtractionResult, Any]],
+    existing: list[dict[str, Any]],
+    embedder: Embedder,
+    window: str,
+    run_id: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Apply revocations, in turn order, to the user's current playbooks: each matched playbook is superseded by a
+    tombstone row (status `forgotten`, never served). Returns (tombstones, the playbooks left)."""
+    tombstones: list[dict[str, Any]] = []
+    left = list(existing)
+    for directive, asked, win, result, _ in sorted(requests, key=lambda r: turn_sort_key(r[1])):
+        matched = revoked_playbooks(directive.target, left, embedder)
+        if not matched:
+            continue
+        ids = sorted({r["user_playbook_id"] for r in matched})
+        left = [r for r in left if r["user_playbook_id"] not in ids]
+        first = matched[0]
+        tombstones.append(
+            {
+                "user_playbook_id": stable_int_id(asked.user_id, FORGOTTEN, asked.turn_id, directive.target),
+                "user_id": asked.user_id,
+                "agent_version": first.get("agent_version"),
+                "request_id": asked.request_id,
+                "playbook_name": first.get("playbook_name"),
+                "created_at": asked.created_at,
+                "content": REVOKED_CONTENT,
+                "trigger": None,
+                "rationale": None,
+                "kind": first.get("kind"),
+                "blocking_issue_kind": None,
+                "blocking_issue_details": None,
+                "status": FORGOTTEN,
+                "source": asked.source,
+                "supersedes": ids,
+                **_provenance(win, [asked], result, window, run_id),
+            }
+        )
+    return tombstones, left

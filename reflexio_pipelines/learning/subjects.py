@@ -42,7 +42,9 @@ SUBJECTS: tuple[Subject, ...] = (
     _subject(
         "diet",
         r"vegetarian|vegan|pescatarian|keto|paleo|carnivore|plant[- ]based|meat|beef|pork|steak|chicken|fish|"
-        r"seafood|dairy|eggs?\b|halal|kosher|diet|protein|sugar|carbs|calorie|fasting|don't eat|do not eat|eats?\b",
+        r"seafood|dairy|eggs?\b|halal|kosher|diet|protein|sugar|carbs|calorie|fasting|don't eat|do not eat|eats?\b|"
+        r"cheese|milk|butter|yogh?urt|bread|pasta|pizza|burger|bacon|ham\b|lamb|tofu|coffee|\btea\b|chocolate|"
+        r"sweets|dessert|cook|grill|bbq|barbecue|brisket|ribeye|food",
         _FOOD_SITUATIONS,
     ),
     _subject(
@@ -90,6 +92,13 @@ SUBJECTS: tuple[Subject, ...] = (
         "code, functions, scripts, libraries, builds, tests, deployments, examples, pull requests",
     ),
     _subject(
+        "code_review",
+        r"code review|review(?:ing|s)? (?:the |my |our |any |every )?(?:code|pull requests?|prs?|diffs?|files?)|"
+        r"pull requests?|\bprs?\b|\bdiffs?\b|line[- ]by[- ]line|security review|security (?:scan|check)|"
+        r"vulnerabilit",
+        "code reviews, pull requests, diffs, reviewing changes",
+    ),
+    _subject(
         "answer_format",
         r"bullet|paragraph|concise|brief|short(?:er)? (?:answers?|replies|responses)|tone|formal|casual|"
         r"emoji|markdown|tables?\b|summar|tl;?dr|length|word count|headings|numbered|round(?:ed)? to",
@@ -98,7 +107,8 @@ SUBJECTS: tuple[Subject, ...] = (
     _subject(
         "role",
         r"developer|engineer|designer|manager|analyst|scientist|teacher|nurse|doctor|lawyer|student|job|"
-        r"full[- ]stack|backend|back-end|frontend|front-end|devops|\brole\b|position|work (?:as|at|for)|"
+        r"full[- ]stack|backend|back-end|frontend|front-end|devops|\brole\b|position|works? (?:as|at|for|in)|"
+        r"\bqa\b|quality assurance|promoted|promotion|"
         r"employer|company|team\b",
         "work tasks, code, career, documents for work",
     ),

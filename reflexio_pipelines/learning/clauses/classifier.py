@@ -19,9 +19,9 @@ import numpy as np
 from reflexio_pipelines.learning.clauses.features import ClauseInput, featurise
 from reflexio_pipelines.learning.clauses.head import HEAD_FILE, ClauseHead
 from reflexio_pipelines.learning.clauses.kinds import OUTCOMES
+from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 
 STORING = frozenset(k for kinds in OUTCOMES.values() for k in kinds)
-from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ _IMPERATIVE = (
     "summarize|summarise|translate|fix|rewrite|create|suggest|recommend|plan|stop|avoid|skip|don't|do not|never|always"
 )
 _COMMA_IMPERATIVE_RE = re.compile(rf",\s+(?=(?:{_IMPERATIVE}|can you|could you|would you|will you)\b)", re.I)
-_REVOKE_LEAD_RE = re.compile(r"^(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel)\b", re.I)
+_REVOKE_LEAD_RE = re.compile(r"^(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|override)\b", re.I)
 _SUBORDINATE_LEAD_RE = re.compile(
     r"^(?:when|whenever|if|unless|for|since|because|although|though|while|as|once|each time|every time|any time|"
     r"from now on|from here on|going forward|in future|in the future|just this once|this time)\b",
@@ -69,8 +69,9 @@ def _cut_commas(part: str) -> list[str]:
     out: list[str] = []
     for piece in pieces:
         out.extend(_joined_short(_COMMA_IMPERATIVE_RE.split(piece)))
-    if len(out) == 1 and _REVOKE_LEAD_RE.match(part) and "," in part:
-        head, tail = part.split(",", 1)  # "Forget the bullet rule, short paragraphs from now on"
+    if len(out) == 1 and _REVOKE_LEAD_RE.match(part) and ("," in part or ": " in part):
+        # "Forget the bullet rule, short paragraphs from now on"; "Override the old rule: only review source files"
+        head, tail = re.split(r",|: ", part, maxsplit=1)
         out = [head, tail]
     return out
 
