@@ -37,11 +37,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.dedup import profile_slot
 from reflexio_pipelines.learning.judge import compare_answers, heuristic_verdict
 from reflexio_pipelines.learning.learned_rows import content_key
 from reflexio_pipelines.learning.llm_judge import NO_QUESTION
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.sessions import Session
 from reflexio_pipelines.learning.transcript import CONTINUATION_INDENT
 from reflexio_pipelines.learning.types import ExtractionResult, ToolCall, Turn, Window

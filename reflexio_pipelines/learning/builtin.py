@@ -10,7 +10,8 @@ its measured precision and recall). Lasting kinds become items in the user's own
   else, for a correction, the situation of the request the agent was answering; the rationale quotes the user;
 - revocation -> a forget directive for what it names ("forget the bullet points rule");
 - request, feedback, social and hypothetical clauses teach nothing (a feedback clause right after an agent turn is
-  kept as session context: it holds for that conversation only).
+  kept as session context: it holds for that conversation only), and neither does a question, whatever the head
+  says of it (structure, not wording: "Why do my tyres always go flat in winter?" is no habit).
 
 Rules remain only for structure: tool calls that failed (rules/tool_failures.py), expert answers that differ from
 the agent's (rules/expert.py) and tool sequences that worked (rules/success_recipes.py).
@@ -173,6 +174,8 @@ class BuiltinExtractor:
         notes: list[str] = []
         rules: dict[int, list[tuple[_Located, str]]] = {}
         for where, prediction in zip(located, predictions):
+            if where.text.rstrip().endswith("?"):
+                continue  # a question asks; whatever the head says, it states no lasting preference or rule
             if prediction.kind in PROFILE_KINDS and (profile := _profile(where, prediction)):
                 profiles.append(profile)
             elif prediction.kind in PLAYBOOK_KINDS:

@@ -4,16 +4,38 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from reflexio_pipelines.learning.builtin import EXTRACTOR_NAME as BUILTIN_NAME
+from reflexio_pipelines.learning.builtin import MODEL_NAME as BUILTIN_MODEL
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.clauses.head import ClauseHead
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_call import LLMEndpoint
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
+from reflexio_pipelines.learning.rules.extractor import EXTRACTOR_NAME as RULE_NAME
 from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.types import ExtractionResult, Window
 from reflexio_pipelines.settings import LLMSettings
 
 __all__ = ["BuiltinExtractor", "ExtractionFailed", "Extractor", "LLMOutputError", "LiteLLMExtractor", "make_extractor"]
+
+
+def describe_extractor(llm_settings: LLMSettings) -> dict[str, object]:
+    """What extracts under these settings, as the dashboard and `get_config` name it: the extractor, what kind of
+    thing it is, and for the learned built-in its measured precision and recall on the lasting kinds of its
+    development split (from the shipped head's metadata, never recomputed here)."""
+    if llm_settings.model.strip():
+        return {"name": "litellm", "model": llm_settings.model, "kind": "LLM", "precision": None, "recall": None}
+    if llm_settings.builtin == "rules":
+        return {"name": RULE_NAME, "model": "builtin", "kind": "heuristic (rules)", "precision": None, "recall": None}
+    dev = ClauseHead.load().meta.get("dev", {}).get("lasting", {})
+    return {
+        "name": BUILTIN_NAME,
+        "model": BUILTIN_MODEL,
+        "kind": "learned heuristic",
+        "precision": dev.get("precision"),
+        "recall": dev.get("recall"),
+    }
 
 
 @runtime_checkable

@@ -35,11 +35,23 @@ class ReviewFlaggedItemRequest(CleanModel):
     reason: str = Field("", max_length=1000)
 
 
+class ExtractorInfo(BaseModel):
+    """Which extractor learns, what kind of thing it is, and (for the learned built-in) its measured precision and
+    recall on the lasting kinds of its development split."""
+
+    name: str
+    model: str
+    kind: str = Field(description="LLM, learned heuristic, or heuristic (rules)")
+    precision: float | None = None
+    recall: float | None = None
+
+
 class LLMUsageResponse(BaseModel):
     """GET /api/llm_usage: the LLM call ledger summed per UTC day (see `reflexio_pipelines.lake.llm_calls`)."""
 
     success: bool = True
     days: list[DailyUsage] = Field(description="oldest first; a day appears when it had LLM calls or turns")
+    extractor: ExtractorInfo | None = None
     msg: str = ""
 
 

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Body, Request
 
 from reflexio_pipelines.learning.config import ConfigError, ExtractionConfig
 from reflexio_pipelines.learning.config_loading import parse_extraction_config, resolve_extraction_config
+from reflexio_pipelines.learning.extract import describe_extractor
 from reflexio_pipelines.storage import write_bytes
 from serving.deps import service
 from serving.errors import error
@@ -52,7 +53,7 @@ def _reported_deployment(state: ServiceState) -> dict[str, Any]:
     return {
         "storage_config": None,
         "llm_config": {
-            "generation_model_name": llm.model or "builtin-rules",
+            "generation_model_name": llm.model or str(describe_extractor(llm)["name"]),
             "should_run_model_name": llm.gate_model or None,
             "embedding_model_name": state.settings.embedder.model,
         },

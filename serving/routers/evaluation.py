@@ -13,6 +13,7 @@ from reflexio_pipelines.lake.curation import live_agent_playbooks
 from reflexio_pipelines.lake.llm_calls import llm_usage as usage_per_day
 from reflexio_pipelines.lake.outcomes import change_log_entries
 from reflexio_pipelines.lake.records import every_item, live_rows
+from reflexio_pipelines.learning.extract import describe_extractor
 from reflexio_pipelines.learning.outcome_types import ID_FIELDS
 from serving.deps import service
 from serving.errors import not_found
@@ -21,6 +22,7 @@ from serving.models.evaluation import (
     DashboardStatsResponse,
     EvaluationResultsRequest,
     EvaluationResultsResponse,
+    ExtractorInfo,
     ImpactMetricsResponse,
     ItemOutcomesResponse,
     LLMUsageResponse,
@@ -134,7 +136,11 @@ def llm_usage(request: Request, days: int = Query(30, ge=1, le=3650)) -> LLMUsag
     1,000 turns. Reads the caller's organisation's lake only."""
     state: ServiceState = service(request)
     rows = usage_per_day(state.lake, days=days)
-    return LLMUsageResponse(days=rows, msg="" if any(r.calls for r in rows) else "no LLM calls recorded yet")
+    return LLMUsageResponse(
+        days=rows,
+        extractor=ExtractorInfo(**describe_extractor(state.settings.llm)),
+        msg="" if any(r.calls for r in rows) else "no LLM calls recorded yet",
+    )
 
 
 @router.post("/api/get_agent_success_evaluation_results", response_model=EvaluationResultsResponse)

@@ -819,7 +819,18 @@
     return cell;
   }
 
+  function renderExtractor() {
+    const e = state.extractor;
+    const host = $('#extractor');
+    if (!e) { host.replaceChildren(); return; }
+    const measured = e.precision == null ? '' :
+      ` — lasting kinds on its development split: precision ${fmtNum(e.precision, 2)}, recall ${fmtNum(e.recall, 2)}`;
+    host.replaceChildren(`Learning with ${e.name} (${e.model}): ${e.kind}${measured}.`);
+    host.classList.toggle('heuristic', /heuristic/.test(e.kind));
+  }
+
   function renderUsage() {
+    renderExtractor();
     const host = $('#usage');
     if (state.usageError) {
       host.replaceChildren(emptyState('LLM usage unavailable', 'See the error above; use Refresh to try again.'));
@@ -953,6 +964,7 @@
     try {
       const data = await api('GET', `/api/llm_usage?days=${days}`);
       state.usage = data.days || [];
+      state.extractor = data.extractor || null;
       state.usageError = null;
       clearError('usage');
     } catch (err) {
