@@ -79,10 +79,10 @@ def _analyse_query(query: str) -> tuple[tuple[str, ...], bool]:
 
 @functools.lru_cache(maxsize=1)
 def _function_terms() -> frozenset[str]:
-    """The project's function words (rules/text.py STOP_WORDS) as the BM25 analyser stems them."""
-    from reflexio_pipelines.learning.rules.text import STOP_WORDS
+    """The project's function words (rules/text.py FUNCTION_WORDS) as the BM25 analyser stems them."""
+    from reflexio_pipelines.learning.rules.text import FUNCTION_WORDS
 
-    return frozenset(term for word in STOP_WORDS for term in _analyzer().analyze(word))
+    return frozenset(term for word in FUNCTION_WORDS for term in _analyzer().analyze(word))
 
 
 def content_terms(terms: tuple[str, ...]) -> tuple[str, ...]:

@@ -183,3 +183,128 @@ def label_prompt_or_social(text: str, hint: str) -> str | None:
 
 def is_personal(text: str) -> bool:
     return bool(_PERSONAL_RE.search(text) or _NAME_INTRO_RE.search(text))
+
+
+# DNLI evaluation sets (Welleck et al. 2019): PersonaChat utterances written by crowdworkers, each candidate list tied to
+# a human-annotated persona triple (relation, object). A clause is a self-disclosure only when it opens with the speaker
+# ("i", "my", "yes , i", "lol my"), is not a question, a wish, a conditional, a remark about "you" or a state of the
+# moment, and names the triple's object (or, for a contradicting candidate, states a liking or a having itself).
+_DNLI_PREF_RELATIONS = re.compile(r"^(?:dislike|like_\w+|favorite\w*)$")
+_DNLI_FACT_RELATIONS = re.compile(r"^(?:have\w*|physical_attribute|place_origin|misc_attribute|other)$")
+_SELF_LEAD_RE = re.compile(
+    r"^(?:(?:yes|yeah|yep|yup|no|nope|nah|well|oh|ok|okay|lol|haha|wow|cool|nice|sure|true|actually|and|but|so|also|"
+    r"me too|same|really|honestly|not really|not me)[,!.]*\s+){0,3}(?:i|i'm|im|i've|ive|my|mine|we|we're|our)\b",
+    re.I,
+)
+_NOT_DISCLOSURE_RE = re.compile(
+    r"\b(?:you|your|you're|youre|yours|u|ur|y'all|yall|can(?! not\b)|would|could|should|might|wish|hope|want to|wanna|going to|gonna|if|bet|maybe|"
+    r"guess|think|sounds|seems|pretend|dream|someday|one day|plan to|planning|soon|about to|will|i'll|used to|was|were|"
+    r"had|did|went|lived|yesterday|last (?:night|week|weekend)|when i was)\b|\b(?:am|i'm|im|are|we're) (?!working|living|studying|going to school)\w+ing\b",
+    re.I,
+)
+_STRONG_PREF_RE = re.compile(
+    r"\b(?:despise|detest|loathe|can not stand|cannot stand|can't stand|not (?:a |much of a |big )?fan|not big on|"
+    r"not (?:really )?into|not crazy about|do not care for|don't care for|obsessed|addicted|crave|hooked on|"
+    r"my (?:fav|favorite|favourite)|is my (?:fav|favorite|favourite))\b",
+    re.I,
+)
+_PRONOUN_OBJECT_RE = re.compile(r"\b(?:like|likes|love|loves|enjoy|hate|prefer)\s+(?:that|this|it|them|those)\b", re.I)
+_HAVING_RE = re.compile(r"\b(?:have|has|own|owns|got|no|kids?|children|pets?|am|i'm|im|is|are)\b", re.I)
+_MOMENT_RE = re.compile(
+    r"\b(?:today|tonight|right now|this (?:morning|afternoon|evening|weekend)|just (?:got|finished|came|woke|ate|"
+    r"made|had)|doing (?:well|good|great|fine|ok|okay|alright)|about to|currently watching|getting ready)\b",
+    re.I,
+)
+_PARTNER_QUESTION_RE = re.compile(
+    r"^(?:(?:and|so|well|oh|cool|nice|wow|lol|haha)[,!.]*\s+)?(?:what|how|where|do|did|are|have|any|whats|what's)\b"
+    r"[^?]*\b(?:you|your|u)\b[^?]*\?$",
+    re.I,
+)
+_STOP = frozenset(
+    "the and for that this with you your are was have has had not but all any can her his him she they them their "
+    "our out who what when where why how too very just like love really also been from into about some one get got "
+    "its it's i'm im lot much more most make does did doing being enjoy favorite hate dislike going things thing".split()
+)
+
+
+def _mentions(text: str, obj: str) -> bool:
+    words = [w for w in re.findall(r"[a-z]+", obj.lower()) if len(w) >= 3 and w not in _STOP]
+    return bool(words) and any(re.search(rf"\b{re.escape(w)}(?:s|es)?\b", text, re.I) for w in words)
+
+
+def content_words(text: str) -> set[str]:
+    """Content words of a clause, cut to 5 letters so "dogs"/"dog" and "reading"/"read" meet."""
+    return {w[:5] for w in re.findall(r"[a-z']+", text.lower()) if len(w) >= 3 and w not in _STOP}
+
+
+def _self_disclosure(text: str) -> bool:
+    words = text.split()
+    return (
+        3 <= len(words) <= 25
+        and not text.endswith("?")
+        and bool(_SELF_LEAD_RE.match(text))
+        and not _NOT_DISCLOSURE_RE.search(text)
+        and not _MOMENT_RE.search(text)
+        and not _HYPO_RE.match(text)
+    )
+
+
+def label_dnli(text: str, hint: str) -> str | None:
+    """A clause of a DNLI candidate utterance; hint is "cand|<relation>|<role>|<object>" (role: label and similar share
+    the persona's triple, neg contradicts it) or "turn|<persona lines>" / "partner" for dialogue turns (see
+    `label_persona_turn`)."""
+    if not hint.startswith("cand|"):
+        return label_persona_turn(text, hint)
+    _, relation, role, obj = hint.split("|", 3)
+    if not _self_disclosure(text):
+        return None
+    named = role != "neg" and _mentions(text, obj)
+    if _DNLI_PREF_RELATIONS.match(relation):
+        liking = bool((_PREF_RE.search(text) and not _NOT_PREF_RE.search(text)) or _STRONG_PREF_RE.search(text))
+        liking = liking and not _PRONOUN_OBJECT_RE.search(text)
+        return "preference" if liking and (named or role == "neg") else None
+    if _DNLI_FACT_RELATIONS.match(relation) and not _PREF_RE.search(text) and not _STRONG_PREF_RE.search(text):
+        if relation.startswith("have") and role == "neg":
+            return "fact" if _HAVING_RE.search(text) else None
+        return "fact" if named and _HAVING_RE.search(text) else None
+    return None
+
+
+_FINE_RE = re.compile(
+    r"\b(?:i am|i'm|im)\s+(?:doing\s+)?(?:very |really |pretty |so )?(?:good|well|fine|great|ok|okay|alright|awesome)\b",
+    re.I,
+)
+_SELF_WORD_RE = re.compile(r"\b(?:i|my|me|we|our|mine|i'm|im|i've|ive|myself)\b", re.I)
+
+
+def _chat_social(text: str) -> bool:
+    """A greeting, acknowledgement or "i am good, you?" that says nothing else about the speaker ("hi i am maddie, i am
+    13" and "lol, i go to concerts" are not social)."""
+    return len(text.split()) <= 8 and bool(_SOCIAL_RE.match(text)) and not _SELF_WORD_RE.search(_FINE_RE.sub("", text))
+
+
+def label_persona_turn(text: str, hint: str) -> str | None:
+    """A clause of a PersonaChat turn. The persona owner's clause that restates one of its persona lines (two content
+    words shared, or half of the line's) is a preference or fact when its own wording and the line's agree; a question
+    about the partner ("what do you do for fun?"), a state of the moment ("i am doing well today") and a greeting are
+    social, for either speaker; everything else is dropped (it may be an improvised disclosure no persona line covers)."""
+    words = text.split()
+    if _chat_social(text):
+        return "social"
+    asks_task = re.search(r"\b(?:do you know|can you|could you|would you|will you|recommend|suggest)\b", text, re.I)
+    if len(words) <= 12 and _PARTNER_QUESTION_RE.match(text) and not (_SELF_WORD_RE.search(text) or asks_task):
+        return "social"
+    persona = hint.split("|")[1:] if hint.startswith("turn|") else []
+    mine = content_words(text)
+    restated = [
+        line
+        for line in persona
+        if (shared := len(mine & content_words(line))) >= 2 or (shared and shared * 2 >= len(content_words(line)))
+    ]
+    if not restated:
+        moment = _SELF_LEAD_RE.match(text) and _MOMENT_RE.search(text) and len(words) <= 10 and not text.endswith("?")
+        return "social" if moment and not _HYPO_RE.match(text) else None
+    if not _self_disclosure(text):
+        return None
+    own = label_persona_line(text)
+    return own if own in {label_persona_line(line) for line in restated} else None

@@ -91,14 +91,17 @@ def _first_word(text: str) -> str:
 
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+(?:[-_./:][a-z0-9]+)*")
-#: Function and filler words: they carry no content (and identify nobody).
-STOP_WORDS = _words(
+#: Function words: articles, pronouns, auxiliaries, prepositions, conjunctions.
+FUNCTION_WORDS = _words(
     "a about above after again all also am an and any are as at be because been before being below between both "
     "but by can could did do does doing down during each few for from further had has have having he her here hers "
     "him his how i if in into is it its itself just me more most my no nor not now of off on once only or other "
     "our ours out over own same she should so some such than that the their theirs them then there these they "
     "this those through to too under until up very was we were what when where which while who whom why will "
-    "with would you your yours yourself "
+    "with would you your yours yourself"
+)
+#: Function and filler words: they carry no content (and identify nobody).
+STOP_WORDS = FUNCTION_WORDS | _words(
     # conversational filler: differences in these are style, not substance
     "sure certainly absolutely definitely great happy glad help hi hello hey please thanks thank let know "
     "simply basically actually really first next finally just course ok okay well note here's there's"
