@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from reflexio_pipelines.cli import app
 from tests.support.learned import AGENT, QUERY, correction_turns, landed_rows
+from tests.support.lessons import served_rule_lines
 from tests.support.processes import child_env, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,7 +136,7 @@ def test_search_human_and_json(learned_service):
 def test_context_prints_the_block_verbatim(learned_service):
     result = cli(learned_service.url, "context", QUERY, "--user-id", "ann", "--agent-version", AGENT)
     assert result.exit_code == 0 and result.stdout.startswith("<reflexio_context>\n")
-    assert "-> Never deploy to us-east-1; always use us-west-2." in result.stdout
+    assert served_rule_lines(result.stdout), result.stdout  # the learned region rule, as a behaviour line
     data = as_json(cli(learned_service.url, "context", QUERY, "--user-id", "ann", "--json"))
     assert data["context"] + "\n" == result.stdout
     nothing = cli(learned_service.url, "context", QUERY, "--user-id", "nobody", "--agent-version", "none")

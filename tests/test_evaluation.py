@@ -134,14 +134,19 @@ def test_before_after_the_first_retrieval_of_a_learned_playbook(lake: Lake, inst
             "/api/search", json={"query": "rotate credentials restart database", "user_id": "v3-u0", "threshold": 0.0}
         ).json()["user_playbooks"]
         assert hits and hits[0]["agent_version"] == "v3"
-    (logged,) = lake.read_table("retrievals").to_pylist()
-    assert logged["entity"] == "user_playbook" and logged["agent_version"] == "v3"
-    after = datetime.fromtimestamp(logged["first_served_at"] + 60, timezone.utc)
+        assert any("restart the database" in hit["content"].lower() for hit in hits), hits  # the learned rule
+    # one row per served item (the user may have more than one learned playbook): the version's first retrieval is
+    # the earliest of them
+    logged = lake.read_table("retrievals").to_pylist()
+    assert logged and {(r["entity"], r["agent_version"]) for r in logged} == {("user_playbook", "v3")}
+    assert {r["item_id"] for r in logged} == {str(hit["user_playbook_id"]) for hit in hits}
+    first_served_at = min(r["first_served_at"] for r in logged)
+    after = datetime.fromtimestamp(first_served_at + 60, timezone.utc)
     land(lake, [_session("v3", 100 + i, good=True, base=after) for i in range(4)])  # users now thank the agent
     launch(None, settings=settings, instance=instance)
     run_evaluation(now=int((after + timedelta(hours=1)).timestamp()), settings=settings, instance=instance)
     (row,) = lake.read_table("impact_before_after").to_pylist()
-    assert row["agent_version"] == "v3" and row["first_retrieval_at"] == logged["first_served_at"]
+    assert row["agent_version"] == "v3" and row["first_retrieval_at"] == first_served_at
     assert (row["sessions_before"], row["success_rate_before"]) == (4, 0.0)
     assert (row["sessions_after"], row["success_rate_after"]) == (4, 1.0)
     assert row["corrections_per_session_after"] < row["corrections_per_session_before"]

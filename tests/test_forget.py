@@ -19,6 +19,7 @@ from reflexio_pipelines.learning.rules.forget_requests import forget_target
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.types import SearchFilters
+from reflexio_pipelines.settings import LLMSettings, Settings
 from tests.support.landing import land_hourly
 
 T0 = datetime(2026, 11, 4, 9, 10, tzinfo=timezone.utc)
@@ -96,6 +97,15 @@ def _search(lake: Lake, user: str, query: str) -> list[str]:
 
 
 def test_forget_requests_remove_profiles_and_are_not_relearned(lake: Lake, settings, instance):
+    _forget_requests_remove_profiles(lake, settings, instance)
+
+
+def test_the_rule_extractor_forget_requests_remove_profiles(lake: Lake, instance):
+    """The same, pinned to the rule extractor (`builtin="rules"`)."""
+    _forget_requests_remove_profiles(lake, Settings(lake=str(lake.root), llm=LLMSettings(builtin="rules")), instance)
+
+
+def _forget_requests_remove_profiles(lake: Lake, settings, instance) -> None:
     keys = land_hourly(lake, HOURS, T0)
     launch(keys[:1], settings=settings, instance=instance)
     assert {"Lives in Paris", "Phone number is 555-0100", "Prefers short answers"} <= _live(lake, "dana")

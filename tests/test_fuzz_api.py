@@ -320,12 +320,15 @@ def test_instruction_like_text_is_stored_and_served_back_verbatim_as_data(api):
     assert HOSTILE_STORED in contents
     assert not any(ch in c for c in contents for ch in "\x00\x07\x1b")
 
-    # The learned correction quotes the user's words; search serves them as a field of a result, nothing more.
+    # The learned correction keeps the user's words (the rule extractor quoted the whole turn, the learned one keeps
+    # the rule clause); search serves them as a field of a result, nothing more: never rewritten, never obeyed.
     hits = httpx.post(
         f"{api}/api/search", json={"query": "which region for the billing service", "user_id": "mallory"}, timeout=30
     ).json()
     served = [p["content"] for p in hits["user_playbooks"] if p["user_id"] == "mallory"]
-    assert any(INJECTION in content for content in served), served
+    said = HOSTILE_STORED.casefold()
+    assert served and all(content.rstrip(".").casefold() in said for content in served), served  # verbatim
+    assert any("eu-west-2" in content for content in served), served
     assert hits["success"] is True and "password" not in hits["msg"]
 
 

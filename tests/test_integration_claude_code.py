@@ -21,6 +21,7 @@ from reflexio_pipelines.integrations.claude_code.transcript import interactions,
 from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.runs import launch
 from serving.app import create_app
+from tests.support.lessons import served_rule_lines
 from tests.support.processes import free_port
 from tests.support.servers import serve_app
 
@@ -32,7 +33,6 @@ WRONG = "Deploying the payments service to us-east-1."
 CORRECTION = "No — we never deploy to us-east-1, always use us-west-2."
 ACK = "Understood, us-west-2 from now on."
 NEXT = "Deploy the billing service to production."
-RULE = "Never deploy to us-east-1; always use us-west-2."
 TOOL_ERROR = 'Error: kubectl: context "prod-us-east-1" is not allowed for this account (exit code 1)'
 
 # Settings a project already has: none of it may change.
@@ -259,7 +259,8 @@ def test_hooks_publish_the_session_and_inject_what_was_learned(tmp_path, setting
         assert injected.returncode == 0, injected.stderr
         output = json.loads(injected.stdout)["hookSpecificOutput"]
         assert output["hookEventName"] == "UserPromptSubmit"
-        assert output["additionalContext"].startswith("<reflexio_context>") and RULE in output["additionalContext"]
+        context = output["additionalContext"]
+        assert context.startswith("<reflexio_context>") and served_rule_lines(context), context
 
     # the service is gone: the hooks still exit 0 (Claude Code goes on), the reason on stderr
     down = dict(env, REFLEXIO_API_URL=f"http://127.0.0.1:{free_port()}")

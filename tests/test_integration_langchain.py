@@ -23,6 +23,7 @@ from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.sdk import AsyncReflexioClient, ReflexioClient
 from serving.app import create_app
+from tests.support.lessons import served_rule_lines
 from tests.support.processes import free_port
 from tests.support.servers import serve_app
 
@@ -148,7 +149,6 @@ CORRECTION = "No — we never deploy to us-east-1, always use us-west-2."
 ACK = "Understood. Deploying the payments service to us-west-2 instead."
 NEXT = "Deploy the billing service to production."
 NEXT_REPLY = "Deploying the billing service to us-west-2 as usual."
-RULE = "Never deploy to us-east-1; always use us-west-2."
 
 
 class PromptRecorder(BaseCallbackHandler):
@@ -208,7 +208,7 @@ def test_chat_model_injects_what_the_first_exchange_taught_into_the_next_system_
     chunks = list(chat.stream(history))
     assert len(chunks) > 1 and "".join(c.content for c in chunks) == NEXT_REPLY  # token by token
     prompt = system_prompt(recorder.prompts[1])
-    assert prompt.startswith(SYSTEM + "\n\n<reflexio_context>") and RULE in prompt, prompt
+    assert prompt.startswith(SYSTEM + "\n\n<reflexio_context>") and served_rule_lines(prompt), prompt
     assert history[0].content == SYSTEM  # the caller's messages are not modified
 
     # a tool loop: the tool-call reply is not the end of the turn; the answer after the tool result is
@@ -245,7 +245,7 @@ def test_chat_model_async_with_an_async_client(reflexio, settings, instance):
 
     first, chunks = asyncio.run(run())
     assert first.content == ACK and len(chunks) > 1 and "".join(c.content for c in chunks) == NEXT_REPLY
-    assert system_prompt(recorder.prompts[0]) == SYSTEM and RULE in system_prompt(recorder.prompts[1])
+    assert system_prompt(recorder.prompts[0]) == SYSTEM and served_rule_lines(system_prompt(recorder.prompts[1]))
     rows = landed(settings, "gail-lc")
     assert [(r[0], r[1]) for r in rows] == [
         ("user", REQUEST),

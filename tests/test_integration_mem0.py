@@ -30,6 +30,7 @@ from reflexio_pipelines.lake.duck import connect  # noqa: E402
 from reflexio_pipelines.runs import launch  # noqa: E402
 from reflexio_pipelines.sdk import AsyncReflexioClient, ReflexioClient  # noqa: E402
 from serving.app import create_app  # noqa: E402
+from tests.support.lessons import served_rule_lines  # noqa: E402
 from tests.support.mem0_platform import API_KEY, make_mem0_platform  # noqa: E402
 from tests.support.processes import free_port  # noqa: E402
 from tests.support.provider_stubs import Reply, make_provider_stub  # noqa: E402
@@ -144,7 +145,6 @@ def test_async_client_reads_ids_from_filters_and_keeps_a_conversation_together(m
 
 MODEL_KEY = "sk-local-stub"
 DIMS = 32
-RULE = "Never deploy to us-east-1; always use us-west-2."
 _NEW_MESSAGES = re.compile(r"## New Messages\n(.*?)\n## ", re.S)
 
 
@@ -217,7 +217,7 @@ def test_self_hosted_memory_keeps_its_memories_and_reflexio_learns_the_correctio
         service.state.svc.index.refresh()
         # what Reflexio learned is served back, ready for the system prompt
         block = memory.reflexio.context("Deploy the billing service to production", user_id="hana-m0")
-        assert RULE in block, block
+        assert served_rule_lines(block), block
 
         # mem0's own memories are intact: listed, searchable, deletable as mem0 does it
         stored = memory.get_all(filters={"user_id": "hana-m0"})["results"]

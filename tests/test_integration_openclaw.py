@@ -23,6 +23,7 @@ from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.sdk import ReflexioClient
 from serving.app import create_app
+from tests.support.lessons import served_rule_lines, states_lesson
 from tests.support.openclaw_runtime import OpenClawRuntime, openclaw_runtime  # noqa: F401  (fixture)
 from tests.support.provider_stubs import Reply, make_provider_stub
 from tests.support.servers import serve_app
@@ -73,7 +74,6 @@ CORRECTION = "No — we never deploy to us-east-1, always use us-west-2."
 ACK = "Understood — us-west-2 from now on."
 NEXT = "Deploy the billing service to production."
 NEXT_REPLY = "Deploying the billing service to us-west-2."
-RULE = "Never deploy to us-east-1; always use us-west-2."
 
 
 def _text(content) -> str:
@@ -223,7 +223,7 @@ def test_openclaw_runtime_learns_a_correction_and_injects_it_in_the_next_session
         service.state.svc.index.refresh()
         with ReflexioClient(reflexio_url) as client:
             learned = client.search(NEXT, user_id="openclaw:main")
-        assert any(RULE in p.content for p in learned.user_playbooks), learned
+        assert any(states_lesson(p.content) for p in learned.user_playbooks), learned
 
         # session 2: OpenClaw's prompt to the model carries the learned rule, before the user's request
         seen = len(_chat_requests(model))
@@ -237,7 +237,7 @@ def test_openclaw_runtime_learns_a_correction_and_injects_it_in_the_next_session
             _text(m["content"]) for m in calls[0]["messages"] if m["role"] == "user" and NEXT in _text(m["content"])
         )
         block = prompt[prompt.index("<reflexio_context>") : prompt.index("</reflexio_context>")]
-        assert RULE in block and prompt.index("</reflexio_context>") < prompt.index(NEXT), prompt
+        assert served_rule_lines(block) and prompt.index("</reflexio_context>") < prompt.index(NEXT), prompt
         tool_error = next(_text(m["content"]) for m in calls[1]["messages"] if m["role"] == "tool")
 
     rows = _published(settings)[4:]

@@ -4,13 +4,29 @@ extractor and once through LiteLLM against the OpenAI-compatible stub on 127.0.0
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+
+from reflexio_pipelines.settings import LLMSettings, Settings
 
 
 @pytest.fixture
 def client(extractor_client):
     return extractor_client
+
+
+@pytest.fixture
+def rules_client(lake, instance) -> Iterator[Any]:
+    """The service in-process with the rule extractor (`REFLEXIO_LLM_BUILTIN=rules`), for its exact wording."""
+    from fastapi.testclient import TestClient
+
+    from serving.app import create_app
+
+    settings = Settings(lake=str(lake.root), llm=LLMSettings(builtin="rules"))
+    with TestClient(create_app(settings)) as client:
+        yield client
 
 
 def _publish(client, user: str, *turns: dict, **extra) -> dict:
@@ -96,14 +112,17 @@ def test_expert_answers_teach_only_substantive_differences(client, expert, learn
         assert "vault" in rules[0]["content"]
 
 
-def test_a_stated_fact_yields_a_profile_and_a_later_contradiction_supersedes_it(client):
+def _stated_then_contradicted(client, lives_in: Callable[[str, str], bool]) -> None:
+    """Lisbon (and metric units) stated, then a move to Porto: Porto is served, Lisbon no longer, the unrelated
+    preference still is. `lives_in(content, city)` says whether a profile is the one placing the user in `city`."""
     _publish(
         client,
         "nia",
         {"role": "user", "content": "I live in Lisbon and I prefer metric units."},
         {"role": "assistant", "content": "Noted."},
     )
-    assert "Lives in Lisbon" in [p["content"] for p in _profiles(client, "nia", "where does the user live")]
+    contents = [p["content"] for p in _profiles(client, "nia", "where does the user live")]
+    assert any(lives_in(c, "Lisbon") for c in contents), contents
     time.sleep(1.1)  # a strictly newer statement
     _publish(
         client,
@@ -112,8 +131,19 @@ def test_a_stated_fact_yields_a_profile_and_a_later_contradiction_supersedes_it(
         {"role": "assistant", "content": "Noted."},
     )
     contents = [p["content"] for p in _profiles(client, "nia", "where does the user live")]
-    assert "Lives in Porto" in contents and "Lives in Lisbon" not in contents
-    assert any("metric" in c for c in contents)
+    assert any(lives_in(c, "Porto") for c in contents) and not any(lives_in(c, "Lisbon") for c in contents), contents
+    assert any("metric" in c for c in contents), contents  # the preference stated with Lisbon is still known
+
+
+def test_a_stated_fact_yields_a_profile_and_a_later_contradiction_supersedes_it(client):
+    """On the default extractor (and LiteLLM), wording-agnostic: a profile naming the city."""
+    _stated_then_contradicted(client, lambda content, city: city.lower() in content.lower())
+
+
+def test_the_rule_extractor_states_the_fact_in_its_canonical_slot_and_supersedes_it(rules_client):
+    """Pinned to the rule extractor (`builtin="rules"`): "I live in Lisbon" is stored as exactly "Lives in Lisbon",
+    and "I moved to Porto" supersedes it with exactly "Lives in Porto"."""
+    _stated_then_contradicted(rules_client, lambda content, city: content == f"Lives in {city}")
 
 
 def test_the_same_correction_published_three_times_is_one_playbook(client):
@@ -130,6 +160,17 @@ def test_the_same_correction_published_three_times_is_one_playbook(client):
 
 
 def test_an_expired_profile_is_hidden_but_kept(client, lake):
+    _expired_is_hidden_but_kept(client, lake)
+
+
+def test_the_rule_extractor_expires_a_profile_stated_for_today(rules_client, lake):
+    """The same, pinned to the rule extractor (`builtin="rules"`), whose TTL words ("today") set `one_day`."""
+    _expired_is_hidden_but_kept(rules_client, lake)
+
+
+def _expired_is_hidden_but_kept(client, lake) -> None:
+    """A preference stated "today", three days ago: stored with a one-day TTL, expired, not served, still in the
+    lake."""
     three_days_ago = int(time.time()) - 3 * 86_400
     _publish(
         client,

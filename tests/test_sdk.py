@@ -41,6 +41,7 @@ from reflexio_pipelines.sdk.context import CLOSE, OPEN
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
 from tests.support.learned import AGENT, QUERY, REGION, landed_rows
+from tests.support.lessons import served_rule_lines
 from tests.support.processes import free_port
 from tests.support.servers import serve_app
 
@@ -54,8 +55,8 @@ def test_publish_with_wait_is_searchable_and_renders_as_context(learned_service)
         assert result.user_playbooks[0].provenance and result.index_version
         block = client.context(QUERY, user_id="ann", agent_version=AGENT, max_chars=1000)
     assert block.startswith(OPEN) and block.endswith(CLOSE) and len(block) <= 1000
-    assert "-> Never deploy to us-east-1; always use us-west-2." in block
-    assert block.count("us-west-2") == 1  # the user's playbook and the agent playbook say the same: shown once
+    # the region lesson, once: the user's playbook and the agent playbook aggregated from it state the same rule
+    assert len(served_rule_lines(block)) == 1, block
 
 
 def test_context_is_empty_when_nothing_matches_the_filters(learned_service):
@@ -429,6 +430,18 @@ def test_render_context_is_bounded_and_keeps_the_highest_priority_items():
     assert len(full) > 600 >= len(bounded) and bounded.endswith(CLOSE)
     assert "- when 0 -> rule 0" in bounded and "- shared 49" not in bounded
     assert render_context(_result(), max_chars=50) == ""  # not even the frame fits
+
+
+def test_render_context_shows_a_rule_stated_by_a_user_and_an_agent_playbook_once():
+    same = "Never deploy to us-east-1; always use us-west-2."
+    result = SearchResult.model_validate(
+        {
+            "user_playbooks": [{"user_playbook_id": 1, "trigger": "When deploying payments", "content": same}],
+            "agent_playbooks": [{"agent_playbook_id": 2, "trigger": "When deploying", "content": same.upper()}],
+        }
+    )
+    block = render_context(result)
+    assert block.lower().count("us-west-2") == 1 and f"- When deploying payments -> {same}" in block  # user trigger
 
 
 def test_render_context_treats_content_as_data():

@@ -115,7 +115,7 @@ def _playbook(turns: tuple[Turn, ...], clauses: list[tuple[_Located, str]]) -> E
     for where, _ in clauses:
         condition, content = playbook_parts(where.text)
         trigger = trigger or condition
-        if len(content.split()) >= MIN_RULE_WORDS or (contents and content):
+        if len(where.text.split()) >= MIN_RULE_WORDS or (contents and content):
             contents.append(content.rstrip(".!"))
     if not contents:
         return None

@@ -17,7 +17,7 @@ MIN_CLAUSE_WORDS = 2
 MIN_LEAD_WORDS = 3
 
 _CODE_RE = re.compile(r"```.*?(```|$)|`[^`\n]*`", re.S)
-_SENTENCE_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
+_SENTENCE_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+|(?<=[。！？])\s*|\n+")
 _HARD_RE = re.compile(r"\s*;\s+|\s+[—–]\s+|\s+-{1,2}\s+")  # "TL;DR" has no space after its ";"
 _SOFT_CONNECTOR_RE = re.compile(r",\s*(?:so|but|and so|which means|because of that)\s+", re.I)
 _IMPERATIVE = (
@@ -76,6 +76,14 @@ def _cut_commas(part: str) -> list[str]:
     return out
 
 
+_IDEOGRAPH_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def _word_count(clause: str) -> int:
+    """Words, with Chinese, Japanese and Korean (written without spaces) at about two characters a word."""
+    return max(len(clause.split()), len(_IDEOGRAPH_RE.findall(clause)) // 2)
+
+
 def split_clauses(text: str) -> list[str]:
     """The clauses of one user turn, in order, each stripped and cut to `MAX_CLAUSE_CHARS`; clauses of fewer than
     `MIN_CLAUSE_WORDS` words ("Ok.", "Thanks!") are kept only when they are the whole turn."""
@@ -86,5 +94,5 @@ def split_clauses(text: str) -> list[str]:
                 clause = clause.strip(" ,;:-–—\t")
                 if clause:
                     clauses.append(clause[:MAX_CLAUSE_CHARS])
-    long_enough = [c for c in clauses if len(c.split()) >= MIN_CLAUSE_WORDS]
+    long_enough = [c for c in clauses if _word_count(c) >= MIN_CLAUSE_WORDS]
     return long_enough or clauses[:1]

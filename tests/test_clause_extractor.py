@@ -1,0 +1,173 @@
+"""The learned built-in extractor's parts: clause splitting, wording in the user's own words, the shipped head, the
+extractor over windows (one playbook per correction turn, questions never stored, same-session context, other
+languages left to an LLM), and the trainer end to end on a small corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.clauses.classifier import ClauseClassifier, decide
+from reflexio_pipelines.learning.clauses.features import CUE_NAMES, ClauseInput, cue_vector
+from reflexio_pipelines.learning.clauses.head import ClauseHead
+from reflexio_pipelines.learning.clauses.kinds import KINDS
+from reflexio_pipelines.learning.clauses.rewrite import playbook_parts, profile_text
+from reflexio_pipelines.learning.clauses.split import split_clauses
+from reflexio_pipelines.learning.types import Turn, Window
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _window(*turns: tuple[str, str] | tuple[str, str, str]) -> Window:
+    out = []
+    for i, spec in enumerate(turns):
+        role, content = spec[0], spec[1]
+        session = spec[2] if len(spec) > 2 else "s1"
+        out.append(
+            Turn(f"t{i}", i, f"r{i}", "u1", role, content, 1_000 + i, session_id=session, turn_index=i)  # type: ignore[arg-type]
+        )
+    return Window("u1", tuple(out))
+
+
+@pytest.mark.parametrize(
+    ("text", "clauses"),
+    [
+        ("I'm vegetarian, so no meat please", ["I'm vegetarian", "no meat please"]),
+        ("I use VS Code, give me the shortcut for multi-cursor", ["I use VS Code", "give me the shortcut for multi-cursor"]),
+        ("When I send a report, use bullet points.", ["When I send a report, use bullet points."]),
+        ("No, always write commit messages in English.", ["No, always write commit messages in English."]),
+        ("From here on, please address me as Dr. Kim.", ["From here on, please address me as Dr. Kim."]),
+        ("Forget the bullet rule, short paragraphs from now on", ["Forget the bullet rule", "short paragraphs from now on"]),
+        ("Override the old rule: only review source files", ["Override the old rule", "only review source files"]),
+        ("TL;DR: keep it short", ["TL;DR: keep it short"]),
+        ("Fix this:\n```\nprint('I love pizza')\n```\nthanks a lot", ["Fix this", "thanks a lot"]),
+    ],
+)
+def test_split_keeps_conditions_and_leads_with_their_clause(text: str, clauses: list[str]) -> None:
+    assert split_clauses(text) == clauses
+
+
+@pytest.mark.parametrize(
+    ("clause", "profile"),
+    [
+        ("I don't eat pork", "Does not eat pork"),
+        ("no pork anything pls, i keep halal", "No pork anything pls, they keep halal"),
+        ("I always need an aisle seat", "Always needs an aisle seat"),
+        ("I'm not a morning person", "Is not a morning person"),
+        ("my manager is Dana", "Their manager is Dana"),
+        ("we're saving for a house deposit", "They're saving for a house deposit"),
+        ("I haven't eaten meat in years", "Has not eaten meat in years"),
+    ],
+)
+def test_profiles_keep_the_users_words_and_negations(clause: str, profile: str) -> None:
+    assert profile_text(clause) == profile
+
+
+def test_playbooks_take_their_condition_as_trigger() -> None:
+    assert playbook_parts("could you please always cc my assistant") == (None, "Always cc the user's assistant")
+    assert playbook_parts("When I send a report, use bullet points") == ("When the user sends a report", "Use bullet points")
+    assert playbook_parts("If I don't answer, remind me") == ("If the user does not answer", "Remind the user")
+
+
+def test_cues_are_bounded_and_named() -> None:
+    vector = cue_vector(ClauseInput("From now on I never want emojis?", "", "No, from now"))
+    assert vector.shape == (len(CUE_NAMES),) and ((vector >= 0) & (vector <= 1)).all()
+    named = dict(zip(CUE_NAMES, vector.tolist()))
+    assert named["standing"] == named["question"] == named["opens_with_no"] == named["first_singular"] == 1.0
+    assert named["third_party"] == 0.0
+
+
+def test_the_shipped_head_loads_with_its_measurements() -> None:
+    head = ClauseHead.load()
+    assert set(head.kinds) == set(KINDS)
+    assert set(head.min_probability) == {"profile", "playbook", "revocation"}
+    dev = head.meta["dev"]["lasting"]
+    assert dev["support"] > 500 and dev["precision"] >= 0.9 and dev["recall"] >= 0.85  # the issue's bar, recorded
+    probs = head.probabilities(np.zeros((2, head.layers[0][0].shape[0]), dtype=np.float32))
+    assert probs.shape == (2, len(KINDS)) and np.allclose(probs.sum(axis=1), 1.0)
+
+
+def test_an_outcome_below_its_bar_stores_nothing() -> None:
+    head = ClauseHead((), ("preference", "fact", "request", "social"), {"profile": 0.8}, {})
+    sure, unsure = decide(head, np.array([[0.5, 0.4, 0.05, 0.05], [0.4, 0.3, 0.2, 0.1]]))
+    assert sure.kind == "preference" and sure.probability == pytest.approx(0.9)  # preference + fact clear 0.8
+    assert unsure.kind == "request"  # 0.7 does not: the best kind that stores nothing
+
+
+def test_a_correction_turn_is_one_playbook_with_the_situation_as_trigger() -> None:
+    result = BuiltinExtractor().extract(
+        _window(
+            ("user", "Please deploy the payments service."),
+            ("assistant", "Deploying the payments service to us-east-1."),
+            ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+        )
+    )
+    assert len(result.playbooks) == 1
+    playbook = result.playbooks[0]
+    assert "us-east-1" in playbook.content and "us-west-2" in playbook.content and "never" in playbook.content
+    assert playbook.trigger == "When deploying the payments service"
+    assert playbook.source_turn_ids == ["t0", "t1", "t2"] and playbook.rationale.startswith("The user said: ")
+    assert result.profiles == [] and result.llm_calls == 0 and result.extractor == "builtin-learned"
+
+
+def test_facts_become_profiles_and_requests_nothing() -> None:
+    result = BuiltinExtractor().extract(
+        _window(("user", "I'm allergic to shellfish. List five pros and cons of remote work."))
+    )
+    assert [p.content for p in result.profiles] == ["Is allergic to shellfish"]
+    features = result.profiles[0].custom_features
+    assert features["said"] == "I'm allergic to shellfish." and features["kind"] in ("preference", "fact")
+    assert result.playbooks == []
+
+
+def test_questions_are_never_stored() -> None:
+    result = BuiltinExtractor().extract(_window(("user", "Why do my tyres always go flat in the winter?")))
+    assert result.profiles == [] and result.playbooks == []
+
+
+def test_an_agent_turn_of_another_session_is_no_context() -> None:
+    result = BuiltinExtractor().extract(
+        _window(
+            ("user", "Deploy the search service.", "old"),
+            ("assistant", "Deployed to us-east-1.", "old"),
+            ("user", "No — we never deploy to us-east-1, always use us-west-2.", "new"),
+        )
+    )
+    assert len(result.playbooks) == 1
+    assert result.playbooks[0].trigger is None and result.playbooks[0].source_turn_ids == ["t2"]
+
+
+def test_other_languages_are_counted_and_left_to_an_llm() -> None:
+    result = BuiltinExtractor().extract(_window(("user", "Я живу в Москве. 我对花生过敏。")))
+    assert result.profiles == [] and result.playbooks == [] and result.unsupported_clauses == 2
+
+
+def test_a_revocation_is_a_forget_directive_naming_its_target() -> None:
+    result = BuiltinExtractor().extract(_window(("user", "Forget the bullet points rule, short paragraphs from now on")))
+    assert [d.target for d in result.forget] == ["the bullet points rule"]
+    assert len(result.playbooks) == 1 and "paragraphs" in result.playbooks[0].content.lower()
+
+
+def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> None:
+    """The training script end to end on a small corpus taken from our own writing (a few hundred rows): the head it
+    writes loads, records its cross-validation and dev scores, and classifies."""
+    from reflexio_pipelines.learning.clauses.train import train
+
+    own = sorted((ROOT / "benchmarks/data/clauses/own").glob("*.jsonl"))[:4]
+    assert own, "the committed own-writing corpus is missing"
+    (tmp_path / "own").mkdir()
+    for path in own:
+        (tmp_path / "own" / path.name).write_text(path.read_text())
+    out = tmp_path / "head.npz"
+    meta = train(tmp_path, out)
+    rows = sum(len(p.read_text().splitlines()) for p in own)
+    assert meta["rows"]["train"] + meta["rows"]["dev"] <= rows and meta["rows"]["dev"] > 0
+    assert meta["model"] in meta["cross_validation"] and set(meta["bars"]) == {"profile", "playbook", "revocation"}
+    assert json.dumps(meta)  # plain JSON in the file's header
+    classifier = ClauseClassifier(out)
+    predictions = classifier.classify([ClauseInput("I live in Porto with my two cats"), ClauseInput("hi there!")])
+    assert [p.kind in KINDS for p in predictions] == [True, True]
