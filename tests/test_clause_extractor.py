@@ -37,11 +37,17 @@ def _window(*turns: tuple[str, str] | tuple[str, str, str]) -> Window:
     ("text", "clauses"),
     [
         ("I'm vegetarian, so no meat please", ["I'm vegetarian", "no meat please"]),
-        ("I use VS Code, give me the shortcut for multi-cursor", ["I use VS Code", "give me the shortcut for multi-cursor"]),
+        (
+            "I use VS Code, give me the shortcut for multi-cursor",
+            ["I use VS Code", "give me the shortcut for multi-cursor"],
+        ),
         ("When I send a report, use bullet points.", ["When I send a report, use bullet points."]),
         ("No, always write commit messages in English.", ["No, always write commit messages in English."]),
         ("From here on, please address me as Dr. Kim.", ["From here on, please address me as Dr. Kim."]),
-        ("Forget the bullet rule, short paragraphs from now on", ["Forget the bullet rule", "short paragraphs from now on"]),
+        (
+            "Forget the bullet rule, short paragraphs from now on",
+            ["Forget the bullet rule", "short paragraphs from now on"],
+        ),
         ("Override the old rule: only review source files", ["Override the old rule", "only review source files"]),
         ("TL;DR: keep it short", ["TL;DR: keep it short"]),
         ("Fix this:\n```\nprint('I love pizza')\n```\nthanks a lot", ["Fix this", "thanks a lot"]),
@@ -69,7 +75,10 @@ def test_profiles_keep_the_users_words_and_negations(clause: str, profile: str) 
 
 def test_playbooks_take_their_condition_as_trigger() -> None:
     assert playbook_parts("could you please always cc my assistant") == (None, "Always cc the user's assistant")
-    assert playbook_parts("When I send a report, use bullet points") == ("When the user sends a report", "Use bullet points")
+    assert playbook_parts("When I send a report, use bullet points") == (
+        "When the user sends a report",
+        "Use bullet points",
+    )
     assert playbook_parts("If I don't answer, remind me") == ("If the user does not answer", "Remind the user")
 
 
@@ -147,7 +156,9 @@ def test_other_languages_are_counted_and_left_to_an_llm() -> None:
 
 
 def test_a_revocation_is_a_forget_directive_naming_its_target() -> None:
-    result = BuiltinExtractor().extract(_window(("user", "Forget the bullet points rule, short paragraphs from now on")))
+    result = BuiltinExtractor().extract(
+        _window(("user", "Forget the bullet points rule, short paragraphs from now on"))
+    )
     assert [d.target for d in result.forget] == ["the bullet points rule"]
     assert len(result.playbooks) == 1 and "paragraphs" in result.playbooks[0].content.lower()
 

@@ -135,12 +135,20 @@ SUBJECTS: tuple[Subject, ...] = (
 CHANGE_RE = re.compile(
     r"\b(?:moved|moving|relocated|switched|switching|no longer|not any ?more|any ?more|now\b|actually|instead|"
     r"these days|changed|started|stopped|quit|became|become|turned|gone|went|override|overrid|from now on|"
-    r"going forward|new (?:job|role|team|city|place|home)|left|scratch|replace|(?:go|went|gone|going) "
+    r"going forward|new (?:job|role|team|city|place|home)|left|scratch|replace|gave up|given up|dropped|ditched|"
+    r"(?:go|went|gone|going) "
     r"(?:fully |full |completely |totally )?(?:vegan|vegetarian|keto|pescatarian|plant))",
     re.I,
 )
 #: Words of addition: "now also has a cat" adds to "has a dog", it does not replace it.
 ADDITION_RE = re.compile(r"\b(?:also|too|as well|another|in addition|additionally|plus)\b", re.I)
+#: Words that say something ended, which an addition word cannot undo ("has given up fish as well, fully vegetarian
+#: these days" replaces "Is pescatarian").
+ENDED_RE = re.compile(
+    r"\b(?:no longer|not any ?more|any ?more|these days|switched|moved|relocated|quit|stopped|gave up|given up|"
+    r"instead|from now on|override|overrid|replaced?|is gone|are gone|dropped|ditched|left)\b",
+    re.I,
+)
 
 
 def subjects_of(text: str) -> frozenset[str]:
@@ -150,4 +158,4 @@ def subjects_of(text: str) -> frozenset[str]:
 
 def states_a_change(said: str) -> bool:
     """True when the user's words announce a change rather than an addition ("I moved to Denver", "from now on")."""
-    return bool(CHANGE_RE.search(said)) and not ADDITION_RE.search(said)
+    return bool(CHANGE_RE.search(said)) and (bool(ENDED_RE.search(said)) or not ADDITION_RE.search(said))

@@ -87,11 +87,10 @@ def tier(hits: Iterable[SearchHit], subjects: frozenset[str]) -> list[SearchHit]
 
 
 def merged(hits: list[SearchHit], tier: list[SearchHit], top_k: int) -> list[SearchHit]:
-    """`hits` with up to `TIER_BUDGET` tier items they lack, all within `top_k`: the tier takes the free places,
-    and when there are none it takes the last ones."""
+    """`hits` with up to `TIER_BUDGET` tier items they lack, all within `top_k`: the tier takes the free places, and
+    when there are too few it takes the last ones, at most half of `top_k` (the best hit always stays)."""
     seen = {h.doc_id for h in hits}
     extra = [h for h in tier if h.doc_id not in seen][:TIER_BUDGET]
-    if not extra:
-        return hits
-    keep = max(0, min(len(hits), top_k - len(extra)))
-    return hits[:keep] + extra[: top_k - keep]
+    take = min(len(extra), max(top_k - len(hits), top_k // 2))
+    keep = min(len(hits), top_k - take)
+    return hits[:keep] + extra[:take]

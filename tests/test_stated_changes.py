@@ -1,0 +1,120 @@
+"""Updates and revocations: a statement of change replaces the earlier items on its subject, an addition does not, a
+revocation withdraws the playbooks it names — in the pure functions and through `learn()` with the built-in
+extractor and the offline judge, two publishes a day apart."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reflexio_pipelines.learning.batch import UserState
+from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.dedup import RuleDedupJudge, changed_subjects
+from reflexio_pipelines.learning.embedding import make_embedder
+from reflexio_pipelines.learning.learn import learn
+from reflexio_pipelines.learning.lifecycle import FORGOTTEN, current_rows
+from reflexio_pipelines.learning.stated_changes import REVOKED_CONTENT, revoked_playbooks
+from reflexio_pipelines.learning.subjects import states_a_change, subjects_of
+from reflexio_pipelines.learning.types import Turn
+
+EMBEDDER = make_embedder("local")
+DAY = 86_400
+
+
+@pytest.mark.parametrize(
+    ("said", "change"),
+    [
+        ("I moved to Denver last month", True),
+        ("I switched to Neovim for good", True),
+        ("from now on, short paragraphs", True),
+        ("I'm not vegetarian anymore", True),
+        ("I've given up fish as well, fully vegetarian these days", True),
+        ("I now also have a cat", False),
+        ("I like jazz", False),
+        ("I live in Boston", False),
+    ],
+)
+def test_words_of_change_and_of_addition(said: str, change: bool) -> None:
+    assert states_a_change(said) is change
+
+
+def test_a_change_replaces_items_on_its_subject_only() -> None:
+    new = [("Moved to Denver last month", "I moved to Denver last month")]
+    existing = ["Lives in Boston", "Is allergic to shellfish", "Has a dog"]
+    vectors = EMBEDDER.embed([new[0][0], *existing])
+    assert subjects_of("Lives in Boston") & subjects_of(new[0][0])
+    assert changed_subjects(new, existing, vectors[:1], vectors[1:], taken=set()) == {0: [0]}
+    assert changed_subjects(new, existing, vectors[:1], vectors[1:], taken={0}) == {}
+    added = [("Now also has a cat", "I now also have a cat")]
+    added_vectors = EMBEDDER.embed([added[0][0]])
+    assert changed_subjects(added, existing, added_vectors, vectors[1:], taken=set()) == {}
+
+
+def test_a_revocation_names_the_rule_it_withdraws() -> None:
+    playbooks = [
+        {"user_playbook_id": 1, "trigger": None, "content": "Use bullet points in every summary"},
+        {"user_playbook_id": 2, "trigger": "When deploying", "content": "Never deploy on Fridays"},
+    ]
+    assert [r["user_playbook_id"] for r in revoked_playbooks("the bullet points rule", playbooks, EMBEDDER)] == [1]
+    assert revoked_playbooks("that rule", playbooks, EMBEDDER) == []  # names nothing: withdraws nothing
+
+
+def _turns(user: str, session: str, at: int, *pairs: tuple[str, str]) -> list[Turn]:
+    return [
+        Turn(f"{session}-{i}", at + i, f"{session}-r", user, role, text, at + i, session_id=session, turn_index=i)
+        for i, (role, text) in enumerate(pairs)
+    ]
+
+
+def _learn_twice(first: list[Turn], second: list[Turn]) -> tuple[list[dict], list[dict], list[dict]]:
+    extractor, judge = BuiltinExtractor(), (lambda entity, vectors: RuleDedupJudge(vectors))
+    one = learn(first, {}, extractor, EMBEDDER, judge, window="2026-01-01T00", run_id="r1", on_failure="raise")
+    state = UserState(
+        history=first,
+        profiles=current_rows(one.profiles, "profile_id", "last_modified_timestamp"),
+        playbooks=current_rows(one.playbooks, "user_playbook_id", "created_at"),
+    )
+    user = first[0].user_id
+    two = learn(
+        second, {user: state}, extractor, EMBEDDER, judge, window="2026-01-02T00", run_id="r2", on_failure="raise"
+    )
+    profiles = current_rows(one.profiles + two.profiles, "profile_id", "last_modified_timestamp")
+    playbooks = current_rows(one.playbooks + two.playbooks, "user_playbook_id", "created_at")
+    return profiles, playbooks, two.playbooks
+
+
+def test_a_move_supersedes_the_old_city_through_learn() -> None:
+    profiles, _, _ = _learn_twice(
+        _turns("mia", "a", 1_000, ("user", "I live in Boston, near the harbour."), ("assistant", "Lovely!")),
+        _turns("mia", "b", 1_000 + DAY, ("user", "I moved to Denver last month."), ("assistant", "Big change!")),
+    )
+    texts = [p["content"] for p in profiles]
+    assert any("Denver" in t for t in texts) and not any("Boston" in t for t in texts)
+
+
+def test_a_revocation_withdraws_the_rule_and_the_replacement_stays() -> None:
+    first = _turns(
+        "leo",
+        "a",
+        1_000,
+        ("user", "From now on, always use bullet points in your summaries."),
+        ("assistant", "Will do."),
+    )
+    second = _turns(
+        "leo",
+        "b",
+        1_000 + DAY,
+        ("user", "Forget the bullet points rule, short paragraphs from now on."),
+        ("assistant", "OK."),
+    )
+    _, playbooks, written = _learn_twice(first, second)
+    texts = [p["content"].lower() for p in playbooks]
+    assert not any("bullet" in t for t in texts) and any("paragraph" in t for t in texts)
+    tombstones = [r for r in written if r["status"] == FORGOTTEN]
+    assert all(r["content"] == REVOKED_CONTENT for r in tombstones)
+    assert (
+        np.isin(
+            [r["supersedes"] for r in tombstones if r["supersedes"]], [p["user_playbook_id"] for p in playbooks]
+        ).sum()
+        == 0
+    )
