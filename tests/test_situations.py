@@ -41,11 +41,13 @@ def test_a_test_run_is_not_about_the_editor_or_food() -> None:
 def test_the_tier_takes_items_on_subject_then_near_ones() -> None:
     hits = [
         _hit("near", "Prefers dark roast coffee", 0.20),
-        _hit("far", "Always use dark mode in the terminal", 0.05, trigger="terminal configuration"),
+        _hit("scoped", "Always use dark mode in the terminal", 0.15, trigger="terminal configuration"),
         _hit("allergy", "Is allergic to shellfish", 0.04),
+        _hit("far", "Has two cats", 0.01),
     ]
     chosen = tier(hits, frozenset({"allergy_health"}))
-    assert [h.doc_id for h in chosen] == ["allergy", "near"]
+    assert [h.doc_id for h in chosen] == ["allergy", "near"]  # a rule with its own trigger waits for its situation
+    assert [h.doc_id for h in tier(hits, frozenset({"editor"}))] == ["scoped", "near"]
 
 
 def test_merge_keeps_the_hits_first_within_top_k() -> None:

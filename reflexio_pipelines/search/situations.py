@@ -9,11 +9,12 @@ So besides the hybrid search, every request of a known user gets a small always-
    (learning/subjects.py: "restaurants", "flights", "meetings", …), the subjects with a phrase at cosine >=
    `SITUATION_SIMILARITY` are its situations, and subjects that shape every answer (reading needs, reply language,
    answer format) always count;
-2. then the user's items at cosine >= `TIER_FLOOR` to the request, nearest first: a user has few items, and a
-   lasting one related to the request by implication sits at 0.05-0.3, an unrelated one mostly below 0.05.
+2. then the user's items without a trigger of their own (profiles, standing instructions) at cosine >= `TIER_FLOOR`
+   to the request, nearest first: a user has few items, and a lasting one related to the request by implication sits
+   at 0.05-0.3, an unrelated one mostly below 0.05.
 
 "Always use dark mode in the terminal" (added with the trigger "terminal configuration") stays out for "run the test
-suite" (cosine 0.05, no shared subject). The tier is served only at thresholds up to the routes' defaults: a caller
+suite": it has a situation of its own, and no subject in common with the request. The tier is served only at thresholds up to the routes' defaults: a caller
 asking for a stricter threshold gets the hybrid search alone.
 
 Measured on benchmarks/data/situation_requests.jsonl (48 requests labelled with the subjects that matter to them,
@@ -79,11 +80,16 @@ def item_text(payload: dict) -> str:
 
 def tier(hits: Iterable[SearchHit], subjects: frozenset[str]) -> list[SearchHit]:
     """The always-on tier of one user's items (given nearest first): those about one of the request's `subjects`,
-    then those at cosine >= `TIER_FLOOR`, each group nearest first."""
+    then those without a trigger at cosine >= `TIER_FLOOR`, each group nearest first. A rule with a trigger has a
+    situation of its own and is served when the request matches it, by the hybrid search."""
     hits = list(hits)
     on_subject = [h for h in hits if subjects_of(item_text(h.payload)) & subjects]
     chosen = {h.doc_id for h in on_subject}
-    near = [h for h in hits if h.doc_id not in chosen and (h.similarity or 0.0) >= TIER_FLOOR]
+    near = [
+        h
+        for h in hits
+        if h.doc_id not in chosen and not h.payload.get("trigger") and (h.similarity or 0.0) >= TIER_FLOOR
+    ]
     return on_subject + near
 
 
