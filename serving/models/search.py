@@ -3,9 +3,9 @@ of `serving/models/reads.py` and `serving/models/playbooks.py`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field, field_validator
 
 from serving.models.fields import (
     MAX_ID,
@@ -19,6 +19,20 @@ from serving.models.fields import (
 )
 
 
+def _threshold(default: float) -> Any:
+    """A similarity threshold in [0, 1]; null means the route's default (reflexio-client 0.2.16 and the 0.2.32 CLI
+    send `"threshold": null` unless told otherwise)."""
+    return Annotated[
+        float | None,
+        Field(ge=0.0, le=1.0, description=f"minimum cosine for the vector leg; null = {default}"),
+        AfterValidator(lambda value: default if value is None else value),
+    ]
+
+
+UnifiedThreshold = _threshold(0.3)
+EntityThreshold = _threshold(0.4)
+
+
 class ConversationTurn(CleanModel):
     role: str = Field(max_length=64)
     content: str = Field(max_length=MAX_TEXT)
@@ -29,7 +43,7 @@ class UnifiedSearchRequest(CleanModel):
 
     query: str = Field(min_length=1, max_length=4096)
     top_k: int = Field(5, ge=1, le=100)
-    threshold: float = Field(0.3, ge=0.0, le=1.0)
+    threshold: UnifiedThreshold = 0.3
     agent_version: str | None = Field(None, max_length=MAX_ID)
     playbook_name: str | None = Field(None, max_length=MAX_ID)
     user_id: str | None = Field(None, max_length=MAX_ID)
@@ -69,7 +83,7 @@ class SearchProfilesRequest(TimeRange):
     source: str | None = Field(None, max_length=MAX_ID)
     custom_feature: str | None = Field(None, max_length=MAX_ID)
     extractor_name: str | None = Field(None, max_length=MAX_ID)
-    threshold: float = Field(0.4, ge=0.0, le=1.0)
+    threshold: EntityThreshold = 0.4
     enable_reformulation: bool = False
     search_mode: SearchModeName = "hybrid"
 
@@ -83,7 +97,7 @@ class SearchUserPlaybooksRequest(TimeRange):
     playbook_name: str | None = Field(None, max_length=MAX_ID)
     status_filter: list[Status | None] | None = None
     top_k: int = Field(10, ge=1, le=100)
-    threshold: float = Field(0.4, ge=0.0, le=1.0)
+    threshold: EntityThreshold = 0.4
     enable_reformulation: bool = False
     search_mode: SearchModeName = "hybrid"
 
@@ -98,6 +112,6 @@ class SearchAgentPlaybooksRequest(TimeRange):
     status_filter: list[Status | None] | None = None
     playbook_status_filter: PlaybookStatus | list[PlaybookStatus] | None = None
     top_k: int = Field(10, ge=1, le=100)
-    threshold: float = Field(0.4, ge=0.0, le=1.0)
+    threshold: EntityThreshold = 0.4
     enable_reformulation: bool = False
     search_mode: SearchModeName = "hybrid"
