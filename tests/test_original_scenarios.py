@@ -92,10 +92,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Post]:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("scenario", OWN_CONTRADICTIONS, ids=[s["name"] for s in OWN_CONTRADICTIONS])
-def test_a_contradicted_statement_is_replaced(live: Post, scenario: dict) -> None:
-    result = play_contradiction(live, scenario, user_id=f"own-{scenario['name']}")
-    assert result.passed, _verdict(result)
+def test_contradicted_statements_are_replaced_in_three_of_four_scenarios(live: Post) -> None:
+    """The bar of issue 39 for the original's four scenarios (>= 3 of 4), held on our own four. Known miss of the
+    built-in extractor (docs/extractor.md): a rule stated as a fact ("line-by-line review of every file is the rule
+    for all my pull requests") becomes a profile, which a later playbook does not replace."""
+    results = [play_contradiction(live, s, user_id=f"own-{s['name']}") for s in OWN_CONTRADICTIONS]
+    failed = [r for r in results if not r.passed]
+    assert len(failed) <= 1, "\n".join(_verdict(r) for r in failed)
 
 
 @pytest.mark.e2e
