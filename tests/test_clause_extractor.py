@@ -159,7 +159,7 @@ def test_a_revocation_is_a_forget_directive_naming_its_target() -> None:
     result = BuiltinExtractor().extract(
         _window(("user", "Forget the bullet points rule, short paragraphs from now on"))
     )
-    assert [d.target for d in result.forget] == ["the bullet points rule"]
+    assert [d.target.casefold() for d in result.forget] == ["the bullet points rule"]
     assert len(result.playbooks) == 1 and "paragraphs" in result.playbooks[0].content.lower()
 
 
@@ -182,3 +182,41 @@ def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> 
     classifier = ClauseClassifier(out)
     predictions = classifier.classify([ClauseInput("I live in Porto with my two cats"), ClauseInput("hi there!")])
     assert [p.kind in KINDS for p in predictions] == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("turns", "profiles", "playbooks", "forget"),
+    [
+        # a greeting in front of facts; two facts joined by "and I" stay two items
+        ([("user", "Hi, I live in Paris and my phone number is 555-0100.")], 2, 0, 0),
+        # a forget request is never a fact, whatever the head says
+        ([("user", "Also, stop remembering my phone number.")], 0, 0, 1),
+        ([("user", "Please delete what you know about my address.")], 0, 0, 1),
+        ([("user", "Forget it, I'll do it myself.")], 0, 0, 0),  # names nothing
+        # a one-off request is no rule and no fact
+        ([("user", "Please deploy the billing service to production.")], 0, 0, 0),
+        ([("user", "Deploy the api.")], 0, 0, 0),
+        # a correction without a first person is a rule, not a profile
+        (
+            [
+                ("user", "Restart the db"),
+                ("assistant", "Restarting now."),
+                ("user", "No — never restart it for a rotation."),
+            ],
+            0,
+            1,
+            0,
+        ),
+    ],
+)
+def test_structure_decides_what_the_head_cannot(turns: list, profiles: int, playbooks: int, forget: int) -> None:
+    result = BuiltinExtractor().extract(_window(*turns))
+    assert (len(result.profiles), len(result.playbooks), len(result.forget)) == (profiles, playbooks, forget)
+
+
+def test_a_passing_state_expires() -> None:
+    result = BuiltinExtractor().extract(_window(("user", "I prefer green tea today. I prefer oolong in general.")))
+    assert sorted((p.content, p.time_to_live) for p in result.profiles) == [
+        ("Prefers green tea today", "one_day"),
+        ("Prefers oolong in general", "infinity"),
+    ]

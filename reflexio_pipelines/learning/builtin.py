@@ -34,8 +34,15 @@ from reflexio_pipelines.learning.config import DEFAULT_GROUP
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import clean_text, dedupe_by_content
 from reflexio_pipelines.learning.rules.expert import _expert_playbook
+from reflexio_pipelines.learning.rules.forget_requests import forget_target
 from reflexio_pipelines.learning.rules.success_recipes import _success_recipe
-from reflexio_pipelines.learning.rules.text import MAX_CONTENT_CHARS, MAX_TRIGGER_CHARS, _clip, _normalise
+from reflexio_pipelines.learning.rules.text import (
+    MAX_CONTENT_CHARS,
+    MAX_TRIGGER_CHARS,
+    _clip,
+    _normalise,
+    content_tokens,
+)
 from reflexio_pipelines.learning.rules.tool_failures import _tool_failure_playbooks
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.stated_changes import SAID_PREFIX
@@ -56,6 +63,34 @@ EXTRACTOR_NAME = "builtin-learned"
 PROMPT_VERSION = "clauses-v1"
 MODEL_NAME = "builtin-clause-head"
 
+#: Greetings and fillers in front of a clause: the head reads the clause without them ("Hi, I live in Paris" is a
+#: fact, "Quick update: I moved to Berlin" a move); the user's words are kept whole.
+_LEAD_IN_RE = re.compile(
+    r"^(?:(?:hi|hello|hey|hiya|ok|okay|so|well|oh|ah|also|and|plus|btw|by the way|fyi|quick update|update|"
+    r"one more thing|just so you know|for the record)\b[\s,:!.—–-]*)+",
+    re.I,
+)
+#: A profile is what the user says about themselves or their own: a clause with no first person is no profile
+#: ("Deploy the api", "Austin weather is warmer").
+_ABOUT_USER_RE = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|my|me|mine|myself|we|we're|we've|our|ours|us)\b", re.I)
+#: A rule for every conversation says so ("always", "never", "from now on", "don't", …); without such a word, and not
+#: answering an agent turn, an imperative is a one-off request ("Please deploy the billing service to production")
+#: unless the head is all but certain.
+_STANDING_RE = re.compile(
+    r"\b(?:always|never|from now on|from here on|going forward|in future|in the future|every time|whenever|by default|"
+    r"each time|any ?time|don't|do not|dont|stop|avoid|only|make sure|remember|instead|rather|no more|prefer|"
+    r"anymore|any more)\b",
+    re.I,
+)
+SURE = 0.95
+#: Least rule probability for a first-person-less clause answering the agent to be taken as a correction.
+PLAYBOOK_FALLBACK = 0.3
+#: Profiles about a passing state expire ("I'd like green tea today"): the original's time-to-live values.
+_TIME_BOUND: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening)|right now|at the moment)\b", re.I), "one_day"),
+    (re.compile(r"\b(?:this week|these days off)\b", re.I), "one_week"),
+    (re.compile(r"\bthis month\b", re.I), "one_month"),
+)
 _REVOKE_LEAD_RE = re.compile(
     r"^(?:please\s+)?(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|undo|withdraw|delete|remove|"
     r"override|you can stop|stop)"
@@ -88,7 +123,7 @@ def _clauses(turns: tuple[Turn, ...]) -> tuple[list[_Located], list[ClauseInput]
                 unsupported += 1
                 continue
             located.append(_Located(index, turn, text, agent_index))
-            inputs.append(ClauseInput(text, context, opening))
+            inputs.append(ClauseInput(_LEAD_IN_RE.sub("", text) or text, context, opening))
     return located, inputs, unsupported
 
 
@@ -137,16 +172,43 @@ def _playbook(turns: tuple[Turn, ...], clauses: list[tuple[_Located, str]]) -> E
 
 
 def _profile(where: _Located, prediction: Prediction) -> ExtractedProfile | None:
-    content = profile_text(where.text)
+    content = profile_text(_LEAD_IN_RE.sub("", where.text) or where.text)
     if len(content.split()) < 2:
         return None
     features = {"kind": prediction.kind, "confidence": round(prediction.probability, 3), "said": where.text}
-    return ExtractedProfile(content=clean_text(content), source_turn_ids=[where.turn.turn_id], custom_features=features)
+    ttl = next((ttl for pattern, ttl in _TIME_BOUND if pattern.search(where.text)), "infinity")
+    return ExtractedProfile(
+        content=clean_text(content),
+        time_to_live=ttl,
+        source_turn_ids=[where.turn.turn_id],
+        custom_features=features,
+    )
 
 
-def _revocation(where: _Located) -> ForgetDirective | None:
-    target = _REVOKE_LEAD_RE.sub("", where.text).strip(" .!")
-    return ForgetDirective(target=target, source_turn_ids=[where.turn.turn_id]) if len(target.split()) >= 1 else None
+def _forget_request(where: _Located, prediction: Prediction) -> ForgetDirective | None:
+    """A request to forget or withdraw something: the wording of a forget request (rules/forget_requests.py, kept for
+    privacy: "delete what you know about my address" must never be learned as a fact, whatever the head says), or a
+    clause the head labels a revocation; the target must name something ("forget it" names nothing)."""
+    target = forget_target(where.text)
+    if target is None and prediction.kind == "revocation":
+        target = _REVOKE_LEAD_RE.sub("", where.text).strip(" .!")
+    if not target or not content_tokens(target):
+        return None
+    return ForgetDirective(target=target, source_turn_ids=[where.turn.turn_id])
+
+
+def _outcome(where: _Located, prediction: Prediction) -> str | None:
+    """What the clause stores, after the structural checks: "profile", "playbook" or None."""
+    if prediction.kind in PROFILE_KINDS:
+        if _ABOUT_USER_RE.search(where.text):
+            return "profile"
+        # no first person: no profile; an imperative answering the agent is a correction if the head leans to rules
+        playbook = sum(prediction.probabilities.get(k, 0.0) for k in PLAYBOOK_KINDS)
+        return "playbook" if where.agent_index is not None and playbook >= PLAYBOOK_FALLBACK else None
+    if prediction.kind in PLAYBOOK_KINDS:
+        standing = where.agent_index is not None or _STANDING_RE.search(where.text)
+        return "playbook" if standing or prediction.probability >= SURE else None
+    return None
 
 
 class BuiltinExtractor:
@@ -176,12 +238,15 @@ class BuiltinExtractor:
         for where, prediction in zip(located, predictions):
             if where.text.rstrip().endswith("?"):
                 continue  # a question asks; whatever the head says, it states no lasting preference or rule
-            if prediction.kind in PROFILE_KINDS and (profile := _profile(where, prediction)):
-                profiles.append(profile)
-            elif prediction.kind in PLAYBOOK_KINDS:
-                rules.setdefault(where.index, []).append((where, prediction.kind))
-            elif prediction.kind == "revocation" and (directive := _revocation(where)):
+            if directive := _forget_request(where, prediction):
                 forget.append(directive)
+                continue
+            outcome = _outcome(where, prediction)
+            if outcome == "profile" and (profile := _profile(where, prediction)):
+                profiles.append(profile)
+            elif outcome == "playbook":
+                kind = prediction.kind if prediction.kind in PLAYBOOK_KINDS else "correction"
+                rules.setdefault(where.index, []).append((where, kind))
             elif prediction.kind == "feedback" and where.agent_index is not None:
                 notes.append(where.text)
         playbooks.extend(p for clauses in rules.values() if (p := _playbook(turns, clauses)))

@@ -24,6 +24,8 @@ _IMPERATIVE = (
     "give|show|tell|send|make|write|list|help|find|book|use|keep|add|remove|put|let|please|check|explain|draft|"
     "summarize|summarise|translate|fix|rewrite|create|suggest|recommend|plan|stop|avoid|skip|don't|do not|never|always"
 )
+#: "I live in Lisbon and I prefer metric units" is two facts: forgetting or replacing one must not take the other.
+_AND_SUBJECT_RE = re.compile(r",?\s+and\s+(?=(?:I|I'm|I've|I'd|my|we|we're|our)\b)")
 _COMMA_IMPERATIVE_RE = re.compile(rf",\s+(?=(?:{_IMPERATIVE}|can you|could you|would you|will you)\b)", re.I)
 _REVOKE_LEAD_RE = re.compile(r"^(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|override)\b", re.I)
 _SUBORDINATE_LEAD_RE = re.compile(
@@ -65,7 +67,7 @@ def _joined_short(pieces: list[str]) -> list[str]:
 def _cut_commas(part: str) -> list[str]:
     if _SUBORDINATE_LEAD_RE.match(part):
         return [part]  # the comma closes the condition: "When I send a report, use bullet points"
-    pieces = _SOFT_CONNECTOR_RE.split(part)
+    pieces = [p for piece in _SOFT_CONNECTOR_RE.split(part) for p in _AND_SUBJECT_RE.split(piece)]
     out: list[str] = []
     for piece in pieces:
         out.extend(_joined_short(_COMMA_IMPERATIVE_RE.split(piece)))
