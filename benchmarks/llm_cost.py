@@ -66,7 +66,6 @@ from reflexio_pipelines.devtools.openai_stub import (  # noqa: E402
 )
 from reflexio_pipelines.devtools.servers import serve_app  # noqa: E402
 from reflexio_pipelines.learning.batch import UserState  # noqa: E402
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup  # noqa: E402
 from reflexio_pipelines.learning.learn import learn  # noqa: E402
 from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
@@ -77,6 +76,7 @@ from reflexio_pipelines.learning.llm_extract import (  # noqa: E402
     reply_text,
     response_usage,
 )
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor  # noqa: E402
 from reflexio_pipelines.learning.transcript import render_window, tool_data_json  # noqa: E402
 from reflexio_pipelines.learning.types import ExtractionResult, ToolCall, Turn, Window  # noqa: E402
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.rules.corrections import correction_rule
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.rules.text import content_tokens
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from reflexio_pipelines.learning.batch import UserState
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.dedup import Candidate, RuleDedupJudge, deduplicate, profile_slot
 from reflexio_pipelines.learning.learn import learn
 from reflexio_pipelines.learning.lifecycle import current_rows
 from reflexio_pipelines.learning.rules.corrections import correction_rule
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.types import Turn
 from tests.test_builtin_extractor import convo
 

@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from reflexio_pipelines.learning.batch import UserState
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.config import DEFAULT_CONFIG, PRESETS, ConfigError
 from reflexio_pipelines.learning.config_loading import (
     load_extraction_config,
@@ -25,6 +24,7 @@ from reflexio_pipelines.learning.dedup import RuleDedupJudge
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup, NamedProfile
 from reflexio_pipelines.learning.learn import learn
 from reflexio_pipelines.learning.llm_extract import LiteLLMExtractor, named_items
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.types import ExtractedPlaybook, ExtractedProfile, ExtractionResult, Turn, Window
 from reflexio_pipelines.learning.windows import plan_windows
 from reflexio_pipelines.settings import Settings, SettingsError, load_settings

@@ -11,11 +11,11 @@ import pytest
 from pydantic import SecretStr
 
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.config_loading import parse_extraction_config
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor, is_transient
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
 from reflexio_pipelines.settings import LLMSettings
 from tests.support.openai_stub import StubBehaviour

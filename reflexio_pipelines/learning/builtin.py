@@ -72,7 +72,14 @@ _LEAD_IN_RE = re.compile(
 )
 #: A profile is what the user says about themselves or their own: a clause with no first person is no profile
 #: ("Deploy the api", "Austin weather is warmer").
+#: "Me" counts too ("sesame puts me in hospital"), except after a verb of asking ("Give me some synonyms").
 _ABOUT_USER_RE = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|my|me|mine|myself|we|we're|we've|our|ours|us)\b", re.I)
+_ASKING_RE = re.compile(
+    r"^(?:please\s+)?(?:give|show|tell|send|make|write|list|help|find|book|get|let|call|check|explain|draft|"
+    r"summari[sz]e|translate|fix|create|suggest|recommend|plan|teach|remind|bring|buy|order|email|text|ping|"
+    r"walk|take|pick|read|sing|generate|compose|prepare)\b",
+    re.I,
+)
 #: A rule for every conversation says so ("always", "never", "from now on", "don't", …); without such a word, and not
 #: answering an agent turn, an imperative is a one-off request ("Please deploy the billing service to production")
 #: unless the head is all but certain.
@@ -200,11 +207,13 @@ def _forget_request(where: _Located, prediction: Prediction) -> ForgetDirective 
 def _outcome(where: _Located, prediction: Prediction) -> str | None:
     """What the clause stores, after the structural checks: "profile", "playbook" or None."""
     if prediction.kind in PROFILE_KINDS:
-        if _ABOUT_USER_RE.search(where.text):
+        if _ABOUT_USER_RE.search(where.text) and not _ASKING_RE.match(_LEAD_IN_RE.sub("", where.text)):
             return "profile"
-        # no first person: no profile; an imperative answering the agent is a correction if the head leans to rules
+        # no first person: no profile; a standing imperative answering the agent ("No — never restart it for a
+        # rotation") is a correction if the head leans to rules at all
         playbook = sum(prediction.probabilities.get(k, 0.0) for k in PLAYBOOK_KINDS)
-        return "playbook" if where.agent_index is not None and playbook >= PLAYBOOK_FALLBACK else None
+        answering = where.agent_index is not None and _STANDING_RE.search(where.text)
+        return "playbook" if answering and playbook >= PLAYBOOK_FALLBACK else None
     if prediction.kind in PLAYBOOK_KINDS:
         standing = where.agent_index is not None or _STANDING_RE.search(where.text)
         return "playbook" if standing or prediction.probability >= SURE else None
