@@ -220,3 +220,10 @@ def test_a_passing_state_expires() -> None:
         ("Prefers green tea today", "one_day"),
         ("Prefers oolong in general", "infinity"),
     ]
+
+
+def test_a_change_of_the_users_own_is_a_fact_a_story_is_not() -> None:
+    moved = BuiltinExtractor().extract(_window(("user", "Quick update, we relocated to Bristol over the summer")))
+    assert [p.content for p in moved.profiles] == ["They relocated to Bristol over the summer"]
+    story = BuiltinExtractor().extract(_window(("user", "When I was a kid we moved to Ohio")))
+    assert story.profiles == []

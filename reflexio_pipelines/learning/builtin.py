@@ -46,6 +46,7 @@ from reflexio_pipelines.learning.rules.text import (
 from reflexio_pipelines.learning.rules.tool_failures import _tool_failure_playbooks
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.stated_changes import SAID_PREFIX
+from reflexio_pipelines.learning.subjects import states_a_change
 from reflexio_pipelines.learning.types import (
     ExtractedPlaybook,
     ExtractedProfile,
@@ -92,6 +93,14 @@ _STANDING_RE = re.compile(
 SURE = 0.95
 #: Least rule probability for a first-person-less clause answering the agent to be taken as a correction.
 PLAYBOOK_FALLBACK = 0.3
+#: A change told as a story of long ago ("when I was a kid we moved to Ohio") no longer holds.
+_STORY_RE = re.compile(
+    r"\b(?:when i was|as a (?:kid|child|teen)|growing up|back in|years ago|in (?:college|school|high school)|"
+    r"used to|once upon|my (?:childhood|youth))\b",
+    re.I,
+)
+#: Least profile probability for a change of the user's own that the head read as a story to be kept as a fact.
+CHANGE_PROFILE_FLOOR = 0.2
 #: Profiles about a passing state expire ("I'd like green tea today"): the original's time-to-live values.
 _TIME_BOUND: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening)|right now|at the moment)\b", re.I), "one_day"),
@@ -217,6 +226,16 @@ def _outcome(where: _Located, prediction: Prediction) -> str | None:
     if prediction.kind in PLAYBOOK_KINDS:
         standing = where.agent_index is not None or _STANDING_RE.search(where.text)
         return "playbook" if standing or prediction.probability >= SURE else None
+    if (
+        prediction.kind == "hypothetical"
+        and states_a_change(where.text)
+        and _ABOUT_USER_RE.search(where.text)
+        and not _STORY_RE.search(where.text)
+    ):
+        # the head reads a past-tense change as a story ("we relocated to Bristol over the summer": hypothetical
+        # 0.69); a change of the user's own still holds, and is what supersedes the earlier item
+        profile = sum(prediction.probabilities.get(k, 0.0) for k in PROFILE_KINDS)
+        return "profile" if profile >= CHANGE_PROFILE_FLOOR else None
     return None
 
 
