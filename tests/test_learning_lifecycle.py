@@ -99,7 +99,7 @@ def _supersedes_with_lineage(lake: Lake, settings, instance, about: Callable[[st
     index = LoadedIndex.load(lake.index_root)
     hits = index.search(
         "profile",
-        "where does the user live",
+        "London Berlin",  # both cities by name: only the current one may come back
         None,
         top_k=5,
         threshold=0.0,

@@ -274,7 +274,11 @@ def test_llm_usage_endpoint(settings, lake: Lake, instance):
 def test_llm_usage_endpoint_on_an_empty_lake_says_so(settings, instance):
     with TestClient(create_app(settings)) as client:
         body = client.get("/api/llm_usage").json()
+    extractor = body.pop("extractor")
     assert body == {"success": True, "days": [], "msg": "no LLM calls recorded yet"}
+    # the dashboard names what learns without a model: the learned built-in, with its measured dev figures
+    assert extractor["name"] == "builtin-learned" and extractor["kind"] == "learned heuristic"
+    assert 0.9 <= extractor["precision"] <= 1 and 0.85 <= extractor["recall"] <= 1
 
 
 def test_llm_usage_in_keyed_mode_reads_each_organisations_own_lake(tmp_path: Path, instance):
