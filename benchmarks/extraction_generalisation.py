@@ -95,11 +95,16 @@ def make_window(user: str, turns: Turns, session: str) -> Any:
 
 
 def chat_pools(rows: list[dict]) -> dict[str, list[str]]:
-    """Public (not our own) dev-split request and social texts, the material of filler and junk sessions."""
+    """Public (not our own) dev-split request and social texts, the material of filler and junk sessions; on a clone
+    where the public rows were not rebuilt (they are not committed), our own dev rows of those kinds instead (the
+    report's `pools` says which)."""
     pools: dict[str, list[str]] = {"request": [], "social": []}
-    for row in rows:
-        if row["split"] == "dev" and row["kind"] in pools and not row["source"].startswith("own"):
-            pools[row["kind"]].append(row["text"])
+    for public in (True, False):
+        for row in rows:
+            if row["split"] == "dev" and row["kind"] in pools and row["source"].startswith("own") is not public:
+                pools[row["kind"]].append(row["text"])
+        if all(pools.values()):
+            break
     return pools
 
 
@@ -279,6 +284,7 @@ def run(users: int, skip_live: bool, out: Path, seed: int = 7, dev_limit: int | 
     probes = load_probes()
     report: dict = {
         "params": {"users": users, "seed": seed, "dev_limit": dev_limit, "skip_live": skip_live},
+        "pools": "public" if any(not r["source"].startswith("own") for r in corpus) else "own (public rows not built)",
         "head_sha256_16": loaded_sha,
         "probes_sha256_16": _sha(PROBES),
         "targets": TARGETS,

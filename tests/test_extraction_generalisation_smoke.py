@@ -61,7 +61,9 @@ def test_extraction_generalisation_smoke(tmp_path: Path) -> None:
 
     dev = data["dev"]
     assert 150 <= dev["rows"] <= 250
-    for origin in ("all", "own", "public"):
+    # the public rows are rebuilt from fetched datasets and never committed: a fresh clone scores our own rows only
+    origins = ("all", "own", "public") if data["pools"] == "public" else ("all", "own")
+    for origin in origins:
         assert 0.0 <= dev["classifier"][origin]["accuracy"] <= 1.0
         for kind, row in dev["classifier"][origin].items():
             if kind != "accuracy":
