@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 from reflexio_pipelines.learning.builtin import EXTRACTOR_NAME as BUILTIN_NAME
 from reflexio_pipelines.learning.builtin import MODEL_NAME as BUILTIN_MODEL
 from reflexio_pipelines.learning.builtin import BuiltinExtractor
-from reflexio_pipelines.learning.clauses.head import ClauseHead
+from reflexio_pipelines.learning.clauses.classifier import shared_classifier
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
 from reflexio_pipelines.learning.llm_call import LLMEndpoint
@@ -28,7 +28,7 @@ def describe_extractor(llm_settings: LLMSettings) -> dict[str, object]:
         return {"name": "litellm", "model": llm_settings.model, "kind": "LLM", "precision": None, "recall": None}
     if llm_settings.builtin == "rules":
         return {"name": RULE_NAME, "model": "builtin", "kind": "heuristic (rules)", "precision": None, "recall": None}
-    dev = ClauseHead.load().meta.get("dev", {}).get("lasting", {})
+    dev = shared_classifier().head.meta.get("dev", {}).get("lasting", {})  # the head is read once per process
     return {
         "name": BUILTIN_NAME,
         "model": BUILTIN_MODEL,
