@@ -3,7 +3,10 @@
 Stored text reaches prompts, indexes, the dashboard and analysts' terminals. Control characters (C0 except tab,
 newline and carriage return; DEL; C1) and invisible format characters (zero-width space and joiners, direction
 marks, bidi embeddings, overrides and isolates, word joiner and invisible operators, soft hyphen, byte-order mark)
-can hide or reorder what a reader sees ("Trojan Source"), so they are removed.
+can hide or reorder what a reader sees ("Trojan Source"), so they are removed. The line and paragraph separators
+U+2028 / U+2029 go with them, like the C0/C1 separators (VT, FF, FS..US, NEL): invisible in most renderings, a line
+break to some parsers (JavaScript string literals before ES2019, `str.splitlines`), so text shown as one line could
+be read as two.
 
 Joiners are kept where they do real work: a zero-width joiner between two emoji (a ZWJ sequence such as a family or
 a profession emoji), and either joiner between two letters of a script that shapes with them (Arabic, Persian,
@@ -16,11 +19,23 @@ import re
 import unicodedata
 
 _INVISIBLE_RE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2028\u2029"
+    "\u2060-\u2064\u2066-\u206f\ufeff]"
 )
 ZWNJ, ZWJ = "\u200c", "\u200d"
 _EMOJI_MODIFIERS = "\ufe0f\u20e3"  # variation selector 16 and the keycap: an emoji's own tail
 _JOINING_SCRIPTS_FROM = 0x0590
+
+
+def invisible_in(text: str) -> str | None:
+    """The first character `strip_invisible` would remove from `text`, or None (for identifiers, which are refused
+    rather than silently changed: two ids must never become one)."""
+    if not _INVISIBLE_RE.search(text):
+        return None
+    stripped = strip_invisible(text)
+    if stripped == text:
+        return None  # only joiners that join
+    return next(ch for i, ch in enumerate(text) if i >= len(stripped) or stripped[i] != ch)
 
 
 def strip_invisible(text: str) -> str:

@@ -4,7 +4,10 @@ Every publish hands its rows to one writer thread. The thread takes everything q
 writes ONE Parquet file (temporary name, fsync, atomic rename, directory fsync) and only then resolves each
 request's future, so an acknowledged turn is always on disk and concurrent publishes share one fsync instead of
 paying one each. Idempotency keys are remembered (and rebuilt from the landing files at start-up) so a retried
-publish lands once; an erased user's keys are forgotten with their rows. While a user is being erased their
+publish lands once. A key belongs to one user of the organisation (the writer is per organisation) and is bound to
+the body it came with (its sha256): another user's publish with the same key is stored as its own, and the same
+user's publish with the same key but another body is refused (`IdempotencyConflict`), never answered as a duplicate
+of turns it does not hold. An erased user's keys are forgotten with their rows. While a user is being erased their
 publishes are refused (`UserBeingErased`), checked in the writer thread at commit time: nothing of theirs is
 written after the erasure began.
 """
@@ -39,6 +42,15 @@ class Receipt:
     ingested_at_us: int
     duplicate: bool = False
     user_id: str | None = None
+    body_sha256: str | None = None  # None: written before bodies were hashed (any body counts as the same)
+
+
+class IdempotencyConflict(ValueError):
+    """The publish was not stored: its user already used its idempotency key for a different body."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"idempotency key {key!r} was already used by this user for a different body")
+        self.key = key
 
 
 class UserBeingErased(RuntimeError):
@@ -54,11 +66,17 @@ class _Pending:
     request_id: str
     idempotency_key: str | None
     rows: list[dict]
+    body_sha256: str | None = None
     future: Future = field(default_factory=Future)
 
     @property
     def user_id(self) -> str | None:
         return self.rows[0]["user_id"] if self.rows else None  # one publish is one user's
+
+    @property
+    def seen_key(self) -> tuple[str | None, str] | None:
+        """What the idempotency index knows this publish by: (user, key); None without a key."""
+        return (self.user_id, self.idempotency_key) if self.idempotency_key else None
 
 
 class LandingWriter:
@@ -76,7 +94,7 @@ class LandingWriter:
         self._clock = clock  # the commit time decides the landing hour, hence the window (tests set it)
         self._max_batch_rows = max_batch_rows
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
-        self._seen: dict[str, Receipt] = {}
+        self._seen: dict[tuple[str | None, str], Receipt] = {}
         self._thread: threading.Thread | None = None
         self.files_written = 0
         self.rows_written = 0
@@ -97,12 +115,16 @@ class LandingWriter:
     def forget_user(self, user_id: str) -> None:
         """Drop the keys of a user's publishes (their rows were erased), so a later publish with one of them is
         stored, not answered as a duplicate of data that no longer exists."""
-        for key in [k for k, receipt in self._seen.items() if receipt.user_id == user_id]:
+        for key in [k for k in self._seen if k[0] == user_id]:
             self._seen.pop(key, None)
 
-    def submit(self, request_id: str, rows: list[dict], idempotency_key: str | None = None) -> Future:
-        """Queue one publish; the future resolves to a Receipt once the rows are durable (after start())."""
-        pending = _Pending(request_id=request_id, idempotency_key=idempotency_key, rows=rows)
+    def submit(
+        self, request_id: str, rows: list[dict], idempotency_key: str | None = None, body_sha256: str | None = None
+    ) -> Future:
+        """Queue one publish; the future resolves to a Receipt once the rows are durable (after start()), or fails
+        with `UserBeingErased`, `IdempotencyConflict` or the write's error. `body_sha256` identifies the body the
+        key is bound to (`body_digest`)."""
+        pending = _Pending(request_id, idempotency_key, rows, body_sha256)
         self._queue.put(pending)
         return pending.future
 
@@ -147,31 +169,36 @@ class LandingWriter:
                 log.exception("landing write failed")
                 for item in fresh:
                     item.future.set_exception(exc)
-                for item, _ in duplicates:
+                for item in duplicates:
                     item.future.set_exception(exc)
                 return
         for item in fresh:
-            receipt = Receipt(item.request_id, relative, ingested_us, user_id=item.user_id)
-            if item.idempotency_key:
-                self._seen[item.idempotency_key] = receipt
+            receipt = Receipt(
+                item.request_id, relative, ingested_us, user_id=item.user_id, body_sha256=item.body_sha256
+            )
+            if item.seen_key:
+                self._seen[item.seen_key] = receipt
             item.future.set_result(receipt)
-        for item, original in duplicates:
-            receipt = self._seen.get(original) if isinstance(original, str) else original
+        for item in duplicates:
+            receipt = self._seen[item.seen_key]  # stored before, or by the batch's first publish with the key
+            if not _same_body(receipt.body_sha256, item.body_sha256):
+                item.future.set_exception(IdempotencyConflict(item.idempotency_key or ""))
+                continue
             item.future.set_result(
                 Receipt(receipt.request_id, receipt.landing_file, receipt.ingested_at_us, True, receipt.user_id)
             )
 
-    def _split_duplicates(self, batch: list[_Pending]) -> tuple[list[_Pending], list[tuple[_Pending, object]]]:
-        """Publishes whose idempotency key was seen before (or earlier in this batch) are not written again."""
+    def _split_duplicates(self, batch: list[_Pending]) -> tuple[list[_Pending], list[_Pending]]:
+        """Publishes whose (user, idempotency key) was seen before, or earlier in this batch, are not written again:
+        each is a duplicate if its body is the one the key was first stored with, else a conflict (decided once the
+        first one is stored)."""
         fresh: list[_Pending] = []
-        duplicates: list[tuple[_Pending, object]] = []
-        in_batch: set[str] = set()
+        duplicates: list[_Pending] = []
+        in_batch: set[tuple[str | None, str]] = set()
         for item in batch:
-            key = item.idempotency_key
-            if key and key in self._seen:
-                duplicates.append((item, self._seen[key]))
-            elif key and key in in_batch:
-                duplicates.append((item, key))  # resolved after the first one commits
+            key = item.seen_key
+            if key and (key in self._seen or key in in_batch):
+                duplicates.append(item)
             else:
                 if key:
                     in_batch.add(key)
@@ -180,7 +207,12 @@ class LandingWriter:
 
     def _write(self, items: list[_Pending], now: datetime, ingested_us: int) -> str:
         rows = [
-            dict(row, ingested_at_us=ingested_us, idempotency_key=item.idempotency_key)
+            dict(
+                row,
+                ingested_at_us=ingested_us,
+                idempotency_key=item.idempotency_key,
+                idempotency_body_sha256=item.body_sha256 if item.idempotency_key else None,
+            )
             for item in items
             for row in item.rows
         ]
@@ -191,14 +223,23 @@ class LandingWriter:
         self.rows_written += len(rows)
         return self._lake.relative(path)
 
-    def _scan_idempotency_keys(self) -> dict[str, Receipt]:
+    def _scan_idempotency_keys(self) -> dict[tuple[str | None, str], Receipt]:
         started = time.perf_counter()
-        seen: dict[str, Receipt] = {}
+        seen: dict[tuple[str | None, str], Receipt] = {}
         hour_dirs = [path for _, _, path in self._lake.landing_hours()]
+        columns = ["idempotency_key", "request_id", "ingested_at_us", "user_id", "idempotency_body_sha256"]
         for path in self._lake.landing_files(hour_dirs):
-            table = read_parquet(path, columns=["idempotency_key", "request_id", "ingested_at_us", "user_id"])
-            for key, request_id, ingested, user_id in zip(*(table.column(i).to_pylist() for i in range(4))):
-                if key and key not in seen:
-                    seen[key] = Receipt(request_id, self._lake.relative(path), ingested, user_id=user_id)
+            table = read_parquet(path, schema=LANDING_TURNS, columns=columns)
+            for key, request_id, ingested, user_id, body in zip(*(table.column(c).to_pylist() for c in columns)):
+                if key and (user_id, key) not in seen:
+                    seen[(user_id, key)] = Receipt(
+                        request_id, self._lake.relative(path), ingested, user_id=user_id, body_sha256=body
+                    )
         log.info("idempotency index: %d keys in %.1f ms", len(seen), (time.perf_counter() - started) * 1000)
         return seen
+
+
+def _same_body(stored: str | None, sent: str | None) -> bool:
+    """Whether a publish repeats the body its key was stored with; a key stored before bodies were hashed (or by a
+    caller that hashes none) cannot tell, and is taken as the same publish, as before."""
+    return stored is None or sent is None or stored == sent

@@ -75,7 +75,7 @@ def test_publish_strips_c1_and_invisible_format_characters_but_keeps_emoji_joine
     family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji: a ZWJ sequence
     hidden = f"De\u200bploy\u2060 to\u00ad us-\u202eeast\u202c-1\u2066\u2069 \x85\x9bnow\ufeff {family} pay\u200dpal"
     body = {
-        "user_id": "u\u200b1",
+        "user_id": "u1",
         "interaction_data_list": [
             {"role": "user", "content": hidden, "tools_used": [{"tool_name": "t", "tool_data": {"q": "x\u202ey"}}]}
         ],
@@ -86,11 +86,68 @@ def test_publish_strips_c1_and_invisible_format_characters_but_keeps_emoji_joine
     assert row["user_id"] == "u1" and '"q": "xy"' in row["tools_used"]
 
 
+@pytest.mark.parametrize("user_id", ["vic\u200btim", "vic\u2028tim", "victim\u202e", "\u2060victim", "vic\x00tim"])
+def test_a_user_id_with_an_invisible_character_is_refused_not_cleaned(client, lake, user_id):
+    """Cleaning would make `vic\u200btim` the user `victim`: two ids one. Refused on writes and reads alike."""
+    body = {**GOOD, "user_id": user_id}
+    reply = client.post("/api/publish_interaction", json=body)
+    assert reply.status_code == 422 and "user_id" in reply.json()["message"], reply.text
+    assert "invisible" in reply.json()["message"]
+    assert _landed_files(lake) == []
+    for path in ("/api/get_interactions", "/api/get_profiles", "/api/export_user_data"):
+        refused = client.post(path, json={"user_id": user_id})
+        assert refused.status_code == 422 and "user_id" in refused.json()["message"], (path, refused.text)
+    search = client.post("/api/search", json={"query": "answers", "user_id": user_id})
+    assert search.status_code == 422 and "user_id" in search.json()["message"]
+
+
+def test_line_and_paragraph_separators_are_stripped_from_text_like_other_invisible_separators(client, lake):
+    import pyarrow.parquet as pq
+
+    body = {"user_id": "u1", "interaction_data_list": [{"role": "user", "content": "one\u2028two\u2029three\x0bfour"}]}
+    assert client.post("/api/publish_interaction", json=body).status_code == 200
+    (row,) = [r for f in _landed_files(lake) for r in pq.read_table(f).to_pylist()]
+    assert row["content"] == "onetwothreefour"
+
+
 def test_idempotency_key_header_makes_a_retry_land_once(client, lake):
     headers = {"Idempotency-Key": "retry-me"}
     first = client.post("/api/publish_interaction", json=GOOD, headers=headers).json()
     second = client.post("/api/publish_interaction", json=GOOD, headers=headers).json()
     assert second["request_id"] == first["request_id"] and "duplicate" in second["message"]
+    assert len(_landed_files(lake)) == 1
+
+
+def test_one_idempotency_key_from_two_users_stores_both_publishes(client, lake):
+    """A key belongs to one user: another user's publish under the same key is their own, stored and readable."""
+    headers = {"Idempotency-Key": "turn-1"}
+    bodies = {
+        user: {"user_id": user, "interaction_data_list": [{"role": "user", "content": f"{user} prefers tea."}]}
+        for user in ("ann", "bob")
+    }
+    replies = {
+        user: client.post("/api/publish_interaction", json=body, headers=headers) for user, body in bodies.items()
+    }
+    assert all(r.status_code == 200 and r.json()["message"] == "stored" for r in replies.values()), replies
+    assert replies["ann"].json()["request_id"] != replies["bob"].json()["request_id"]
+    for user in bodies:
+        read = client.post("/api/get_interactions", json={"user_id": user}).json()["interactions"]
+        assert [i["content"] for i in read] == [f"{user} prefers tea."]
+    # each one's retry is still a duplicate of their own publish
+    again = client.post("/api/publish_interaction", json=bodies["bob"], headers=headers).json()
+    assert "duplicate" in again["message"] and again["request_id"] == replies["bob"].json()["request_id"]
+
+
+def test_the_same_key_with_another_body_is_a_409_naming_the_key_and_stores_nothing(client, lake):
+    headers = {"Idempotency-Key": "turn-7"}
+    assert client.post("/api/publish_interaction", json=GOOD, headers=headers).status_code == 200
+    other = {**GOOD, "interaction_data_list": [{"role": "user", "content": "Actually I prefer long answers."}]}
+    reply = client.post("/api/publish_interaction", json=other, headers=headers)
+    assert reply.status_code == 409 and "turn-7" in reply.json()["message"], reply.text
+    in_body = client.post("/api/publish_interaction", json={**other, "idempotency_key": "turn-7"})
+    assert in_body.status_code == 409 and "turn-7" in in_body.json()["message"]
+    read = client.post("/api/get_interactions", json={"user_id": "u1"}).json()["interactions"]
+    assert [i["content"] for i in read] == ["I prefer short answers."]
     assert len(_landed_files(lake)) == 1
 
 

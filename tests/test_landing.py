@@ -99,6 +99,54 @@ def test_same_key_twice_in_one_batch_lands_once(lake: Lake):
     assert {r["request_id"] for r in _landed_rows(lake)} == {"x"}
 
 
+def _user_rows(request_id: str, user_id: str) -> list[dict]:
+    return [dict(row, user_id=user_id) for row in _rows(request_id)]
+
+
+def test_a_key_is_per_user_and_bound_to_its_body_across_restarts(lake: Lake):
+    import pytest
+
+    from serving.landing import IdempotencyConflict
+
+    writer = LandingWriter(lake)
+    writer.start()
+    ann = writer.submit("ann-1", _user_rows("ann-1", "ann"), "k", body_sha256="body-a").result(timeout=10)
+    bob = writer.submit("bob-1", _user_rows("bob-1", "bob"), "k", body_sha256="body-b").result(timeout=10)
+    assert not ann.duplicate and not bob.duplicate
+    with pytest.raises(IdempotencyConflict, match="'k'"):
+        writer.submit("ann-2", _user_rows("ann-2", "ann"), "k", body_sha256="body-other").result(timeout=10)
+    writer.close()
+
+    restarted = LandingWriter(lake)  # the index rebuilt from the landing files keeps users and bodies apart
+    restarted.start()
+    retry = restarted.submit("bob-2", _user_rows("bob-2", "bob"), "k", body_sha256="body-b").result(timeout=10)
+    with pytest.raises(IdempotencyConflict):
+        restarted.submit("ann-3", _user_rows("ann-3", "ann"), "k", body_sha256="body-b").result(timeout=10)
+    restarted.close()
+    assert retry.duplicate and retry.request_id == "bob-1"
+    assert sorted({r["request_id"] for r in _landed_rows(lake)}) == ["ann-1", "bob-1"]
+
+
+def test_a_conflicting_body_in_the_same_batch_is_refused_and_the_first_lands(lake: Lake):
+    import pytest
+
+    from serving.landing import IdempotencyConflict
+
+    writer = LandingWriter(lake)
+    futures = [
+        writer.submit("x", _rows("x"), "same", body_sha256="one"),
+        writer.submit("y", _rows("y"), "same", body_sha256="two"),
+        writer.submit("z", _user_rows("z", "u2"), "same", body_sha256="two"),
+    ]
+    writer.start()
+    assert futures[0].result(timeout=10).request_id == "x"
+    with pytest.raises(IdempotencyConflict):
+        futures[1].result(timeout=10)
+    assert not futures[2].result(timeout=10).duplicate  # another user's key
+    writer.close()
+    assert {r["request_id"] for r in _landed_rows(lake)} == {"x", "z"}
+
+
 def test_a_user_being_erased_is_refused_at_commit_and_their_keys_are_forgotten(lake: Lake):
     import pytest
 

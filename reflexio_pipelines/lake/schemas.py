@@ -44,8 +44,10 @@ _TURN_FIELDS = [
     pa.field("ingested_at_us", pa.int64(), nullable=False),  # unix microseconds of the durable write
 ]
 
-#: Rows of an immutable landing file, exactly as the ingest service wrote them.
-LANDING_TURNS = pa.schema(_TURN_FIELDS)
+#: Rows of an immutable landing file, exactly as the ingest service wrote them. `idempotency_body_sha256` (landing
+#: only, null in files written before it existed) binds a publish's idempotency key to its body: the same key with
+#: another body is refused, not answered as a duplicate (serving/landing.py).
+LANDING_TURNS = pa.schema([*_TURN_FIELDS, pa.field("idempotency_body_sha256", pa.string())])
 
 #: The compacted turns table (Delta), partitioned by `window`.
 TURNS = pa.schema(
@@ -214,6 +216,8 @@ AGENT_PLAYBOOKS = pa.schema(
         pa.field("model", pa.string()),
         pa.field("prompt_version", pa.string()),
         pa.field("run_id", pa.string()),
+        # Why the rule waits for review whatever auto-approve says (learning/rule_flags.py); null = nothing found.
+        pa.field("flag_reason", pa.string()),
     ]
 )
 

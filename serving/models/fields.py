@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationInfo, WithJsonSchema, field_validator, model_validator
 
-from reflexio_pipelines.textclean import strip_invisible
+from reflexio_pipelines.textclean import invisible_in, strip_invisible
 
 MAX_TEXT = 100_000
 MAX_ID = 256
@@ -40,12 +40,28 @@ def _takes_bool(annotation: Any) -> bool:
     return any(_takes_bool(arg) for arg in typing.get_args(annotation))
 
 
+#: Fields that name a user: refused with a 422 when they hold an invisible character, never cleaned, because
+#: cleaning would make two ids one (`vic\u200btim` would read and write `victim`'s data).
+ID_FIELDS = frozenset({"user_id"})
+
+
+def _visible_id(value: str) -> str:
+    found = invisible_in(value)
+    if found is not None:
+        raise ValueError(
+            f"must not contain control or invisible characters (found U+{ord(found):04X}); send the id without it"
+        )
+    return value
+
+
 class CleanModel(BaseModel):
-    """Base: strips control characters from every string field."""
+    """Base: strips control characters from every string field; refuses them in user ids (`ID_FIELDS`)."""
 
     @field_validator("*", mode="before")
     @classmethod
     def _strip(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name in ID_FIELDS and isinstance(value, str):
+            return _visible_id(value)
         if isinstance(value, (str, dict, list)):
             return _cleaned(value)
         if isinstance(value, bool) and not _takes_bool(cls.model_fields[info.field_name].annotation):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -19,7 +20,7 @@ from reflexio_pipelines.partitions import GRANULARITY
 from serving.deps import service
 from serving.erasures import RETRY_AFTER_S
 from serving.errors import error
-from serving.landing import UserBeingErased
+from serving.landing import IdempotencyConflict, UserBeingErased
 from serving.models.fields import MAX_ID
 from serving.models.publish import PublishUserInteractionRequest, PublishUserInteractionResponse
 from serving.state import ServiceState
@@ -60,12 +61,22 @@ def landing_rows(body: PublishUserInteractionRequest, request_id: str) -> list[d
     return rows
 
 
+def body_digest(body: PublishUserInteractionRequest) -> str:
+    """sha256 of the publish as validated, without its idempotency key: what a key is bound to (a retry sends the
+    same body; anything else under the same key is another publish)."""
+    canonical = json.dumps(body.model_dump(mode="json", exclude={"idempotency_key"}), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 @router.post(
     "/api/publish_interaction",
     response_model=PublishUserInteractionResponse,
     response_model_exclude_none=True,
     responses={
-        409: {"description": "not stored: the user is being erased (retry after Retry-After seconds)"},
+        409: {
+            "description": "not stored: the user is being erased (retry after Retry-After seconds), or the user "
+            "already used the idempotency key for a different body"
+        },
         413: {"description": "body too large"},
         422: {"description": "invalid field"},
         503: {"description": "not stored"},
@@ -82,7 +93,15 @@ async def publish_interaction(
     key = idempotency_key or body.idempotency_key
     request_id = str(uuid.uuid4())
     try:
-        receipt = await asyncio.wrap_future(state.writer.submit(request_id, landing_rows(body, request_id), key))
+        rows = landing_rows(body, request_id)
+        receipt = await asyncio.wrap_future(state.writer.submit(request_id, rows, key, body_digest(body)))
+    except IdempotencyConflict as conflict:
+        return error(
+            409,
+            f"Idempotency-Key {conflict.key!r} was already used by user {body.user_id!r} for a different body: "
+            "these turns were not stored; send new turns under a new key (a retry must repeat the body exactly)",
+            "message",
+        )
     except UserBeingErased:
         return error(
             409,
