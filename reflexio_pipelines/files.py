@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 TMP_PREFIX = ".tmp-"
@@ -31,12 +33,24 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` so readers see the old file or the whole new one, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}-{path.name}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    with removed_on_failure(tmp):
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
     fsync_path(path.parent)
+
+
+@contextmanager
+def removed_on_failure(tmp: Path) -> Iterator[None]:
+    """Delete the temporary file `tmp` if the block fails (a full disk, a failed fsync): a refused write leaves
+    nothing behind, not even an empty file."""
+    try:
+        yield
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def sha256_file(path: Path) -> str:

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
 
-from reflexio_pipelines.files import TMP_PREFIX, fsync_path
+from reflexio_pipelines.files import TMP_PREFIX, fsync_path, removed_on_failure
 from reflexio_pipelines.files import atomic_write_bytes as _atomic_write_local
 
 #: A lake location: a local path, or a remote one (any UPath that is not a local `Path`).
@@ -85,11 +85,12 @@ def write_parquet(table: pa.Table, path: LakePath) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f"{TMP_PREFIX}{uuid.uuid4().hex}.parquet"
-    with open(tmp, "wb") as fh:
-        pq.write_table(table, fh, compression="zstd")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    with removed_on_failure(tmp):
+        with open(tmp, "wb") as fh:
+            pq.write_table(table, fh, compression="zstd")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
     fsync_path(path.parent)
 
 

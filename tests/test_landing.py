@@ -42,6 +42,32 @@ def test_acknowledged_rows_are_in_committed_files_and_no_temp_files_remain(lake:
     assert not list(lake.landing_turns.rglob(".tmp-*"))
 
 
+def test_a_refused_write_leaves_no_temporary_file(lake: Lake, monkeypatch):
+    """A full disk (the fsync fails with ENOSPC after the bytes were handed over): every waiter learns it, and no
+    `.tmp-*` file (empty or partial) is left per refused publish."""
+    import errno
+    import os
+
+    import pytest
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    writer = LandingWriter(lake)
+    writer.start()
+    try:
+        monkeypatch.setattr(os, "fsync", disk_full)
+        for n in range(3):
+            with pytest.raises(OSError, match="No space"):
+                writer.submit(f"r{n}", _rows(f"r{n}")).result(timeout=10)
+        monkeypatch.undo()
+        writer.submit("after", _rows("after")).result(timeout=10)  # space again: publishes land
+    finally:
+        writer.close()
+    assert not list(lake.landing_turns.rglob(".tmp-*"))
+    assert {r["request_id"] for r in _landed_rows(lake)} == {"after"}
+
+
 def test_concurrent_publishes_share_files(lake: Lake):
     writer = LandingWriter(lake)
     writer.start()
