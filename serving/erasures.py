@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.learning.clauses.classifier import shared_classifier
 from reflexio_pipelines.privacy.erasure import (
     ErasureIncomplete,
     ErasureResult,
@@ -106,6 +107,7 @@ def erase(state: ServiceState, user_id: str, finish_later: bool = True) -> Erasu
     clear = getattr(state.embedder, "clear_query_cache", None)  # cached query texts can quote the user
     if clear is not None:
         clear()
+    shared_classifier().forget_vectors()  # learning runs in this process remember clause vectors too
     state.index.refresh()
     state.control.refresh()
     state.curation.refresh()

@@ -138,6 +138,36 @@ def test_questions_are_never_stored() -> None:
     assert result.profiles == [] and result.playbooks == []
 
 
+class _CountingEmbedder:
+    """The real local embedder, counting the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        from reflexio_pipelines.learning.embedding import make_embedder
+
+        self.inner, self.texts = make_embedder("local"), 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def test_clause_vectors_are_remembered_by_hash_and_forgotten_on_request() -> None:
+    counting = _CountingEmbedder()
+    classifier = ClauseClassifier(embedder=counting)  # type: ignore[arg-type]
+    clauses = [ClauseInput("Thanks so much!"), ClauseInput("I live in Lisbon"), ClauseInput("Thanks so much!")]
+    first = classifier.classify(clauses)
+    assert counting.texts == 2  # the repeated clause is embedded once
+    again = classifier.classify(clauses[:2])
+    assert counting.texts == 2 and [p.kind for p in again] == [p.kind for p in first[:2]]
+    uncached = ClauseClassifier(embedder=_CountingEmbedder()).classify(clauses)  # type: ignore[arg-type]
+    for cold, warm in zip(uncached, first):
+        assert cold.kind == warm.kind and cold.probability == pytest.approx(warm.probability, abs=1e-5)
+    assert all(b"Lisbon" not in key for key in classifier._vectors._vectors)  # keyed by digest, not by words
+    classifier.forget_vectors()
+    classifier.classify(clauses[1:2])
+    assert counting.texts == 3
+
+
 def test_an_agent_turn_of_another_session_is_no_context() -> None:
     result = BuiltinExtractor().extract(
         _window(

@@ -135,6 +135,8 @@ def _clauses(turns: tuple[Turn, ...]) -> tuple[list[_Located], list[ClauseInput]
         context = turns[agent_index].content if agent_index is not None else ""
         opening = " ".join(turn.content.split()[:4])
         for text in split_clauses(turn.content):
+            if text.rstrip().endswith("?"):
+                continue  # a question asks; whatever the head would say, it states no lasting preference or rule
             if not is_supported(text):
                 unsupported += 1
                 continue
@@ -264,8 +266,6 @@ class BuiltinExtractor:
         notes: list[str] = []
         rules: dict[int, list[tuple[_Located, str]]] = {}
         for where, prediction in zip(located, predictions):
-            if where.text.rstrip().endswith("?"):
-                continue  # a question asks; whatever the head says, it states no lasting preference or rule
             if directive := _forget_request(where, prediction):
                 forget.append(directive)
                 continue

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
-
-from reflexio_pipelines.learning.embedding import Embedder
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,13 @@ def cue_vector(clause: ClauseInput) -> np.ndarray:
     return np.asarray(values, dtype=np.float32)
 
 
-def featurise(clauses: list[ClauseInput], embedder: Embedder) -> np.ndarray:
+class TextEmbedder(Protocol):
+    """Anything that embeds a batch of texts into unit rows (an `Embedder`, or the classifier's cached one)."""
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+def featurise(clauses: list[ClauseInput], embedder: TextEmbedder) -> np.ndarray:
     """(n, 384 + len(CUE_NAMES)) features: one batched embedding call for every clause."""
     if not clauses:
         return np.zeros((0, 0), dtype=np.float32)
