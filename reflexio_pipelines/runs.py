@@ -104,11 +104,24 @@ def ensure_dagster_home(path: str | Path | None = None) -> Path:
 _instance_guard = threading.Lock()
 
 
+#: In-process runs record no stdout/stderr capture ("compute logs"). Dagster captures a run's output by swapping the
+#: process's file descriptors 1 and 2, and in the service one process runs every organisation's runs side by side
+#: with its own log lines: one organisation's run would record what every other thread printed meanwhile, another
+#: organisation's errors included. Their run logs are the event log (per run: steps, materialisations, errors);
+#: runs the Dagster daemon launches, one process each, keep the configured capture.
+IN_PROCESS_OVERRIDES = {
+    "compute_logs": {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"}
+}
+
+
 def default_instance() -> dg.DagsterInstance:
-    """The persistent instance at $DAGSTER_HOME (shared with `dagster dev`, so runs are visible in the UI)."""
+    """The persistent instance at $DAGSTER_HOME (shared with `dagster dev`, so runs are visible in the UI), as
+    in-process runs use it (`IN_PROCESS_OVERRIDES`)."""
+    from dagster._core.instance.ref import InstanceRef
+
     with _instance_guard:
-        ensure_dagster_home()
-        return dg.DagsterInstance.get()
+        home = ensure_dagster_home()
+        return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=IN_PROCESS_OVERRIDES))
 
 
 def launch(
