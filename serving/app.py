@@ -28,6 +28,7 @@ from serving.routers import (
     publish,
     reads,
     search,
+    sessions,
 )
 from serving.state import Launcher
 from serving.tenancy import DEFAULT_ORG, Tenants
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(reads.router)
     app.include_router(curation.router)
     app.include_router(config.router)
+    app.include_router(sessions.router)
 
     @app.middleware("http")
     async def guard(request: Request, call_next):

@@ -255,3 +255,24 @@ LLM_CALLS = pa.schema(
         pa.field("window", pa.string(), nullable=False),
     ]
 )
+
+#: Session outcomes a client reported (`POST /api/session_outcome`), append-only. A report replaces the judge's
+#: inferred verdict for its session in every read (`lake.reported_outcomes`); a session keeps its first report (a
+#: retry of the same report is answered as already recorded, a different one is refused).
+REPORTED_OUTCOMES = pa.schema(
+    [
+        pa.field("outcome_id", pa.string(), nullable=False),
+        pa.field("outcome_revision", pa.int64(), nullable=False),  # 2 when it displaced an inferred verdict
+        pa.field("user_id", pa.string(), nullable=False),  # the session's user (from its turns)
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("outcome", pa.string(), nullable=False),  # success | failure | unknown
+        pa.field("occurred_at", pa.int64(), nullable=False),
+        pa.field("source", pa.string()),  # the session's publish source
+        pa.field("label", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("metadata", pa.string()),  # JSON object
+        pa.field("outcome_contract_digest", pa.string(), nullable=False),  # sha256 of the report's fields
+        pa.field("finalized_trajectory_digest", pa.string(), nullable=False),  # sha256 of the session's turn ids
+        pa.field("created_at", pa.int64(), nullable=False),
+    ]
+)

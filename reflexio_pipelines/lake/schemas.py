@@ -13,6 +13,7 @@ from reflexio_pipelines.lake.measurement_schemas import (
     ITEM_OUTCOMES,
     LLM_CALLS,
     OUTCOME_CHANGE_LOG,
+    REPORTED_OUTCOMES,
     RETRIEVAL_EVENTS,
     RETRIEVALS,
     SESSION_EVALUATIONS,
@@ -316,6 +317,7 @@ TABLES: dict[str, pa.Schema] = {
     "llm_calls": LLM_CALLS,
     "embedding_cache": EMBEDDING_CACHE,
     "user_windows": USER_WINDOWS,
+    "reported_outcomes": REPORTED_OUTCOMES,
 }
 
 #: Tables whose rows a rerun operation writes (replaced per operation, never by a regular window run).

@@ -1,0 +1,150 @@
+"""The original's session lifecycle: a publish's learning status, finalize_session, client-reported outcomes.
+
+- `GET /api/learning_status?request_id=` — whether a run has learned from the request's turns yet
+  (`lake/coverage.py`): `pending` until then (with the reason), `done` once covered.
+- `POST /api/finalize_session` — the session's held-back turns (a partial batch, a session not yet quiet) learned
+  now: a real Dagster run of the windows holding them, in the background (the original answers at once too).
+- `POST /api/session_outcome`, `POST /api/get_session_outcomes` — client-reported outcomes, replacing the judge's
+  inferred verdict in every read (`lake/reported_outcomes.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+from fastapi import APIRouter, BackgroundTasks, Depends, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from reflexio_pipelines.lake import reported_outcomes
+from reflexio_pipelines.lake.coverage import request_coverage
+from reflexio_pipelines.lake.interactions import turn_rows
+from reflexio_pipelines.lake.windows import key_of_moment
+from reflexio_pipelines.partitions import GRANULARITY
+from serving.deps import service
+from serving.errors import not_found
+from serving.models.fields import MAX_ID
+from serving.models.sessions import (
+    FinalizeSessionRequest,
+    FinalizeSessionResponse,
+    GetSessionOutcomesRequest,
+    GetSessionOutcomesResponse,
+    LearningStatusResponse,
+    SessionOutcomeRecord,
+    SetSessionOutcomeRequest,
+    SetSessionOutcomeResponse,
+)
+from serving.state import ServiceState
+
+router = APIRouter()
+log = logging.getLogger(__name__)
+State = Annotated[ServiceState, Depends(service)]
+
+
+@router.get(
+    "/api/learning_status",
+    response_model=LearningStatusResponse,
+    response_model_exclude_none=True,
+    responses={404: {"description": "no published turn has this request id"}},
+)
+def learning_status(
+    state: State, request_id: Annotated[str, Query(min_length=1, max_length=MAX_ID)]
+) -> LearningStatusResponse | JSONResponse:
+    """`pending` (with why) until a learning run has taken in every turn of the request, then `done`; `processing`
+    while a run that took them in has not committed; `failed` once its automatic retries are spent."""
+    coverage = request_coverage(state.lake, request_id, state.policy.config.groups(), GRANULARITY)
+    if coverage is None:
+        return not_found(f"request_id {request_id!r}", "message")
+    return LearningStatusResponse(status=coverage.status, reason=coverage.reason)
+
+
+def _windows_of(turns: list[dict[str, Any]]) -> list[str]:
+    """The partition keys of the windows the turns were ingested in, oldest first."""
+    moments = {datetime.fromtimestamp(t["ingested_at_us"] / 1_000_000, tz=timezone.utc) for t in turns}
+    return sorted({key_of_moment(moment, GRANULARITY) for moment in moments})
+
+
+def _learn_now(state: ServiceState, keys: list[str], user_id: str) -> None:
+    """Run the learning loop for `keys` with the user's held-back turns forced through, then serve the new index.
+    A failure is logged and left to the sensor's retries (the turns are durable)."""
+    try:
+        state.launcher(keys, flush="due", flush_users=[user_id])
+        state.index.refresh()
+    except Exception:
+        log.exception("finalize_session: learning run failed; the sensor retries the window")
+
+
+@router.post("/api/finalize_session", response_model=FinalizeSessionResponse)
+async def finalize_session(
+    body: FinalizeSessionRequest, state: State, background: BackgroundTasks
+) -> FinalizeSessionResponse:
+    """Accept the hint and learn the session's windows now, in the background (poll `learning_status`). A session
+    without published turns is a successful no-op (`accepted: false`), as in the original."""
+    turns = await run_in_threadpool(
+        turn_rows, state.lake, [("user_id", "=", body.user_id), ("session_id", "=", body.session_id)]
+    )
+    if not turns:
+        return FinalizeSessionResponse(success=True, accepted=False, message="No saved session to finalize.")
+    background.add_task(_learn_now, state, _windows_of(turns), body.user_id)
+    return FinalizeSessionResponse(
+        success=True, accepted=True, message="Completion hint accepted; learning is asynchronous."
+    )
+
+
+def _identity(row: dict[str, Any] | None) -> dict[str, Any]:
+    keys = ("outcome_id", "outcome_revision", "outcome_contract_digest", "finalized_trajectory_digest")
+    return {k: row[k] for k in keys} if row else {}
+
+
+@router.post("/api/session_outcome", response_model=SetSessionOutcomeResponse, response_model_exclude_none=True)
+def set_session_outcome(body: SetSessionOutcomeRequest, state: State) -> SetSessionOutcomeResponse:
+    """Record the client's outcome of a session; it replaces the judge's verdict (`is_inferred`) in every read."""
+    report = reported_outcomes.Report(**body.model_dump())
+    done = reported_outcomes.record(state.lake, report)
+    return SetSessionOutcomeResponse(
+        success=done.reason is None,
+        recorded=done.recorded,
+        reason=done.reason,
+        message=done.message,
+        user_id=done.user_id,
+        source=done.source,
+        **_identity(done.row),
+    )
+
+
+def _matches(row: dict[str, Any], body: GetSessionOutcomesRequest) -> bool:
+    return (
+        (body.user_id is None or row["user_id"] == body.user_id)
+        and (body.outcome is None or row["outcome"] == body.outcome)
+        and (body.label is None or row["label"] == body.label)
+        and (body.source is None or row["source"] == body.source)
+        and (body.start_time is None or row["occurred_at"] >= body.start_time)
+        and (body.end_time is None or row["occurred_at"] <= body.end_time)
+    )
+
+
+def _sources(state: ServiceState, session_ids: list[str]) -> dict[str, str]:
+    """Each session's publish source, read from its turns (the judge's verdicts do not record it)."""
+    if not session_ids:
+        return {}
+    return {t["session_id"]: t["source"] or "" for t in turn_rows(state.lake, [("session_id", "in", session_ids)])}
+
+
+@router.post("/api/get_session_outcomes", response_model=GetSessionOutcomesResponse)
+def get_session_outcomes(body: GetSessionOutcomesRequest, state: State) -> GetSessionOutcomesResponse:
+    """Session outcomes newest first: the client's report where there is one, else the judge's inferred verdict."""
+    rows = reported_outcomes.outcomes(state.lake, body.session_ids)
+    sources = _sources(state, [r["session_id"] for r in rows])
+    rows = [dict(r, source=r["source"] or sources.get(r["session_id"], "")) for r in rows]
+    kept = [r for r in rows if _matches(r, body)][body.offset : body.offset + body.top_k]
+    records = [
+        SessionOutcomeRecord(
+            **{k: v for k, v in row.items() if k != "metadata"},
+            metadata=json.loads(row["metadata"]) if row["metadata"] else None,
+        )
+        for row in kept
+    ]
+    return GetSessionOutcomesResponse(success=True, session_outcomes=records)
