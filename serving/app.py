@@ -17,6 +17,7 @@ from serving.bodylimit import BodySizeLimit
 from serving.errors import error
 from serving.ratelimit import RateLimiter, route_class
 from serving.routers import (
+    aggregation_operations,
     config,
     curation,
     dashboard,
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(curation.router)
     app.include_router(config.router)
     app.include_router(sessions.router)
+    app.include_router(aggregation_operations.router)
 
     @app.middleware("http")
     async def guard(request: Request, call_next):

@@ -100,7 +100,9 @@ def read_status(lake: Lake, service_name: str) -> dict | None:
     return _read(lake, service_name)
 
 
-def _owner() -> dict:
+def owner() -> dict:
+    """This process as the owner of a running operation (pid, host, its token, a first heartbeat): what
+    `stale_reason` checks. Also used for the receipts of durable aggregation operations."""
     return {
         "owner_pid": os.getpid(),
         "owner_host": socket.gethostname(),
@@ -209,7 +211,7 @@ def begin_operation(
             "error_message": None,
             "interrupted": False,
             "stats": {"total_interactions_processed": 0, "total_generated": 0},
-            **_owner(),
+            **owner(),
         }
         return _write(lake, service_name, info)
 
