@@ -30,6 +30,7 @@ from serving.routers import (
     reads,
     search,
     sessions,
+    user_data,
 )
 from serving.state import Launcher
 from serving.tenancy import DEFAULT_ORG, Tenants
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(config.router)
     app.include_router(sessions.router)
     app.include_router(aggregation_operations.router)
+    app.include_router(user_data.router)
 
     @app.middleware("http")
     async def guard(request: Request, call_next):
