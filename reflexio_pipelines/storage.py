@@ -112,21 +112,40 @@ def vanished(exc: BaseException) -> bool:
     return isinstance(exc, (DeltaError, OSError)) and ("not found" in text or "no such file" in text)
 
 
-def read_vanishing(read: Callable[[], T], attempts: int = 5) -> T:
-    """`read()`, done again from the start (up to `attempts` times) when a file it listed vanished before it was
-    opened.
+#: How long a read keeps starting again while `busy` says the lake is being changed (an erasure in progress): an
+#: erasure of a large lake takes minutes, and a read must wait for it to commit rather than fail; a bound still,
+#: so a hung erasure cannot hang every reader.
+BUSY_PATIENCE_S = 600.0
+
+
+def read_vanishing(
+    read: Callable[[], T],
+    attempts: int = 5,
+    busy: Callable[[], bool] | None = None,
+    patience_s: float = BUSY_PATIENCE_S,
+) -> T:
+    """`read()`, done again from the start when a file it listed vanished before it was opened: up to `attempts`
+    times, and for as long as `busy()` says a writer that deletes files (an erasure) is still at work (up to
+    `patience_s`).
 
     Readers list files and then open them. An erasure or a vacuum in between deletes landing files and Delta data
     files that no longer hold live rows; reading again lists afresh and sees the lake after the change, so the
-    answer is consistent (never half before and half after) and never an error."""
-    for attempt in range(attempts):
+    answer is consistent (never half before and half after) and never an error. An erasure deletes file after file
+    for as long as it runs, so a read racing it starts again until the erasure has committed, not for a fixed
+    number of tries."""
+    started = time.monotonic()
+    attempt = 0
+    while True:
         try:
             return read()
         except Exception as exc:
-            if attempt == attempts - 1 or not vanished(exc):
+            if not vanished(exc):
                 raise
-            time.sleep(0.05 * (attempt + 1))  # the deleting writer is mid-way: give it a moment to finish
-    raise AssertionError("unreachable")
+            attempt += 1
+            waiting = busy is not None and time.monotonic() - started < patience_s and busy()
+            if attempt >= attempts and not waiting:
+                raise
+            time.sleep(min(0.05 * attempt, 0.25))  # the deleting writer is mid-way: give it a moment to go on
 
 
 def remove_tree(path: LakePath) -> None:

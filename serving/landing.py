@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from reflexio_pipelines.lake.io import Lake, landing_hour_dir
 from reflexio_pipelines.lake.schemas import LANDING_TURNS
-from reflexio_pipelines.storage import read_parquet, read_vanishing, write_parquet
+from reflexio_pipelines.storage import read_parquet, write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class LandingWriter:
 
     def start(self) -> None:
         """Rebuild the idempotency index from the landing files, then start the writer thread."""
-        self._seen = read_vanishing(self._scan_idempotency_keys)  # an erasure may delete a file while we list
+        self._seen = self._lake.read_consistently(self._scan_idempotency_keys)  # an erasure may delete a file while we list
         self._thread = threading.Thread(target=self._run, name="landing-writer", daemon=True)
         self._thread.start()
 

@@ -18,7 +18,7 @@ from typing import Any
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import LANDING_TURNS
 from reflexio_pipelines.pending import landing_files_after, landing_ingested_us
-from reflexio_pipelines.storage import read_parquet
+from reflexio_pipelines.storage import read_parquet, vanished
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,15 @@ class RecentTurns:
             known = self._files.get(relative)
             if known is not None and known.stamp == stamp:
                 continue
+            try:
+                rows = read_parquet(path, schema=LANDING_TURNS).to_pylist()
+            except Exception as exc:
+                if not vanished(exc):
+                    raise
+                self._files.pop(relative, None)  # erased between the stat and the read
+                continue
             by_user: dict[str, list[dict[str, Any]]] = {}
-            for row in read_parquet(path, schema=LANDING_TURNS).to_pylist():
+            for row in rows:
                 by_user.setdefault(row["user_id"], []).append(row)
             self._files[relative] = _File(stamp, by_user)
 

@@ -87,3 +87,71 @@ def test_the_idempotency_scan_starts_again_when_a_file_vanished(lake: Lake, monk
     writer.start()  # scans every landing file's idempotency keys
     writer.close()
     assert deleted
+
+
+def test_a_read_racing_an_erasure_starts_again_until_the_erasure_has_committed(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While an erasure is in progress every listing loses a file before it is opened, for longer than the few quick
+    tries that used to be the limit (~0.5 s); the read waits for the erasure's end, then answers the lake after it."""
+    import threading
+    import time
+
+    from reflexio_pipelines.privacy.erasure import ErasureMarker
+
+    for n in range(3, 30):  # more of the erased user's files than a read used to try
+        land(lake, [_conversation("erased", n, f"Quillfeather note {n}.")], at=T0)
+    marker = ErasureMarker.of(lake, "erased")
+    marker.begin()  # the erasure is in progress: its active entry is listed
+    original = Lake.landing_files
+    listings = 0
+
+    def listing(self: Lake, hour_dirs: list) -> list:
+        nonlocal listings
+        files = original(self, hour_dirs)
+        doomed = [Path(p) for p in files if lake.erasing() and _holds(Path(p), "Quillfeather")]
+        if doomed:
+            listings += 1
+            doomed[0].unlink()  # the erasure deletes one more file right after this listing
+        return files
+
+    monkeypatch.setattr(Lake, "landing_files", listing)
+    finishing = threading.Timer(1.5, marker.complete)  # the erasure commits 1.5 s later
+    finishing.start()
+    started = time.monotonic()
+    try:
+        rows = turn_rows(lake)
+    finally:
+        finishing.cancel()
+    assert time.monotonic() - started >= 1.0 and listings >= 6
+    assert "Kept user note." in {r["content"] for r in rows}
+    assert not lake.erasing()  # answered after the erasure, not while it ran
+
+
+def test_without_an_erasure_in_progress_a_read_that_keeps_vanishing_gives_up(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait is for an erasure only: a file that keeps vanishing with no erasure running is an error soon."""
+    from reflexio_pipelines.storage import read_vanishing
+
+    calls = 0
+
+    def always_vanishing() -> None:
+        nonlocal calls
+        calls += 1
+        raise FileNotFoundError("gone")
+
+    with pytest.raises(FileNotFoundError):
+        read_vanishing(always_vanishing, busy=lake.erasing)
+    assert calls == 5
+
+
+def test_readers_skip_temporary_files_left_in_the_consumed_state(lake: Lake) -> None:
+    """An empty `.tmp-*.json` (a write refused by a full disk, or in flight) is no window's consumed list."""
+    before = {r["content"] for r in turn_rows(lake)}
+    consumed = lake.root / "state" / "consumed"
+    consumed.mkdir(parents=True, exist_ok=True)
+    (consumed / ".tmp-0123abcd-2026-03-02T10.json").write_bytes(b"")
+    (consumed / ".tmp-4567efab-2026-03-02T11.json").write_bytes(b'{"files": ["landing/tu')
+    assert {r["content"] for r in turn_rows(lake)} == before
+    assert lake.consumed_files() == set()

@@ -9,7 +9,7 @@ from typing import Any
 from reflexio_pipelines.lake.curation import deleted_ids, read_ops
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import LANDING_TURNS, TURNS
-from reflexio_pipelines.storage import LakePath, read_parquet, read_vanishing
+from reflexio_pipelines.storage import LakePath, read_parquet
 
 #: The columns a turn is read with: the landing files' that the compacted table keeps too.
 _COLUMNS = [name for name in LANDING_TURNS.names if name in TURNS.names]
@@ -19,8 +19,8 @@ def turn_rows(lake: Lake, filters: list[tuple] | None = None) -> list[dict[str, 
     """Every live turn matching conjunctive `(column, op, value)` filters, newest first (ties: turn order).
 
     A landing file listed here can be deleted by an erasure before it is opened: then everything is read again
-    from a fresh listing (`read_vanishing`), so the answer is the lake before or after the erasure, never an error."""
-    return read_vanishing(lambda: _turn_rows(lake, filters))
+    from a fresh listing, until the erasure has committed (`Lake.read_consistently`), so the answer is the lake before or after the erasure, never an error."""
+    return lake.read_consistently(lambda: _turn_rows(lake, filters))
 
 
 def _turn_rows(lake: Lake, filters: list[tuple] | None) -> list[dict[str, Any]]:
@@ -37,11 +37,7 @@ def _turn_rows(lake: Lake, filters: list[tuple] | None) -> list[dict[str, Any]]:
 
 
 def _unconsumed_landing_files(lake: Lake) -> list[LakePath]:
-    consumed_dir = lake.root / "state" / "consumed"
-    consumed: set[str] = set()
-    if consumed_dir.exists():
-        for path in consumed_dir.glob("*.json"):
-            consumed.update(json.loads(path.read_text())["files"])
+    consumed = lake.consumed_files()
     files = lake.landing_files([hour_dir for _, _, hour_dir in lake.landing_hours()])
     return [f for f in files if lake.relative(f) not in consumed]
 

@@ -11,11 +11,12 @@ Layout (see lake/README.md):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 from filelock import FileLock
@@ -37,6 +38,17 @@ from reflexio_pipelines.storage import (
     sync_dir,
     write_bytes,
 )
+
+T = TypeVar("T")
+
+#: Where erasures in progress are listed, relative to the lake root.
+ERASURES_ACTIVE = ("state", "erasure_requests", "active")
+
+
+def committed(paths: Iterable[LakePath]) -> list[LakePath]:
+    """`paths` without temporary files (`.tmp-*`: a write not yet renamed into place, or one a crash left): what
+    every reader that lists a directory of the lake must take, so it never opens a half-written file."""
+    return [p for p in paths if not p.name.startswith(TMP_PREFIX)]
 
 
 def landing_hour_dir(landing_root: LakePath, moment: datetime) -> LakePath:
@@ -95,6 +107,31 @@ class Lake:
     def consumed_path(self, window: str) -> LakePath:
         return self.root / "state" / "consumed" / f"{window}.json"
 
+    @property
+    def erasures_active_dir(self) -> LakePath:
+        """One empty entry per erasure in progress (privacy/erasure.py `ErasureMarker`)."""
+        return self.root.joinpath(*ERASURES_ACTIVE)
+
+    def erasing(self) -> bool:
+        """Whether an erasure is in progress on this lake (it deletes files as it goes: readers wait for it)."""
+        active = self.erasures_active_dir
+        return active.exists() and any(True for _ in active.iterdir())
+
+    def read_consistently(self, read: Callable[[], T]) -> T:
+        """`read()`, started again from a fresh listing while a file it listed vanishes, and for as long as an
+        erasure is in progress (`storage.read_vanishing`)."""
+        return read_vanishing(read, busy=self.erasing)
+
+    def consumed_files(self) -> set[str]:
+        """Every landing file (relative path) some window's `turns` run consumed."""
+        consumed_dir = self.root / "state" / "consumed"
+        if not consumed_dir.exists():
+            return set()
+        files: set[str] = set()
+        for path in committed(consumed_dir.glob("*.json")):
+            files.update(json.loads(path.read_text())["files"])
+        return files
+
     # -- landing -----------------------------------------------------------------------------------------
 
     def landing_hours(self) -> list[tuple[str, str, LakePath]]:
@@ -111,7 +148,7 @@ class Lake:
         """Committed landing files in the given hour directories (temporary files are never listed)."""
         files: list[LakePath] = []
         for hour_dir in hour_dirs:
-            files.extend(p for p in sorted(hour_dir.glob("*.parquet")) if not p.name.startswith(TMP_PREFIX))
+            files.extend(committed(sorted(hour_dir.glob("*.parquet"))))
         return files
 
     def consumed_state(self, window: str) -> ConsumedState:
@@ -167,7 +204,7 @@ class Lake:
         filters = [*(filters or []), *([("window", "=", window)] if window is not None else [])] or None
         # A data file of the version opened can be vacuumed before it is read (erasure purges history at once):
         # then the table is opened again at its new version.
-        table = read_vanishing(lambda: _read_delta(name, path, filters))
+        table = self.read_consistently(lambda: _read_delta(name, path, filters))
         for field in schema:
             # A column added to the schema after this table was last written: null until a write adds it (writes
             # merge additive schema changes, see `_overwrite`).

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.embedding_cache import CACHE_TABLE, EmbeddingCache, erase_owner
-from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.io import ERASURES_ACTIVE, Lake
 from reflexio_pipelines.lake.operation_status import SERVICES, read_status, write_status
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.embedding import Embedder
@@ -113,7 +113,7 @@ class ErasureIncomplete(RuntimeError):
 
 
 MARKER_DIR = ("state", "erasure_requests")
-ACTIVE_DIR = (*MARKER_DIR, "active")
+ACTIVE_DIR = ERASURES_ACTIVE
 _ERASURE_ID_RE = re.compile(r"[0-9a-f]{64}")
 #: List columns that name users (shared rows' contributors, cache rows' owners).
 MEMBER_LISTS = ("member_user_ids", "owner_user_ids")

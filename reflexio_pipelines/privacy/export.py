@@ -20,7 +20,6 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.privacy.scope import check_rules, landing_rows, matches, only_user, scope_of
 from reflexio_pipelines.privacy.shared import shared_wording
-from reflexio_pipelines.storage import read_vanishing
 
 
 def export_user(lake: Lake, user_id: str) -> dict[str, pa.Table]:
@@ -28,7 +27,7 @@ def export_user(lake: Lake, user_id: str) -> dict[str, pa.Table]:
 
     Read again from the start when a landing file vanished under it (another user's erasure deleted it)."""
     check_rules()
-    return read_vanishing(lambda: _export(lake, user_id))
+    return lake.read_consistently(lambda: _export(lake, user_id))
 
 
 def _export(lake: Lake, user_id: str) -> dict[str, pa.Table]:
