@@ -22,6 +22,7 @@ from serving.routers import (
     curation,
     dashboard,
     evaluation,
+    experiments,
     health,
     lifecycle,
     playbooks,
@@ -78,6 +79,7 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(sessions.router)
     app.include_router(aggregation_operations.router)
     app.include_router(user_data.router)
+    app.include_router(experiments.router)
 
     @app.middleware("http")
     async def guard(request: Request, call_next):
