@@ -16,8 +16,9 @@ A versioned YAML or JSON file in the original's `Config` shape, reduced to what 
     outcomes: {min_outcomes: 5, hold_out_flagged: false}             # outcome counters (learning/outcomes.py)
 
 Unknown fields are errors (a typo must not silently fall back to a default); the original's legacy field names are
-migrated on load, and the original's fields this pipeline has no counterpart for (`context_prompt`, `llm_config`,
-...) are accepted at their default value only, so a config read through the original client round-trips. Extractors whose effective (batch_size, batch_interval, request_sources_enabled) are equal form
+migrated on load, its 2026 shape is read too (`window_size` / `stride_size`, one `profile_extractor_config`,
+`user_playbook_extractor_config` and `agent_success_config`: learning/config_shapes.py), and the original's fields
+this pipeline has no counterpart for (`context_prompt`, `llm_config`, ...) are accepted at their default value only, so a config read through the original client round-trips. Extractors whose effective (batch_size, batch_interval, request_sources_enabled) are equal form
 one `ExtractorGroup` and share ONE extraction call per window, so the default config (one profile and one playbook
 extractor) costs exactly one call per window, like before the config existed.
 """
@@ -31,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from reflexio_pipelines.learning.config_shapes import to_pipeline_shape
 from reflexio_pipelines.learning.extractor_groups import ExtractorDefinition, ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import clean_text
 from reflexio_pipelines.learning.original_config import (
@@ -326,6 +328,10 @@ class ExtractionConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _legacy_names(cls, data: Any) -> Any:
+        try:
+            data = to_pipeline_shape(data)  # the original's 2026 shape (window_size, singular extractors)
+        except ValueError as exc:
+            raise _problem(exc.args[0]) from None
         data = drop_original_defaults(_migrate(data, LEGACY_TOP), ORIGINAL_TOP)
         if isinstance(data, dict):
             # The original's nulls: no extractor list = the default extractors; no evaluators = no evaluation.

@@ -1,5 +1,6 @@
 """The original Reflexio Config's legacy field names (migrated on load) and its fields this pipeline has no
 counterpart for (accepted only at their default value), so a config read through the original client round-trips.
+The renames of its 2026 shape (window_size, singular extractors) are in learning/config_shapes.py.
 """
 
 from __future__ import annotations
@@ -46,6 +47,20 @@ def _is_unknown_test(value: Any) -> bool:
     return value in (None, 0, "UNKNOWN", "unknown")  # StorageConfigTest.UNKNOWN as the client serialises it
 
 
+def _matches(defaults: dict[str, Any]) -> Any:
+    """A check that a nested settings object is null or states only its defaults."""
+    return lambda value: value is None or (isinstance(value, dict) and {**defaults, **value} == defaults)
+
+
+def _is_off(flag: str) -> Any:
+    """A check that a feature's settings are null or leave it switched off (its other knobs are then inert)."""
+    return lambda value: value is None or (isinstance(value, dict) and not value.get(flag, False))
+
+
+def _equals(default: Any) -> Any:
+    return lambda value: value is None or value == default
+
+
 #: Fields of the original's Config this pipeline has no counterpart for: accepted (and dropped) at their default
 #: value, so a config read from the original client (which serialises every field) round-trips; any other value
 #: would change behaviour this pipeline does not have, so it is an error naming the field. field -> (is it the
@@ -64,6 +79,26 @@ ORIGINAL_ONLY: dict[str, tuple[Any, str]] = {
     "should_extract_profile_prompt_override": (_is_null, "null"),
     "manual_trigger": (_is_false, "false"),
     "deduplication_config": (_is_default_dedup, "null or {search_threshold: 0.4, search_top_k: 5}"),
+    "tagging_definition_prompt": (_is_null, "null"),
+    # added by the original's 0.2.3x Config (reflexio-client 0.2.16): features of its hosted service
+    "retrieval_floor": (_is_off("enabled"), "null or {enabled: false}"),
+    "playbook_optimizer_config": (_is_off("enabled"), "null or {enabled: false}"),
+    "lineage_gc": (
+        _matches({"enabled": True, "tombstone_grace_window_days": 90, "poll_interval_seconds": 86400}),
+        "null or {enabled: true, tombstone_grace_window_days: 90, poll_interval_seconds: 86400}",
+    ),
+    "expiry_reclamation": (_is_off("enabled"), "null or {enabled: false}"),
+    "governance_retention": (
+        _is_off("audit_events_retention_enabled"),
+        "null or {audit_events_retention_enabled: false}",
+    ),
+    "pending_tool_call_config": (_is_off("enabled"), "null or {enabled: false}"),
+    "shadow_mode_enabled": (_is_false, "false"),
+    "eval_sample_n_per_stratum": (_equals(200), "200"),
+    "eval_concurrency_limit": (_equals(10), "10"),
+    "shadow_comparison_judge_prompt_version": (_equals("v1.1.0"), "v1.1.0"),
+    "retrieval_experiment_config": (_is_null, "null (start experiments with POST /api/retrieval_experiments)"),
+    "retrieval_experiment_history": (_equals([]), "[] (the experiments routes keep it)"),
 }
 #: Which of them may appear where (anything else is an unknown field).
 ORIGINAL_TOP = (
@@ -73,6 +108,18 @@ ORIGINAL_TOP = (
     "llm_config",
     "skip_should_run_check",
     "enable_document_expansion",
+    "retrieval_floor",
+    "playbook_optimizer_config",
+    "lineage_gc",
+    "expiry_reclamation",
+    "governance_retention",
+    "pending_tool_call_config",
+    "shadow_mode_enabled",
+    "eval_sample_n_per_stratum",
+    "eval_concurrency_limit",
+    "shadow_comparison_judge_prompt_version",
+    "retrieval_experiment_config",
+    "retrieval_experiment_history",
 )
 ORIGINAL_EXTRACTOR = (
     "context_prompt",
@@ -80,8 +127,17 @@ ORIGINAL_EXTRACTOR = (
     "should_extract_profile_prompt_override",
     "manual_trigger",
     "deduplication_config",
+    "tagging_definition_prompt",
 )
-ORIGINAL_EVALUATOR = ("metadata_definition_prompt", "batch_size_override", "batch_interval_override")
+ORIGINAL_EVALUATOR = (
+    "metadata_definition_prompt",
+    "batch_size_override",
+    "batch_interval_override",
+    "tagging_definition_prompt",
+    "request_sources_enabled",
+    "evaluation_only_sampling_rate",
+    "retrieved_learning_sampling_rate",
+)
 
 
 def drop_original_defaults(data: Any, fields: tuple[str, ...]) -> Any:

@@ -1,20 +1,26 @@
-"""Organisation identity and configuration: whoami, get_config / set_config (never returning secrets), my_config,
-version.
+"""Organisation identity and configuration: whoami, get_config / set_config / update_config (never returning
+secrets), my_config, version.
 
-`set_config(get_config())` through the original client is a no-op: the client serialises every field of its
-Config, so the original's fields this pipeline has no counterpart for arrive at their defaults and are accepted
-(learning/config.py), its deployment fields arrive as `get_config` reported them and are ignored, and the fields
-the original's Config lacks (quiet periods) keep their stored values.
+Both generations of the original's client talk to this service: `get_config` answers in both of its config shapes
+at once (learning/config_shapes.py; each client reads the fields it knows, so each reads back the shape it wrote),
+and `set_config` / `update_config` take either. `set_config(get_config())` through either client is a no-op: the
+client serialises every field of its Config, so the original's fields this pipeline has no counterpart for arrive at
+their defaults and are accepted (learning/original_config.py), its deployment fields arrive as `get_config` reported
+them and are ignored, the retrieval experiment fields arrive as reported and are left to their own routes, and what
+the client's shape cannot say (this pipeline's own fields, further extractors of a kind) keeps its stored value.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Depends, Request
+from fastapi.responses import JSONResponse
 
+from reflexio_pipelines.lake import experiments
 from reflexio_pipelines.learning.config import ConfigError, ExtractionConfig
 from reflexio_pipelines.learning.config_loading import parse_extraction_config, resolve_extraction_config
+from reflexio_pipelines.learning.config_shapes import patched, reported, with_stored
 from reflexio_pipelines.learning.extract import describe_extractor
 from reflexio_pipelines.storage import write_bytes
 from serving.deps import service
@@ -24,6 +30,8 @@ from serving.models.config import GetConfigResponse, MyConfigResponse, VersionRe
 from serving.state import ServiceState
 
 router = APIRouter()
+State = Annotated[ServiceState, Depends(service)]
+Config = Annotated[dict[str, Any], Body()]
 
 API_VERSION = "v1"
 SERVER_VERSION = "0.1.0"
@@ -31,15 +39,10 @@ SERVER_VERSION = "0.1.0"
 #: belong); `set_config` ignores them (and says so when they differ from what `get_config` reports), never stores
 #: them; `get_config` reports the non-secret part.
 DEPLOYMENT_FIELDS = ("storage_config", "storage_config_test", "api_key_config", "llm_config")
-#: Fields of this pipeline's config the original's Config does not have: its client never sends them, so a body
-#: without them keeps the stored values instead of resetting them.
-PIPELINE_ONLY_FIELDS = (
-    "config_version",
-    "session_quiet_period_seconds",
-    "extraction_quiet_period_seconds",
-    "holdout",
-    "outcomes",
-)
+#: Owned by the retrieval experiment routes (serving/routers/experiments.py), as in the original: a config write
+#: may repeat what get_config reported, never change it (409).
+EXPERIMENT_FIELDS = ("retrieval_experiment_config", "retrieval_experiment_history")
+EXPERIMENT_CONFLICT = "Retrieval experiments must be changed through the /api/retrieval_experiments lifecycle endpoints"
 
 
 def _config(state: ServiceState) -> ExtractionConfig:
@@ -57,6 +60,18 @@ def _reported_deployment(state: ServiceState) -> dict[str, Any]:
             "should_run_model_name": llm.gate_model or None,
             "embedding_model_name": state.settings.embedder.model,
         },
+    }
+
+
+def _reported_experiments(state: ServiceState) -> dict[str, Any]:
+    """The experiment fields as the original's Config holds them: the active one and every one started."""
+    listing = experiments.listing(state.lake)
+    active = listing["active_experiment"]
+    return {
+        "retrieval_experiment_config": (
+            {k: active[k] for k in ("experiment_id", "holdout_percentage")} if active else None
+        ),
+        "retrieval_experiment_history": listing["experiments"],
     }
 
 
@@ -106,28 +121,44 @@ def my_config(request: Request) -> MyConfigResponse:
 
 
 @router.get("/api/get_config", response_model=GetConfigResponse)
-def get_config(request: Request) -> dict:
-    """The effective extraction config plus the models in use. API keys are never returned."""
-    state = service(request)
-    return {**_config(state).model_dump(mode="json", exclude_none=True), **_reported_deployment(state)}
+def get_config(state: State) -> dict:
+    """The effective extraction config in both of the original's shapes (batch_size and window_size, the lists of
+    extractors and the singular fields), the experiment fields, and the models in use. API keys are never
+    returned."""
+    config = reported(_config(state).model_dump(mode="json", exclude_none=True))
+    return {**config, **_reported_experiments(state), **_reported_deployment(state)}
 
 
-@router.post("/api/set_config", response_model=MsgResponse)
-def set_config(request: Request, body: dict[str, Any] = Body(...)):
-    """Validate and store the organisation's extraction config; the next pipeline run uses it (nothing is saved
-    when any field is invalid: 422 naming it). Deployment fields (storage, API keys, models) are not settable
-    here and are never stored; the message names those the body tried to change."""
-    state = service(request)
-    reported = _reported_deployment(state)
-    ignored = [name for name in DEPLOYMENT_FIELDS if name in body and not _unchanged(body[name], reported.get(name))]
+def _save(state: ServiceState, body: dict[str, Any], complete: Any, what: str) -> MsgResponse | JSONResponse:
+    """Validate `complete(body without deployment and experiment fields, stored config)` and store it: nothing is
+    saved when any field is invalid (422 naming it) or the body changes an experiment (409)."""
+    reported_now = _reported_deployment(state)
+    ignored = [n for n in DEPLOYMENT_FIELDS if n in body and not _unchanged(body[n], reported_now.get(n))]
+    current = _reported_experiments(state)
+    if any(name in body and body[name] != current[name] for name in EXPERIMENT_FIELDS):
+        return error(409, EXPERIMENT_CONFLICT)
+    data = {k: v for k, v in body.items() if k not in DEPLOYMENT_FIELDS and k not in EXPERIMENT_FIELDS}
     stored = _config(state).model_dump(mode="json", exclude_none=True)
-    data = {k: v for k, v in body.items() if k not in DEPLOYMENT_FIELDS}
-    data.update({k: stored[k] for k in PIPELINE_ONLY_FIELDS if k not in data and k in stored})
     try:
-        config = parse_extraction_config(data, "set_config body")
+        config = parse_extraction_config(complete(data, stored), f"{what} body")
     except ConfigError as exc:
         return error(422, str(exc))
     write_bytes(state.lake.extraction_config_path, config.to_json().encode())
     state.policy.refresh()  # the holdout and outcome settings apply to the very next search
     note = f"; ignored deployment fields {ignored} (set them in the environment or config file)" if ignored else ""
     return MsgResponse(success=True, msg=f"config saved; the next pipeline run uses it{note}")
+
+
+@router.post("/api/set_config", response_model=MsgResponse)
+def set_config(state: State, body: Config) -> MsgResponse | JSONResponse:
+    """Validate and store the organisation's whole extraction config, in either of the original's shapes; the next
+    pipeline run uses it. Deployment fields (storage, API keys, models) are not settable here and are never stored;
+    the message names those the body tried to change."""
+    return _save(state, body, with_stored, "set_config")
+
+
+@router.post("/api/update_config", response_model=MsgResponse)
+def update_config(state: State, body: Config) -> MsgResponse | JSONResponse:
+    """The original's partial update: the body's top-level fields (either shape) replace the stored ones, nested
+    objects wholesale (an extractor is sent whole, as in the original); everything else keeps its value."""
+    return _save(state, body, patched, "update_config")
