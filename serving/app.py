@@ -28,6 +28,7 @@ from serving.routers import (
     playbooks,
     privacy,
     publish,
+    quarantine,
     reads,
     search,
     sessions,
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(aggregation_operations.router)
     app.include_router(user_data.router)
     app.include_router(experiments.router)
+    app.include_router(quarantine.router)
 
     @app.middleware("http")
     async def guard(request: Request, call_next):

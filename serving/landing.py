@@ -27,8 +27,9 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from reflexio_pipelines.lake.io import Lake, landing_hour_dir
+from reflexio_pipelines.lake.quarantine import read_landing
 from reflexio_pipelines.lake.schemas import LANDING_TURNS
-from reflexio_pipelines.storage import read_parquet, write_parquet
+from reflexio_pipelines.storage import write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,8 @@ class LandingWriter:
 
     def start(self) -> None:
         """Rebuild the idempotency index from the landing files, then start the writer thread."""
-        self._seen = self._lake.read_consistently(self._scan_idempotency_keys)  # an erasure may delete a file while we list
+        # an erasure may delete a file while we list: read again until it has committed
+        self._seen = self._lake.read_consistently(self._scan_idempotency_keys)
         self._thread = threading.Thread(target=self._run, name="landing-writer", daemon=True)
         self._thread.start()
 
@@ -229,7 +231,9 @@ class LandingWriter:
         hour_dirs = [path for _, _, path in self._lake.landing_hours()]
         columns = ["idempotency_key", "request_id", "ingested_at_us", "user_id", "idempotency_body_sha256"]
         for path in self._lake.landing_files(hour_dirs):
-            table = read_parquet(path, schema=LANDING_TURNS, columns=columns)
+            table = read_landing(self._lake, path, schema=LANDING_TURNS, columns=columns)
+            if table is None:
+                continue  # unreadable: quarantined (its keys are lost with its rows)
             for key, request_id, ingested, user_id, body in zip(*(table.column(c).to_pylist() for c in columns)):
                 if key and (user_id, key) not in seen:
                     seen[(user_id, key)] = Receipt(

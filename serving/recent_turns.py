@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.quarantine import read_landing
 from reflexio_pipelines.lake.schemas import LANDING_TURNS
 from reflexio_pipelines.pending import landing_files_after, landing_ingested_us
-from reflexio_pipelines.storage import read_parquet, vanished
+from reflexio_pipelines.storage import vanished
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,15 @@ class RecentTurns:
             if known is not None and known.stamp == stamp:
                 continue
             try:
-                rows = read_parquet(path, schema=LANDING_TURNS).to_pylist()
+                table = read_landing(self._lake, path, schema=LANDING_TURNS)
             except Exception as exc:
                 if not vanished(exc):
                     raise
-                self._files.pop(relative, None)  # erased between the stat and the read
+                table = None  # erased between the stat and the read
+            if table is None:  # gone, or unreadable and quarantined
+                self._files.pop(relative, None)
                 continue
+            rows = table.to_pylist()
             by_user: dict[str, list[dict[str, Any]]] = {}
             for row in rows:
                 by_user.setdefault(row["user_id"], []).append(row)

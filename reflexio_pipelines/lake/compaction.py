@@ -11,22 +11,37 @@ import pyarrow.compute as pc
 
 from reflexio_pipelines.lake import user_windows
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.quarantine import read_landing
 from reflexio_pipelines.lake.schemas import LANDING_TURNS, TURNS
-from reflexio_pipelines.storage import LakePath, read_parquet
+from reflexio_pipelines.storage import LakePath
 
 _READERS = 4
 
 
-def compact_landing(files: list[LakePath], relative_names: list[str], window: str) -> pa.Table:
+def compact_landing(store: Lake, files: list[LakePath], relative_names: list[str], window: str) -> Landed:
     """Read landing files into one table for `window`: each turn once, ordered by (created_at, turn_id).
 
     A turn can appear twice only if a client retried without an idempotency key after a lost ack; the first
-    durable copy wins, so re-reading the same files always gives the same rows.
+    durable copy wins, so re-reading the same files always gives the same rows. A file that cannot be decoded is
+    quarantined (`lake/quarantine.py`) and left out, with its name.
     """
     # Many small files (one per group commit: ~400 per learning run at 50 turns/s): read side by side, since Arrow
     # releases the GIL while it reads and decodes (one after the other: 2.8 s of a run's `turns` step, py-spy).
     with ThreadPoolExecutor(max_workers=_READERS) as pool:
-        tables = list(pool.map(lambda path: read_parquet(path, schema=LANDING_TURNS), files))
+        tables = list(pool.map(lambda path: read_landing(store, path, schema=LANDING_TURNS), files))
+    read = [(table, name) for table, name in zip(tables, relative_names) if table is not None]
+    return Landed(_compacted([t for t, _ in read], [n for _, n in read], window), [n for _, n in read])
+
+
+@dataclass(frozen=True)
+class Landed:
+    """Landing files compacted: the rows, and the files they were read from (quarantined ones left out)."""
+
+    table: pa.Table
+    names: list[str]
+
+
+def _compacted(tables: list[pa.Table], relative_names: list[str], window: str) -> pa.Table:
     parts = [
         table.append_column("landing_file", pa.array([name] * table.num_rows, pa.string()))
         for table, name in zip(tables, relative_names)
@@ -91,21 +106,25 @@ def compact_window(store: Lake, window: str, landing_hours: list[tuple[str, str]
         incremental = bool(consumed) and consumed <= set(names)
         if incremental:
             fresh = [(f, n) for f, n in zip(files, names) if n not in consumed]
-            new_names = [n for _, n in fresh]
+            landed = compact_landing(store, [f for f, _ in fresh], [n for _, n in fresh], window)
+            new_names = landed.names  # a quarantined file is no input: not replaced, not consumed
+            names = [n for n in names if n in consumed or n in new_names]
             # rows of a fresh file may be there already (a crash after the commit, before the consumed list)
             kept = store.read_table("turns", window)
             kept = kept.filter(
                 pc.invert(pc.is_in(kept.column("landing_file"), value_set=pa.array(new_names, pa.string())))
             )
-            added = compact_landing([f for f, _ in fresh], new_names, window)
-            added = added.filter(
-                pc.invert(pc.is_in(added.column("turn_id"), value_set=kept.column("turn_id")))
+            added = landed.table.filter(
+                pc.invert(pc.is_in(landed.table.column("turn_id"), value_set=kept.column("turn_id")))
             )  # first copy wins
             user_windows.record(store, window, _user_ids(added) - _user_ids(kept))
-            version = store.replace_landing_files(window, new_names, added) if fresh else store.table_version("turns")
+            version = (
+                store.replace_landing_files(window, new_names, added) if new_names else store.table_version("turns")
+            )
             table = pa.concat_tables([kept, added])
         else:
-            table = compact_landing(files, names, window)
+            landed = compact_landing(store, files, names, window)
+            table, names = landed.table, landed.names
             user_windows.record(store, window, _user_ids(table))
             version = store.replace_window("turns", window, table)
         store.write_consumed(window, names)

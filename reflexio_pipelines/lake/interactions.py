@@ -8,8 +8,9 @@ from typing import Any
 
 from reflexio_pipelines.lake.curation import deleted_ids, read_ops
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.quarantine import read_landing
 from reflexio_pipelines.lake.schemas import LANDING_TURNS, TURNS
-from reflexio_pipelines.storage import LakePath, read_parquet
+from reflexio_pipelines.storage import LakePath
 
 #: The columns a turn is read with: the landing files' that the compacted table keeps too.
 _COLUMNS = [name for name in LANDING_TURNS.names if name in TURNS.names]
@@ -28,7 +29,10 @@ def _turn_rows(lake: Lake, filters: list[tuple] | None) -> list[dict[str, Any]]:
     seen = set(compacted.column("turn_id").to_pylist())
     rows = compacted.to_pylist()
     for path in _unconsumed_landing_files(lake):
-        fresh = read_parquet(path, schema=LANDING_TURNS, filters=_arrow_filters(filters)).select(_COLUMNS)
+        fresh = read_landing(lake, path, schema=LANDING_TURNS, filters=_arrow_filters(filters))
+        if fresh is None:
+            continue  # unreadable: quarantined
+        fresh = fresh.select(_COLUMNS)
         rows.extend(r for r in fresh.to_pylist() if r["turn_id"] not in seen)
     gone = deleted_ids(read_ops(lake, "interaction"))
     rows = [r for r in rows if r["turn_id"] not in gone]

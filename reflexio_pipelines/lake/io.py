@@ -23,6 +23,7 @@ from filelock import FileLock
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random
 
 from reflexio_pipelines.files import TMP_PREFIX
+from reflexio_pipelines.lake import quarantine
 from reflexio_pipelines.lake.reads import note_read
 from reflexio_pipelines.lake.schemas import OPERATION_TABLES, TABLES
 from reflexio_pipelines.storage import (
@@ -203,8 +204,14 @@ class Lake:
             return schema.empty_table()
         filters = [*(filters or []), *([("window", "=", window)] if window is not None else [])] or None
         # A data file of the version opened can be vacuumed before it is read (erasure purges history at once):
-        # then the table is opened again at its new version.
-        table = self.read_consistently(lambda: _read_delta(name, path, filters))
+        # then the table is opened again at its new version. A data file that cannot be decoded is quarantined
+        # (moved aside, removed from the table by a commit) and the table read without it.
+        try:
+            table = self.read_consistently(lambda: _read_delta(name, path, filters))
+        except Exception as exc:
+            if name == quarantine.TABLE or not quarantine.unreadable(exc) or not quarantine.repair_table(self, name):
+                raise
+            table = self.read_consistently(lambda: _read_delta(name, path, filters))
         for field in schema:
             # A column added to the schema after this table was last written: null until a write adds it (writes
             # merge additive schema changes, see `_overwrite`).

@@ -281,6 +281,22 @@ EMBEDDING_CACHE = pa.schema(
         pa.field("bucket", pa.int32(), nullable=False),  # partition: first byte of text_sha256 modulo 64
     ]
 )
+#: Files moved aside because they could not be decoded (`lake.quarantine`): one row per file, never a user id or any
+#: of the file's content. Not partitioned.
+QUARANTINE = pa.schema(
+    [
+        pa.field("quarantined_at_us", pa.int64(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # landing | table
+        pa.field("table_name", pa.string()),  # the Delta table a data file belonged to (kind = table)
+        pa.field("original_path", pa.string(), nullable=False),  # relative to the lake root
+        pa.field("quarantine_path", pa.string(), nullable=False),  # relative to the lake root, under quarantine/
+        pa.field("size_bytes", pa.int64(), nullable=False),
+        pa.field("sha256", pa.string(), nullable=False),
+        pa.field("error", pa.string(), nullable=False),  # the decoder's error, clipped
+        pa.field("status", pa.string(), nullable=False),  # quarantined | erased (the file deleted by an erasure)
+        pa.field("erased_at_us", pa.int64()),
+    ]
+)
 #: Which windows hold each user's turns (`lake.user_windows`): a window's run reads its users' history from only
 #: those partitions. Not partitioned (a window column would partition it by window); kept sorted by user id.
 USER_WINDOWS = pa.schema(
@@ -318,6 +334,7 @@ TABLES: dict[str, pa.Schema] = {
     "embedding_cache": EMBEDDING_CACHE,
     "user_windows": USER_WINDOWS,
     "reported_outcomes": REPORTED_OUTCOMES,
+    "quarantine": QUARANTINE,
 }
 
 #: Tables whose rows a rerun operation writes (replaced per operation, never by a regular window run).

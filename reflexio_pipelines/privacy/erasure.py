@@ -36,6 +36,7 @@ from reflexio_pipelines.lake import staging
 from reflexio_pipelines.lake.embedding_cache import CACHE_TABLE, EmbeddingCache, erase_owner
 from reflexio_pipelines.lake.io import ERASURES_ACTIVE, Lake
 from reflexio_pipelines.lake.operation_status import SERVICES, read_status, write_status
+from reflexio_pipelines.lake.quarantine import erase_quarantined, read_landing
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.privacy.scope import (
@@ -103,6 +104,8 @@ WRITER_LOCKS = {
 }
 
 LANDING = "landing"
+#: Files in quarantine the erasure deleted (they cannot be read, so none can be shown not to hold the user's rows).
+QUARANTINE = "quarantined_files"
 #: A run that read the user's rows before a pass can write them back after it; each further pass starts only if
 #: the lake still names the user, and erasure gives up (to be retried) after this many.
 PASSES = 3
@@ -170,6 +173,7 @@ def erase_user(
             if scope_of(lake, user_id).held:
                 raise ErasureIncomplete(f"pipeline runs kept writing the user's rows back during {PASSES} passes")
         _erase_operation_status(lake, user_id)
+        marker.progress(QUARANTINE, erase_quarantined(lake))
         result.redacted = {name: n for name, n in result.redacted.items() if n}
         changed = any(marker.erased_now().values()) or bool(result.redacted)  # an interrupted attempt included
         if changed or _index_mentions(lake, user_id):
@@ -458,7 +462,8 @@ def _user_ids(lake: Lake) -> set[str]:
     owner lists), index versions and rerun progress files."""
     ids: set[str] = set()
     for path in lake.landing_files([hour for _, _, hour in lake.landing_hours()]):
-        ids.update(read_parquet(path, columns=["user_id"]).column("user_id").to_pylist())
+        table = read_landing(lake, path, columns=["user_id"])
+        ids.update(table.column("user_id").to_pylist() if table is not None else [])
     for name, schema in TABLES.items():
         columns = [c for c in ("user_id", *MEMBER_LISTS) if c in schema.names]
         if columns:

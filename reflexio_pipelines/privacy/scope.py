@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.quarantine import read_landing
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.lake.windows import configured_granularity, key_of_landing_hour, window_of_key
 from reflexio_pipelines.learning.wording import vocabulary
@@ -35,6 +36,8 @@ AGGREGATE_TABLES = {
     "impact_metrics": "counts and rates per agent version and day; rewritten from session_evaluations by every "
     "evaluation run",
     "impact_before_after": "rates per agent version before/after a first retrieval; rewritten by every evaluation run",
+    "quarantine": "one row per unreadable file moved aside: paths, size, hash and the decoder's error, no content; "
+    "the quarantined files themselves are deleted by every erasure (lake/quarantine.py)",
     "impact_holdout": "treated vs control rates and means per agent version, evaluation and metric; rewritten by "
     "every evaluation run",
 }
@@ -116,8 +119,10 @@ def landing_rows(lake: Lake, user_id: str) -> list[LandingHit]:
     for date, hour, hour_dir in lake.landing_hours():
         window = window_of_key(key_of_landing_hour(date, hour, granularity), granularity)
         for path in lake.landing_files([hour_dir]):
-            users = read_parquet(path, columns=["user_id"]).column("user_id")
-            if pc.any(pc.equal(users, user_id)).as_py():
+            users = read_landing(lake, path, columns=["user_id"])
+            if users is None:
+                continue  # unreadable: quarantined, and deleted by the erasure (lake/quarantine.py)
+            if pc.any(pc.equal(users.column("user_id"), user_id)).as_py():
                 table = read_parquet(path)
                 out.append(LandingHit(path, window, table.filter(pc.equal(table.column("user_id"), user_id))))
     return out

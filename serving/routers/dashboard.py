@@ -5,7 +5,8 @@ nothing outside this origin: no CDN, no web fonts, charts are inline SVG drawn b
 Policy header enforces that, so the page works on an offline machine and cannot leak requests elsewhere.
 
 APIs it reads and writes (same origin): GET /api/impact_metrics, POST /api/get_dashboard_stats,
-GET /api/llm_usage, POST /api/get_agent_playbooks and PUT /api/update_agent_playbook_status.
+GET /api/llm_usage, POST /api/get_agent_playbooks, PUT /api/update_agent_playbook_status and GET
+/api/quarantine.
 """
 
 from __future__ import annotations

@@ -1000,10 +1000,45 @@
     renderItems();
   }
 
+  function renderQuarantine() {
+    const host = $('#quarantine');
+    if (state.quarantineError) {
+      host.replaceChildren(emptyState('Quarantine unavailable', 'See the error above; use Refresh to try again.'));
+      return;
+    }
+    const files = state.quarantine || [];
+    if (!files.length) {
+      host.replaceChildren(emptyState('No file quarantined', 'Every landing and table file read so far was readable.'));
+      return;
+    }
+    const head = ['File', 'Kind', 'Quarantined', 'Size', 'Error', 'Status'];
+    const body = files.map((f) => h('tr', { 'data-quarantine-row': f.original_path },
+      h('td', { class: 'item-text', title: f.quarantine_path }, f.original_path),
+      h('td', {}, f.kind === 'table' ? `table ${f.table_name}` : 'landing'),
+      h('td', {}, new Date(f.quarantined_at_us / 1000).toISOString().replace('T', ' ').slice(0, 19)),
+      h('td', {}, `${fmtInt(f.size_bytes)} B`),
+      h('td', { class: 'item-text' }, f.error),
+      h('td', { 'data-field': 'status' }, f.status === 'erased' ? 'deleted by an erasure' : 'kept')));
+    host.replaceChildren(h('div', { class: 'table-wrap' },
+      h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, body))));
+  }
+
+  async function loadQuarantine() {
+    try {
+      state.quarantine = (await api('GET', '/api/quarantine')).files || [];
+      state.quarantineError = null;
+      clearError('quarantine');
+    } catch (err) {
+      state.quarantineError = err;
+      showError('quarantine', `Quarantine: ${err.message}`);
+    }
+    renderQuarantine();
+  }
+
   async function loadAll() {
     const button = $('#refresh');
     button.disabled = true;
-    await Promise.allSettled([loadMetrics(), loadStats(), loadUsage(), loadQueue(), loadItems()]);
+    await Promise.allSettled([loadMetrics(), loadStats(), loadUsage(), loadQueue(), loadItems(), loadQuarantine()]);
     button.disabled = false;
     $('#updated').textContent = `Updated ${new Date().toLocaleTimeString('en-GB')}`;
     document.body.dataset.ready = 'true';
