@@ -21,8 +21,6 @@ pytestmark = pytest.mark.e2e
 #: calls). Strict: a method that starts working fails here until it is taken off this list.
 NOT_YET = frozenset(
     {
-        "get_requests",
-        "delete_requests_by_ids",
         "search",
         "get_stall_state",
         "mark_stall_notified",

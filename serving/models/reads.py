@@ -37,6 +37,7 @@ class GetRequestsRequest(TimeRange):
     user_id: str | None = Field(None, max_length=MAX_ID)
     request_id: str | None = Field(None, max_length=MAX_ID)
     session_id: str | None = Field(None, max_length=MAX_ID)
+    source: str | None = Field(None, max_length=MAX_ID)
     top_k: int = Field(30, ge=1, le=10_000)
     offset: int = Field(0, ge=0, le=MAX_INT64)
 

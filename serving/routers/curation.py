@@ -26,6 +26,7 @@ from reflexio_pipelines.lake.curation import (
 )
 from reflexio_pipelines.lake.interactions import turn_rows
 from reflexio_pipelines.lake.records import live_rows
+from reflexio_pipelines.lake.session_turns import session_turn_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.learning.types import NEVER_EXPIRES_TIMESTAMP, TTL_SECONDS, stable_int_id
 from reflexio_pipelines.search.types import SearchFilters
@@ -298,9 +299,10 @@ def delete_request(body: DeleteRequestRequest, request: Request, wait_for_respon
 
 @router.delete("/api/delete_session", response_model=DeleteSessionResponse)
 def delete_session(body: DeleteSessionRequest, request: Request, wait_for_response: bool = WAIT):
-    """Delete every request of a session, and what was learned from them."""
+    """Delete every request of a session (a publish without a session id is the session named by its request id),
+    and what was learned from them."""
     state = service(request)
-    turns = turn_rows(state.lake, [("session_id", "=", body.session_id)])
+    turns = session_turn_rows(state.lake, body.session_id)
     note = _commit(state, _delete_turns(state, turns), wait_for_response)
     count = len({t["request_id"] for t in turns})
     return {

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 
 from reflexio_pipelines.lake.interactions import interaction_view, request_view, turn_rows
 from reflexio_pipelines.lake.records import live_rows
+from reflexio_pipelines.lake.session_turns import session_of, session_turn_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.search.documents import profile_view, user_playbook_view
@@ -157,13 +158,16 @@ def search_interactions(body: SearchInteractionsRequest, request: Request) -> di
 
 @router.post("/api/get_requests", response_model=RequestsResponse)
 def get_requests(body: GetRequestsRequest, request: Request) -> dict:
-    """Publish calls grouped by session (newest request first), with their turns; paged by top_k / offset."""
+    """Publish calls grouped by session (newest request first), with their turns; paged by top_k / offset. A publish
+    without a session id is a session of its own named by its request id (`session_of`), as the pipeline groups it."""
     filters = _turn_filters(body.user_id, body.start_unix, body.end_unix)
-    for column, value in (("request_id", body.request_id), ("session_id", body.session_id)):
+    for column, value in (("request_id", body.request_id), ("source", body.source)):
         if value is not None:
             filters.append((column, "=", value))
+    lake = service(request).lake
+    rows = turn_rows(lake, filters) if body.session_id is None else session_turn_rows(lake, body.session_id, filters)
     by_request: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in turn_rows(service(request).lake, filters):
+    for row in rows:
         by_request[row["request_id"]].append(row)
     ordered = sorted(
         by_request.values(), key=lambda rows: (-max(r["ingested_at_us"] for r in rows), rows[0]["request_id"])
@@ -172,8 +176,12 @@ def get_requests(body: GetRequestsRequest, request: Request) -> dict:
     sessions: dict[str, list[dict[str, Any]]] = {}
     for rows in page:
         rows.sort(key=lambda r: r["turn_index"])
-        entry = {"request": request_view(rows), "interactions": [dict(interaction_view(r)) for r in rows]}
-        sessions.setdefault(rows[0]["session_id"] or "", []).append(entry)
+        session = session_of(rows[0])
+        entry = {
+            "request": {**request_view(rows), "session_id": session},
+            "interactions": [dict(interaction_view(r)) for r in rows],
+        }
+        sessions.setdefault(session, []).append(entry)
     return {
         "success": True,
         "sessions": [{"session_id": s, "requests": reqs} for s, reqs in sessions.items()],
