@@ -29,6 +29,25 @@ def _threshold(default: float) -> Any:
     ]
 
 
+def _no_tags(value: list[str] | None) -> list[str] | None:
+    if value:
+        raise ValueError(
+            "learned items here carry no tags (the original's tagging prompts are not supported), so a tag filter "
+            "would match nothing; leave tags empty"
+        )
+    return value
+
+
+def _no_agent_answer(value: bool | None) -> bool:
+    if value:
+        raise ValueError("this service answers with learned items only, never an LLM-written answer; leave it false")
+    return False
+
+
+#: Refused when set rather than ignored (a caller relying on them would get unfiltered or unanswered results).
+NoTags = Annotated[list[str] | None, AfterValidator(_no_tags)]
+NoAgentAnswer = Annotated[bool | None, AfterValidator(_no_agent_answer)]
+
 UnifiedThreshold = _threshold(0.3)
 EntityThreshold = _threshold(0.4)
 
@@ -50,9 +69,20 @@ class UnifiedSearchRequest(CleanModel):
     conversation_history: list[ConversationTurn] | None = None
     enable_reformulation: bool = False
     search_mode: Literal["vector", "fts", "hybrid"] = "hybrid"
-    #: The session the answer is for (not in the original's shape): the outcome counters join what was served with
-    #: what happened next in this session; without it, the user's next turns decide (a heuristic).
+    #: The session the answer is for: the outcome counters join what was served with what happened next in this
+    #: session; without it, the user's next turns decide (a heuristic).
     session_id: str | None = Field(None, max_length=MAX_ID)
+    # The original's 2026 filters (reflexio-client 0.2.16), honoured by serving/search_options.py, or refused.
+    entity_types: list[Literal["profiles", "user_playbooks", "agent_playbooks"]] | None = None
+    agent_playbook_status_filter: list[PlaybookStatus] | None = Field(
+        None, description="agent playbook statuses served (default: the ones search serves)"
+    )
+    source: str | None = Field(None, max_length=MAX_ID)
+    tags: NoTags = None
+    enable_agent_answer: NoAgentAnswer = False
+    #: The caller's correlation ids (the original meters with them): logged with nothing, they change no result.
+    request_id: str | None = Field(None, max_length=MAX_ID)
+    interaction_id: int | None = Field(None, gt=0)
 
     @field_validator("query")
     @classmethod

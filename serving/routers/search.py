@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request
 
 from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER
 from reflexio_pipelines.search.types import SearchFilters
+from serving import search_options
 from serving.deps import service
 from serving.models.playbooks import AgentPlaybooksResponse
 from serving.models.reads import ProfilesResponse, UserPlaybooksResponse
@@ -56,7 +57,10 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
     if not indexes:
         return UnifiedSearchResponse(success=True, msg=NO_INDEX)
     plan = QueryPlan(state, indexes, body.query, body.search_mode, body.enable_reformulation)
-    common = dict(query=body.query, top_k=body.top_k, threshold=body.threshold)
+    top_k = body.top_k * search_options.WIDEN if body.source else body.top_k
+    common = dict(query=body.query, top_k=top_k, threshold=body.threshold)
+    shared = SearchFilters(agent_version=body.agent_version, playbook_name=body.playbook_name)
+    approval = tuple(body.agent_playbook_status_filter or SERVED_PLAYBOOK_STATUSES)
     queries = [
         (
             "user_playbooks",
@@ -68,19 +72,15 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
                 **common,
             ),
         ),
-        (
-            "agent_playbooks",
-            EntityQuery(
-                "agent_playbook",
-                filters=SearchFilters(agent_version=body.agent_version, playbook_name=body.playbook_name),
-                **common,
-            ),
-        ),
+        ("agent_playbooks", EntityQuery("agent_playbook", filters=shared, playbook_statuses=approval, **common)),
     ]
     if body.user_id:
         # Profiles carry no agent version or playbook name: only the user filter applies.
         queries.insert(0, ("profiles", EntityQuery("profile", filters=SearchFilters(user_id=body.user_id), **common)))
-    results = plan.run_many(queries)
+    wanted = search_options.selected(body.entity_types)
+    results = plan.run_many([(field, query) for field, query in queries if field in wanted])
+    if body.source:
+        search_options.by_source(state.lake, body.source, results, body.top_k)
     for entity_field, payloads in results.items():
         state.retrievals.served(_ENTITY_OF[entity_field], payloads)
     if holdout is not None:
