@@ -30,9 +30,6 @@ NOT_YET = frozenset(
         "update_pending_tool_call_answer",
         "mark_pending_tool_call_not_applicable",
         "cancel_pending_tool_call",
-        "clear_user_data",
-        "storage_stats",
-        "rerank_user_profiles",
         "review_user_playbooks",
         "grade_on_demand",
         "get_agent_success_evaluation_results",
@@ -40,10 +37,6 @@ NOT_YET = frozenset(
         "regenerate_evaluations",
         "get_evaluation_regeneration_status",
         "cancel_evaluation_regeneration",
-        "list_retrieval_experiments",
-        "start_retrieval_experiment",
-        "get_retrieval_experiment_results",
-        "stop_retrieval_experiment",
     }
 )
 
