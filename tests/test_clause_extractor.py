@@ -226,6 +226,24 @@ def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> 
         # a one-off request is no rule and no fact
         ([("user", "Please deploy the billing service to production.")], 0, 0, 0),
         ([("user", "Deploy the api.")], 0, 0, 0),
+        # a follow-up task after an agent turn is no correction, even with "do not" in its spec
+        (
+            [
+                ("user", "What's a good name for a cat?"),
+                ("assistant", "Maybe Miso."),
+                ("user", "Give me ten more names that start with K and do not end in y."),
+            ],
+            0,
+            0,
+            0,
+        ),
+        # questions without their mark and wishes state nothing lasting
+        ([("user", "do you know any good pho places near the station")], 0, 0, 0),
+        ([("user", "I wish I could play the cello.")], 0, 0, 0),
+        # "never" + a verb is a rule by its form, whatever the head reads
+        ([("user", "Never schedule meetings on Friday afternoons.")], 0, 1, 0),
+        # a rule clause naming nothing ("please use that") is a fragment
+        ([("user", "I go by Sam now."), ("assistant", "Sure, Sam."), ("user", "Please use that.")], 1, 0, 0),
         # a correction without a first person is a rule, not a profile
         (
             [
@@ -242,6 +260,15 @@ def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> 
 def test_structure_decides_what_the_head_cannot(turns: list, profiles: int, playbooks: int, forget: int) -> None:
     result = BuiltinExtractor().extract(_window(*turns))
     assert (len(result.profiles), len(result.playbooks), len(result.forget)) == (profiles, playbooks, forget)
+
+
+def test_a_revocation_names_only_what_it_withdraws() -> None:
+    result = BuiltinExtractor().extract(
+        _window(("user", "You can ignore what I said about metric units, I've got used to miles."))
+    )
+    assert [f.target for f in result.forget] == ["metric units"]
+    yarn = BuiltinExtractor().extract(_window(("user", "Forget the yarn thing, we migrated, use pnpm from now on.")))
+    assert [f.target for f in yarn.forget] == ["The yarn thing"] and [p.content for p in yarn.playbooks] == ["Use pnpm"]
 
 
 def test_a_passing_state_expires() -> None:

@@ -27,7 +27,10 @@ _IMPERATIVE = (
 #: "I live in Lisbon and I prefer metric units" is two facts: forgetting or replacing one must not take the other.
 _AND_SUBJECT_RE = re.compile(r",?\s+and\s+(?=(?:I|I'm|I've|I'd|my|we|we're|our)\b)")
 _COMMA_IMPERATIVE_RE = re.compile(rf",\s+(?=(?:{_IMPERATIVE}|can you|could you|would you|will you)\b)", re.I)
-_REVOKE_LEAD_RE = re.compile(r"^(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|override)\b", re.I)
+_REVOKE_LEAD_RE = re.compile(
+    r"^(?:please\s+|you can\s+|you may\s+)?(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|override)\b",
+    re.I,
+)
 _SUBORDINATE_LEAD_RE = re.compile(
     r"^(?:when|whenever|if|unless|for|since|because|although|though|while|as|once|each time|every time|any time|"
     r"from now on|from here on|going forward|in future|in the future|just this once|this time)\b",
@@ -71,10 +74,11 @@ def _cut_commas(part: str) -> list[str]:
     out: list[str] = []
     for piece in pieces:
         out.extend(_joined_short(_COMMA_IMPERATIVE_RE.split(piece)))
-    if len(out) == 1 and _REVOKE_LEAD_RE.match(part) and ("," in part or ": " in part):
-        # "Forget the bullet rule, short paragraphs from now on"; "Override the old rule: only review source files"
-        head, tail = re.split(r",|: ", part, maxsplit=1)
-        out = [head, tail]
+    if out and _REVOKE_LEAD_RE.match(out[0]) and ("," in out[0] or ": " in out[0]):
+        # "Forget the bullet rule, short paragraphs from now on"; "Override the old rule: only review source files";
+        # also when an imperative was cut off after it: "Forget the yarn thing, we migrated, use pnpm from now on"
+        head, tail = re.split(r",|: ", out[0], maxsplit=1)
+        out[:1] = [head, tail]
     return out
 
 
