@@ -22,9 +22,11 @@ from serving.routers import (
     curation,
     dashboard,
     evaluation,
+    evaluation_results,
     experiments,
     health,
     lifecycle,
+    not_enabled,
     playbooks,
     privacy,
     publish,
@@ -81,6 +83,8 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(aggregation_operations.router)
     app.include_router(user_data.router)
     app.include_router(experiments.router)
+    app.include_router(evaluation_results.router)
+    app.include_router(not_enabled.router)
     app.include_router(quarantine.router)
 
     @app.middleware("http")
