@@ -12,8 +12,8 @@ from reflexio_pipelines.learning.builtin import BuiltinExtractor
 from reflexio_pipelines.learning.dedup import RuleDedupJudge, changed_subjects
 from reflexio_pipelines.learning.embedding import make_embedder
 from reflexio_pipelines.learning.learn import learn
-from reflexio_pipelines.learning.lifecycle import FORGOTTEN, current_rows
-from reflexio_pipelines.learning.stated_changes import REVOKED_CONTENT, revoked_playbooks
+from reflexio_pipelines.learning.lifecycle import FORGOTTEN, REPLACED, current_rows
+from reflexio_pipelines.learning.stated_changes import REPLACED_CONTENT, REVOKED_CONTENT, revoked_playbooks
 from reflexio_pipelines.learning.subjects import states_a_change, subjects_of
 from reflexio_pipelines.learning.types import Turn
 
@@ -118,3 +118,37 @@ def test_a_revocation_withdraws_the_rule_and_the_replacement_stays() -> None:
         ).sum()
         == 0
     )
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "retired", "kept"),
+    [
+        (
+            "I swim at 6 am every day, so never book anything before 9 in my calendar.",
+            "I've moved my swims to the evenings now, mornings are free.",
+            "before 9",
+            "swims",
+        ),
+        ("Please always call me Robert in emails.", "I changed my name to Bob last year.", "robert", "bob"),
+    ],
+)
+def test_a_changed_fact_retires_the_rules_said_with_the_old_one(
+    before: str, after: str, retired: str, kept: str
+) -> None:
+    profiles, playbooks, written = _learn_twice(
+        _turns("ana", "a", 1_000, ("user", before), ("assistant", "Noted.")),
+        _turns("ana", "b", 1_000 + DAY, ("user", after), ("assistant", "Got it.")),
+    )
+    assert not any(retired in p["content"].lower() for p in playbooks)
+    assert any(kept in p["content"].lower() for p in profiles)
+    tombstones = [r for r in written if r["status"] == REPLACED]
+    assert len(tombstones) == 1 and tombstones[0]["content"] == REPLACED_CONTENT and tombstones[0]["supersedes"]
+
+
+def test_an_unrelated_fact_retires_no_rule() -> None:
+    _, playbooks, written = _learn_twice(
+        _turns("ana", "a", 1_000, ("user", "Never book anything before 9 in my calendar."), ("assistant", "Noted.")),
+        _turns("ana", "b", 1_000 + DAY, ("user", "I moved to Denver last month."), ("assistant", "Big change!")),
+    )
+    assert any("before 9" in p["content"].lower() for p in playbooks)
+    assert not [r for r in written if r["status"] == REPLACED]

@@ -57,7 +57,7 @@ from reflexio_pipelines.learning.learned_rows import (
 from reflexio_pipelines.learning.lifecycle import FORGOTTEN
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, FailureSummary, GatedExtractionResult
 from reflexio_pipelines.learning.llm_ledger import about_user
-from reflexio_pipelines.learning.stated_changes import supersede_stated_changes, withdraw_playbooks
+from reflexio_pipelines.learning.stated_changes import replace_rules, supersede_stated_changes, withdraw_playbooks
 from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window, stable_uuid
 from reflexio_pipelines.learning.windows import FLUSH_ALL, Pace, group_by_user, plan_windows, ready_turns, turn_sort_key
 
@@ -390,6 +390,7 @@ def _resolve_user(
         return found
     kept_profiles = [dict(r, status=status) for r in kept_profiles]
     kept_playbooks = [dict(r, status=status) for r in kept_playbooks]
+    withdrawn += replace_rules(kept_profiles, existing_playbooks, embedder)
     found.rows = {
         "profiles": kept_profiles + tombstones,
         "playbooks": kept_playbooks + withdrawn,

@@ -10,7 +10,7 @@ import unicodedata
 from typing import Any, Literal
 
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
-from reflexio_pipelines.learning.lifecycle import FORGOTTEN
+from reflexio_pipelines.learning.lifecycle import FORGOTTEN, TOMBSTONE_STATUSES
 from reflexio_pipelines.learning.types import (
     NEVER_EXPIRES_TIMESTAMP,
     TTL_SECONDS,
@@ -89,9 +89,10 @@ def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: st
             "request_id": row.get("generated_from_request_id") or row.get("request_id"),
             "created_at": _time(row),
         }
-        if row["status"] == FORGOTTEN:  # a tombstone is not an item: only what it removed is a change
+        if row["status"] in TOMBSTONE_STATUSES:  # a tombstone is not an item: only what it removed is a change
+            change = FORGOTTEN if row["status"] == FORGOTTEN else "superseded"
             changes.extend(
-                dict(base, item_id=str(old), change=FORGOTTEN, superseded_by=str(row[id_column]), content=None)
+                dict(base, item_id=str(old), change=change, superseded_by=str(row[id_column]), content=None)
                 for old in row["supersedes"]
             )
             continue

@@ -3,8 +3,9 @@
 - a row is *replaced* by a newer row whose `supersedes` names it (dedup, conflict resolution);
 - a row's *status* (current / pending / archived) is the status it was written with, overridden by the latest
   lifecycle event about it (upgrade promotes pending rows and archives current ones; downgrade swaps back);
-- a profile the user asked to forget is superseded by a *tombstone* row with status `forgotten` (learn.py): the
-  tombstone is in no lifecycle status, so neither it nor what it supersedes is ever live, served, upgraded or
+- a profile the user asked to forget is superseded by a *tombstone* row with status `forgotten` (learn.py), and a
+  rule replaced by a changed fact by one with status `replaced` (stated_changes.py): a tombstone is in no lifecycle
+  status, so neither it nor what it supersedes is ever live, served, upgraded or
   downgraded again.
 """
 
@@ -17,6 +18,11 @@ from typing import Any
 LIFECYCLE_STATUSES = ("current", "pending", "archived")
 #: Status of a tombstone row (and the change-log entry of what it removed): forgotten at the user's request.
 FORGOTTEN = "forgotten"
+#: Status of a tombstone row that retires rules replaced by a stated change of the user's own facts ("I've moved my
+#: workouts to the evenings" retires "Don't put anything before 8 in the calendar"): the replacement is a profile,
+#: so it cannot name the rules in its own `supersedes` (learning/stated_changes.py).
+REPLACED = "replaced"
+TOMBSTONE_STATUSES = (FORGOTTEN, REPLACED)
 
 
 def superseded_by(rows: Iterable[dict[str, Any]], id_column: str) -> dict[Any, Any]:

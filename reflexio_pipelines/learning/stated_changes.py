@@ -17,8 +17,9 @@ from reflexio_pipelines.learning.dedup import Resolution, changed_subjects
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.forget import match_profiles
 from reflexio_pipelines.learning.learned_rows import _provenance
-from reflexio_pipelines.learning.lifecycle import FORGOTTEN
+from reflexio_pipelines.learning.lifecycle import FORGOTTEN, REPLACED
 from reflexio_pipelines.learning.rules.text import content_tokens
+from reflexio_pipelines.learning.subjects import states_a_change
 from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window, stable_int_id
 from reflexio_pipelines.learning.windows import turn_sort_key
 
@@ -77,6 +78,10 @@ _REVOKING_WORDS_RE = re.compile(
 )
 #: Content of a revocation's tombstone row: the withdrawn rule is not repeated in it.
 REVOKED_CONTENT = "(withdrawn by the user)"
+#: Content of the tombstone that retires rules a changed fact replaced.
+REPLACED_CONTENT = "(replaced by a change the user stated)"
+_PROVENANCE = ("source_turn_ids", "source_interaction_ids", "extraction_window_id", "extractor", "prompt_version")
+_PROVENANCE += ("model", "run_id", "window")
 
 
 def revoked_playbooks(target: str, playbooks: list[dict[str, Any]], embedder: Embedder) -> list[dict[str, Any]]:
@@ -129,3 +134,55 @@ def withdraw_playbooks(
             }
         )
     return tombstones, left
+
+
+def _rule_text(row: dict[str, Any]) -> str:
+    return " ".join(p for p in (row.get("trigger"), row["content"], said_by_user(row)) if p)
+
+
+def replace_rules(
+    new_profiles: list[dict[str, Any]], playbooks: list[dict[str, Any]], embedder: Embedder
+) -> list[dict[str, Any]]:
+    """Rules a new fact replaces because the user said it changed ("I've moved my workouts to the evenings" retires
+    "Don't put anything before 8", which was said with "I work out at 6 am"; "I go by Lexi these days" retires "Call
+    the user Alex"): `dedup.changed_subjects`, with a rule read together with the user's words behind it. Each
+    replacing profile writes one tombstone (status `replaced`) into the playbooks superseding what it retires.
+    Returns the tombstones. Only this direction: a new rule said "from now on" is too common to
+    retire the user's facts by subject."""
+    changed = [r for r in new_profiles if r.get("status") != FORGOTTEN and states_a_change(said_by_user(r))]
+    if not changed or not playbooks:
+        return []
+    texts = [r["content"] for r in changed] + [_rule_text(r) for r in playbooks]
+    vectors = embedder.embed(texts)
+    replaced = changed_subjects(
+        [(r["content"], said_by_user(r)) for r in changed],
+        texts[len(changed) :],
+        vectors[: len(changed)],
+        vectors[len(changed) :],
+        set(),
+    )
+    tombstones = []
+    for i, positions in sorted(replaced.items()):
+        profile, retired = changed[i], [playbooks[j] for j in positions]
+        ids = sorted({r["user_playbook_id"] for r in retired})
+        tombstones.append(
+            {
+                "user_playbook_id": stable_int_id(profile["user_id"], REPLACED, str(profile["profile_id"])),
+                "user_id": profile["user_id"],
+                "agent_version": retired[0].get("agent_version"),
+                "request_id": profile.get("generated_from_request_id"),
+                "playbook_name": retired[0].get("playbook_name"),
+                "created_at": profile.get("last_modified_timestamp"),
+                "content": REPLACED_CONTENT,
+                "trigger": None,
+                "rationale": f"replaced by profile {profile['profile_id']}",
+                "kind": retired[0].get("kind"),
+                "blocking_issue_kind": None,
+                "blocking_issue_details": None,
+                "status": REPLACED,
+                "source": profile.get("source"),
+                "supersedes": ids,
+                **{k: profile.get(k) for k in _PROVENANCE},
+            }
+        )
+    return tombstones

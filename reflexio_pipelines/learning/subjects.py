@@ -124,6 +124,12 @@ SUBJECTS: tuple[Subject, ...] = (
         "family trips, gifts, kids activities, home, weekends, babysitting",
     ),
     _subject(
+        "name",
+        r"call (?:me|the user)\b|(?:go|goes|going) by\b|my name|their name|name is|nickname|address (?:me|the user) as|"
+        r"pronouns",
+        "greetings, emails, letters, messages, introductions, invitations, cards",
+    ),
+    _subject(
         "values",
         r"halal|kosher|religio|church|mosque|temple|pray|ethic|sustainab|eco[- ]friendly|carbon|cruelty|"
         r"fair trade|second[- ]hand|alcohol|sober|don't drink|do not drink",

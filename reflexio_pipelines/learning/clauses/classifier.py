@@ -40,16 +40,18 @@ class Prediction:
 
 
 def decide(head: ClauseHead, probabilities: np.ndarray) -> list[Prediction]:
-    """Per row: the outcome with the most probability mass if it clears its bar (`head.min_probability`, keyed by
-    outcome), and its most probable kind; else the most probable kind that stores nothing."""
+    """Per row: of the outcomes whose probability mass clears its bar (`head.min_probability`, keyed by outcome,
+    each chosen on its own), the one with the most mass, and its most probable kind; else the most probable kind that
+    stores nothing. An outcome that clears its bar is kept even when another, below its own bar, has more mass: "no
+    pork anything pls, i keep halal" is revocation 0.51 (bar 0.70) and preference 0.47 (bar 0.30)."""
     out: list[Prediction] = []
     for row in probabilities:
         by_kind = dict(zip(head.kinds, (float(p) for p in row)))
         mass = {o: sum(by_kind.get(k, 0.0) for k in kinds) for o, kinds in OUTCOMES.items()}
-        outcome = max(mass, key=lambda o: mass[o])
-        if mass[outcome] >= head.min_probability.get(outcome, 1.0) and mass[outcome] >= max(
-            (p for k, p in by_kind.items() if k not in STORING), default=0.0
-        ):
+        idle = max((p for k, p in by_kind.items() if k not in STORING), default=0.0)
+        cleared = [o for o in mass if mass[o] >= head.min_probability.get(o, 1.0) and mass[o] >= idle]
+        if cleared:
+            outcome = max(cleared, key=lambda o: mass[o])
             kind = max(OUTCOMES[outcome], key=lambda k: by_kind.get(k, 0.0))
             out.append(Prediction(kind, mass[outcome], by_kind))
             continue
