@@ -189,6 +189,11 @@ def world(tmp_path_factory) -> Path:
                     )
                 client.post("/api/search", json={"query": "deploy region", "user_id": ZED, "threshold": 0.0})
                 client.post("/api/search", json={"query": "commit message language", "threshold": 0.0})
+                # A session outcome the client reported (tables/reported_outcomes).
+                turns = lake.read_table("turns", filters=[("user_id", "=", ZED)]).to_pylist()
+                report = {"session_id": min(t["session_id"] for t in turns if t["session_id"]), "outcome": "success"}
+                report["occurred_at"] = int((T0 + timedelta(hours=1)).timestamp())
+                assert client.post("/api/session_outcome", json=report).json()["recorded"]
                 # A publish the pipeline has not materialised yet: it lives only in a landing file.
                 body = {"user_id": ZED, "interaction_data_list": [{"role": "user", "content": "Wobbleton is my dog."}]}
                 assert client.post("/api/publish_interaction", json=body).json()["success"]

@@ -17,7 +17,8 @@ from fastapi.responses import JSONResponse
 
 from serving.deps import service
 from serving.errors import error
-from serving.models.not_enabled import BraintrustStatusResponse, PendingToolCallListResponse
+from serving.models.acks import MessageResponse, MsgResponse
+from serving.models.not_enabled import BraintrustStatusResponse, PendingToolCallListResponse, PendingToolCallResponse
 from serving.state import ServiceState
 
 router = APIRouter()
@@ -39,31 +40,45 @@ def list_pending_tool_calls(
     return PendingToolCallListResponse(pending_tool_calls=[])
 
 
-@router.get("/api/pending_tool_calls/{pending_tool_call_id}", responses=NOT_FOUND)
+@router.get(
+    "/api/pending_tool_calls/{pending_tool_call_id}", responses=NOT_FOUND, response_model=PendingToolCallResponse
+)
 def get_pending_tool_call(state: State, pending_tool_call_id: CallId) -> JSONResponse:
     return _no_such_call()
 
 
-@router.post("/api/pending_tool_calls/{pending_tool_call_id}/resolve", responses=NOT_FOUND)
+@router.post(
+    "/api/pending_tool_calls/{pending_tool_call_id}/resolve",
+    responses=NOT_FOUND,
+    response_model=PendingToolCallResponse,
+)
 def resolve_pending_tool_call(
     state: State, pending_tool_call_id: CallId, body: Annotated[dict[str, Any], Body()]
 ) -> JSONResponse:
     return _no_such_call()
 
 
-@router.patch("/api/pending_tool_calls/{pending_tool_call_id}/answer", responses=NOT_FOUND)
+@router.patch(
+    "/api/pending_tool_calls/{pending_tool_call_id}/answer", responses=NOT_FOUND, response_model=PendingToolCallResponse
+)
 def update_pending_tool_call_answer(
     state: State, pending_tool_call_id: CallId, body: Annotated[dict[str, Any], Body()]
 ) -> JSONResponse:
     return _no_such_call()
 
 
-@router.post("/api/pending_tool_calls/{pending_tool_call_id}/not_applicable", responses=NOT_FOUND)
+@router.post(
+    "/api/pending_tool_calls/{pending_tool_call_id}/not_applicable",
+    responses=NOT_FOUND,
+    response_model=PendingToolCallResponse,
+)
 def mark_pending_tool_call_not_applicable(state: State, pending_tool_call_id: CallId) -> JSONResponse:
     return _no_such_call()
 
 
-@router.post("/api/pending_tool_calls/{pending_tool_call_id}/cancel", responses=NOT_FOUND)
+@router.post(
+    "/api/pending_tool_calls/{pending_tool_call_id}/cancel", responses=NOT_FOUND, response_model=PendingToolCallResponse
+)
 def cancel_pending_tool_call(state: State, pending_tool_call_id: CallId) -> JSONResponse:
     return _no_such_call()
 
@@ -73,13 +88,15 @@ def braintrust_status(state: State) -> BraintrustStatusResponse:
     return BraintrustStatusResponse(connected=False, last_error=BRAINTRUST)
 
 
-@router.post("/api/braintrust/connect", responses={404: {"description": BRAINTRUST}})
-@router.post("/api/braintrust/select_projects", responses={404: {"description": BRAINTRUST}})
-@router.post("/api/braintrust/sync", responses={404: {"description": BRAINTRUST}})
+@router.post("/api/braintrust/connect", responses={404: {"description": BRAINTRUST}}, response_model=MsgResponse)
+@router.post(
+    "/api/braintrust/select_projects", responses={404: {"description": BRAINTRUST}}, response_model=MsgResponse
+)
+@router.post("/api/braintrust/sync", responses={404: {"description": BRAINTRUST}}, response_model=MsgResponse)
 def braintrust_refused(state: State) -> JSONResponse:
     return error(404, BRAINTRUST, "message")
 
 
-@router.delete("/api/braintrust/connection", response_model=dict[str, Any])
-def braintrust_disconnect(state: State) -> dict[str, Any]:
-    return {"success": True, "message": "no Braintrust connection to remove"}
+@router.delete("/api/braintrust/connection", response_model=MessageResponse)
+def braintrust_disconnect(state: State) -> MessageResponse:
+    return MessageResponse(success=True, message="no Braintrust connection to remove")
