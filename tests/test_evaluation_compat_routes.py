@@ -56,7 +56,7 @@ def test_pending_tool_calls_and_braintrust_are_not_enabled(client: Any) -> None:
         ("POST", "/api/pending_tool_calls/p-1/cancel"),
     ):
         answer = client.request(method, path)
-        assert answer.status_code == 404 and answer.json()["detail"] == "Pending tool call not found"
+        assert answer.status_code == 404 and answer.json()["message"] == "Pending tool call not found"
     resolved = client.post("/api/pending_tool_calls/p-1/resolve", json={"result": {"answer": "yes"}})
     assert resolved.status_code == 404
     assert client.get("/api/braintrust/status").json()["connected"] is False

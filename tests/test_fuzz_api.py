@@ -59,6 +59,8 @@ RUN_LAUNCHING = {
     "POST /api/run_playbook_aggregation",  # aggregation_job + index rebuild, synchronous
     "POST /api/manual_profile_generation",  # learn runs for every pending window, synchronous
     "POST /api/manual_playbook_generation",
+    "POST /api/finalize_session",  # learn runs of the session's windows, after the answer
+    "POST /api/playbook_aggregation_operations",  # aggregation_job + index rebuild, after the answer
 }
 
 #: `?wait_for_response=true` makes a call wait for a Dagster run or an index rebuild (publish: the window's

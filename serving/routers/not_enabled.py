@@ -29,7 +29,7 @@ BRAINTRUST = "Braintrust import is not enabled on this service (a hosted feature
 
 
 def _no_such_call() -> JSONResponse:
-    return error(404, "Pending tool call not found", "detail")
+    return error(404, "Pending tool call not found", "message")
 
 
 @router.get("/api/pending_tool_calls", response_model=PendingToolCallListResponse)
