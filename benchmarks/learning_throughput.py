@@ -371,10 +371,11 @@ class LLM:
     concurrency: int = 64
     rpm: int | None = None
     tpm: int | None = None
+    builtin: str = "learned"  # without a stub: the learned extractor, or "rules" (the baseline it replaced)
 
     def env(self) -> dict[str, str]:
         if self.stub is None:
-            return {}
+            return {} if self.builtin == "learned" else {"REFLEXIO_LLM_BUILTIN": self.builtin}
         env = {
             "REFLEXIO_LLM_MODEL": STUB_MODEL,
             "REFLEXIO_LLM_API_BASE": self.stub.api_base,
@@ -388,7 +389,9 @@ class LLM:
         return env
 
     def label(self) -> str:
-        return "builtin" if self.stub is None else f"stub concurrency={self.concurrency}"
+        if self.stub is None:
+            return "builtin" if self.builtin == "learned" else f"builtin {self.builtin}"
+        return f"stub concurrency={self.concurrency}"
 
 
 @dataclass
@@ -1616,7 +1619,11 @@ def _steps_p50(runs: Sequence[dict]) -> dict[str, float | None]:
 def phase_latency(run: Run) -> dict:
     a = run.args
     out: dict[str, Any] = {"rate_turns_per_s": a.latency_rate, "seconds": a.latency_seconds, "runs": {}}
-    extractors = [("builtin", lambda: LLM(None)), ("stub", lambda: run.llm(a.latency_delay))]
+    extractors = [
+        ("builtin", lambda: LLM(None)),
+        ("builtin-rules", lambda: LLM(None, builtin="rules")),  # the rule extractor the learned one replaced
+        ("stub", lambda: run.llm(a.latency_delay)),
+    ]
     for name, make in extractors:
         if name not in a.latency_extractors:
             continue
@@ -1644,6 +1651,10 @@ def phase_latency(run: Run) -> dict:
         ],
         [34, 8, 8, 8, 9, 9, 9, 7, 10, 9],
     )
+    learned, rules = out["runs"].get("builtin"), out["runs"].get("builtin-rules")
+    if learned and rules and learned["p95_s"] and rules["p95_s"]:
+        out["p95_ratio_learned_over_rules"] = round(learned["p95_s"] / rules["p95_s"], 3)
+        print(f"   built-in p95, learned / rules in this run: {out['p95_ratio_learned_over_rules']}")
     limits = (("stub", TARGETS["latency_p95_s_max_stub_1s"]), ("builtin", TARGETS["latency_p95_s_max_builtin"]))
     for name, limit in limits:
         r = out["runs"].get(name)
@@ -1859,7 +1870,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     g.add_argument("--latency-seconds", type=float, default=300.0)
     g.add_argument("--latency-delay", type=float, default=1.0)
     g.add_argument("--latency-drain-s", type=float, default=180.0, help="after publishing; then unfound = never")
-    g.add_argument("--latency-extractors", default="builtin,stub")
+    g.add_argument("--latency-extractors", default="builtin,builtin-rules,stub")
     g.add_argument("--poll-s", type=float, default=0.5)
     g = p.add_argument_group("orgs")
     g.add_argument("--orgs-a-users", type=int, default=100)

@@ -237,6 +237,8 @@ def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> 
             0,
             0,
         ),
+        # an imperative about the user is no fact about them
+        ([("user", "Please answer me in Italian, I'm practising.")], 0, 0, 0),
         # questions without their mark and wishes state nothing lasting
         ([("user", "do you know any good pho places near the station")], 0, 0, 0),
         ([("user", "I wish I could play the cello.")], 0, 0, 0),

@@ -82,6 +82,13 @@ _ASKING_RE = re.compile(
     r"walk|take|pick|read|sing|generate|compose|prepare)\b",
     re.I,
 )
+#: Other imperative openings: no profile either ("Please answer me in French, I'm practising" tells the agent what
+#: to do; it says nothing the user is). Unlike an asking verb, such a clause after an agent turn may well be a
+#: correction ("use us-west-2").
+_TELLING_RE = re.compile(
+    r"^(?:please\s+)?(?:answer|reply|respond|speak|talk|use|keep|put|add|include|avoid|stop|switch|format|address)\b",
+    re.I,
+)
 #: A rule for every conversation says so ("always", "never", "from now on", "don't", …); without such a word, and not
 #: answering an agent turn, an imperative is a one-off request ("Please deploy the billing service to production")
 #: unless the head is all but certain.
@@ -261,7 +268,8 @@ def _outcome(where: _Located, prediction: Prediction) -> str | None:
         # the 3 requests with such a word were all questions, which never reach here
         return "playbook"
     if prediction.kind in PROFILE_KINDS:
-        if _ABOUT_USER_RE.search(where.text) and not _ASKING_RE.match(_LEAD_IN_RE.sub("", where.text)):
+        bare = _LEAD_IN_RE.sub("", where.text)
+        if _ABOUT_USER_RE.search(where.text) and not (_ASKING_RE.match(bare) or _TELLING_RE.match(bare)):
             return "profile"
         # no first person: no profile; a standing imperative answering the agent ("No — never restart it for a
         # rotation") is a correction if the head leans to rules at all
