@@ -505,10 +505,33 @@ def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
             expect(page.locator('[data-testid="approval-queue"]')).to_contain_text("Nothing waiting for review")
             expect(page.locator('[data-testid="queue-count"]')).to_have_text("0")
             expect(page.locator('[data-testid="llm-usage"]')).to_contain_text("No LLM calls recorded yet")
+            expect(page.locator('[data-testid="quarantine"]')).to_contain_text("No file quarantined")
             expect(page.locator('[data-testid="errors"] [data-testid="error"]')).to_have_count(0)
             assert not console_errors, console_errors
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "dashboard-empty.png"), full_page=True)
+
+
+def test_dashboard_lists_quarantined_files_in_chromium(tmp_path: Path) -> None:
+    """A landing file that cannot be read is quarantined by the first read, and the dashboard lists it."""
+    if not CHROMIUM.exists():
+        pytest.fail(INSTALL_HINT, pytrace=False)
+    from playwright.sync_api import expect, sync_playwright
+
+    lake = Lake.at(tmp_path / "lake")
+    torn = lake.landing_turns / "date=2026-07-06" / "hour=09" / "1783328400000000-0123456789ab.parquet"
+    torn.parent.mkdir(parents=True)
+    torn.write_bytes(b"PAR1 torn")
+    with serve_app(_build_app(lake)) as base_url, sync_playwright() as pw:
+        assert httpx.get(f"{base_url}/api/get_all_interactions").status_code == 200  # meets it: quarantined
+        with chromium_page(pw) as (page, console_errors):
+            page.goto(f"{base_url}/dashboard")
+            page.wait_for_selector('body[data-ready="true"]')
+            row = page.locator(f'[data-quarantine-row="{lake.relative(torn)}"]')
+            expect(row).to_contain_text("landing")
+            expect(row).to_contain_text("ArrowInvalid")
+            expect(row.locator('[data-field="status"]')).to_have_text("kept")
+            assert not console_errors, console_errors
 
 
 def test_dashboard_with_an_api_key_in_chromium(tmp_path: Path) -> None:
