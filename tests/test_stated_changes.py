@@ -152,3 +152,17 @@ def test_an_unrelated_fact_retires_no_rule() -> None:
     )
     assert any("before 9" in p["content"].lower() for p in playbooks)
     assert not [r for r in written if r["status"] == REPLACED]
+
+
+def test_a_new_home_makes_an_earlier_time_zone_stale_not_the_other_way() -> None:
+    profiles, _, _ = _learn_twice(
+        _turns("kai", "a", 1_000, ("user", "I'm on Pacific time, so mornings are early for me."), ("assistant", "OK")),
+        _turns("kai", "b", 1_000 + DAY, ("user", "I'm living in Madrid for the next three years."), ("assistant", "!")),
+    )
+    texts = " ".join(p["content"] for p in profiles).lower()
+    assert "madrid" in texts and "pacific" not in texts
+    kept, _, _ = _learn_twice(
+        _turns("lia", "a", 1_000, ("user", "I live in Madrid."), ("assistant", "Lovely.")),
+        _turns("lia", "b", 1_000 + DAY, ("user", "I'm on CET."), ("assistant", "Noted.")),
+    )
+    assert "madrid" in " ".join(p["content"] for p in kept).lower()

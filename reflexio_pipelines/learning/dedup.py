@@ -114,7 +114,11 @@ def deduplicate(
 ) -> Resolution:
     """Pre-filter, judge (only when something is close), and resolve groups into a Resolution."""
     shown = prefilter(new_vectors, existing_vectors)
-    same_slot = {j for j, e in enumerate(existing) if e.slot and any(n.slot == e.slot for n in new)}
+    same_slot = {
+        j
+        for j, e in enumerate(existing)
+        if e.slot and any(n.slot == e.slot or (n.slot, e.slot) in STALE_AFTER for n in new)
+    }
     shown = sorted(set(shown) | same_slot)
     resolution = Resolution(keep={i: item.text for i, item in enumerate(new)})
     slots = [n.slot for n in new if n.slot]
@@ -176,12 +180,18 @@ def _same_text(a: str, b: str) -> bool:
     return content_key(a) == content_key(b)  # every script: "用户住在北京" is not "用户搬到上海"
 
 
+#: (slot of a NEW item, slot of an EXISTING item it makes stale): a move changes the time zone ("Is living in Tokyo"
+#: replaces "Is on Eastern time"), while a time zone says nothing of the city, so the other way round nothing goes.
+STALE_AFTER = frozenset({("location", "timezone")})
+
+
 class RuleDedupJudge:
     """The offline judge (a heuristic, not a model): near-identical texts (cosine >= 0.9) are duplicates, and a
     NEW item with the same single-valued slot as an EXISTING one ("Lives in Berlin" vs "Lives in London")
-    conflicts with it, the newer statement winning. Two items in different slots are never grouped, however close
-    their wording ("Works at Acme" is the employer, "Works as a data engineer" the role). Vectors are passed in so
-    nothing is embedded twice."""
+    conflicts with it, the newer statement winning, and a new place to live makes an earlier time zone stale
+    (`STALE_AFTER`). Otherwise two items in different slots are never grouped, however close their wording ("Works
+    at Acme" is the employer, "Works as a data engineer" the role). Vectors are passed in so nothing is embedded
+    twice."""
 
     #: It also applies `changed_subjects` (the LLM judge reads changes from the wording itself).
     follows_change_words = True
@@ -204,7 +214,7 @@ class RuleDedupJudge:
                 (la, ca), (lb, cb) = labelled[a], labelled[b]
                 if la.startswith("EXISTING") and lb.startswith("EXISTING"):
                     continue  # the rule judge never regroups what the user already has
-                if self._related(ca, cb):
+                if self._related(ca, cb) or _makes_stale(la, ca, lb, cb):
                     parent[find(lb)] = find(la)
         groups: dict[str, list[str]] = {}
         for label, _ in labelled:
@@ -229,6 +239,15 @@ class RuleDedupJudge:
             return False
         va, vb = self._vectors.get(a.item_id), self._vectors.get(b.item_id)
         return va is not None and vb is not None and float(va @ vb) >= SAME_STATEMENT
+
+
+def _makes_stale(label_a: str, a: Candidate, label_b: str, b: Candidate) -> bool:
+    """Whether one of the two is NEW and its slot makes the other's, an EXISTING one, stale (`STALE_AFTER`)."""
+    if label_a.startswith("NEW") and label_b.startswith("EXISTING"):
+        return (a.slot, b.slot) in STALE_AFTER
+    if label_b.startswith("NEW") and label_a.startswith("EXISTING"):
+        return (b.slot, a.slot) in STALE_AFTER
+    return False
 
 
 def profile_slot(content: str) -> str | None:
