@@ -265,7 +265,9 @@ def print_table(report: dict) -> None:
     print(f"   ratio learned/rules: {cost.get('ratio_learned_over_rules')}")
 
 
-def run(users: int, skip_live: bool, out: Path, seed: int = 7, dev_limit: int | None = None) -> dict:
+def run(
+    users: int, skip_live: bool, out: Path, seed: int = 7, dev_limit: int | None = None, probes_path: Path = PROBES
+) -> dict:
     from reflexio_pipelines.learning.builtin import BuiltinExtractor
     from reflexio_pipelines.learning.clauses.classifier import ClauseClassifier
     from reflexio_pipelines.learning.clauses.corpus import load_corpus
@@ -285,12 +287,13 @@ def run(users: int, skip_live: bool, out: Path, seed: int = 7, dev_limit: int | 
     extractors = {"learned": BuiltinExtractor(classifier), "rules": RuleExtractor()}
     corpus = load_corpus(CLAUSES)
     pools = chat_pools(corpus)
-    probes = load_probes()
+    probes = load_probes(probes_path)
     report: dict = {
         "params": {"users": users, "seed": seed, "dev_limit": dev_limit, "skip_live": skip_live},
         "pools": "public" if any(not r["source"].startswith("own") for r in corpus) else "own (public rows not built)",
         "head_sha256_16": loaded_sha,
-        "probes_sha256_16": _sha(PROBES),
+        "probes": str(probes_path.relative_to(ROOT) if probes_path.is_relative_to(ROOT) else probes_path),
+        "probes_sha256_16": _sha(probes_path),
         "targets": TARGETS,
         "notes": NOTES,
         "warnings": [],
@@ -332,9 +335,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--skip-live", action="store_true", help="only the in-process measures (1 and 3)")
     parser.add_argument("--dev-limit", type=int, default=None, help="score a stratified sample of the dev rows")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--probes",
+        type=Path,
+        default=PROBES,
+        help="probe set (probes_heldout.jsonl: written after the tuning, run once)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    return run(args.users, args.skip_live, args.out, args.seed, args.dev_limit)
+    return run(args.users, args.skip_live, args.out, args.seed, args.dev_limit, args.probes)
 
 
 if __name__ == "__main__":
