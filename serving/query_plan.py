@@ -17,7 +17,9 @@ from serving.state import ServiceState
 
 log = logging.getLogger(__name__)
 
-SERVED_PLAYBOOK_STATUSES = ("approved", "pending")
+#: Agent playbooks reach prompts only once approved: pending ones (flagged or not) wait in the approval queue; a
+#: per-entity search may still ask for other statuses by name (`playbook_status_filter`).
+SERVED_PLAYBOOK_STATUSES = ("approved",)
 #: Entity types held per user: a user's lasting items about the request's situation are served with the hits.
 USER_ENTITIES = ("profile", "user_playbook")
 # Over large indexes the entity searches of a unified request run side by side (tantivy, numpy and faiss release

@@ -1,5 +1,6 @@
 """Agent playbooks end to end through the API and real Dagster runs: recurring corrections across users become one
-pending rule; rejection hides it at once and is remembered; approval survives re-runs; audit links back to turns."""
+pending rule, served only once approved; rejection hides it at once and is remembered; approval survives re-runs;
+audit links back to turns. The poisoning scenarios (sybil accounts, flagged rules) are in test_shared_rule_review.py."""
 
 from __future__ import annotations
 
@@ -62,6 +63,22 @@ def _agent_playbooks(client, **filters) -> list[dict]:
     return client.post("/api/get_agent_playbooks", json={"agent_version": "ops-1", **filters}).json()["agent_playbooks"]
 
 
+def _support_from(client, users: int) -> None:
+    """Let `users` distinct users make a shared rule (the default is 3), for tests of other things than support."""
+    config = client.get("/api/get_config").json()
+    for extractor in config["user_playbook_extractor_configs"]:
+        extractor["aggregation_config"] = {**(extractor.get("aggregation_config") or {}), "min_distinct_users": users}
+    config.pop("user_playbook_extractor_config", None)  # get_config answers in both shapes: send the list only
+    assert client.post("/api/set_config", json=config).json()["success"]
+
+
+def _decide(client, agent_playbook_id: int, status: str) -> None:
+    reply = client.put(
+        "/api/update_agent_playbook_status", json={"agent_playbook_id": agent_playbook_id, "playbook_status": status}
+    )
+    assert reply.json()["success"]
+
+
 def _served(client) -> list[dict]:
     return client.post(
         "/api/search",
@@ -77,41 +94,41 @@ def test_same_correction_from_three_users_is_one_pending_agent_playbook_and_reje
     (rule,) = _agent_playbooks(client)
     assert rule["playbook_status"] == "pending" and "us-west-2" in rule["content"]
     assert rule["member_user_count"] == 3 and len(rule["member_user_playbook_ids"]) == 3
-    assert [p["agent_playbook_id"] for p in _served(client)] == [rule["agent_playbook_id"]]
+    assert rule["supporting_user_ids"] == ["ann", "bob", "cat"] and rule["flag_reason"] is None
+    assert _served(client) == []  # pending: in the approval queue, not in prompts
     (row,) = lake.read_table("agent_playbooks").to_pylist()
     expected = "openai/stub" if "litellm" in request.node.name else "builtin"
     assert row["model"] == expected  # consolidated by the LLM (one call for the cluster) or the offline path
 
+    approved_at = time.monotonic()
+    _decide(client, rule["agent_playbook_id"], "approved")
+    assert [p["agent_playbook_id"] for p in _served(client)] == [rule["agent_playbook_id"]]
+    assert time.monotonic() - approved_at < 1.0  # served in the same second, without a pipeline run
+
     rejected_at = time.monotonic()
-    reply = client.put(
-        "/api/update_agent_playbook_status",
-        json={"agent_playbook_id": rule["agent_playbook_id"], "playbook_status": "rejected"},
-    )
-    assert reply.json()["success"]
+    _decide(client, rule["agent_playbook_id"], "rejected")
     assert _served(client) == [] and time.monotonic() - rejected_at < 1.0  # gone from search in the same second
 
     _aggregate(client)  # a full re-run must not bring it back
     assert _served(client) == []
     assert [p["playbook_status"] for p in _agent_playbooks(client, status_filter=None)] == ["rejected"]
 
-    client.put(
-        "/api/update_agent_playbook_status",
-        json={"agent_playbook_id": rule["agent_playbook_id"], "playbook_status": "pending"},
-    )  # un-reject
-    assert [p["agent_playbook_id"] for p in _served(client)] == [rule["agent_playbook_id"]]
+    _decide(client, rule["agent_playbook_id"], "pending")  # un-reject: back in the queue, still not served
+    assert _served(client) == []
+    assert [p["agent_playbook_id"] for p in _agent_playbooks(client, playbook_status_filter="pending")] == [
+        rule["agent_playbook_id"]
+    ]
 
 
 def test_unrelated_corrections_make_separate_clusters_and_approval_survives_reruns(client):
+    _support_from(client, 2)  # two users per lesson here: this test is about clusters, not about support
     for case in [*REGION[:2], *COMMITS, NOISE]:
         _correct(client, *case)
     _aggregate(client)
     rules = _agent_playbooks(client)
     assert len(rules) == 2  # region and commit language; the one-off stays unclustered
     commit = next(r for r in rules if "English" in r["content"])
-    client.put(
-        "/api/update_agent_playbook_status",
-        json={"agent_playbook_id": commit["agent_playbook_id"], "playbook_status": "approved"},
-    )
+    _decide(client, commit["agent_playbook_id"], "approved")
     _correct(
         client,
         "gus",
@@ -128,22 +145,17 @@ def test_unrelated_corrections_make_separate_clusters_and_approval_survives_reru
 
 
 def test_change_log_and_audit_trail(client):
-    for case in REGION[:2]:
+    for case in REGION:
         _correct(client, *case)
     _aggregate(client)
     logs = client.get("/api/playbook_aggregation_change_logs?agent_version=ops-1").json()["change_logs"]
     assert len(logs) == 1 and len(logs[0]["added_agent_playbooks"]) == 1
     added = logs[0]["added_agent_playbooks"][0]
-    assert "us-west-2" in added["content"] and len(added["member_user_playbook_ids"]) == 2
+    assert "us-west-2" in added["content"] and len(added["member_user_playbook_ids"]) == 3
     member_ids = set(added["member_user_playbook_ids"])
-    members = [
-        p
-        for p in client.post("/api/search", json={"query": "deploy region", "threshold": 0.0, "top_k": 20}).json()[
-            "user_playbooks"
-        ]
-        if p["user_playbook_id"] in member_ids
-    ]
-    assert len(members) == 2 and all(m["provenance"]["source_turn_ids"] for m in members)
+    listed = client.post("/api/get_user_playbooks", json={"agent_version": "ops-1"}).json()["user_playbooks"]
+    members = [p for p in listed if p["user_playbook_id"] in member_ids]
+    assert len(members) == 3 and all(m["provenance"]["source_turn_ids"] for m in members)
 
 
 def test_status_update_validates(settings, instance):
@@ -166,7 +178,7 @@ def test_auto_approve_is_configurable_per_run(lake, instance, settings):
     from reflexio_pipelines.runs import run_aggregation
 
     with TestClient(create_app(settings)) as c:
-        for case in REGION[:2]:
+        for case in REGION:
             _correct(c, *case)
     result = run_aggregation({"agent_version": "ops-1", "auto_approve": True}, settings=settings, instance=instance)
     assert result["success"] and result["consolidate_new"] == 1

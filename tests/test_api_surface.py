@@ -90,10 +90,13 @@ def test_per_entity_search_honours_filters(learned):
     assert none["user_profiles"] == []
     assert _search_user_playbooks(client, "deploy region", user_id="alice")
     assert _search_user_playbooks(client, "deploy region", user_id="nobody") == []
-    assert _search_user_playbooks(client, "deploy region", status_filter=["archived"]) == []
-    fts = _search_user_playbooks(client, "us-west-2", search_mode="fts")
+    assert _search_user_playbooks(client, "deploy region", user_id="alice", status_filter=["archived"]) == []
+    fts = _search_user_playbooks(client, "us-west-2", user_id="alice", search_mode="fts")
     assert fts and "us-west-2" in fts[0]["content"]
-    assert client.post("/api/search_profiles", json={"query": "x"}).status_code == 422  # user_id required
+    # user_id required: a search serves one user's items only
+    for path in ("/api/search_profiles", "/api/search_user_playbooks"):
+        refused = client.post(path, json={"query": "x"})
+        assert refused.status_code == 422 and "user_id" in refused.json()["message"]
 
 
 def test_manual_adds_are_readable_at_once_and_searchable_after_the_reindex(client):

@@ -35,6 +35,7 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.lake.windows import key_of_moment
 from reflexio_pipelines.learning import aggregate
+from reflexio_pipelines.learning.config import ExtractionConfig
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows
 from reflexio_pipelines.privacy import erasure
@@ -137,7 +138,11 @@ CONVERSATIONS = [
 
 def _settings(lake: Lake, tmp: Path) -> Settings:
     config = tmp / "extraction.json"
-    config.write_text(json.dumps({"agent_success_configs": [{"evaluation_name": "ops_success", "sampling_rate": 1.0}]}))
+    # Two users make a shared rule here (the default is 3): this world needs rules two users share, to test erasure.
+    playbooks = ExtractionConfig().user_playbook_extractor_configs[0].model_dump(exclude_none=True)
+    playbooks["aggregation_config"] = {"min_distinct_users": 2}
+    evaluation = [{"evaluation_name": "ops_success", "sampling_rate": 1.0}]
+    config.write_text(json.dumps({"agent_success_configs": evaluation, "user_playbook_extractor_configs": [playbooks]}))
     # Previews on (the default): Dagster's run storage, scanned too, may then hold ids and text lengths, never words.
     return Settings(lake=str(lake.root), extraction_config=str(config), metadata_previews=True)
 

@@ -201,7 +201,7 @@ def test_every_client_method_answers_2xx_with_a_body_the_client_parses(throwaway
     assert call("get_agent_success_evaluation_results", limit=10).success
     assert call("search", query=QUERY, user_id="ann", agent_version=AGENT).user_playbooks
     assert call("search_profiles", user_id=throwaway.facts_user, query="timezone").success
-    assert call("search_user_playbooks", query=QUERY, agent_version=AGENT).user_playbooks
+    assert call("search_user_playbooks", query=QUERY, user_id="ann", agent_version=AGENT).user_playbooks
     assert call("search_agent_playbooks", query=QUERY, agent_version=AGENT).agent_playbooks
     assert call("search_interactions", user_id="ann", query="us-west-2").interactions
 
@@ -302,6 +302,9 @@ def test_config_round_trip_and_aggregation_config_change_the_next_run(throwaway)
     assert saved == {"success": True, "msg": "config saved; the next pipeline run uses it"}
     assert len(original.get_agent_playbooks(agent_version=AGENT, force_refresh=True).agent_playbooks) == 1
 
+    # Back to pending (the fixture approved it): an approved rule is never archived by a re-run, a pending one is.
+    (pid,) = [p.agent_playbook_id for p in original.get_agent_playbooks(agent_version=AGENT).agent_playbooks]
+    assert original.update_agent_playbook_status(pid, playbook_status=PlaybookStatus.PENDING).success
     config = original.get_config()
     config.user_playbook_extractor_configs[0].aggregation_config = PlaybookAggregatorConfig(min_cluster_size=4)
     assert original.set_config(config)["success"]
@@ -367,7 +370,11 @@ def test_manual_adds_are_found_by_the_very_next_search(tmp_path, instance, monke
             "Zed lives in Reykjavik."
         ]
         assert original.add_agent_playbooks(
-            [AgentPlaybook(agent_version=AGENT, content="Greet users by name.")]
+            [
+                AgentPlaybook(
+                    agent_version=AGENT, content="Greet users by name.", playbook_status=PlaybookStatus.APPROVED
+                )
+            ]
         ).success
         assert [p.content for p in original.search(query="greet users", agent_version=AGENT).agent_playbooks] == [
             "Greet users by name."
@@ -409,7 +416,9 @@ def test_manual_agent_playbook_is_listed_approved_rejected_edited_and_deleted(or
             for p in original.search(query="runbook link", agent_version=version).agent_playbooks
         ]
 
-    assert served() == [(pid, "Always attach the runbook link.", PlaybookStatus.PENDING)]
+    assert served() == []  # pending (the original's default for an add): in the queue, not served
+    assert original.update_agent_playbook_status(pid, playbook_status=PlaybookStatus.APPROVED).success
+    assert served() == [(pid, "Always attach the runbook link.", PlaybookStatus.APPROVED)]  # at once
     assert original.update_agent_playbook_status(pid, playbook_status=PlaybookStatus.REJECTED).success
     assert served() == []  # at once, no pipeline run in between
     rejected = original.get_agent_playbooks(playbook_status_filter=PlaybookStatus.REJECTED, force_refresh=True)

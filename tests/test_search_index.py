@@ -353,7 +353,7 @@ def test_status_filters(index: LoadedIndex, embedder: LocalMiniLMEmbedder) -> No
     assert _ids(_search(index, embedder, "user_playbook", "PostgreSQL", filters=pending)) == ["up-u2-sql"]
 
 
-def test_rejected_agent_playbooks_hidden_by_default(index: LoadedIndex, embedder: LocalMiniLMEmbedder) -> None:
+def test_only_approved_agent_playbooks_by_default(index: LoadedIndex, embedder: LocalMiniLMEmbedder) -> None:
     query = "TLS certificate verification fails"
     for mode in ("hybrid", "vector", "fts"):
         hidden = _search(index, embedder, "agent_playbook", query, mode=mode, threshold=-1, top_k=10)
@@ -369,8 +369,11 @@ def test_rejected_agent_playbooks_hidden_by_default(index: LoadedIndex, embedder
             filters=replace(F, playbook_statuses=None),
         )
         assert _ids(shown)[0] == "ap-tls"
-    # Pending ones are included by default; playbook_statuses does not touch other entity types.
-    assert "ap-ticket" in _ids(_search(index, embedder, "agent_playbook", "escalating support ticket"))
+    # Pending ones wait for approval: left out by default, found when asked for; playbook_statuses does not touch
+    # other entity types.
+    assert "ap-ticket" not in _ids(_search(index, embedder, "agent_playbook", "escalating support ticket"))
+    pending = replace(F, playbook_statuses=("pending",))
+    assert "ap-ticket" in _ids(_search(index, embedder, "agent_playbook", "escalating support ticket", filters=pending))
     user_hits = _search(
         index, embedder, "user_playbook", "Celsius", mode="fts", filters=replace(F, playbook_statuses=("approved",))
     )
@@ -401,7 +404,8 @@ def test_exclude_ids(index: LoadedIndex, embedder: LocalMiniLMEmbedder) -> None:
 
 
 def test_agent_version_playbook_name_and_time_filters(index: LoadedIndex, embedder: LocalMiniLMEmbedder) -> None:
-    hits = _search(index, embedder, "agent_playbook", "", mode="fts", top_k=20, filters=replace(F, agent_version="v2"))
+    v2 = replace(F, agent_version="v2", playbook_statuses=("approved", "pending"))
+    hits = _search(index, embedder, "agent_playbook", "", mode="fts", top_k=20, filters=v2)
     assert set(_ids(hits)) == {"ap-ticket", "ap-flaky"}
     hits = _search(
         index,

@@ -23,16 +23,17 @@ from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, La
 
 
 class AggregationConfig(dg.Config):
-    """An optional scope (one agent version / playbook name) and clustering parameters. A parameter left unset
-    comes from the playbook extractor's `aggregation_config` in the organisation's extraction config (set through
-    `set_config` or the config file), else from the defaults (2 members, cosine 0.5, 2 distinct users)."""
+    """An optional scope (one agent version / playbook name), clustering parameters and auto-approval. A parameter
+    left unset comes from the playbook extractor's `aggregation_config` in the organisation's extraction config (set
+    through `set_config` or the config file), else from the defaults (2 members, cosine 0.5, 3 distinct users, new
+    rules pending until approved)."""
 
     agent_version: str | None = None
     playbook_name: str | None = None
     min_cluster_size: int | None = None
     similarity: float | None = None
     min_distinct_users: int | None = None
-    auto_approve: bool = False
+    auto_approve: bool | None = None
 
 
 @dg.asset(

@@ -137,7 +137,8 @@ def search(
     mode: Annotated[Literal["hybrid", "vector", "fts"], typer.Option("--mode")] = "hybrid",
     json_mode: JsonFlag = False,
 ) -> None:
-    """Hybrid search over profiles (with --user-id), user playbooks and agent playbooks."""
+    """Hybrid search: with --user-id that user's profiles and playbooks and the approved agent playbooks; without
+    it the approved agent playbooks only (no user's items)."""
     out = output(ctx, json_mode)
     with out.errors(), client(ctx) as api:
         result = api.search(
@@ -162,7 +163,8 @@ def context(
     max_chars: Annotated[int, typer.Option("--max-chars", min=200, help="Upper bound of the block's size.")] = 4000,
     json_mode: JsonFlag = False,
 ) -> None:
-    """The prompt block to inject into a system prompt (empty when nothing learned is relevant)."""
+    """The prompt block to inject into a system prompt (empty when nothing learned is relevant). Without --user-id
+    it holds approved agent playbooks only: pass the user for their own profiles and playbooks."""
     out = output(ctx, json_mode)
     with out.errors(), client(ctx) as api:
         block = api.context(query, user_id=user_id, agent_version=agent_version, top_k=top_k, max_chars=max_chars)
@@ -232,10 +234,20 @@ def playbooks_list(
 
     def human() -> None:
         if kind == "agent":
+            # A flagged rule says so in its status; its reason and supporters are in --json (and on the dashboard).
             out.table(
                 "Agent playbooks",
                 ["id", "status", "agent version", "trigger", "content"],
-                [(p.agent_playbook_id, p.playbook_status, p.agent_version, p.trigger, p.content) for p in playbooks],
+                [
+                    (
+                        p.agent_playbook_id,
+                        f"{p.playbook_status} (flagged)" if p.flag_reason else p.playbook_status,
+                        p.agent_version,
+                        p.trigger,
+                        p.content,
+                    )
+                    for p in playbooks
+                ],
             )
         else:
             out.table(
@@ -259,7 +271,7 @@ PlaybookId = Annotated[int, typer.Argument(min=1, help="The agent playbook's id 
 
 @playbooks_app.command("approve")
 def playbooks_approve(ctx: typer.Context, playbook_id: PlaybookId, json_mode: JsonFlag = False) -> None:
-    """Approve an agent playbook (served by search at once)."""
+    """Approve an agent playbook (served by search at once; until then it is not served)."""
     _decide(ctx, json_mode, playbook_id, "approved")
 
 

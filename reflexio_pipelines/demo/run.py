@@ -6,10 +6,10 @@ built-in extractor and the bundled embedding model; no API key is needed.
 
 Filling the dashboard (`fill_dashboard`): the demo lake's config samples 100 % of closed sessions for evaluation
 (set through the API, for this lake only; the default is 5 %), the follow-up sessions search first and then publish
-what happened (a rule followed, the same correction again, a tool used the working way, a second user teaching the
-region rule), learning and aggregation run, and the evaluation job judges the sessions with the clock moved past
-their quiet period — so success rates, outcome counters, correction recurrence and the approval queue are there
-after `make demo`. The judge is the offline heuristic one, and the dashboard says so.
+what happened (a rule followed, the same correction again, a tool used the working way, two more users teaching the
+region rule: three users make a shared rule), learning and aggregation run, and the evaluation job judges the
+sessions with the clock moved past their quiet period — so success rates, outcome counters, correction recurrence
+and the approval queue are there after `make demo`. The judge is the offline heuristic one, and the dashboard says so.
 """
 
 from __future__ import annotations
@@ -131,6 +131,7 @@ def fill_dashboard(api: str, settings: Settings, instance: dg.DagsterInstance | 
     config = httpx.get(f"{api}/api/get_config", timeout=30).json()
     evaluators = config.get("agent_success_configs") or [{"evaluation_name": DEFAULT_EVALUATION}]
     config["agent_success_configs"] = [dict(e, sampling_rate=1.0) for e in evaluators]  # the demo lake only
+    config.pop("agent_success_config", None)  # get_config answers in both shapes; one is sent, the list changed
     httpx.post(f"{api}/api/set_config", json=config, timeout=30).raise_for_status()
     for conversation in followup_conversations():
         # What an agent does before it answers: ask for the learned context of this user and session.

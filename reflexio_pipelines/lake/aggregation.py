@@ -99,7 +99,7 @@ def refresh_playbook_embeddings(store: Lake, model: Embedder) -> EmbeddingsWritt
 @dataclass
 class Aggregated:
     """One aggregation run over a scope: the scope's agent playbook rows, the change log entries, what was done,
-    and the clustering parameters each playbook name's groups ran with."""
+    and the clustering parameters (and auto-approval) each playbook name's groups ran with."""
 
     rows: list[dict] = field(default_factory=list)
     changes: list[dict] = field(default_factory=list)
@@ -115,14 +115,14 @@ def aggregate_playbooks(
     *,
     run_id: str,
     now: int,
-    auto_approve: bool = False,
+    auto_approve: bool | None = None,
     min_cluster_size: int | None = None,
     similarity: float | None = None,
     min_distinct_users: int | None = None,
 ) -> Aggregated:
     """Run every group of the scope: the groups with current user playbooks now, and the groups that had agent
-    playbooks before (their members may all be gone). Clustering parameters left None come from the extraction
-    config (`cluster_params`). Nothing is written (`commit_aggregation`)."""
+    playbooks before (their members may all be gone). Clustering parameters and `auto_approve` left None come from
+    the extraction config (`cluster_params`, `aggregation_settings`). Nothing is written (`commit_aggregation`)."""
     members = members_by_group(store, scope)
     status_of = decisions(store)
     in_scope = [r for r in store.read_table("agent_playbooks").to_pylist() if scope.contains(r)]
@@ -137,10 +137,12 @@ def aggregate_playbooks(
             similarity=similarity,
             min_distinct_users=min_distinct_users,
         )
+        approve = extraction.aggregation_settings(playbook_name).auto_approve if auto_approve is None else auto_approve
         run.params_used[playbook_name] = {
             "min_cluster_size": params.min_cluster_size,
             "similarity": params.similarity,
             "min_distinct_users": params.min_distinct_users,
+            "auto_approve": approve,
         }
         group = Group(
             agent_version,
@@ -151,7 +153,7 @@ def aggregate_playbooks(
             params,
             run_id,
             now,
-            auto_approve,
+            approve,
         )
         rows, group_changes = aggregate_group(group, partial(consolidator_of, agent_version=agent_version), run.stats)
         run.rows.extend(rows)

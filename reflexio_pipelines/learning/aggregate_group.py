@@ -27,6 +27,7 @@ from reflexio_pipelines.learning.aggregate import (
 )
 from reflexio_pipelines.learning.cluster import ClusterParams, cluster_playbooks, clusters_from_labels, fingerprint
 from reflexio_pipelines.learning.llm_aggregate import ConsolidationFailed
+from reflexio_pipelines.learning.rule_flags import flag_reason
 
 _UNCHANGED = object()  # a cluster that could not be consolidated this run keeps its previous state
 
@@ -46,7 +47,7 @@ class Group:
     params: ClusterParams
     run_id: str
     now: int
-    auto_approve: bool = False
+    auto_approve: bool = False  # a new rule starts approved, unless it is flagged (learning/rule_flags.py)
 
 
 @dataclass
@@ -60,6 +61,7 @@ class AggregationStats:
     consolidation_failed: int = 0
     nothing_shared: int = 0
     covered_by_approved: int = 0
+    flagged: int = 0  # rules written with a flag_reason this run (new or re-consolidated)
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -73,6 +75,7 @@ class AggregationStats:
             "consolidation_failed": self.consolidation_failed,
             "nothing_shared": self.nothing_shared,
             "covered_by_approved": self.covered_by_approved,
+            "flagged": self.flagged,
         }
         out.update({name: n for name, n in outcomes.items() if n})
         if self.actions["consolidate_new"] + self.actions["reconsolidate"]:
@@ -150,6 +153,7 @@ def aggregate_group(
                 row["status"] = "archived"
             continue
         new_row = agent_playbook_row(group, action, rule, cluster, consolidator, row)
+        stats.flagged += new_row["flag_reason"] is not None
         changes.append(
             change_entry(
                 group, new_row, "updated" if row else "added", snapshot(row) if row else None, snapshot(new_row)
@@ -178,7 +182,14 @@ def agent_playbook_row(
     consolidator: Consolidator,
     previous: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """The agent playbook row a consolidated cluster becomes (replacing `previous`, the row it re-consolidates)."""
+    """The agent playbook row a consolidated cluster becomes (replacing `previous`, the row it re-consolidates).
+
+    The rule and every member are checked for text reaching outside the agent's task (`rule_flags`): a flagged rule
+    starts pending even with auto-approve, and the reason shows in the approval queue."""
+    flag = flag_reason(
+        (rule.content, rule.trigger, rule.rationale, rule.blocking_issue_details),
+        [(m.trigger, m.content, m.rationale, m.blocking_issue_details) for m in members],
+    )
     return {
         "agent_playbook_id": action.agent_playbook_id,
         "playbook_name": group.playbook_name,
@@ -192,7 +203,7 @@ def agent_playbook_row(
         "blocking_issue_details": rule.blocking_issue_details,
         "playbook_status": previous["playbook_status"]
         if previous
-        else ("approved" if group.auto_approve else "pending"),
+        else ("approved" if group.auto_approve and flag is None else "pending"),
         "status": "current",
         "fingerprints": sorted(set(previous["fingerprints"] or []) | {action.fingerprint})
         if previous
@@ -203,6 +214,7 @@ def agent_playbook_row(
         "model": getattr(consolidator, "model", "builtin"),
         "prompt_version": getattr(consolidator, "prompt_version", "representative-v2"),
         "run_id": group.run_id,
+        "flag_reason": flag,
     }
 
 

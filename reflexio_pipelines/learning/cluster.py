@@ -82,7 +82,8 @@ class ClusterParams:
     """Clustering parameters (the original's defaults: min_cluster_size 2, clustering_similarity 0.5).
 
     `min_cluster_size` below 2 is treated as 2 (a cluster of one is not a recurring rule) and `min_distinct_users`
-    below 1 as 1.
+    below 1 as 1. These are the algorithm's defaults; aggregation runs always pass the extraction config's
+    (`aggregate.cluster_params`), whose `min_distinct_users` defaults to 3.
     """
 
     min_cluster_size: int = 2

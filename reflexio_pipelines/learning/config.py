@@ -11,7 +11,7 @@ A versioned YAML or JSON file in the original's `Config` shape, reduced to what 
     profile_extractor_configs: [{extractor_name, extraction_definition_prompt, request_sources_enabled,
                                  batch_size_override, batch_interval_override}]
     user_playbook_extractor_configs: [same fields, plus aggregation_config: {min_cluster_size, clustering_similarity,
-                                      min_distinct_users}]
+                                      min_distinct_users, auto_approve}]
     holdout: {share: 0.05, agent_versions: {support-bot-v2: 0.1}}   # the control group (learning/holdout.py)
     outcomes: {min_outcomes: 5, hold_out_flagged: false}             # outcome counters (learning/outcomes.py)
 
@@ -186,15 +186,19 @@ class ProfileExtractorConfig(ExtractorConfig):
 class AggregationSettings(BaseModel):
     """How the user playbooks of one playbook extractor are aggregated into agent playbooks (the original's
     PlaybookAggregatorConfig). `min_cluster_size` and `clustering_similarity` set the clustering of the next
-    aggregation run (learning/cluster.py; a size below 2 acts as 2); `min_distinct_users` is this pipeline's own
-    knob (a shared rule must come from that many users). The original's `reaggregation_trigger_count` and
-    `direction_overlap_threshold` are accepted at their defaults only: aggregation here is incremental (unchanged
-    clusters cost nothing) and runs daily or on demand, and clusters are cut on embeddings, not token overlap."""
+    aggregation run (learning/cluster.py; a size below 2 acts as 2); `min_distinct_users` and `auto_approve` are
+    this pipeline's own: a shared rule must come from that many users (3 by default: two accounts of one person or
+    one attacker must not be enough), and `auto_approve` serves new rules without a person approving them (flagged
+    ones still wait, learning/rule_flags.py; see docs/configuration.md for the risk). The original's
+    `reaggregation_trigger_count` and `direction_overlap_threshold` are accepted at their defaults only: aggregation
+    here is incremental (unchanged clusters cost nothing) and runs daily or on demand, and clusters are cut on
+    embeddings, not token overlap."""
 
     model_config = ConfigDict(extra="forbid")
     min_cluster_size: int = Field(2, ge=1)
     clustering_similarity: float = Field(0.5, ge=0.0, le=1.0)
-    min_distinct_users: int = Field(2, ge=1)
+    min_distinct_users: int = Field(3, ge=1)
+    auto_approve: bool = False
     reaggregation_trigger_count: int = 2
     direction_overlap_threshold: float = 0.6
 

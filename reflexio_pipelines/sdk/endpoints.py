@@ -169,7 +169,8 @@ class RequestBuilder:
         search_mode: SearchMode = "hybrid",
         session_id: str | None = None,
     ) -> Call[SearchResult]:
-        """Hybrid search over profiles (only with `user_id`), user playbooks and agent playbooks. `session_id` names
+        """Hybrid search: the profiles and user playbooks of `user_id` and the approved agent playbooks; without
+        `user_id` the approved agent playbooks only (no user's items). `session_id` names
         the session the answer is for (the outcome counters join it with what happened next); a user in the holdout
         control group gets an empty result with `holdout=True`."""
         body = _drop_none(
@@ -196,7 +197,8 @@ class RequestBuilder:
     ) -> Call[str]:
         """A prompt block for a system prompt: what was learned that is relevant to `query` (see `render_context`);
         "" when nothing is (also for a user in the holdout control group). Searches with the service's default
-        threshold and mode; `session_id` as in `search`."""
+        threshold and mode; `session_id` as in `search`. Pass `user_id`: without it the block holds approved agent
+        playbooks only, never a user's profiles or playbooks."""
         search = self.search(query, user_id=user_id, agent_version=agent_version, top_k=top_k, session_id=session_id)
         return Call(search.method, search.path, lambda r: render_context(search.parse(r), max_chars), json=search.json)
 
@@ -243,7 +245,8 @@ class RequestBuilder:
         limit: int | None = None,
         status_filter: list[str | None] | None = None,
     ) -> Call[list[AgentPlaybook]]:
-        """Agent playbooks with their approval status (`playbook_status` filters on it)."""
+        """Agent playbooks with their approval status (`playbook_status` filters on it), supporters and flag reason:
+        `get_agent_playbooks(playbook_status="pending")` is the approval queue."""
         body = _drop_none(
             agent_version=agent_version,
             playbook_name=playbook_name,
@@ -269,13 +272,14 @@ class RequestBuilder:
         self,
         query: str,
         *,
-        user_id: str | None = None,
+        user_id: str,
         agent_version: str | None = None,
         playbook_name: str | None = None,
         top_k: int | None = None,
         threshold: float | None = None,
     ) -> Call[list[UserPlaybook]]:
-        """User playbooks matching `query`, best first (current ones)."""
+        """One user's playbooks matching `query`, best first (current ones). A search serves no one else's:
+        `get_user_playbooks` lists every user's."""
         body = _drop_none(
             query=query,
             user_id=user_id,
@@ -296,7 +300,7 @@ class RequestBuilder:
         top_k: int | None = None,
         threshold: float | None = None,
     ) -> Call[list[AgentPlaybook]]:
-        """Agent playbooks matching `query`, best first (approved and pending unless `playbook_status` is given)."""
+        """Agent playbooks matching `query`, best first (approved ones unless `playbook_status` names another)."""
         body = _drop_none(
             query=query,
             agent_version=agent_version,

@@ -98,6 +98,10 @@ class AgentPlaybook(_Model):
     playbook_status: str = "pending"
     status: str | None = None
     created_at: int | None = None
+    #: Review fields, in `get_agent_playbooks` only (search never serves them): who supported the rule and why it
+    #: was flagged for review (None = nothing found).
+    supporting_user_ids: list[str] = Field(default_factory=list)
+    flag_reason: str | None = None
 
 
 class Interaction(_Model):

@@ -58,7 +58,8 @@ class SearchFilters:
     agent_version: str | None = None
     playbook_name: str | None = None
     statuses: tuple[str, ...] = ("current",)
-    playbook_statuses: tuple[str, ...] | None = ("approved", "pending")  # agent playbooks only; None = any
+    # Agent playbooks only; None = any. Approved only by default: a pending rule waits in the approval queue.
+    playbook_statuses: tuple[str, ...] | None = ("approved",)
     start_time: int | None = None  # created_at >= start_time
     end_time: int | None = None  # created_at <= end_time
     now: int | None = None  # for expiry; default time.time()

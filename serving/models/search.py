@@ -58,7 +58,7 @@ class ConversationTurn(CleanModel):
 
 
 class UnifiedSearchRequest(CleanModel):
-    """POST /api/search body (the original's UnifiedSearchRequest)."""
+    """POST /api/search body (the original's UnifiedSearchRequest). Without `user_id` no user's items are served."""
 
     query: str = Field(min_length=1, max_length=4096)
     top_k: int = Field(5, ge=1, le=100)
@@ -119,10 +119,11 @@ class SearchProfilesRequest(TimeRange):
 
 
 class SearchUserPlaybooksRequest(TimeRange):
-    """POST /api/search_user_playbooks."""
+    """POST /api/search_user_playbooks. `user_id` is required (the original's was optional): a search serves one
+    user's items only; `get_user_playbooks` lists every user's for an operator."""
 
     query: str | None = Field(None, max_length=4096)
-    user_id: str | None = Field(None, max_length=MAX_ID)
+    user_id: UserId
     agent_version: str | None = Field(None, max_length=MAX_ID)
     playbook_name: str | None = Field(None, max_length=MAX_ID)
     status_filter: list[Status | None] | None = None
@@ -134,7 +135,7 @@ class SearchUserPlaybooksRequest(TimeRange):
 
 class SearchAgentPlaybooksRequest(TimeRange):
     """POST /api/search_agent_playbooks. `playbook_status_filter` takes one status or a list (default: approved
-    and pending, so a rejected playbook is only found when asked for)."""
+    only, so a pending or rejected playbook is only found when asked for)."""
 
     query: str | None = Field(None, max_length=4096)
     agent_version: str | None = Field(None, max_length=MAX_ID)

@@ -58,7 +58,8 @@ def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, request
 @router.post("/api/get_agent_playbooks", response_model=AgentPlaybooksResponse)
 def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
     """Agent playbooks (aggregated and manual, curation applied) with their decided approval status, newest first;
-    current ones unless `status_filter` says otherwise."""
+    current ones unless `status_filter` says otherwise. Each carries what a reviewer needs and search never serves:
+    who supported it (`supporting_user_ids`) and why it was flagged for review (`flag_reason`, or null)."""
     state: ServiceState = service(request)
     wanted = tuple(dict.fromkeys("current" if s is None else s for s in (body.status_filter or [None])))
     rows = []
@@ -71,11 +72,21 @@ def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
             and (body.playbook_name is None or row["playbook_name"] == body.playbook_name)
             and (body.playbook_status_filter is None or status == body.playbook_status_filter)
         ):
-            rows.append(agent_playbook_view(row, status))
+            rows.append(review_view(row, status))
     return {
         "success": True,
         "agent_playbooks": state.outcomes.annotate("agent_playbook", rows[: body.limit]),
         "msg": "",
+    }
+
+
+def review_view(row: dict, status: str) -> dict:
+    """An agent playbook as the approval queue shows it: the served view plus its supporters and flag (a manual
+    add has neither)."""
+    return {
+        **agent_playbook_view(row, status),
+        "supporting_user_ids": sorted(row.get("member_user_ids") or []),
+        "flag_reason": row.get("flag_reason"),
     }
 
 

@@ -1,7 +1,9 @@
 """Search over the precomputed index (no LLM, no pipeline in the path): unified and per entity type.
 
-Defaults fix the original's retrieval bugs: current items only; agent playbooks approved or pending (a rejected
-one is never served unless asked for); the similarity threshold applies to the vector leg; search_mode is
+Defaults fix the original's retrieval bugs: current items only; agent playbooks only once approved (a pending one,
+flagged or not, waits in the approval queue; a rejected one is never served unless asked for); no user's items
+without a `user_id` (a search without one serves approved agent playbooks only); the similarity threshold applies
+to the vector leg; search_mode is
 honoured everywhere; one entity type failing yields partial results and a message instead of a failed response.
 Curated deletions and edits made since the index version was built apply at once (serving/curation.py), and
 manual adds the served version does not hold yet are searched in a small second index (serving/fresh.py), so an
@@ -34,11 +36,14 @@ from serving.state import ServiceState
 router = APIRouter()
 
 NO_INDEX = "no index published yet: publish turns and run the pipeline"
+#: Without a user id a search cannot tell whose items are whose: it serves no user's items, only shared rules.
+NO_USER = "no user_id: approved agent playbooks only (no user's profiles or playbooks)"
 
 
 @router.post("/api/search", response_model=UnifiedSearchResponse)
 def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearchResponse:
-    """Profiles (only with a user_id), user playbooks and agent playbooks matching the query. A user in the holdout
+    """The user's profiles and user playbooks (only with a user_id: without one, nobody's) and approved agent
+    playbooks matching the query. A user in the holdout
     control group gets the same shape with no learned items and `holdout: true` (serving/outcomes.py), unless the
     request carries `X-Reflexio-Holdout: off`; every answer to a user is logged (serving/retrievals.py)."""
     state: ServiceState = service(request)
@@ -61,22 +66,18 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
     common = dict(query=body.query, top_k=top_k, threshold=body.threshold)
     shared = SearchFilters(agent_version=body.agent_version, playbook_name=body.playbook_name)
     approval = tuple(body.agent_playbook_status_filter or SERVED_PLAYBOOK_STATUSES)
-    queries = [
-        (
-            "user_playbooks",
-            EntityQuery(
-                "user_playbook",
-                filters=SearchFilters(
-                    user_id=body.user_id, agent_version=body.agent_version, playbook_name=body.playbook_name
-                ),
-                **common,
-            ),
-        ),
-        ("agent_playbooks", EntityQuery("agent_playbook", filters=shared, playbook_statuses=approval, **common)),
-    ]
+    queries = [("agent_playbooks", EntityQuery("agent_playbook", filters=shared, playbook_statuses=approval, **common))]
     if body.user_id:
+        user_playbooks = SearchFilters(
+            user_id=body.user_id, agent_version=body.agent_version, playbook_name=body.playbook_name
+        )
         # Profiles carry no agent version or playbook name: only the user filter applies.
-        queries.insert(0, ("profiles", EntityQuery("profile", filters=SearchFilters(user_id=body.user_id), **common)))
+        queries[:0] = [
+            ("profiles", EntityQuery("profile", filters=SearchFilters(user_id=body.user_id), **common)),
+            ("user_playbooks", EntityQuery("user_playbook", filters=user_playbooks, **common)),
+        ]
+    else:
+        plan.notes.append(NO_USER)
     wanted = search_options.selected(body.entity_types)
     results = plan.run_many([(field, query) for field, query in queries if field in wanted])
     if body.source:
@@ -129,7 +130,8 @@ def search_profiles(body: SearchProfilesRequest, request: Request) -> dict:
 
 @router.post("/api/search_user_playbooks", response_model=UserPlaybooksResponse)
 def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) -> dict:
-    """User playbooks (all users unless `user_id`), current unless `status_filter` asks for others."""
+    """One user's playbooks (`user_id` is required: a search serves no one else's), current unless `status_filter`
+    asks for others."""
     return _single(
         request,
         "user_playbooks",
@@ -153,7 +155,7 @@ def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) ->
 
 @router.post("/api/search_agent_playbooks", response_model=AgentPlaybooksResponse)
 def search_agent_playbooks(body: SearchAgentPlaybooksRequest, request: Request) -> dict:
-    """Agent playbooks; approved and pending unless `playbook_status_filter` names others (e.g. rejected)."""
+    """Agent playbooks; approved ones unless `playbook_status_filter` names others (pending, rejected: a review)."""
     wanted = body.playbook_status_filter
     approval = SERVED_PLAYBOOK_STATUSES if wanted is None else tuple([wanted] if isinstance(wanted, str) else wanted)
     return _single(

@@ -887,9 +887,15 @@
     approve.addEventListener('click', () => decide(item, 'approved', row));
     reject.addEventListener('click', () => decide(item, 'rejected', row));
     const users = item.member_user_count;
+    const supporters = item.supporting_user_ids || [];
     const meta = h('dl', { class: 'queue-meta' });
     if (item.trigger) meta.append(h('dt', {}, 'When'), h('dd', {}, item.trigger));
     if (item.rationale) meta.append(h('dt', {}, 'Why'), h('dd', {}, item.rationale));
+    // Who taught it: a reviewer can tell one person's (or one attacker's) accounts from independent users.
+    if (supporters.length) {
+      meta.append(h('dt', {}, 'Supported by'), h('dd', { 'data-field': 'supporters' }, supporters.join(', ')));
+    }
+    if (item.flag_reason) meta.append(h('dt', {}, 'Flagged'), h('dd', { 'data-field': 'flag' }, item.flag_reason));
     row.append(
       h('div', {},
         h('div', { class: 'queue-title' },
@@ -898,6 +904,8 @@
             s('svg', { width: 8, height: 8, 'aria-hidden': 'true' }, s('circle', { cx: 4, cy: 4, r: 4, fill: colorOf(item.agent_version) })),
             item.agent_version || 'any version'),
           isNum(users) ? h('span', { class: 'chip' }, `${users} ${users === 1 ? 'user' : 'users'}`) : null,
+          item.flag_reason ? h('span', { class: 'chip warn', 'data-testid': 'queue-flag', title: item.flag_reason },
+            'flagged for review') : null,
           item.blocking_issue ? h('span', { class: 'chip warn', title: item.blocking_issue.details || '' },
             `blocked: ${item.blocking_issue.kind}`) : null,
           h('span', { class: 'muted small' }, `#${id}`)),

@@ -2,7 +2,7 @@
 service is imported inside them, so registering them costs the tests that do not use them nothing).
 
 `learned_service` (module scope): a service whose lake has learned one correction from three users (one agent
-playbook) and one user's stated facts. `keyed_service`: the service in keyed mode with two organisations.
+playbook, approved through the API so that it is served) and one user's stated facts. `keyed_service`: the service in keyed mode with two organisations.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def learned_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Learne
 
 @contextmanager
 def serve_learned(root: Path) -> Iterator[LearnedService]:
-    """The real service on a new lake under `root` that learned REGION (one agent playbook) and one user's stated
-    facts. Every publish waits for its Dagster run, so each window is learned even if the publishes straddle an hour
+    """The real service on a new lake under `root` that learned REGION (one agent playbook, approved: a pending one
+    is not served) and one user's stated facts. Every publish waits for its Dagster run, so each window is learned even if the publishes straddle an hour
     boundary."""
     from reflexio_pipelines.demo.run import sample_conversations
     from reflexio_pipelines.sdk import ReflexioClient
@@ -84,6 +84,7 @@ def serve_learned(root: Path) -> Iterator[LearnedService]:
             client.publish("frank", facts["interactions"], agent_version=AGENT, wait=True)
             client.run_aggregation(agent_version=AGENT)
             (playbook,) = client.get_agent_playbooks(agent_version=AGENT)
+            client.approve_agent_playbook(playbook.agent_playbook_id)
             yield LearnedService(url, lake, playbook.agent_playbook_id, "frank")
 
 

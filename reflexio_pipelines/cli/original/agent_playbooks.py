@@ -54,7 +54,7 @@ def agent_playbooks_search(
     agent_version: AgentOpt = None,
     playbook_status: ApprovalOpt = None,
 ) -> None:
-    """Agent playbooks matching a query (approved and pending unless --playbook-status)."""
+    """Agent playbooks matching a query (approved ones unless --playbook-status names another)."""
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         playbooks = api.search_agent_playbooks(

@@ -164,7 +164,8 @@ def search(
     user_id: Annotated[str | None, typer.Option("--user-id", help="Filter by user ID.")] = None,
     agent_version: Annotated[str | None, typer.Option("--agent-version", help="Filter by agent version.")] = None,
 ) -> None:
-    """Unified search across profiles and playbooks; prints the context block to inject into a prompt."""
+    """Unified search across profiles and playbooks; prints the context block to inject into a prompt. Without
+    --user-id only approved agent playbooks (no user's items)."""
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         result = api.search(query, user_id=user_id, agent_version=agent_version, top_k=top_k, threshold=threshold)
@@ -310,7 +311,13 @@ def user_playbooks_search(
     agent_version: AgentOpt = None,
     user_id: UserOpt = None,
 ) -> None:
-    """User playbooks matching a query."""
+    """One user's playbooks matching a query (a search serves no one else's; `list` shows every user's)."""
+    if not user_id:
+        usage(
+            ctx,
+            "--user-id is required: a search serves one user's playbooks",
+            "`reflexio user-playbooks list` shows every user's",
+        )
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         playbooks = api.search_user_playbooks(query, user_id=user_id, agent_version=agent_version, top_k=limit)
