@@ -251,11 +251,13 @@ def run_aggregation(
 def run_evaluation(
     now: int | None = None,
     *,
+    sessions: list[str] | None = None,
     settings: Settings | None = None,
     instance: dg.DagsterInstance | None = None,
 ) -> dict:
-    """Run `evaluation_job`: judge the sampled sessions closed by `now` (default: the current time), refresh
-    impact metrics. Returns the run id and the session_evaluations counts."""
+    """Run `evaluation_job`: judge the sampled sessions closed by `now` (default: the current time), or exactly the
+    named `sessions` (grade on demand), refresh impact metrics. Returns the run id and the session_evaluations
+    counts."""
     from reflexio_pipelines.definitions import build_definitions
 
     settings = settings or load_settings()
@@ -265,7 +267,7 @@ def run_evaluation(
         run = defs.resolve_job_def("evaluation_job").execute_in_process(
             run_config={
                 "ops": {
-                    "session_evaluation": {"config": {"now": now}},
+                    "session_evaluation": {"config": {"now": now, "sessions": sorted(set(sessions or ()))}},
                     "learned_item_outcomes": {"config": {"now": now}},
                 },
                 **_RUN_CONFIG,

@@ -17,11 +17,13 @@ from serving.bodylimit import BodySizeLimit
 from serving.errors import error
 from serving.ratelimit import RateLimiter, route_class
 from serving.routers import (
+    admin,
     aggregation_operations,
     config,
     curation,
     dashboard,
     evaluation,
+    evaluation_jobs,
     evaluation_results,
     experiments,
     health,
@@ -32,6 +34,7 @@ from serving.routers import (
     publish,
     quarantine,
     reads,
+    review,
     search,
     sessions,
     user_data,
@@ -84,6 +87,9 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(user_data.router)
     app.include_router(experiments.router)
     app.include_router(evaluation_results.router)
+    app.include_router(evaluation_jobs.router)
+    app.include_router(admin.router)
+    app.include_router(review.router)
     app.include_router(not_enabled.router)
     app.include_router(quarantine.router)
 

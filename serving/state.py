@@ -28,6 +28,7 @@ from serving.index import IndexHolder
 from serving.landing import LandingWriter
 from serving.outcomes import LearningPolicy, OutcomeOverlay
 from serving.recent_turns import RecentTurns
+from serving.regeneration import RegenerationJobs
 from serving.reindex import Reindexer
 from serving.retrievals import RetrievalLog
 
@@ -49,6 +50,7 @@ class ServiceState:
     launcher: Launcher
     operate: Operator
     aggregate: Callable[[dict], dict]
+    evaluate: Callable[[list[str]], dict]  # grade the named sessions now: an evaluation_job run
     control: ControlOverlay
     curation: CurationOverlay
     reindexer: Reindexer
@@ -61,12 +63,14 @@ class ServiceState:
     policy: LearningPolicy = field(init=False)  # the organisation's holdout and outcome settings
     outcomes: OutcomeOverlay = field(init=False)  # outcome counters and the items held out of search
     recent_turns: RecentTurns = field(init=False)  # turns published since the served version took in turns
+    regenerations: RegenerationJobs = field(init=False)  # evaluation regeneration jobs in flight (serving/regeneration)
 
     def __post_init__(self) -> None:
         self.fresh = FreshAdds(self.curation, lambda: self.embedder)
         self.policy = LearningPolicy(self.lake, self.settings.extraction_config)
         self.outcomes = OutcomeOverlay(self.lake, self.policy)
         self.recent_turns = RecentTurns(self.lake)
+        self.regenerations = RegenerationJobs()
         if self.gate is None:
             self.gate = ErasureGate(self.lake)
 
@@ -84,6 +88,7 @@ class ServiceState:
             launcher=launcher or _default_launcher(settings),
             operate=_default_operator(settings),
             aggregate=_default_aggregator(settings),
+            evaluate=_default_evaluator(settings),
             control=ControlOverlay(lake),
             curation=CurationOverlay(lake),
             reindexer=Reindexer(_default_rebuild(settings, index)),
@@ -102,6 +107,11 @@ class ServiceState:
         self.index.on_tick = self._tick
         self.index.start()
         self.reindexer.start()
+
+    def refresh(self) -> None:
+        """Re-read now what the service otherwise re-reads from the lake on its next tick (config, overlays,
+        erasure gate): the original's admin cache invalidation."""
+        self._tick()
 
     def _tick(self) -> None:
         self.gate.refresh()
@@ -208,3 +218,12 @@ def _default_aggregator(settings: Settings) -> Callable[[dict], dict]:
         return run_aggregation(config, settings=settings)
 
     return aggregate
+
+
+def _default_evaluator(settings: Settings) -> Callable[[list[str]], dict]:
+    def evaluate(sessions: list[str]) -> dict:
+        from reflexio_pipelines.runs import run_evaluation
+
+        return run_evaluation(sessions=sessions, settings=settings)
+
+    return evaluate

@@ -61,6 +61,8 @@ RUN_LAUNCHING = {
     "POST /api/manual_playbook_generation",
     "POST /api/finalize_session",  # learn runs of the session's windows, after the answer
     "POST /api/playbook_aggregation_operations",  # aggregation_job + index rebuild, after the answer
+    "POST /api/evaluations/grade_on_demand",  # evaluation_job of the session, synchronous
+    "POST /api/evaluations/regenerate",  # evaluation_job of the window's sessions, in the background
 }
 
 #: `?wait_for_response=true` makes a call wait for a Dagster run or an index rebuild (publish: the window's

@@ -19,19 +19,7 @@ pytestmark = pytest.mark.e2e
 #: Methods that do not answer correctly yet (issue 40: the new config shape, generated session ids, the session
 #: lifecycle, durable operations, evaluation and experiments routes, stall state, cache invalidation, pending tool
 #: calls). Strict: a method that starts working fails here until it is taken off this list.
-NOT_YET = frozenset(
-    {
-        "get_stall_state",
-        "mark_stall_notified",
-        "invalidate_cache",
-        "review_user_playbooks",
-        "grade_on_demand",
-        "get_agent_success_evaluation_results",
-        "regenerate_evaluations",
-        "get_evaluation_regeneration_status",
-        "cancel_evaluation_regeneration",
-    }
-)
+NOT_YET: frozenset[str] = frozenset()
 
 
 @pytest.fixture(scope="module")

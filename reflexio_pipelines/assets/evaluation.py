@@ -26,9 +26,11 @@ from reflexio_pipelines.resources import ExtractorResource, LakeResource
 
 
 class EvaluationConfig(dg.Config):
-    """`now` pins the clock (tests, backfills); unset = the run's wall-clock time."""
+    """`now` pins the clock (tests, backfills); unset = the run's wall-clock time. `sessions` names sessions to grade
+    now (grade on demand, regeneration): only those are judged, closed or not, sampled or not."""
 
     now: int | None = None
+    sessions: list[str] = []
 
 
 def _judge(extractor: ExtractorResource) -> Judge:
@@ -64,10 +66,15 @@ def session_evaluation(
     settings = extractor.get_config(store)
     judge = _judge(extractor)
     done = evaluated_ids(store)
-    sessions = closed_sessions(group_sessions(live_turns(store)), now, settings.session_quiet_period_seconds)
+    forced = frozenset(config.sessions)
+    grouped = group_sessions(live_turns(store))
+    if forced:
+        sessions = [s for s in grouped if s.session_id in forced]
+    else:
+        sessions = closed_sessions(grouped, now, settings.session_quiet_period_seconds)
     # Every judge call lands in `llm_calls`, also when judging fails half-way: those calls were paid for.
     with ledger_written(store, run_id=context.run.run_id, asset=context.op_def.name, window=None) as ledger:
-        judged = judge_sessions(judge, sessions, settings.agent_success_configs, done, now)
+        judged = judge_sessions(judge, sessions, settings.agent_success_configs, done, now, forced)
     stats, pairs = judged.stats, judged.pairs
     stats["llm_calls_recorded"] = len(ledger.calls())
     results = append_evaluations(store, judged.results, pairs)

@@ -31,16 +31,25 @@ class Judged:
 
 
 def judge_sessions(
-    judge: Judge, sessions: Sequence[Session], evaluators: Sequence[AgentSuccessConfig], done: set[str], now: int
+    judge: Judge,
+    sessions: Sequence[Session],
+    evaluators: Sequence[AgentSuccessConfig],
+    done: set[str],
+    now: int,
+    forced: frozenset[str] = frozenset(),
 ) -> Judged:
     """Judge the closed `sessions` each evaluator samples and has not judged yet (`done`: the result ids already
-    written), at `now` (unix s). A session whose judging fails gets no row: the next run judges it again."""
+    written), at `now` (unix s). A session whose judging fails gets no row: the next run judges it again. Sessions
+    named in `forced` (grading asked for by a caller) are judged whether or not the sampler picked them; a session
+    already judged keeps its one row (the result id is per evaluator and session)."""
     results, pairs, stats = [], [], defaultdict(int)
     stats["sessions_closed"] = len(sessions)
     for evaluator in evaluators:
         for session in sessions:
             result_id = stable_uuid(evaluator.evaluation_name, session.session_id)
-            sampled = is_sampled(session.session_id, evaluator.evaluation_name, evaluator.sampling_rate)
+            sampled = session.session_id in forced or is_sampled(
+                session.session_id, evaluator.evaluation_name, evaluator.sampling_rate
+            )
             if result_id in done or not sampled:
                 stats["already_evaluated" if result_id in done else "not_sampled"] += 1
                 continue

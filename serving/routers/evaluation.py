@@ -15,6 +15,7 @@ from reflexio_pipelines.lake.outcomes import change_log_entries
 from reflexio_pipelines.lake.records import every_item, live_rows
 from reflexio_pipelines.learning.extract import describe_extractor
 from reflexio_pipelines.learning.outcome_types import ID_FIELDS
+from reflexio_pipelines.learning.types import stable_int_id
 from serving.deps import service
 from serving.errors import not_found
 from serving.models.evaluation import (
@@ -153,7 +154,10 @@ def get_agent_success_evaluation_results(body: EvaluationResultsRequest, request
         if body.agent_version is None or r["agent_version"] == body.agent_version
     ]
     rows.sort(key=lambda r: (-(r["created_at"] or 0), r["result_id"]))
-    return {"success": True, "agent_success_evaluation_results": rows[: body.limit], "msg": ""}
+    # The original's result ids are integers (its clients parse them so): the lake's uuid in its integer form, the
+    # same one grade_on_demand answers.
+    rows = [r | {"result_id": stable_int_id(r["result_id"])} for r in rows[: body.limit]]
+    return {"success": True, "agent_success_evaluation_results": rows, "msg": ""}
 
 
 @router.post("/api/get_dashboard_stats", response_model=DashboardStatsResponse)

@@ -54,6 +54,9 @@ def _regeneration_status(run: Run) -> None:
 def _cancel_regeneration(run: Run) -> None:
     answer = run.client.cancel_evaluation_regeneration(run.found["job_id"])
     expect(isinstance(answer, dict) and answer.get("job_id") == run.found["job_id"], f"{answer}")
+    # A job still running is cancelled; one already finished keeps its final status, and the poll agrees.
+    status = run.client.get_evaluation_regeneration_status(run.found["job_id"])
+    expect(answer.get("status") in ("cancelled", "completed") and status.status == answer["status"], f"{answer}")
 
 
 @covers("list_retrieval_experiments")
