@@ -8,7 +8,7 @@ import pytest
 
 from reflexio_pipelines.learning.config import ConfigError
 from reflexio_pipelines.learning.config_loading import parse_extraction_config
-from reflexio_pipelines.learning.config_shapes import patched, reported, with_stored
+from reflexio_pipelines.learning.config_shapes import patched, reported, singleton_alias, with_stored
 
 PROFILES = {"extractor_name": "facts", "extraction_definition_prompt": "Stable facts about the user."}
 MORE_PROFILES = {"extractor_name": "tastes", "extraction_definition_prompt": "What the user likes."}
@@ -183,3 +183,38 @@ def test_both_clients_shapes_through_the_service(client) -> None:
     conflict = client.post("/api/update_config", json=experiment)
     assert conflict.status_code == 409 and "/api/retrieval_experiments" in conflict.json()["msg"]
     assert client.get("/api/get_config").json()["stride_size"] == 5  # nothing saved by a refused write
+
+
+def test_the_idle_timeout_is_the_extraction_quiet_period() -> None:
+    config = parse_extraction_config({"extraction_idle_timeout_seconds": 21600})
+    assert config.extraction_quiet_period_seconds == 21600
+    # a get_config echoed back: the timeout reported for a sub-second quiet period agrees with it
+    echoed = parse_extraction_config({"extraction_quiet_period_seconds": 0.5, "extraction_idle_timeout_seconds": 1})
+    assert echoed.extraction_quiet_period_seconds == 0.5
+    with pytest.raises(ConfigError, match="extraction_idle_timeout_seconds.*disagrees"):
+        parse_extraction_config({"extraction_quiet_period_seconds": 30, "extraction_idle_timeout_seconds": 60})
+    with pytest.raises(ConfigError, match="extraction_idle_timeout_seconds.*not supported"):
+        parse_extraction_config({"extraction_idle_timeout_seconds": 0})
+    # set_config's body names the setting by its new name: the stored quiet period does not come back to disagree
+    body = with_stored(
+        {"extraction_idle_timeout_seconds": 60}, {**stored_config(), "extraction_quiet_period_seconds": 5}
+    )
+    assert parse_extraction_config(body).extraction_quiet_period_seconds == 60
+    assert patched({"extraction_idle_timeout_seconds": 90}, body)["extraction_idle_timeout_seconds"] == 90
+
+
+def test_the_singleton_playbook_name_is_the_first_playbook_extractor() -> None:
+    assert singleton_alias("playbook", "user_playbook_extractor_configs", ["rules", "other"]) == "rules"
+    assert singleton_alias("playbook", "user_playbook_extractor_configs", ["playbook", "rules"]) == "playbook"
+    assert singleton_alias("rules", "user_playbook_extractor_configs", ["other"]) == "rules"
+
+
+@pytest.mark.e2e
+def test_the_new_clients_whole_config_and_its_idle_timeout_through_the_service(client) -> None:
+    assert client.get("/api/get_config").json()["extraction_idle_timeout_seconds"] == 1  # rules: learned at once
+    body = {"window_size": 10, "stride_size": 4, "extraction_idle_timeout_seconds": 600, "retrieval_floor": None}
+    assert client.post("/api/set_config", json=body).json()["success"]
+    config = client.get("/api/get_config").json()
+    assert (config["extraction_idle_timeout_seconds"], config["extraction_quiet_period_seconds"]) == (600, 600)
+    refused = client.post("/api/update_config", json={"extraction_idle_timeout_seconds": 0})
+    assert refused.status_code == 422 and "extraction_idle_timeout_seconds" in refused.json()["msg"]

@@ -83,7 +83,6 @@ def test_session_start_per_turn_search_and_publish(original: Original, tmp_path:
     ], stored
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40 item 3: set_config with the new client's Config (window/stride)")
 def test_session_start_sets_the_plugins_extraction_defaults(original: Original, tmp_path: Path) -> None:
     done = original.run_python(
         "import sys; sys.argv = ['hook', 'session-start']; from openclaw_smart.hook import main; sys.exit(main())",

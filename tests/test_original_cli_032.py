@@ -83,7 +83,6 @@ def test_config_show_and_update(original: Original) -> None:
     assert _ok(original.cli("config", "show"))["window_size"] == 12
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40 item 3 (config shapes): the new client's Config is a 422 yet")
 def test_config_set(original: Original) -> None:
     _ok(original.cli("config", "set", "--data", '{"storage_config": null, "window_size": 10, "stride_size": 4}'))
     shown = _ok(original.cli("config", "show"))
@@ -120,9 +119,6 @@ def test_aggregate_submits_and_polls_a_durable_operation(original: Original) -> 
     assert "us-west-2" in agent["content"]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 40 item 3: the singleton playbook extractor is named 'playbook' in 0.2.32"
-)
 def test_aggregate_without_an_agent_version_finds_the_versions(original: Original) -> None:
     data = _ok(original.cli("agent-playbooks", "aggregate", "--wait"))
     assert data["message"].startswith("Processed 3 user playbooks"), data

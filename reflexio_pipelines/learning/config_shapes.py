@@ -17,10 +17,15 @@ talk to this service, so:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 #: The new shape's names and the names this pipeline keeps.
 WINDOW_NAMES = {"window_size": "batch_size", "stride_size": "batch_interval"}
+#: The original's idle timeout (0.2.32: how long after a session's last turn its partial window is learned; 0 = never)
+#: is this pipeline's extraction quiet period (how long a user's stream is quiet before a partial window is learned).
+#: "Never" has no counterpart here, so 0 is refused; get_config reports the quiet period in force (at least 1 s).
+IDLE_NAMES = {"extraction_idle_timeout_seconds": "extraction_quiet_period_seconds"}
 OVERRIDE_NAMES = {"window_size_override": "batch_size_override", "stride_size_override": "batch_interval_override"}
 #: singular field of the new shape -> this pipeline's list.
 SINGULAR = {
@@ -41,6 +46,8 @@ DEFAULT_ITEM_NAME = {
     "user_playbook_extractor_configs": "default_playbook_extractor",
     "agent_success_configs": "default_evaluation",
 }
+#: What the original (0.2.32) names its singleton extractors' items (its extractors have no names of their own).
+SINGLETON_ITEM_NAME = {"profile_extractor_configs": "profile", "user_playbook_extractor_configs": "playbook"}
 #: The original's PlaybookAggregatorConfig fields; this pipeline's aggregation settings have more (kept from the
 #: stored config when a client that does not know them sends an aggregation config).
 ORIGINAL_AGGREGATION_FIELDS = frozenset(
@@ -54,6 +61,14 @@ PIPELINE_ONLY_FIELDS = (
     "holdout",
     "outcomes",
 )
+
+
+def singleton_alias(requested: str, plural: str, names: list[str]) -> str:
+    """The name a 0.2.32 client means: its singleton name (`playbook`, `profile`) is the first configured extractor of
+    the kind, unless an extractor here is really named so; any other name is itself."""
+    if requested == SINGLETON_ITEM_NAME.get(plural) and requested not in names and names:
+        return names[0]
+    return requested
 
 
 def _rename(data: dict[str, Any], names: dict[str, str], where: str, problems: list[tuple[str, str]]) -> None:
@@ -86,6 +101,37 @@ def _item(value: Any, plural: str, where: str, problems: list[tuple[str, str]]) 
     return item
 
 
+def reported_idle_timeout(quiet_period_s: float) -> int:
+    """The original's idle timeout for a quiet period: whole seconds, at least 1 (its 0 means never)."""
+    return max(1, math.ceil(quiet_period_s))
+
+
+def _idle_timeout(data: dict[str, Any], problems: list[tuple[str, str]]) -> None:
+    """The idle timeout as the quiet period, in place. Both may come (a get_config echoed back): they agree when the
+    timeout is what get_config reports for that quiet period."""
+    if "extraction_idle_timeout_seconds" not in data:
+        return
+    value = data.pop("extraction_idle_timeout_seconds")
+    quiet = data.get("extraction_quiet_period_seconds")
+    if value == 0:
+        problems.append(
+            (
+                "extraction_idle_timeout_seconds",
+                "0 (never learn an idle session's partial window) is not supported: partial windows are learned once "
+                "the user's stream has been quiet this many seconds; send a positive number, or use finalize_session",
+            )
+        )
+    elif quiet is None:
+        data["extraction_quiet_period_seconds"] = value
+    elif isinstance(quiet, (int, float)) and value not in (quiet, reported_idle_timeout(quiet)):
+        problems.append(
+            (
+                "extraction_idle_timeout_seconds",
+                f"{value!r} disagrees with extraction_quiet_period_seconds {quiet!r} (the same setting; send one)",
+            )
+        )
+
+
 def to_pipeline_shape(data: Any) -> Any:
     """A config mapping of either shape (or both) in this pipeline's shape; `ValueError` with (path, reason) pairs
     in `args[0]` when the two shapes in one body disagree."""
@@ -94,6 +140,7 @@ def to_pipeline_shape(data: Any) -> Any:
     data = dict(data)
     problems: list[tuple[str, str]] = []
     _rename(data, WINDOW_NAMES, "", problems)
+    _idle_timeout(data, problems)
     for plural in SINGULAR.values():  # items of the old shape may carry the new override names too
         if isinstance(data.get(plural), list):
             data[plural] = [
@@ -149,7 +196,8 @@ def with_stored(body: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
     plural = "user_playbook_extractor_configs"
     if isinstance(data.get(plural), list):
         data[plural] = [_keep_own_aggregation(item, _stored_items(stored, plural)) for item in data[plural]]
-    data.update({k: stored[k] for k in PIPELINE_ONLY_FIELDS if k not in data and k in stored})
+    named = set(data) | {old for new, old in IDLE_NAMES.items() if new in data}
+    data.update({k: stored[k] for k in PIPELINE_ONLY_FIELDS if k not in named and k in stored})
     return data
 
 
@@ -157,7 +205,7 @@ def patched(partial: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
     """update_config: the stored config with `partial`'s top-level fields replacing (not merging into) the same
     fields, whichever shape names them; `with_stored` completes a singular extractor as for set_config."""
     touched = set(partial)
-    for new, old in WINDOW_NAMES.items():
+    for new, old in (WINDOW_NAMES | IDLE_NAMES).items():
         if new in touched:
             touched.add(old)
     touched.update(SINGULAR[name] for name in SINGULAR if name in touched)

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from reflexio_pipelines.lake import experiments
 from reflexio_pipelines.learning.config import ConfigError, ExtractionConfig
 from reflexio_pipelines.learning.config_loading import parse_extraction_config, resolve_extraction_config
-from reflexio_pipelines.learning.config_shapes import patched, reported, with_stored
+from reflexio_pipelines.learning.config_shapes import patched, reported, reported_idle_timeout, with_stored
 from reflexio_pipelines.learning.extract import describe_extractor
 from reflexio_pipelines.storage import write_bytes
 from serving.deps import service
@@ -125,7 +125,11 @@ def get_config(state: State) -> dict:
     """The effective extraction config in both of the original's shapes (batch_size and window_size, the lists of
     extractors and the singular fields), the experiment fields, and the models in use. API keys are never
     returned."""
-    config = reported(_config(state).model_dump(mode="json", exclude_none=True))
+    extraction = _config(state)
+    config = reported(extraction.model_dump(mode="json", exclude_none=True))
+    # The original's idle timeout is the quiet period in force (learning/config_shapes.py IDLE_NAMES).
+    quiet = extraction.quiet_period(bool(state.settings.llm.model.strip()))
+    config["extraction_idle_timeout_seconds"] = reported_idle_timeout(quiet)
     return {**config, **_reported_experiments(state), **_reported_deployment(state)}
 
 

@@ -12,6 +12,8 @@ from fastapi import APIRouter, Query, Request
 from reflexio_pipelines.lake.interactions import interaction_view, request_view, turn_rows
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.lake.session_turns import session_of, session_turn_rows
+from reflexio_pipelines.learning.config_loading import resolve_extraction_config
+from reflexio_pipelines.learning.config_shapes import singleton_alias
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.search.documents import profile_view, user_playbook_view
@@ -104,7 +106,7 @@ def get_user_playbooks(body: GetUserPlaybooksRequest, request: Request) -> dict:
         for column, value in (
             ("user_id", body.user_id),
             ("agent_version", body.agent_version),
-            ("playbook_name", body.playbook_name),
+            ("playbook_name", _playbook_name(request, body.playbook_name)),
         )
         if value is not None
     ]
@@ -112,6 +114,16 @@ def get_user_playbooks(body: GetUserPlaybooksRequest, request: Request) -> dict:
     rows.sort(key=lambda r: (-(r["created_at"] or 0), r["user_playbook_id"]))
     views = service(request).outcomes.annotate("user_playbook", [user_playbook_view(r) for r in rows[: body.limit]])
     return {"success": True, "user_playbooks": views, "msg": ""}
+
+
+def _playbook_name(request: Request, requested: str | None) -> str | None:
+    """The extractor name a filter means (0.2.32's singleton name `playbook` is the first playbook extractor)."""
+    if requested is None:
+        return None
+    state = service(request)
+    config = resolve_extraction_config(state.lake.extraction_config(state.settings.extraction_config))
+    names = [e.extractor_name for e in config.user_playbook_extractor_configs]
+    return singleton_alias(requested, "user_playbook_extractor_configs", names)
 
 
 def _turn_filters(user_id: str | None, start: int | None, end: int | None) -> list[tuple]:
