@@ -71,10 +71,12 @@ class RetrievalLog:
         override: bool,
         results: dict[str, list[dict[str, Any]]],
         index_version: str | None,
+        served_at_us: int | None = None,
     ) -> None:
         """Note one search answer to a user: its holdout arm and the learned items it held (`results` maps the
-        response fields `profiles`, `user_playbooks`, `agent_playbooks` to their payloads)."""
-        served_at_us = time.time_ns() // 1_000
+        response fields `profiles`, `user_playbooks`, `agent_playbooks` to their payloads). `served_at_us`: when the
+        items reached the agent if not now (a publish naming what was injected into an earlier turn)."""
+        served_at_us = served_at_us if served_at_us is not None else time.time_ns() // 1_000
         ids = {
             field: [p[ID_FIELDS[entity]] for p in results.get(field, []) if p.get(ID_FIELDS[entity]) is not None]
             for field, entity in (

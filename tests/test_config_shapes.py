@@ -218,3 +218,8 @@ def test_the_new_clients_whole_config_and_its_idle_timeout_through_the_service(c
     assert (config["extraction_idle_timeout_seconds"], config["extraction_quiet_period_seconds"]) == (600, 600)
     refused = client.post("/api/update_config", json={"extraction_idle_timeout_seconds": 0})
     assert refused.status_code == 422 and "extraction_idle_timeout_seconds" in refused.json()["msg"]
+    echoed = dict(config, extraction_quiet_period_seconds=30)  # get_config echoed with this pipeline's name edited
+    assert client.post("/api/set_config", json=echoed).json()["success"]
+    assert client.get("/api/get_config").json()["extraction_idle_timeout_seconds"] == 30
+    both_edited = dict(echoed, extraction_quiet_period_seconds=40, extraction_idle_timeout_seconds=50)
+    assert client.post("/api/set_config", json=both_edited).status_code == 422

@@ -125,12 +125,23 @@ def get_config(state: State) -> dict:
     """The effective extraction config in both of the original's shapes (batch_size and window_size, the lists of
     extractors and the singular fields), the experiment fields, and the models in use. API keys are never
     returned."""
-    extraction = _config(state)
-    config = reported(extraction.model_dump(mode="json", exclude_none=True))
+    config = reported(_config(state).model_dump(mode="json", exclude_none=True))
     # The original's idle timeout is the quiet period in force (learning/config_shapes.py IDLE_NAMES).
-    quiet = extraction.quiet_period(bool(state.settings.llm.model.strip()))
-    config["extraction_idle_timeout_seconds"] = reported_idle_timeout(quiet)
+    config["extraction_idle_timeout_seconds"] = _reported_idle_timeout(state)
     return {**config, **_reported_experiments(state), **_reported_deployment(state)}
+
+
+def _reported_idle_timeout(state: ServiceState) -> int:
+    return reported_idle_timeout(_config(state).quiet_period(bool(state.settings.llm.model.strip())))
+
+
+def _without_echoed_idle_timeout(state: ServiceState, body: dict[str, Any]) -> dict[str, Any]:
+    """A body holding the quiet period and the idle timeout get_config reported (an echoed get_config whose quiet
+    period was edited) without the stale timeout: it says nothing new, like an unchanged deployment field."""
+    echoed = body.get("extraction_idle_timeout_seconds") == _reported_idle_timeout(state)
+    if "extraction_quiet_period_seconds" in body and echoed:
+        return {k: v for k, v in body.items() if k != "extraction_idle_timeout_seconds"}
+    return body
 
 
 def _save(state: ServiceState, body: dict[str, Any], complete: Any, what: str) -> MsgResponse | JSONResponse:
@@ -141,6 +152,7 @@ def _save(state: ServiceState, body: dict[str, Any], complete: Any, what: str) -
     current = _reported_experiments(state)
     if any(name in body and body[name] != current[name] for name in EXPERIMENT_FIELDS):
         return error(409, EXPERIMENT_CONFLICT)
+    body = _without_echoed_idle_timeout(state, body)
     data = {k: v for k, v in body.items() if k not in DEPLOYMENT_FIELDS and k not in EXPERIMENT_FIELDS}
     stored = _config(state).model_dump(mode="json", exclude_none=True)
     try:

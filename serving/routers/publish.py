@@ -10,7 +10,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, BackgroundTasks, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
@@ -23,6 +23,7 @@ from serving.errors import error
 from serving.landing import IdempotencyConflict, UserBeingErased
 from serving.models.fields import MAX_ID
 from serving.models.publish import PublishUserInteractionRequest, PublishUserInteractionResponse
+from serving.session_learning import learn_now, session_windows
 from serving.state import ServiceState
 
 router = APIRouter()
@@ -85,6 +86,7 @@ def body_digest(body: PublishUserInteractionRequest) -> str:
 async def publish_interaction(
     body: PublishUserInteractionRequest,
     request: Request,
+    background: BackgroundTasks,
     wait_for_response: bool = Query(False, description="return only after the turns are learned from and indexed"),
     idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=MAX_ID),
 ) -> PublishUserInteractionResponse | JSONResponse:
@@ -119,22 +121,62 @@ async def publish_interaction(
         storage_label="lake",
         message="duplicate publish: already stored under this idempotency key" if receipt.duplicate else "stored",
     )
+    if not receipt.duplicate:
+        record_injected(state, body, rows, receipt.request_id)
+    keys = [key_of_moment(datetime.fromtimestamp(receipt.ingested_at_us / 1_000_000, tz=timezone.utc), GRANULARITY)]
+    if body.session_finished and body.session_id:  # the session's earlier windows too (finalize_session's hint)
+        earlier = await run_in_threadpool(session_windows, state, body.user_id, body.session_id)
+        keys = sorted(set(keys) | set(earlier))
     if wait_for_response:
-        await _close_the_loop(state, receipt.ingested_at_us, receipt.request_id, body.user_id, response)
+        await _close_the_loop(state, keys, receipt.request_id, body.user_id, response)
+    else:
+        response.learning_status = "deferred"
+        if body.session_finished:
+            background.add_task(learn_now, state, keys, body.user_id)
     return response
 
 
-async def _close_the_loop(state: ServiceState, ingested_at_us: int, request_id: str, user_id: str, response) -> None:
-    """Materialise the publish's window through Dagster, publish the index, and swap it in before answering.
+def record_injected(
+    state: ServiceState, body: PublishUserInteractionRequest, rows: list[dict], request_id: str
+) -> None:
+    """The learned items the turns name as injected or cited (`retrieved_learnings`, `citations`), each turn's as one
+    serve in the retrieval log at that turn's time, in its session: the outcome counters then count what followed,
+    as for items this service's search served. The user's holdout arm is recorded as for a search; a user the
+    holdout would have held out was served by the caller anyway, which is recorded as an override."""
+    decision = state.policy.holdout(body.user_id, body.agent_version or DEFAULT_AGENT_VERSION, None)
+    for turn, row in zip(body.interaction_data_list, rows):
+        items = turn.served_items()
+        if not items or decision is None:
+            continue
+        results = {
+            "profiles": [{"profile_id": i} for e, i in items if e == "profile"],
+            "user_playbooks": [{"user_playbook_id": int(i)} for e, i in items if e == "user_playbook"],
+            "agent_playbooks": [{"agent_playbook_id": int(i)} for e, i in items if e == "agent_playbook"],
+        }
+        state.retrievals.searched(
+            user_id=body.user_id,
+            session_id=body.session_id or request_id,
+            agent_version=row["agent_version"],
+            arm=decision.arm,
+            holdout=False,
+            override=decision.held_out,
+            results=results,
+            index_version=state.index.version,
+            served_at_us=row["created_at"] * 1_000_000,
+        )
+
+
+async def _close_the_loop(state: ServiceState, keys: list[str], request_id: str, user_id: str, response) -> None:
+    """Materialise the publish's window (and with `session_finished` the session's earlier ones) through Dagster,
+    publish the index, and swap it in before answering.
 
     The run forces this user's turns through at once; other users' incomplete windows wait as in the sensor's
     runs, so a publish that waits costs its own extraction, not everybody's. A run that could not learn the user's
     batch (the LLM down, answers it kept rejecting) records it in `extraction_failures` and still succeeds: the
     answer then says learning failed, and why, instead of "learned"."""
-    moment = datetime.fromtimestamp(ingested_at_us / 1_000_000, tz=timezone.utc)
-    key = key_of_moment(moment, GRANULARITY)
+    key = keys[-1]  # the publish's own window: the newest
     try:
-        await run_in_threadpool(state.launcher, [key], flush="due", flush_users=[user_id])
+        await run_in_threadpool(state.launcher, keys, flush="due", flush_users=[user_id])
     except Exception as exc:  # the turns are durable; learning failed and will be retried by the sensor
         log.exception("wait_for_response run failed")
         response.warnings.append(f"learning run for window {key} failed: {type(exc).__name__}")

@@ -11,8 +11,6 @@
 from __future__ import annotations
 
 import json
-import logging
-from datetime import datetime, timezone
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Query
@@ -22,7 +20,6 @@ from fastapi.responses import JSONResponse
 from reflexio_pipelines.lake import reported_outcomes
 from reflexio_pipelines.lake.coverage import request_coverage
 from reflexio_pipelines.lake.interactions import turn_rows
-from reflexio_pipelines.lake.windows import key_of_moment
 from reflexio_pipelines.partitions import GRANULARITY
 from serving.deps import service
 from serving.errors import not_found
@@ -37,10 +34,10 @@ from serving.models.sessions import (
     SetSessionOutcomeRequest,
     SetSessionOutcomeResponse,
 )
+from serving.session_learning import learn_now, session_turns, windows_of
 from serving.state import ServiceState
 
 router = APIRouter()
-log = logging.getLogger(__name__)
 State = Annotated[ServiceState, Depends(service)]
 
 
@@ -61,34 +58,16 @@ def learning_status(
     return LearningStatusResponse(status=coverage.status, reason=coverage.reason)
 
 
-def _windows_of(turns: list[dict[str, Any]]) -> list[str]:
-    """The partition keys of the windows the turns were ingested in, oldest first."""
-    moments = {datetime.fromtimestamp(t["ingested_at_us"] / 1_000_000, tz=timezone.utc) for t in turns}
-    return sorted({key_of_moment(moment, GRANULARITY) for moment in moments})
-
-
-def _learn_now(state: ServiceState, keys: list[str], user_id: str) -> None:
-    """Run the learning loop for `keys` with the user's held-back turns forced through, then serve the new index.
-    A failure is logged and left to the sensor's retries (the turns are durable)."""
-    try:
-        state.launcher(keys, flush="due", flush_users=[user_id])
-        state.index.refresh()
-    except Exception:
-        log.exception("finalize_session: learning run failed; the sensor retries the window")
-
-
 @router.post("/api/finalize_session", response_model=FinalizeSessionResponse)
 async def finalize_session(
     body: FinalizeSessionRequest, state: State, background: BackgroundTasks
 ) -> FinalizeSessionResponse:
     """Accept the hint and learn the session's windows now, in the background (poll `learning_status`). A session
     without published turns is a successful no-op (`accepted: false`), as in the original."""
-    turns = await run_in_threadpool(
-        turn_rows, state.lake, [("user_id", "=", body.user_id), ("session_id", "=", body.session_id)]
-    )
+    turns = await run_in_threadpool(session_turns, state, body.user_id, body.session_id)
     if not turns:
         return FinalizeSessionResponse(success=True, accepted=False, message="No saved session to finalize.")
-    background.add_task(_learn_now, state, _windows_of(turns), body.user_id)
+    background.add_task(learn_now, state, windows_of(turns), body.user_id)
     return FinalizeSessionResponse(
         success=True, accepted=True, message="Completion hint accepted; learning is asynchronous."
     )
