@@ -31,6 +31,7 @@ from serving.routers import (
     not_enabled,
     playbooks,
     privacy,
+    provenance,
     publish,
     quarantine,
     reads,
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(evaluation_jobs.router)
     app.include_router(admin.router)
     app.include_router(review.router)
+    app.include_router(provenance.router)
     app.include_router(not_enabled.router)
     app.include_router(quarantine.router)
 
