@@ -38,6 +38,7 @@ from serving.routers import (
     review,
     search,
     sessions,
+    shadow_comparisons,
     user_data,
 )
 from serving.state import Launcher
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     app.include_router(admin.router)
     app.include_router(review.router)
     app.include_router(provenance.router)
+    app.include_router(shadow_comparisons.router)
     app.include_router(not_enabled.router)
     app.include_router(quarantine.router)
 

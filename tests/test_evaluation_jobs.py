@@ -112,3 +112,35 @@ def test_stall_state_cache_invalidation_and_liveness_aliases(client: Any) -> Non
     assert client.get("/health/ready").json() == client.get("/health").json()
     process = client.get("/healthz").json()
     assert process["pid"] > 0 and process["uptime_sec"] >= 0 and process["rss_mb"] > 1
+
+
+def test_recent_shadow_comparisons_are_the_judged_pairs(client: Any) -> None:
+    session = _unsampled("shadow")
+    turns = [
+        {"role": "user", "content": "How do I restart the payments service?"},
+        {
+            "role": "assistant",
+            "content": "Run `systemctl restart payments` on the payments host, then check its health endpoint.",
+            "shadow_content": "Restart it.",
+        },
+        {"role": "user", "content": "Thanks, that worked."},
+    ]
+    body = {"user_id": "sam", "agent_version": "v1", "session_id": session, "interaction_data_list": turns}
+    assert client.post("/api/publish_interaction?wait_for_response=true", json=body).status_code == 200
+    assert client.get("/api/evaluations/shadow_comparisons/recent").json() == {"verdicts": []}
+    assert client.post(GRADE, json={"session_id": session, "agent_version": "v1"}).json()["result_id"]
+
+    (pair,) = client.app.state.svc.lake.read_table("shadow_comparisons").to_pylist()
+    (verdict,) = client.get("/api/evaluations/shadow_comparisons/recent", params={"limit": 500}).json()["verdicts"]
+    interactions = client.post("/api/get_interactions", json={"user_id": "sam"}).json()["interactions"]
+    (shadowed,) = [i for i in interactions if i["shadow_content"]]
+    assert (verdict["session_id"], verdict["interaction_id"]) == (session, str(shadowed["interaction_id"]))
+    assert verdict["reflexio_is_request_1"] == (pair["presented_first"] == "regular")
+    regular_won = pair["regular_vs_shadow"].startswith("regular")
+    expected = (
+        "tie"
+        if pair["regular_vs_shadow"] == "tied"
+        else ("1" if regular_won == verdict["reflexio_is_request_1"] else "2")
+    )
+    assert verdict["output"]["better_request"] == expected
+    assert client.get("/api/evaluations/shadow_comparisons/recent", params={"limit": "x"}).status_code == 422
