@@ -80,6 +80,7 @@ def _publish(run: Run) -> None:
         PUBLISHER, CORRECTION, agent_version=run.agent, session_id=SESSION, wait_for_response=True
     )
     expect(reply.success and reply.request_id and reply.playbooks_added == 1, f"{reply}")
+    expect(reply.learning_status is None, f"a waited publish is not deferred: {reply}")
     run.found["request_id"] = reply.request_id
 
 
@@ -93,7 +94,7 @@ def _publish_async(run: Run) -> None:
             session_id="c016-s2",
         )
     )
-    expect(reply.success and reply.request_id, f"{reply}")
+    expect(reply.success and reply.request_id and reply.learning_status == "deferred", f"{reply}")
     run.found["deferred_request_id"] = reply.request_id
 
 
