@@ -78,8 +78,7 @@ class RegenerationJobs:
             if job.status == "running":
                 job.status = "cancelled"
 
-    @staticmethod
-    def _run(job: RegenerationJob, evaluate: Callable[[list[str]], dict]) -> None:
+    def _run(self, job: RegenerationJob, evaluate: Callable[[list[str]], dict]) -> None:
         status = "completed"
         try:
             if job.sessions and not job.cancel.is_set():
@@ -91,6 +90,7 @@ class RegenerationJobs:
             status = "error"
             job.failed = len(job.sessions)
             job.failures = [{"session_id": s, "reason": type(exc).__name__} for s in job.sessions[:20]]
-        job.finished_at = time.time()
-        if job.status == "running":
-            job.status = "cancelled" if job.cancel.is_set() else status
+        with self._lock:  # against a cancel deciding the status at the same moment
+            job.finished_at = time.time()
+            if job.status == "running":
+                job.status = "cancelled" if job.cancel.is_set() else status

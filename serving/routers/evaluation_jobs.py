@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
-from fastapi.concurrency import run_in_threadpool
 
 from reflexio_pipelines.lake.records import live_turns
 from reflexio_pipelines.learning.config_loading import resolve_extraction_config
@@ -56,8 +55,9 @@ def _evaluated(state: ServiceState, result_ids: list[str]) -> str | None:
 
 
 @router.post("/api/evaluations/grade_on_demand", response_model=GradeOnDemandResponse)
-async def grade_on_demand(body: GradeOnDemandRequest, state: State) -> dict[str, Any]:
-    """Judge one session now (a real evaluation run); its result id, or why it was skipped."""
+def grade_on_demand(body: GradeOnDemandRequest, state: State) -> dict[str, Any]:
+    """Judge one session now (a real evaluation run, in the request's worker thread: the lake reads and the run
+    stay off the event loop); its result id, or why it was skipped."""
     answer: dict[str, Any] = {"session_id": body.session_id}
     if _session(state, body.session_id, body.agent_version) is None:
         return answer | {"skipped_reason": "NO_REQUESTS"}
@@ -66,7 +66,7 @@ async def grade_on_demand(body: GradeOnDemandRequest, state: State) -> dict[str,
         return answer | {"skipped_reason": "NO_EVALUATOR"}
     cached = _evaluated(state, result_ids)
     if cached is None:
-        run = await run_in_threadpool(state.evaluate, [body.session_id])
+        run = state.evaluate([body.session_id])
         found = _evaluated(state, result_ids)
         if found is None:
             reason = "JUDGE_FAILED" if run.get("success", True) else "RUN_FAILED"
