@@ -4,13 +4,17 @@ liveness aliases."""
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from reflexio_pipelines.learning.config import DEFAULT_EVALUATION
 from reflexio_pipelines.learning.sessions import is_sampled
 from reflexio_pipelines.learning.types import stable_int_id, stable_uuid
+from serving.regeneration import JobRunning, RegenerationJobs
 from tests.support.learned import REGION, correction_turns
 
 GRADE = "/api/evaluations/grade_on_demand"
@@ -144,3 +148,27 @@ def test_recent_shadow_comparisons_are_the_judged_pairs(client: Any) -> None:
     )
     assert verdict["output"]["better_request"] == expected
     assert client.get("/api/evaluations/shadow_comparisons/recent", params={"limit": "x"}).status_code == 422
+
+
+def test_one_regeneration_at_a_time_and_a_cancel_while_running() -> None:
+    release, graded = threading.Event(), []
+
+    def evaluate(sessions: list[str]) -> dict:
+        release.wait(30)
+        graded.extend(sessions)
+        return {"success": True}
+
+    jobs = RegenerationJobs()
+    job = jobs.start(["s1", "s2"], evaluate)
+    with pytest.raises(JobRunning):
+        jobs.start(["s3"], evaluate)
+    jobs.cancel(job)
+    assert job.status == "cancelled"
+    release.set()
+    deadline = time.monotonic() + 30
+    while job.finished_at is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    # The run had started: it finished its sessions (durable), the job stays cancelled, a new one may start.
+    assert (job.status, graded) == ("cancelled", ["s1", "s2"])
+    assert jobs.start([], evaluate).status in ("running", "completed")
