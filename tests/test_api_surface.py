@@ -93,10 +93,11 @@ def test_per_entity_search_honours_filters(learned):
     assert _search_user_playbooks(client, "deploy region", user_id="alice", status_filter=["archived"]) == []
     fts = _search_user_playbooks(client, "us-west-2", user_id="alice", search_mode="fts")
     assert fts and "us-west-2" in fts[0]["content"]
-    # user_id required: a search serves one user's items only
-    for path in ("/api/search_profiles", "/api/search_user_playbooks"):
-        refused = client.post(path, json={"query": "x"})
-        assert refused.status_code == 422 and "user_id" in refused.json()["message"]
+    # a search serves one user's items only: profiles need the user (422), user playbooks without one are none
+    refused = client.post("/api/search_profiles", json={"query": "x"})
+    assert refused.status_code == 422 and "user_id" in refused.json()["message"]
+    anonymous = client.post("/api/search_user_playbooks", json={"query": "deploy region"}).json()
+    assert anonymous["user_playbooks"] == [] and "no user_id" in anonymous["msg"]
 
 
 def test_manual_adds_are_readable_at_once_and_searchable_after_the_reindex(client):

@@ -119,11 +119,12 @@ class SearchProfilesRequest(TimeRange):
 
 
 class SearchUserPlaybooksRequest(TimeRange):
-    """POST /api/search_user_playbooks. `user_id` is required (the original's was optional): a search serves one
-    user's items only; `get_user_playbooks` lists every user's for an operator."""
+    """POST /api/search_user_playbooks. Without `user_id` (the original searched every user's) nothing is served,
+    with a message saying why: a search serves one user's items only; `get_user_playbooks` lists every user's for an
+    operator. Not a 422, so the original's CLI `context` (which sends none) still gets its other sections."""
 
     query: str | None = Field(None, max_length=4096)
-    user_id: UserId
+    user_id: UserId | None = None
     agent_version: str | None = Field(None, max_length=MAX_ID)
     playbook_name: str | None = Field(None, max_length=MAX_ID)
     status_filter: list[Status | None] | None = None

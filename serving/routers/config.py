@@ -136,10 +136,10 @@ def _reported_idle_timeout(state: ServiceState) -> int:
 
 
 def _without_echoed_idle_timeout(state: ServiceState, body: dict[str, Any]) -> dict[str, Any]:
-    """A body holding the quiet period and the idle timeout get_config reported (an echoed get_config whose quiet
-    period was edited) without the stale timeout: it says nothing new, like an unchanged deployment field."""
-    echoed = body.get("extraction_idle_timeout_seconds") == _reported_idle_timeout(state)
-    if "extraction_quiet_period_seconds" in body and echoed:
+    """A body holding the idle timeout get_config reported (an echoed get_config, its quiet period edited or not)
+    without it: it says nothing new, like an unchanged deployment field, and taken as a setting it would turn the
+    default quiet period (0 s for the built-in extractor, reported as 1) into an explicit 1 s."""
+    if body.get("extraction_idle_timeout_seconds") == _reported_idle_timeout(state):
         return {k: v for k, v in body.items() if k != "extraction_idle_timeout_seconds"}
     return body
 

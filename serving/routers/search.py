@@ -130,8 +130,10 @@ def search_profiles(body: SearchProfilesRequest, request: Request) -> dict:
 
 @router.post("/api/search_user_playbooks", response_model=UserPlaybooksResponse)
 def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) -> dict:
-    """One user's playbooks (`user_id` is required: a search serves no one else's), current unless `status_filter`
-    asks for others."""
+    """One user's playbooks (without a `user_id`, none: a search serves no one else's), current unless
+    `status_filter` asks for others."""
+    if not body.user_id:
+        return {"success": True, "user_playbooks": [], "msg": NO_USER}
     return _single(
         request,
         "user_playbooks",
