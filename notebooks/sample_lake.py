@@ -220,10 +220,18 @@ def build_sample_lake(root: str | Path, instance=None, log=print) -> dict:
                 "/api/update_agent_playbook_status",
                 json={"agent_playbook_id": region["agent_playbook_id"], "playbook_status": "approved"},
             )
-        # The 1.3 agent retrieves what a user taught it: the service logs the first retrieval (`retrievals`).
+        # The 1.3 agent retrieves what a user taught it, for that user (a search without a user id serves no user's
+        # items): the service logs the first retrieval (`retrievals`).
+        taught = client.post("/api/get_user_playbooks", json={"agent_version": VERSIONS[1]}).json()["user_playbooks"]
+        teacher = next((p["user_id"] for p in taught if "restart" in p["content"].lower()), USERS[VERSIONS[1]][0])
         hits = client.post(
             "/api/search",
-            json={"query": "rotate credentials restart database", "threshold": 0.0, "agent_version": VERSIONS[1]},
+            json={
+                "query": "rotate credentials restart database",
+                "threshold": 0.0,
+                "agent_version": VERSIONS[1],
+                "user_id": teacher,
+            },
         ).json()
     served = lake.read_table("retrievals").to_pylist()
     if not served:

@@ -129,6 +129,10 @@ def _evaluation_rows(impact: list[dict]) -> list[dict]:
     return rows
 
 
+#: The flag aggregation would give a rule whose members name an outside address (learning/rule_flags.py).
+FLAG = "e-mail address (in 2 of 4 supporting playbooks)"
+
+
 def _playbook(
     pid: int,
     name: str,
@@ -139,6 +143,7 @@ def _playbook(
     playbook_status: str,
     users: int,
     at: int,
+    flag_reason: str | None = None,
 ) -> dict:
     return {
         "agent_playbook_id": pid,
@@ -160,6 +165,7 @@ def _playbook(
         "model": "stub-model",
         "prompt_version": "v1",
         "run_id": "run-seed",
+        "flag_reason": flag_reason,
     }
 
 
@@ -192,6 +198,7 @@ def _seed(lake: Lake) -> dict[str, int]:
             "pending",
             4,
             at - 7200,
+            FLAG,
         ),
         _playbook(
             103,
@@ -386,6 +393,13 @@ def test_dashboard_in_chromium(tmp_path: Path) -> None:
             ids_shown = sorted(int(i) for i in rows.evaluate_all("els => els.map(e => e.dataset.playbookId)"))
             assert ids_shown == [ids["reject"], ids["gone"]]
             expect(page.locator(f'[data-playbook-id="{ids["reject"]}"]')).to_contain_text("refund method")
+            # Who supported each rule, and why one was flagged for review (only that one).
+            supporters = page.locator(f'[data-playbook-id="{ids["reject"]}"] [data-field="supporters"]')
+            expect(supporters).to_have_text(", ".join(f"user-{ids['reject']}-{u}" for u in range(7)))
+            flagged = page.locator(f'[data-playbook-id="{ids["gone"]}"]')
+            expect(flagged.locator('[data-testid="queue-flag"]')).to_be_visible()
+            expect(flagged.locator('[data-field="flag"]')).to_have_text(FLAG)
+            expect(page.locator(f'[data-playbook-id="{ids["reject"]}"] [data-testid="queue-flag"]')).to_have_count(0)
 
             page.screenshot(path=str(screenshot), full_page=True)
 

@@ -328,9 +328,14 @@ def test_the_whole_loop_runs_on_the_providers_protocol_and_the_key_stays_in_its_
             evaluated = run_evaluation(
                 now=int((T0 + timedelta(hours=3)).timestamp()), settings=settings, instance=instance
             )
-            aggregated = run_aggregation({"agent_version": AGENT}, settings=settings, instance=instance)
+            # Two users (ann, bob) teach the rule here: the consolidation call is what this test needs, not support.
+            aggregated = run_aggregation(
+                {"agent_version": AGENT, "min_distinct_users": 2}, settings=settings, instance=instance
+            )
             with TestClient(create_app(settings)) as client:
-                search = client.post("/api/search", json={"query": "which region to deploy to", "threshold": 0.0})
+                search = client.post(  # as a user who taught it: a search without a user serves no user's items
+                    "/api/search", json={"query": "which region to deploy to", "threshold": 0.0, "user_id": "ann"}
+                )
             records = _dagster_records(instance)
 
     # --- the loop ran, every stage through this provider ---------------------------------------------------------
