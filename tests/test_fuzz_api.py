@@ -88,8 +88,16 @@ def documented_error_shape(ctx, response, case) -> None:
     return None
 
 
+def rejected_as_invalid(ctx, response, case) -> bool | None:
+    """`negative_data_rejection`, with 413 counted as a rejection: an invalid body over the 8 MiB limit is refused
+    for its size before its fields are read (the oversize tests below check that answer)."""
+    if response.status_code == 413:
+        return None
+    return negative_data_rejection(ctx, response, case)
+
+
 POSITIVE_CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance, documented_error_shape]
-NEGATIVE_CHECKS = [not_a_server_error, negative_data_rejection, documented_error_shape]
+NEGATIVE_CHECKS = [not_a_server_error, rejected_as_invalid, documented_error_shape]
 
 #: Text that tries to instruct whoever reads it. It must be stored and served back as data: the same words (minus
 #: control characters), never obeyed, never rewritten.

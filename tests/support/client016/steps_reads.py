@@ -119,9 +119,10 @@ def _get_requests(run: Run) -> None:
 
 @covers("mark_session_outcome")
 def _mark_outcome(run: Run) -> None:
-    first = run.client.mark_session_outcome(session_id=SESSION, outcome="success", occurred_at=now_s())
+    at = now_s()  # the retry is the same report: another second would be another report (a conflict)
+    first = run.client.mark_session_outcome(session_id=SESSION, outcome="success", occurred_at=at)
     expect(first.success and first.recorded and first.user_id == PUBLISHER, f"{first}")
-    retry = run.client.mark_session_outcome(session_id=SESSION, outcome="success", occurred_at=now_s())
+    retry = run.client.mark_session_outcome(session_id=SESSION, outcome="success", occurred_at=at)
     expect(retry.success and not retry.recorded, f"the first outcome is immutable: {retry}")
 
 
