@@ -257,6 +257,19 @@ def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> 
             1,
             0,
         ),
+        # a correction scoped to the task at hand overrides for now and teaches no rule; "every time" still does
+        (
+            [
+                ("user", "Deploy the payments service for the EU launch."),
+                ("assistant", "Deploying the payments service to us-west-2."),
+                ("user", "No, for this one use us-east-1, not us-west-2."),
+            ],
+            0,
+            0,
+            0,
+        ),
+        ([("user", "Just this once, skip the summary at the end.")], 0, 0, 0),
+        ([("user", "This time and every time after, skip the summary at the end.")], 0, 1, 0),
     ],
 )
 def test_structure_decides_what_the_head_cannot(turns: list, profiles: int, playbooks: int, forget: int) -> None:

@@ -128,6 +128,13 @@ _ASKS_OR_WISHES_RE = re.compile(
     r"(?:i|we)\s+(?:wonder|wish|was wondering|am wondering|'m wondering|were wondering)\b|i'm\s+wondering\b)",
     re.I,
 )
+#: A clause that scopes itself to the task at hand ("No, for this one use us-east-1", "skip the intro just this once")
+#: overrides a rule for now; it teaches no rule for every conversation unless it also says "every time".
+_ONE_OFF_RE = re.compile(
+    r"\b(?:for this one|this one time|this time|just this once|just for (?:now|today|this)|for now|"
+    r"for this (?:task|request|message|email|reply|answer|launch|release|project|ticket|run))\b",
+    re.I,
+)
 #: Least rule probability for a first-person-less clause answering the agent to be taken as a correction.
 PLAYBOOK_FALLBACK = 0.3
 #: A change told as a story of long ago ("when I was a kid we moved to Ohio") no longer holds.
@@ -260,6 +267,13 @@ def _forget_request(where: _Located, prediction: Prediction) -> ForgetDirective 
 
 def _outcome(where: _Located, prediction: Prediction) -> str | None:
     """What the clause stores, after the structural checks: "profile", "playbook" or None."""
+    outcome = _stored_as(where, prediction)
+    if outcome == "playbook" and _ONE_OFF_RE.search(where.text) and not _EVERY_TIME_RE.search(where.text):
+        return None
+    return outcome
+
+
+def _stored_as(where: _Located, prediction: Prediction) -> str | None:
     if prediction.kind in PROFILE_KINDS or prediction.kind in ("request", "hypothetical"):
         if _STANDING_IMPERATIVE_RE.match(_LEAD_IN_RE.sub("", where.text)):
             return "playbook"  # "Never deploy on Fridays" (the head: fact 0.78) is a rule by its form
