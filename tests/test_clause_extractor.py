@@ -237,8 +237,12 @@ def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> 
             0,
             0,
         ),
-        # an imperative about the user is no fact about them
-        ([("user", "Please answer me in Italian, I'm practising.")], 0, 0, 0),
+        # an imperative about the user is no fact about them; telling how to answer in general is a rule
+        ([("user", "Please answer me in Italian, I'm practising.")], 0, 1, 0),
+        ([("user", "Keep things formal with me.")], 0, 1, 0),
+        ([("user", "Translate it into Italian.")], 0, 0, 0),  # the answer at hand, not a standing style
+        # "my partner and I" is one subject, not two clauses
+        ([("user", "My partner and I don't have kids.")], 1, 0, 0),
         # questions without their mark and wishes state nothing lasting
         ([("user", "do you know any good pho places near the station")], 0, 0, 0),
         ([("user", "I wish I could play the cello.")], 0, 0, 0),
@@ -270,6 +274,8 @@ def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> 
         ),
         ([("user", "Just this once, skip the summary at the end.")], 0, 0, 0),
         ([("user", "This time and every time after, skip the summary at the end.")], 0, 1, 0),
+        # a lead-in stays with its revocation, and what replaces it is a clause of its own
+        ([("user", "Actually, drop the numbered lists, plain prose paragraphs work better for me now.")], 1, 0, 1),
     ],
 )
 def test_structure_decides_what_the_head_cannot(turns: list, profiles: int, playbooks: int, forget: int) -> None:

@@ -50,6 +50,23 @@ def test_a_change_replaces_items_on_its_subject_only() -> None:
     assert changed_subjects(added, existing, added_vectors, vectors[1:], taken=set()) == {}
 
 
+@pytest.mark.parametrize(
+    ("old", "said"),
+    [
+        ("Uses Chrome for everything", "I switched to Firefox for good"),
+        ("Drives a 2012 Honda Civic", "I sold the Civic and got an electric Kia EV6"),
+        ("Runs three times a week", "My knee surgery means no more running, I swim instead now"),
+        ("They track their work in Jira", "We moved our tickets from Jira to Linear"),
+        ("Their laptop runs Windows 11", "I wiped Windows and put Fedora on my laptop"),
+    ],
+)
+def test_devices_vehicles_exercise_and_work_tools_are_subjects_a_change_replaces(old: str, said: str) -> None:
+    # sentence embeddings put these pairs at cosine 0.32-0.52, under CHANGE_SIMILARITY: the subject decides
+    existing = [old, "Is allergic to shellfish"]
+    vectors = EMBEDDER.embed([said, *existing])
+    assert changed_subjects([(said, said)], existing, vectors[:1], vectors[1:], taken=set()) == {0: [0]}
+
+
 def test_a_revocation_names_the_rule_it_withdraws() -> None:
     playbooks = [
         {"user_playbook_id": 1, "trigger": None, "content": "Use bullet points in every summary"},

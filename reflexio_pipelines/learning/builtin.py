@@ -46,7 +46,7 @@ from reflexio_pipelines.learning.rules.text import (
 from reflexio_pipelines.learning.rules.tool_failures import _tool_failure_playbooks
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.stated_changes import SAID_PREFIX
-from reflexio_pipelines.learning.subjects import states_a_change
+from reflexio_pipelines.learning.subjects import states_a_change, subjects_of
 from reflexio_pipelines.learning.types import (
     ExtractedPlaybook,
     ExtractedProfile,
@@ -68,8 +68,9 @@ MODEL_NAME = "builtin-clause-head"
 #: Greetings and fillers in front of a clause: the head reads the clause without them ("Hi, I live in Paris" is a
 #: fact, "Quick update: I moved to Berlin" a move); the user's words are kept whole.
 _LEAD_IN_RE = re.compile(
-    r"^(?:(?:hi|hello|hey|hiya|ok|okay|so|well|oh|ah|also|and|plus|btw|by the way|fyi|quick update|update|"
-    r"one more thing|just so you know|for the record|for future reference|heads up|good news|news|fun fact)\b[\s,:!.—–-]*)+",
+    r"^(?:(?:hi|hello|hey|hiya|ok|okay|so|well|oh|ah|also|and|plus|btw|by the way|fyi|quick update|update|actually|"
+    r"one more thing|just so you know|for the record|for future reference|heads[- ]up|good news|news|fun fact)\b"
+    r"[\s,:!.—–-]*)+",
     re.I,
 )
 #: A profile is what the user says about themselves or their own: a clause with no first person is no profile
@@ -135,6 +136,13 @@ _ONE_OFF_RE = re.compile(
     r"for this (?:task|request|message|email|reply|answer|launch|release|project|ticket|run))\b",
     re.I,
 )
+#: How the agent should answer (form, language, units), told plainly ("Please keep your answers in numbered lists",
+#: "Reply in English please", "Keep things formal with me"), holds beyond the task at hand without a word of
+#: standing; the head reads such clauses as instructions below SURE (0.6-0.9) when they open a conversation.
+_STYLE_SUBJECTS = frozenset({"answer_format", "language"})
+_UNITS_RE = re.compile(r"\b(?:celsius|fahrenheit|metric|imperial|kilomet(?:er|re)s|miles|24-hour|12-hour)\b", re.I)
+#: Least instruction + correction probability for such a clause to be a rule.
+STYLE_RULE_FLOOR = 0.5
 #: Least rule probability for a first-person-less clause answering the agent to be taken as a correction.
 PLAYBOOK_FALLBACK = 0.3
 #: A change told as a story of long ago ("when I was a kid we moved to Ohio") no longer holds.
@@ -259,7 +267,7 @@ def _forget_request(where: _Located, prediction: Prediction) -> ForgetDirective 
     clause the head labels a revocation; the target must name something ("forget it" names nothing)."""
     target = forget_target(where.text)
     if target is None and prediction.kind == "revocation":
-        target = _REVOKE_LEAD_RE.sub("", where.text).strip(" .!")
+        target = _REVOKE_LEAD_RE.sub("", _LEAD_IN_RE.sub("", where.text)).strip(" .!")
     if not target or not content_tokens(target):
         return None
     return ForgetDirective(target=target, source_turn_ids=[where.turn.turn_id])
@@ -273,7 +281,17 @@ def _outcome(where: _Located, prediction: Prediction) -> str | None:
     return outcome
 
 
+def _answer_style(bare: str) -> bool:
+    """A telling imperative about how to answer in general (not "it"/"them": a fix of the answer at hand)."""
+    if not _TELLING_RE.match(bare) or _POINTS_BACK_RE.search(bare):
+        return False
+    return bool(subjects_of(bare) & _STYLE_SUBJECTS) or bool(_UNITS_RE.search(bare))
+
+
 def _stored_as(where: _Located, prediction: Prediction) -> str | None:
+    playbook_mass = sum(prediction.probabilities.get(k, 0.0) for k in PLAYBOOK_KINDS)
+    if playbook_mass >= STYLE_RULE_FLOOR and _answer_style(_LEAD_IN_RE.sub("", where.text)):
+        return "playbook"
     if prediction.kind in PROFILE_KINDS or prediction.kind in ("request", "hypothetical"):
         if _STANDING_IMPERATIVE_RE.match(_LEAD_IN_RE.sub("", where.text)):
             return "playbook"  # "Never deploy on Fridays" (the head: fact 0.78) is a rule by its form

@@ -44,7 +44,7 @@ SUBJECTS: tuple[Subject, ...] = (
         r"vegetarian|vegan|pescatarian|keto|paleo|carnivore|plant[- ]based|meat|beef|pork|steak|chicken|fish|"
         r"seafood|dairy|eggs?\b|halal|kosher|diet|protein|sugar|carbs|calorie|fasting|don't eat|do not eat|eats?\b|"
         r"cheese|milk|butter|yogh?urt|bread|pasta|pizza|burger|bacon|ham\b|lamb|tofu|coffee|\btea\b|chocolate|"
-        r"sweets|dessert|cook|grill|bbq|barbecue|brisket|ribeye|food",
+        r"sweets|dessert|cook|grill|bbq|barbecue|brisket|ribeye|food|caffeine|decaf",
         _FOOD_SITUATIONS,
     ),
     _subject(
@@ -83,6 +83,30 @@ SUBJECTS: tuple[Subject, ...] = (
         r"vs ?code|visual studio|neovim|\bvim\b|emacs|intellij|pycharm|webstorm|sublime|xcode|editor|\bide\b|"
         r"terminal|shell\b|zsh|bash\b|keybind|shortcut",
         "editor shortcuts, keybindings, setup, configuration",
+    ),
+    _subject(
+        "devices",
+        r"iphone|\bios\b|android|\bpixel\b|samsung|galaxy|smartphone|\bphone\b|laptop|macbook|\bmac\b|windows \d|"
+        r"windows\b(?! seat)|linux|ubuntu|fedora|debian|chromebook|ipad|tablet|\bchrome\b|firefox|safari|"
+        r"\bedge\b|brave\b|browser",
+        "phone settings, laptop setup, apps, installing software, browser settings, troubleshooting devices",
+    ),
+    _subject(
+        "work_tools",
+        r"jira|\blinear\b|asana|trello|notion\b|slack\b|microsoft teams|confluence|github|gitlab|bitbucket|clickup",
+        "tickets, issues, project tracking, team messages, documentation, task boards",
+    ),
+    _subject(
+        "exercise",
+        r"running|\bruns? (?:\w+ )?times\b|jogg|swim|\bgym\b|cycling|yoga|pilates|lifting|weights\b|workouts?\b|"
+        r"marathon|triathlon",
+        "workouts, exercise plans, training, fitness, sports, weekend activities",
+    ),
+    _subject(
+        "vehicle",
+        r"\bcar\b|\bdrives? (?:an?|the|my)\b|honda|toyota|tesla|\bford\b|\bkia\b|hyundai|volkswagen|\bbmw\b|"
+        r"civic|corolla|electric (?:car|vehicle)|\bev\d*\b|motorbike|motorcycle|scooter",
+        "car maintenance, driving, road trips, parking, fuel, charging",
     ),
     _subject(
         "stack",
@@ -142,6 +166,7 @@ CHANGE_RE = re.compile(
     r"\b(?:moved|moving|relocated|switched|switching|no longer|not any ?more|any ?more|now\b|actually|instead|"
     r"these days|changed|started|stopped|quit|became|become|turned|gone|went|override|overrid|from now on|"
     r"going forward|new (?:job|role|team|city|place|home)|left|scratch|replace|gave up|given up|dropped|ditched|"
+    r"sold|traded|outgr[eo]wn?|passed away|graduated|retired|divorced|got rid of|wiped|migrat\w*|rewr[io]t\w*|"
     r"(?:go|went|gone|going) "
     r"(?:fully |full |completely |totally )?(?:vegan|vegetarian|keto|pescatarian|plant))",
     re.I,
@@ -152,7 +177,8 @@ ADDITION_RE = re.compile(r"\b(?:also|too|as well|another|in addition|additionall
 #: these days" replaces "Is pescatarian").
 ENDED_RE = re.compile(
     r"\b(?:no longer|not any ?more|any ?more|these days|switched|moved|relocated|quit|stopped|gave up|given up|"
-    r"instead|from now on|override|overrid|replaced?|is gone|are gone|dropped|ditched|left)\b",
+    r"instead|from now on|override|overrid|replaced?|is gone|are gone|dropped|ditched|left|sold|outgr[eo]wn?|"
+    r"passed away|graduated|retired|got rid of|wiped|migrated off|migrating off)\b",
     re.I,
 )
 

@@ -26,9 +26,13 @@ _IMPERATIVE = (
 )
 #: "I live in Lisbon and I prefer metric units" is two facts: forgetting or replacing one must not take the other.
 _AND_SUBJECT_RE = re.compile(r",?\s+and\s+(?=(?:I|I'm|I've|I'd|my|we|we're|our)\b)")
+#: "My partner and I don't have kids" is one clause: what comes before "and I" is a compound subject, not a clause.
+_COMPOUND_SUBJECT_RE = re.compile(r"^(?:my|our)(?:\s+[\w'-]+){1,2}$", re.I)
 _COMMA_IMPERATIVE_RE = re.compile(rf",\s+(?=(?:{_IMPERATIVE}|can you|could you|would you|will you)\b)", re.I)
 _REVOKE_LEAD_RE = re.compile(
-    r"^(?:please\s+|you can\s+|you may\s+)?(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|override)\b",
+    r"^(?:(?:actually|ok|okay|so|well|oh|wait|hmm|also)\b[\s,]*)*"
+    r"(?:please\s+|you can\s+|you may\s+)?"
+    r"(?:forget|ignore|scrap|scratch|drop|disregard|never mind|nevermind|cancel|override|relax)\b",
     re.I,
 )
 _SUBORDINATE_LEAD_RE = re.compile(
@@ -70,15 +74,28 @@ def _joined_short(pieces: list[str]) -> list[str]:
 def _cut_commas(part: str) -> list[str]:
     if _SUBORDINATE_LEAD_RE.match(part):
         return [part]  # the comma closes the condition: "When I send a report, use bullet points"
-    pieces = [p for piece in _SOFT_CONNECTOR_RE.split(part) for p in _AND_SUBJECT_RE.split(piece)]
+    pieces = [p for piece in _SOFT_CONNECTOR_RE.split(part) for p in _and_subjects(piece)]
     out: list[str] = []
     for piece in pieces:
         out.extend(_joined_short(_COMMA_IMPERATIVE_RE.split(piece)))
-    if out and _REVOKE_LEAD_RE.match(out[0]) and ("," in out[0] or ": " in out[0]):
+    lead = _REVOKE_LEAD_RE.match(out[0]) if out else None
+    if lead and (cut := re.search(r",|: ", out[0][lead.end() :])):
         # "Forget the bullet rule, short paragraphs from now on"; "Override the old rule: only review source files";
-        # also when an imperative was cut off after it: "Forget the yarn thing, we migrated, use pnpm from now on"
-        head, tail = re.split(r",|: ", out[0], maxsplit=1)
-        out[:1] = [head, tail]
+        # also when an imperative was cut off after it: "Forget the yarn thing, we migrated, use pnpm from now on";
+        # a lead-in stays with its revocation ("Actually, drop the numbered lists, prose from now on")
+        at = lead.end() + cut.start()
+        out[:1] = [out[0][:at], out[0][at + len(cut.group()) :]]
+    return out
+
+
+def _and_subjects(piece: str) -> list[str]:
+    """`piece` cut before each "and I/my/we …" that opens a clause of its own (not after a compound subject)."""
+    out: list[str] = []
+    for part in _AND_SUBJECT_RE.split(piece):
+        if out and _COMPOUND_SUBJECT_RE.match(out[-1]):
+            out[-1] = f"{out[-1]} and {part}"
+        else:
+            out.append(part)
     return out
 
 
