@@ -243,6 +243,7 @@ def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> 
         ([("user", "Translate it into Italian.")], 0, 0, 0),  # the answer at hand, not a standing style
         # "my partner and I" is one subject, not two clauses
         ([("user", "My partner and I don't have kids.")], 1, 0, 0),
+        ([("user", "Spicy food and I don't get along.")], 1, 0, 0),
         # questions without their mark and wishes state nothing lasting
         ([("user", "do you know any good pho places near the station")], 0, 0, 0),
         ([("user", "I wish I could play the cello.")], 0, 0, 0),

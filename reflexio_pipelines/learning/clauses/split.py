@@ -26,8 +26,13 @@ _IMPERATIVE = (
 )
 #: "I live in Lisbon and I prefer metric units" is two facts: forgetting or replacing one must not take the other.
 _AND_SUBJECT_RE = re.compile(r",?\s+and\s+(?=(?:I|I'm|I've|I'd|my|we|we're|our)\b)")
-#: "My partner and I don't have kids" is one clause: what comes before "and I" is a compound subject, not a clause.
-_COMPOUND_SUBJECT_RE = re.compile(r"^(?:my|our)(?:\s+[\w'-]+){1,2}$", re.I)
+#: "My partner and I don't have kids", "Spicy food and I don't get along" are one clause: a short piece before
+#: "and I" without a subject or verb of its own is the first half of a compound subject.
+_COMPOUND_SUBJECT_RE = re.compile(
+    r"^(?!.*\b(?:i|i'm|we|we're|you|is|are|am|was|were|has|have|had|do|does|did|can|will|would)\b)"
+    r"[\w'-]+(?:\s+[\w'-]+){0,2}$",
+    re.I,
+)
 _COMMA_IMPERATIVE_RE = re.compile(rf",\s+(?=(?:{_IMPERATIVE}|can you|could you|would you|will you)\b)", re.I)
 _REVOKE_LEAD_RE = re.compile(
     r"^(?:(?:actually|ok|okay|so|well|oh|wait|hmm|also)\b[\s,]*)*"
