@@ -2,8 +2,8 @@
 
 In keyed mode (serving/tenancy.py) organisation `acme` keeps its landing files, tables and index versions in
 `<lake>/orgs/acme`; the configured lake itself is only their parent. The service resolves a request's organisation
-from its API key; the schedules (schedules.py) and the service's learning loop (serving/autolearn.py) enumerate the
-organisations present on disk here, so every organisation gets the same runs as the open-mode lake.
+from its API key; the schedules (schedules.py) and the sensors (sensors.py) enumerate the organisations present on
+disk here, so every organisation gets the same runs as the open-mode lake, from the one Dagster daemon.
 """
 
 from __future__ import annotations

@@ -11,15 +11,36 @@ the moment this one commits (instead of a tick, a dequeue and a launch later, ~6
 window whose run has not compacted yet (queued, launching, or waiting for the lock) is not requested again, so at
 most one run waits behind a learning one and it takes every file that landed meanwhile. serving_index never moves
 the served version back, so two runs' index builds cannot undo each other.
+
+Both sensors fan out over every lake the way the schedules do (organisations.py `lakes_of`): the configured lake,
+and in keyed mode each organisation's under `<lake>/orgs/`. Each request carries its organisation's lake in run
+config (`jobs.lake_run_config`) and its `ORG_TAG`; run keys and the in-flight checks are per organisation. An
+organisation whose lake cannot be read is logged and skipped on this tick; the others still get their requests.
 """
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
 
 import dagster as dg
 
-from reflexio_pipelines.jobs import MAX_NEW_TURNS_PER_BUILD, index_job, learn_job, learning_run_config
+from reflexio_pipelines.jobs import (
+    MAX_NEW_TURNS_PER_BUILD,
+    index_job,
+    lake_run_config,
+    learn_job,
+    learning_run_config,
+)
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.organisations import DEFAULT_ORG, ORG_TAG, lakes_of
 from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
 from reflexio_pipelines.resources import LakeResource
 from reflexio_pipelines.search.versions import current_version
+from reflexio_pipelines.storage import lake_path
+
+log = logging.getLogger(__name__)
 
 #: Run states in which a window's run has not finished yet.
 UNFINISHED = [
@@ -37,32 +58,65 @@ UNFINISHED = [
     description="Requests a learn_job run for every window whose landing files changed since it was last compacted.",
 )
 def landing_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult:
-    pending = pending_windows(lake.get(), GRANULARITY)
-    busy = _windows_in_flight(context.instance, [p.partition_key for p in pending])
-    # The run key names the exact file set, so a window is requested once per new set of files even though
-    # this sensor keeps no cursor: the lake, not the sensor, is the state.
+    return _fan_out(context, lake, _learn_requests)
+
+
+def _learn_requests(
+    context: dg.SensorEvaluationContext, org: str, store: Lake, run_config: dict
+) -> list[dg.RunRequest] | str:
+    pending = pending_windows(store, GRANULARITY)
+    if not pending:
+        return "no new landing files"
+    busy = _windows_in_flight(context.instance, org, [p.partition_key for p in pending])
+    # The run key names the organisation and the exact file set, so a window is requested once per new set of
+    # files even though this sensor keeps no cursor: the lake, not the sensor, is the state.
     requests = [
         dg.RunRequest(
-            run_key=f"{p.partition_key}:{p.digest}",
+            run_key=f"{org}:{p.partition_key}:{p.digest}",
             partition_key=p.partition_key,
-            run_config=learning_run_config("due", index_turns=True),
+            tags={ORG_TAG: org},
+            run_config={**learning_run_config("due", index_turns=True), **run_config},
         )
         for p in pending
         if p.partition_key not in busy
     ]
-    if not requests:
-        return dg.SensorResult(
-            skip_reason="a run is in flight for every pending window" if pending else "no new landing files"
-        )
-    return dg.SensorResult(run_requests=requests)
+    return requests or "a run is in flight for every pending window"
 
 
-def _windows_in_flight(instance: dg.DagsterInstance, keys: list[str]) -> set[str]:
-    """The partition keys among `keys` with an unfinished `learn_job` run that has not compacted the window yet (no
-    `turns` materialisation: it is queued, starting, or waiting for the window's lock behind a learning run)."""
+def _fan_out(
+    context: dg.SensorEvaluationContext,
+    lake: LakeResource,
+    requests_of: Callable[[dg.SensorEvaluationContext, str, Lake, dict], list[dg.RunRequest] | str],
+) -> dg.SensorResult:
+    """`requests_of(context, org, store, lake run config)` (its requests, or why none) for every lake; one that
+    raises is logged and skipped."""
+    requests: list[dg.RunRequest] = []
+    idle: dict[str, str] = {}
+    for org, root in lakes_of(lake_path(lake.root)):
+        config = {} if org == DEFAULT_ORG else lake_run_config(str(root), lake.metadata_previews)
+        try:
+            store = Lake.at(lake.root if org == DEFAULT_ORG else str(root))
+            found = requests_of(context, org, store, config)
+        except Exception:  # its files stay pending; the next tick looks again
+            # into the daemon's log, with the traceback
+            log.exception("organisation %s: lake not readable, skipped this tick", org)
+            found = "lake not readable"
+        if isinstance(found, str):
+            idle[org] = found
+        else:
+            requests += found
+    if requests:
+        return dg.SensorResult(run_requests=requests)
+    reasons = list(idle.values()) if list(idle) == [DEFAULT_ORG] else [f"{o}: {r}" for o, r in idle.items()]
+    return dg.SensorResult(skip_reason="; ".join(reasons) or "no lake holds data")
+
+
+def _windows_in_flight(instance: dg.DagsterInstance, org: str, keys: list[str]) -> set[str]:
+    """The partition keys among `keys` with an unfinished `learn_job` run of `org` that has not compacted the window
+    yet (no `turns` materialisation: it is queued, starting, or waiting for the window's lock behind a learning run)."""
     if not keys:
         return set()
-    runs = instance.get_run_records(dg.RunsFilter(job_name=learn_job.name, statuses=UNFINISHED), limit=100)
+    runs = _unfinished(instance, learn_job.name, org)
     waiting = {r.dagster_run.tags.get("dagster/partition") for r in runs if not _compacted(instance, r.dagster_run)}
     return waiting & set(keys)
 
@@ -86,27 +140,36 @@ def _compacted(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     "new turn embedded once); until it is served, search_interactions covers them from landing files.",
 )
 def interaction_index_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult:
-    store = lake.get()
+    return _fan_out(context, lake, _index_requests)
+
+
+def _index_requests(
+    context: dg.SensorEvaluationContext, org: str, store: Lake, run_config: dict
+) -> list[dg.RunRequest] | str:
     newer = unindexed_turn_files(store)
     if not newer:
-        return dg.SensorResult(skip_reason="the served index holds every published turn")
-    if context.instance.get_run_records(dg.RunsFilter(job_name=index_job.name, statuses=UNFINISHED), limit=1):
-        return dg.SensorResult(skip_reason="an index_job run is in flight")
+        return "the served index holds every published turn"
+    if _unfinished(context.instance, index_job.name, org):
+        return "an index_job run is in flight"
     # A learning run's own index build takes the new turns in (landing_sensor asks for it). Two builds at once
     # would each stage a version from the same base, and the one activated last would drop what the other added
     # until the next build; they also shared 2 cores: under steady publishing (50 turns/s, 1 s LLM) the turns
     # build took 35-245 s beside the learning run's and two in five failed their check against the other's counts.
-    if context.instance.get_run_records(dg.RunsFilter(job_name=learn_job.name, statuses=UNFINISHED), limit=1):
-        return dg.SensorResult(skip_reason="a learn_job run is in flight: its index build takes the turns in")
-    # Keyed by the version and the newest file: requested once per new turns, again only after a new version.
-    key = f"turns:{current_version(store.index_root)}:{newer[-1].name}"
-    return dg.SensorResult(
-        run_requests=[
-            dg.RunRequest(
-                run_key=key,
-                run_config={
-                    "ops": {"search_index": {"config": {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}}}
-                },
-            )
-        ]
-    )
+    if _unfinished(context.instance, learn_job.name, org):
+        return "a learn_job run is in flight: its index build takes the turns in"
+    # Keyed by organisation, version and newest file: requested once per new turns, again only after a new version.
+    ops = {"ops": {"search_index": {"config": {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}}}}
+    return [
+        dg.RunRequest(
+            run_key=f"{org}:turns:{current_version(store.index_root)}:{newer[-1].name}",
+            tags={ORG_TAG: org},
+            run_config={**ops, **run_config},
+        )
+    ]
+
+
+def _unfinished(instance: dg.DagsterInstance, job_name: str, org: str) -> list[dg.RunRecord]:
+    """Unfinished runs of `job_name` for `org`: tagged with it, or (the configured lake's) untagged, as runs the
+    service or a person launched on that lake are."""
+    runs = instance.get_run_records(dg.RunsFilter(job_name=job_name, statuses=UNFINISHED), limit=100)
+    return [r for r in runs if r.dagster_run.tags.get(ORG_TAG, DEFAULT_ORG) == org]

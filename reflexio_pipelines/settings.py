@@ -79,8 +79,6 @@ class Settings(BaseModel):
     #: JSON file of API key hashes (`python -m serving keys create --org ID`). Set = every /api/ request needs a
     #: Bearer key and each organisation gets its own lake under <lake>/orgs/<org>; unset = one open organisation.
     api_keys_file: str | None = None
-    #: Keyed mode only: seconds between the service's passes over every organisation's pending windows (0 = off).
-    org_learn_interval_s: float = Field(60.0, ge=0)
     #: Asset metadata in the Dagster UI may show rows of user data (previews). False in production: then Dagster's
     #: run storage, which erasure does not reach, holds counts only.
     metadata_previews: bool = True
@@ -145,7 +143,6 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_EXTRACTION_CONFIG": ("extraction_config",),
     "REFLEXIO_LANDING_MAX_BATCH_ROWS": ("landing_max_batch_rows",),
     "REFLEXIO_API_KEYS_FILE": ("api_keys_file",),
-    "REFLEXIO_ORG_LEARN_INTERVAL": ("org_learn_interval_s",),
     "REFLEXIO_METADATA_PREVIEWS": ("metadata_previews",),
     "REFLEXIO_OPERATION_STALE_AFTER": ("operation_stale_after_s",),
     "REFLEXIO_ALLOWED_HOSTS": ("allowed_hosts",),

@@ -12,7 +12,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reflexio_pipelines.settings import Settings, load_settings
 from serving import hosts
-from serving.autolearn import AutoLearner
 from serving.bodylimit import BodySizeLimit
 from serving.errors import error
 from serving.ratelimit import RateLimiter, route_class
@@ -54,23 +53,17 @@ def create_app(settings: Settings | None = None, launcher: Launcher | None = Non
     settings = settings or load_settings()
     tenants = Tenants(settings, launcher)
     limiter = RateLimiter()
-    learner = AutoLearner(tenants, settings.org_learn_interval_s)
-    learn = tenants.keyed and settings.org_learn_interval_s > 0
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         tenants.start()
-        if learn:
-            learner.start()
         try:
             yield
         finally:
-            learner.close()
             tenants.close()
 
     app = FastAPI(title="Reflexio on a lake", version="0.1.0", lifespan=lifespan)
     app.state.tenants = tenants
-    app.state.learner = learner
     # Open mode's one organisation, created up front (tests and the dashboard reach it directly).
     app.state.svc = None if tenants.keyed else tenants.state(DEFAULT_ORG)
     app.include_router(health.router)

@@ -364,7 +364,7 @@ def test_host_check_over_real_http_and_keyed_mode_left_to_its_keys(settings, ins
         assert rebound.status_code == 400 and _documented_error(rebound) is None
     keys = tmp_path / "keys.json"
     KeyStore(keys).create("acme")
-    keyed = Settings(lake=str(tmp_path / "keyed"), api_keys_file=str(keys), org_learn_interval_s=0)
+    keyed = Settings(lake=str(tmp_path / "keyed"), api_keys_file=str(keys))
     assert _host_answer(create_app(keyed), "evil.example").status_code == 401  # no key: the key is the check
     restricted = keyed.model_copy(update={"allowed_hosts": ["reflexio.internal"]})
     assert _host_answer(create_app(restricted), "evil.example").status_code == 400  # opted in: checked too

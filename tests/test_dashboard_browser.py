@@ -562,7 +562,7 @@ def test_dashboard_with_an_api_key_in_chromium(tmp_path: Path) -> None:
     key = KeyStore(keys).create("acme")
     _seed(Lake.at(tmp_path / "lake" / "orgs" / "acme"))
     seed_usage(Lake.at(tmp_path / "lake" / "orgs" / "acme"), *recent_days())
-    app = create_app(Settings(lake=str(tmp_path / "lake"), api_keys_file=str(keys), org_learn_interval_s=0))
+    app = create_app(Settings(lake=str(tmp_path / "lake"), api_keys_file=str(keys)))
     with serve_app(app) as base_url, sync_playwright() as pw:
         with chromium_page(pw) as (page, _):
             seen: list[tuple[str, str | None]] = []

@@ -293,7 +293,7 @@ def test_llm_usage_in_keyed_mode_reads_each_organisations_own_lake(tmp_path: Pat
         asset="user_learning",
         window=window_of_call(at_us(d3, 1)),
     )
-    app = create_app(Settings(lake=str(tmp_path / "lake"), api_keys_file=str(keys), org_learn_interval_s=0))
+    app = create_app(Settings(lake=str(tmp_path / "lake"), api_keys_file=str(keys)))
     with TestClient(app) as client:
         assert client.get("/api/llm_usage").status_code == 401
         mine = client.get("/api/llm_usage", headers={"Authorization": f"Bearer {acme}"}).json()["days"]

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import dagster as dg
 import httpx
 import pytest
 
@@ -19,7 +20,6 @@ from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
 from reflexio_pipelines.search.versions import turns_watermark
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
-from serving.autolearn import AutoLearner
 from serving.tenancy import KeyStore
 from tests.support.servers import serve_app
 
@@ -31,11 +31,13 @@ def keyed(tmp_path, instance):
     store = KeyStore(keys_file)
     acme, globex = store.create("acme"), store.create("globex", {"search": 3})
     lake = tmp_path / "lake"
-    # The app's own auto-learn loop is off: tests drive one pass of it deterministically.
-    settings = Settings(lake=str(lake), api_keys_file=str(keys_file), org_learn_interval_s=0)
+    # The service learns nothing itself: tests evaluate the Dagster sensors and run what they request.
+    settings = Settings(lake=str(lake), api_keys_file=str(keys_file))
     app = create_app(settings)
     with serve_app(app) as url:
-        yield SimpleNamespace(url=url, keys_file=keys_file, acme=acme, globex=globex, lake=lake, app=app)
+        yield SimpleNamespace(
+            url=url, keys_file=keys_file, acme=acme, globex=globex, lake=lake, app=app, instance=instance
+        )
 
 
 def _auth(key: str) -> dict:
@@ -105,6 +107,41 @@ def test_an_organisation_never_sees_another_organisations_data(keyed, samples):
     assert leaked == []
 
 
+def _sensor_tick(instance: dg.DagsterInstance, lake: Path) -> dict[str, list[bool]]:
+    """One tick of the daemon for `lake`: evaluate both sensors with a real instance and run every request they make
+    for real (in-process, as the daemon's run launcher would in its own process); returns "org:job" -> successes."""
+    from reflexio_pipelines.definitions import build_definitions
+    from reflexio_pipelines.organisations import ORG_TAG
+    from reflexio_pipelines.resources import LakeResource
+    from reflexio_pipelines.sensors import interaction_index_sensor, landing_sensor
+
+    defs = build_definitions(Settings(lake=str(lake)))
+    ran: dict[str, list[bool]] = {}
+    for sensor in (landing_sensor, interaction_index_sensor):
+        context = dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake))})
+        for request in sensor(context).run_requests or []:
+            result = defs.resolve_job_def(sensor.job_name).execute_in_process(
+                run_config=request.run_config,
+                partition_key=request.partition_key,
+                tags=request.tags,
+                instance=instance,
+                raise_on_error=False,
+            )
+            ran.setdefault(f"{request.tags[ORG_TAG]}:{sensor.job_name}", []).append(result.success)
+    return ran
+
+
+def _profiles(url: str, key: str, user: str, timeout_s: float = 10) -> list[str]:
+    """`user`'s profile contents, once the organisation's index watcher has picked up a new version (or `[]`)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        reply = httpx.post(url + "/api/get_profiles", json={"user_id": user}, headers=_auth(key)).json()
+        found = [p["content"] for p in reply.get("user_profiles") or []]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
 def test_keyed_mode_learns_each_organisations_pending_windows(keyed, samples):
     url, acme, globex = keyed.url, keyed.acme, keyed.globex
     body = {
@@ -115,15 +152,13 @@ def test_keyed_mode_learns_each_organisations_pending_windows(keyed, samples):
         ],
     }
     assert httpx.post(url + "/api/publish_interaction", json=body, headers=_auth(globex)).status_code == 200
-    app_learner = keyed.app.state.learner
-    assert app_learner.run_once() == {"globex": 1}
-    profiles = httpx.post(url + "/api/get_profiles", json={"user_id": "zed"}, headers=_auth(globex)).json()
-    assert [p["content"] for p in profiles["user_profiles"]] == ["Lives in Oslo"]
-    assert app_learner.run_once() == {}  # nothing pending any more
-    assert (
-        httpx.post(url + "/api/get_profiles", json={"user_id": "zed"}, headers=_auth(acme)).json()["user_profiles"]
-        == []
-    )
+    # The landing sensor's learning run (its index build takes the turns in too, so no index_job is asked for).
+    assert _sensor_tick(keyed.instance, keyed.lake) == {"globex:learn_job": [True]}
+    assert _profiles(url, globex, "zed") == ["Lives in Oslo"]
+    assert _sensor_tick(keyed.instance, keyed.lake) == {}  # nothing pending any more
+    assert _profiles(url, acme, "zed", timeout_s=0) == []
+    runs = keyed.instance.get_run_records(dg.RunsFilter(job_name="learn_job"))
+    assert [r.dagster_run.tags.get("reflexio/org") for r in runs] == ["globex"]
 
 
 def test_rate_limit_per_key_answers_429_with_retry_after(keyed):
@@ -216,15 +251,14 @@ def _live_in(url: str, key: str, user: str, city: str, timeout_s: float = 120) -
 
 
 def test_a_failing_organisation_does_not_stop_the_others_from_learning(tmp_path, instance, caplog):
-    """Keyed mode's own learning loop over three organisations: `aardvark`'s lake cannot be read (its pending
-    windows cannot even be listed), `beta`'s runs fail every time, `zulu` is healthy. Sorted first, the failing ones
-    must not hold zulu back: its publishes keep becoming searchable, pass after pass."""
+    """The daemon's sensors over three organisations: `aardvark`'s lake cannot be read (its pending windows cannot
+    even be listed), `beta`'s runs fail every time, `zulu` is healthy. Sorted first, the failing ones must not hold
+    zulu back: its publishes keep becoming searchable and indexed, tick after tick."""
     keys_file = tmp_path / "keys.json"
     store = KeyStore(keys_file)
     keys = {org: store.create(org) for org in ("aardvark", "beta", "zulu")}
     lake = tmp_path / "lake"
-    settings = Settings(lake=str(lake), api_keys_file=str(keys_file), org_learn_interval_s=0)
-    app = create_app(settings)
+    app = create_app(Settings(lake=str(lake), api_keys_file=str(keys_file)))
     with serve_app(app) as url:
         for org in ("aardvark", "beta"):
             body = {"user_id": f"{org}-user", "interaction_data_list": [{"role": "user", "content": "I live in Rome."}]}
@@ -234,23 +268,24 @@ def test_a_failing_organisation_does_not_stop_the_others_from_learning(tmp_path,
         with pytest.raises(Exception):  # noqa: B017  (the fault is real: whichever error the corrupt file raises)
             pending_windows(app.state.tenants.state("aardvark").lake, GRANULARITY)
 
-        learner = AutoLearner(app.state.tenants, interval_s=0.2)  # the service's loop, at a test's pace
-        learner.start()
-        try:
-            _live_in(url, keys["zulu"], "zed", "Oslo")
-            _live_in(url, keys["zulu"], "yan", "Quito")  # and again on a later pass: the loop keeps going
-            zulu = app.state.tenants.state("zulu").lake
-            deadline = time.monotonic() + 60
-            while unindexed_turn_files(zulu) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert not unindexed_turn_files(zulu) and turns_watermark(zulu.index_root) > 0  # its turns indexed too
-        finally:
-            learner.close()
-        failed = {r.getMessage() for r in caplog.records if r.name == "serving.autolearn"}
-        assert "auto-learn: pending windows of organisation aardvark not readable" in failed  # really tried, and
-        assert "auto-learn pass failed for organisation beta" in failed  # each failure logged under its org
+        zulu = app.state.tenants.state("zulu").lake
+        for user, city in (("zed", "Oslo"), ("yan", "Quito")):  # and again on a later tick: the fan-out keeps going
+            body = {
+                "user_id": user,
+                "interaction_data_list": [
+                    {"role": "user", "content": f"I live in {city}."},
+                    {"role": "assistant", "content": "Noted."},
+                ],
+            }
+            assert (
+                httpx.post(url + "/api/publish_interaction", json=body, headers=_auth(keys["zulu"])).status_code == 200
+            )
+            ran = _sensor_tick(instance, lake)
+            assert ran["zulu:learn_job"] == [True] and ran["beta:learn_job"] == [False], ran
+            assert "aardvark:learn_job" not in ran, ran  # its windows cannot be listed (its turns still get indexed)
+            assert _profiles(url, keys["zulu"], user) == [f"Lives in {city}"]
+        assert not unindexed_turn_files(zulu) and turns_watermark(zulu.index_root) > 0  # its turns indexed too
+        skipped = [r.getMessage() for r in caplog.records if "aardvark" in r.getMessage()]
+        assert any("lake not readable" in m for m in skipped), skipped  # really tried, and logged under its org
         for org in ("aardvark", "beta"):  # nothing of theirs was learned
-            profiles = httpx.post(
-                url + "/api/get_profiles", json={"user_id": f"{org}-user"}, headers=_auth(keys[org])
-            ).json()
-            assert profiles.get("user_profiles") in ([], None), profiles
+            assert _profiles(url, keys[org], f"{org}-user", timeout_s=0) == []

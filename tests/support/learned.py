@@ -105,6 +105,6 @@ def keyed_service(tmp_path: Path, instance) -> Iterator[tuple[str, str, str]]:
 
     store = KeyStore(tmp_path / "keys.json")
     acme, globex = store.create("acme"), store.create("globex", {"search": 2})
-    settings = Settings(lake=str(tmp_path / "lake"), api_keys_file=str(tmp_path / "keys.json"), org_learn_interval_s=0)
+    settings = Settings(lake=str(tmp_path / "lake"), api_keys_file=str(tmp_path / "keys.json"))
     with serve_app(create_app(settings)) as url:
         yield url, acme, globex
