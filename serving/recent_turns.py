@@ -6,19 +6,26 @@ land, not on every publish. The turns after the watermark live in landing files 
 `<ingested_at_us>-<random>.parquet`), so this overlay reads exactly those files: the ones this process wrote at
 once (the publish route names them), the ones other replicas wrote on the watcher's tick. A file is read once; a
 file whose size or mtime changed (an erasure rewrote it) is read again. Files at or below the watermark are dropped.
+
+The fallback ranks these turns as the index does (serving/interaction_search.py): BM25 and vectors fused, so the
+embeddings of their lines are kept here, each line embedded once, and dropped when a new watermark drops the files.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.quarantine import read_landing
 from reflexio_pipelines.lake.schemas import LANDING_TURNS
+from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.pending import landing_files_after, landing_ingested_us
+from reflexio_pipelines.search.text import normalize_text
 from reflexio_pipelines.storage import vanished
 
 
@@ -39,6 +46,7 @@ class RecentTurns:
         self._files: dict[str, _File] = {}  # path relative to the lake -> rows
         self._landed: list[str] = []  # written by this process, not read yet
         self._watermark = 0
+        self._vectors: dict[tuple[str, str], np.ndarray] = {}  # (model id, normalised line) -> unit vector
 
     def landed(self, relative: str | None) -> None:
         """A landing file this process just wrote (read on the next search)."""
@@ -66,6 +74,17 @@ class RecentTurns:
                 for row in f.by_user.get(user_id, ())
                 if row["ingested_at_us"] > watermark
             ]
+
+    def vectors(self, embedder: Embedder, lines: Sequence[str]) -> dict[str, np.ndarray]:
+        """Normalised line -> its embedding, for `lines` normalised as the index normalises them; lines not seen
+        before are embedded in one batch (outside the lock: a model call can take a while)."""
+        wanted = {normalize_text(line) for line in lines} - {""}
+        with self._lock:
+            missing = sorted(t for t in wanted if (embedder.model_id, t) not in self._vectors)
+        embedded = embedder.embed(missing) if missing else []
+        with self._lock:
+            self._vectors.update(((embedder.model_id, t), v) for t, v in zip(missing, embedded, strict=True))
+            return {t: self._vectors[(embedder.model_id, t)] for t in wanted if (embedder.model_id, t) in self._vectors}
 
     def forget_user(self, user_id: str) -> None:
         """Drop the user's rows (an erasure rewrote their landing files)."""
@@ -106,3 +125,4 @@ class RecentTurns:
                 k: f for k, f in self._files.items() if landing_ingested_us(k.rsplit("/", 1)[-1]) > watermark
             }
             self._watermark = watermark
+            self._vectors = {}  # the turns they embedded are in the index now
