@@ -1,4 +1,6 @@
-"""`python -m serving --host 127.0.0.1 --port 8081 [--lake PATH]` starts the service alone;
+"""`python -m serving --host 127.0.0.1 --port 8081 [--lake PATH] [--no-daemon]` runs the whole loop: the service and,
+as its child, the Dagster daemon whose sensors learn and index what is published (serving/daemon.py; `--no-daemon` or
+REFLEXIO_DAEMON=off where the daemon runs elsewhere, as in deploy/);
 `python -m serving keys create --org ID | list | revoke KEY_ID` manages API keys (see serving/tenancy.py)."""
 
 from __future__ import annotations
@@ -6,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 
 
@@ -55,6 +58,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8081)
     parser.add_argument("--lake", help="lake root (default: $REFLEXIO_LAKE or ./lake)")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="do not start the Dagster daemon (it runs elsewhere, e.g. its own container); also REFLEXIO_DAEMON=off",
+    )
     args = parser.parse_args()
     if args.lake:
         os.environ["REFLEXIO_LAKE"] = args.lake
@@ -63,8 +71,34 @@ def main() -> None:
     import uvicorn
 
     from serving.app import create_app
+    from serving.daemon import DaemonChild, daemon_wanted
 
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    log = logging.getLogger("serving")
+    daemon = DaemonChild() if daemon_wanted(args.no_daemon) else None
+    if daemon is None:
+        log.info(
+            "dagster daemon not started (--no-daemon or REFLEXIO_DAEMON=off): learning needs one running elsewhere"
+        )
+    else:
+        try:
+            daemon.start()
+        except OSError:  # the API still serves; publishes wait in the landing files for a daemon
+            log.exception("dagster daemon could not be started: published turns are not learned")
+            daemon = None
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then restores the handlers it found and raises the signal
+    # again before returning; with only the default handlers that would end this process before the daemon is
+    # stopped. So the handlers it finds only note the signal, and it is raised again once the daemon is down.
+    received: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: received.append(signum))
+    try:
+        uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    finally:
+        if daemon is not None:
+            daemon.stop()
+    for sig in dict.fromkeys(received):  # exit as the signal asked (status 128 + n), as uvicorn would have
+        signal.signal(sig, signal.SIG_DFL)
+        signal.raise_signal(sig)
 
 
 if __name__ == "__main__":

@@ -230,26 +230,6 @@ def _corrupt(lake: Path, table: str) -> None:
     (log / "00000000000000000000.json").write_text("{this is not a delta commit")
 
 
-def _live_in(url: str, key: str, user: str, city: str, timeout_s: float = 120) -> None:
-    """Publish that `user` lives in `city`, then wait until the organisation's search finds it."""
-    body = {
-        "user_id": user,
-        "interaction_data_list": [
-            {"role": "user", "content": f"I live in {city}."},
-            {"role": "assistant", "content": "Noted."},
-        ],
-    }
-    assert httpx.post(url + "/api/publish_interaction", json=body, headers=_auth(key)).status_code == 200
-    query = {"query": "where does the user live", "user_id": user, "threshold": 0.0}
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = httpx.post(url + "/api/search", json=query, headers=_auth(key)).json()["profiles"]
-        if any(city in p["content"] for p in found):
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"{user}'s publish was not learned and searchable within {timeout_s} s")
-
-
 def test_a_failing_organisation_does_not_stop_the_others_from_learning(tmp_path, instance, caplog):
     """The daemon's sensors over three organisations: `aardvark`'s lake cannot be read (its pending windows cannot
     even be listed), `beta`'s runs fail every time, `zulu` is healthy. Sorted first, the failing ones must not hold

@@ -25,7 +25,8 @@ def child_env(lake: Path, dagster_home: Path, **extra: str) -> dict[str, str]:
 
 
 def start_service(lake: Path, dagster_home: Path, port: int, log: Path) -> subprocess.Popen:
-    """`python -m serving` on 127.0.0.1:port; returns once /health answers (or raises with the log)."""
+    """`python -m serving --no-daemon` on 127.0.0.1:port (these tests launch their runs themselves); returns once
+    /health answers (or raises with the log)."""
     make_dagster_home(dagster_home)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
@@ -41,6 +42,7 @@ def start_service(lake: Path, dagster_home: Path, port: int, log: Path) -> subpr
                 str(lake),
                 "--log-level",
                 "warning",
+                "--no-daemon",
             ],
             env=child_env(lake, dagster_home),
             stdout=out,
