@@ -76,7 +76,7 @@ def main() -> None:
     log = logging.getLogger("serving")
     daemon = DaemonChild() if daemon_wanted(args.no_daemon) else None
     if daemon is None:
-        log.info(
+        log.warning(
             "dagster daemon not started (--no-daemon or REFLEXIO_DAEMON=off): learning needs one running elsewhere"
         )
     else:

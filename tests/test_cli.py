@@ -274,12 +274,25 @@ def test_serve_runs_the_service_on_loopback(tmp_path: Path):
     port, log = free_port(), tmp_path / "serve.log"
     env = child_env(tmp_path / "lake", tmp_path / "home")
     proc = _spawn(
-        ["--json", "serve", "--port", str(port), "--lake", str(tmp_path / "lake"), "--log-level", "warning"], env, log
+        [
+            "--json",
+            "serve",
+            "--port",
+            str(port),
+            "--lake",
+            str(tmp_path / "lake"),
+            "--log-level",
+            "warning",
+            "--no-daemon",
+        ],
+        env,
+        log,
     )
     try:
         assert _wait_answering(f"http://127.0.0.1:{port}/health", proc, log, 60).json()["status"] == "healthy"
         announced = json.loads(log.read_text().splitlines()[0])
-        assert announced["service"] == f"http://127.0.0.1:{port}"
+        assert announced["service"] == f"http://127.0.0.1:{port}" and announced["argv"][-1] == "--no-daemon"
+        assert "dagster daemon not started" in log.read_text()  # the daemon starting: test_service_runs_the_loop.py
         found = cli(f"http://127.0.0.1:{port}", "--json", "search", "anything")
         assert as_json(found)["success"] is True
     finally:

@@ -34,13 +34,18 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=1, max=65535)] = 8081,
     lake: Annotated[Path | None, typer.Option("--lake", help="Lake root (default: $REFLEXIO_LAKE or ./lake).")] = None,
     log_level: Annotated[str, typer.Option("--log-level")] = "info",
+    no_daemon: Annotated[
+        bool, typer.Option("--no-daemon", help="Do not start the Dagster daemon (it runs elsewhere).")
+    ] = False,
     json_mode: JsonFlag = False,
 ) -> None:
-    """Run the service (`python -m serving`) in the foreground; Ctrl-C stops it."""
+    """Run the service (`python -m serving`) and its Dagster daemon in the foreground; Ctrl-C stops both."""
     out = output(ctx, json_mode)
     argv = [sys.executable, "-m", "serving", "--host", host, "--port", str(port), "--log-level", log_level]
     if lake is not None:
         argv += ["--lake", str(lake)]
+    if no_daemon:
+        argv.append("--no-daemon")
     url = f"http://{host}:{port}"
     out.emit({"service": url, "argv": argv}, lambda: out.note(f"service starting on {url} (docs at {url}/docs)"))
     _exec(out, argv)
