@@ -17,10 +17,10 @@ from typing import Literal
 
 import dagster as dg
 
-from reflexio_pipelines.jobs import learning_run_config
+from reflexio_pipelines.jobs import MAX_NEW_TURNS_PER_BUILD, learning_run_config
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.partitions import GRANULARITY
-from reflexio_pipelines.pending import pending_windows
+from reflexio_pipelines.pending import pending_windows, unindexed_turn_files
 from reflexio_pipelines.settings import Settings, load_settings
 
 DEFAULT_DAGSTER_HOME = ".dagster_home"
@@ -157,8 +157,11 @@ def launch(
         run_config = {**_RUN_CONFIG, **learning_run_config(flush, flush_users)}
         for key in keys:
             result.run_ids.append(_extract(defs, settings, instance, key, run_config))
-        if rebuild_index and (keys or current_version(lake.index_root) is None):
-            result.run_ids.append(_rebuild_index(defs, instance))
+        # Every build takes in the turns published since the served version: without it a wait_for_response or CLI
+        # build indexed learned items only and left every landing file to serving's per-query fallback (272 files of
+        # a long-conversation benchmark stayed unindexed, 129 ms mean search and growing with the backlog).
+        if rebuild_index and (keys or current_version(lake.index_root) is None or unindexed_turn_files(lake)):
+            result.run_ids.append(_rebuild_index(defs, instance, index_turns=True))
         result.index_version = current_version(lake.index_root)
         return result
 
@@ -288,7 +291,7 @@ def rebuild_index(
     settings: Settings | None = None,
     instance: dg.DagsterInstance | None = None,
     compact: bool = False,
-    index_turns: bool = False,
+    index_turns: bool = True,
 ) -> str:
     """Run `index_job` (index everything live, incl. manual curation, and publish it): a delta on the current
     version, or with `compact` a full rebuild (a new base); with `index_turns` it also takes in the turns published
@@ -302,8 +305,9 @@ def rebuild_index(
 
 
 def _rebuild_index(
-    defs: dg.Definitions, instance: dg.DagsterInstance, *, compact: bool = False, index_turns: bool = False
+    defs: dg.Definitions, instance: dg.DagsterInstance, *, compact: bool = False, index_turns: bool = True
 ) -> str:
-    run_config = {**_RUN_CONFIG, "ops": {"search_index": {"config": {"compact": compact, "index_turns": index_turns}}}}
+    config = {"compact": compact, "index_turns": index_turns, "max_new_turns": MAX_NEW_TURNS_PER_BUILD}
+    run_config = {**_RUN_CONFIG, "ops": {"search_index": {"config": config}}}
     run = defs.resolve_job_def("index_job").execute_in_process(instance=instance, run_config=run_config)
     return run.run_id

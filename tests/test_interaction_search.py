@@ -179,7 +179,7 @@ def test_a_published_turn_is_found_before_any_run_and_until_a_version_holds_it(c
     state = client.app.state.svc
     _publish(client, [("Maya", "My new bike is a green Brompton, it folds in seconds.")], AUG_2023 + 600, "s3")
     assert _search(client, "folding Brompton bike")["interactions"][0]["content"].startswith("My new bike")
-    rebuild_index(settings=settings, instance=instance)  # a learning run's rebuild keeps the version's turns only
+    rebuild_index(settings=settings, instance=instance, index_turns=False)  # a build of learned items only
     state.index.refresh()
     assert state.index.index.payload("interaction", next(iter(_turn_ids(state, "Brompton")))) is None
     assert _search(client, "folding Brompton bike")["interactions"][0]["content"].startswith("My new bike")
@@ -272,3 +272,13 @@ def test_a_run_checks_and_serves_its_own_build_not_the_newest(settings, instance
 def test_a_version_records_its_turn_watermark(client, lake):
     manifest = client.app.state.svc.index.index.manifest
     assert manifest["watermarks"][TURNS_WATERMARK] == turns_watermark(lake.index_root)
+
+
+def test_a_turn_outside_the_index_is_found_by_meaning_as_the_index_finds_it(client):
+    # No word of the question is in the turn: only the vector leg finds it, so the landing-file fallback must have
+    # one, as the index has (the fallback is a bridge, not a second ranker).
+    _publish(client, [("Maya", "My new bike is a green Brompton, it folds in seconds.")], AUG_2023 + 600, "s3")
+    found = _search(client, "Which bicycle did she purchase?")["interactions"]
+    assert found and found[0]["content"].startswith("My new bike")
+    fts = _search(client, "Which bicycle did she purchase?", search_mode="fts")["interactions"]
+    assert all(not t["content"].startswith("My new bike") for t in fts)  # BM25 alone misses it
