@@ -450,6 +450,7 @@ class Service:
                 str(ws.lake),
                 "--log-level",
                 "warning",
+                "--no-daemon",  # each scenario starts the daemon it measures itself (Daemon below) or none
             ],
             ws.env(llm, **env),
             self.log,
@@ -1706,7 +1707,7 @@ def phase_orgs(run: Run) -> dict:
     a_stream = make_stream(a.orgs_a_users, a.turns_per_user, a.seed, prefix="a")
     b_convs = _conversations(make_stream(2 * a.orgs_samples + 1, a.turns_per_user, a.seed + 1, prefix="b"))
     a_trigger = _conversations(make_stream(1, a.turns_per_user, a.seed + 2, prefix="a-trigger"))[0]
-    service = Service(ws, llm, REFLEXIO_API_KEYS_FILE=str(keys_file), REFLEXIO_ORG_LEARN_INTERVAL="0")
+    service = Service(ws, llm, REFLEXIO_API_KEYS_FILE=str(keys_file))
     ledger_a, ledger_b = Ledger(), Ledger()
     alone, during, overlap = [], [], []
     a_result: dict[str, Any] = {}
