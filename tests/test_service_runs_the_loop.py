@@ -98,3 +98,22 @@ def test_publish_is_learned_and_indexed_by_the_service_alone(tmp_path: Path):
     assert proc.returncode == -signal.SIGTERM, log.read_text()[-3000:]  # ended by the signal, after its cleanup
     assert not _alive(daemon), "the daemon outlived the service"
     assert "dagster daemon stopped" in log.read_text()
+
+
+def test_a_daemon_that_dies_is_logged_and_restarted_and_stopped_with_the_service(dagster_home, caplog):
+    """The supervision alone, on a stand-in child that exits with 3 at once: restarted after the backoff, each exit
+    logged as an error, and nothing left running after `stop()`."""
+    from serving.daemon import DaemonChild
+
+    child = DaemonChild([sys.executable, "-c", "import sys, time; time.sleep(0.2); sys.exit(3)"])
+    first = child.start()
+    deadline = time.monotonic() + 10
+    while child.pid == first and time.monotonic() < deadline:
+        time.sleep(0.1)
+    second = child.pid
+    assert second != first  # restarted (after the 1 s first backoff)
+    child.stop()
+    exits = [r for r in caplog.records if r.name == "serving.daemon" and "exited with code 3" in r.getMessage()]
+    assert exits and all(r.levelname == "ERROR" for r in exits)
+    assert not _alive(first) and not _alive(second)
+    assert child.pid == second  # no restart after stop
