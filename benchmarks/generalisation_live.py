@@ -115,7 +115,19 @@ class Live:
         env["REFLEXIO_HOLDOUT_SHARE"] = "0"  # no control group: every probe user gets learned context
         self.env, port = env, free_port()
         self.url = f"http://{HOST}:{port}"
-        cmd = [sys.executable, "-m", "serving", "--host", HOST, "--port", str(port), "--lake", str(self.lake)]
+        # --no-daemon: learn() runs the materialize it times; a daemon beside it would race it for the same windows
+        cmd = [
+            sys.executable,
+            "-m",
+            "serving",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--lake",
+            str(self.lake),
+            "--no-daemon",
+        ]
         self.proc = start_process([*cmd, "--log-level", "warning"], env, http_ok(f"{self.url}/health"), 120, "serving")
         self.http = httpx.Client(base_url=self.url, timeout=300)
         self.learn_s: list[float] = []

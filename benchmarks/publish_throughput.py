@@ -38,7 +38,19 @@ def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
     )
     url = f"http://127.0.0.1:{port}"
     proc = start_process(
-        [sys.executable, "-m", "serving", "--port", str(port), "--lake", str(lake), "--log-level", "warning"],
+        # --no-daemon: this measures the ingest path alone (learning beside it: benchmarks/learning_throughput.py)
+        [
+            sys.executable,
+            "-m",
+            "serving",
+            "--port",
+            str(port),
+            "--lake",
+            str(lake),
+            "--log-level",
+            "warning",
+            "--no-daemon",
+        ],
         env,
         http_ok(f"{url}/health"),
         what="the service",

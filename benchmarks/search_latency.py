@@ -741,7 +741,19 @@ def start_ours(lake: Path, work: Path) -> tuple[subprocess.Popen, str]:
             return False
         return r.status_code == 200 and r.json().get("index_version") is not None
 
-    cmd = [sys.executable, "-m", "serving", "--port", str(port), "--lake", str(lake), "--log-level", "warning"]
+    # --no-daemon: the lake is built once before timing; a daemon would rebuild indexes while searches are timed
+    cmd = [
+        sys.executable,
+        "-m",
+        "serving",
+        "--port",
+        str(port),
+        "--lake",
+        str(lake),
+        "--log-level",
+        "warning",
+        "--no-daemon",
+    ]
     return start_process(cmd, env, ready, timeout=180, what="our service"), url
 
 
