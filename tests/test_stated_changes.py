@@ -14,7 +14,7 @@ from reflexio_pipelines.learning.embedding import make_embedder
 from reflexio_pipelines.learning.learn import learn
 from reflexio_pipelines.learning.lifecycle import FORGOTTEN, REPLACED, current_rows
 from reflexio_pipelines.learning.stated_changes import REPLACED_CONTENT, REVOKED_CONTENT, revoked_playbooks
-from reflexio_pipelines.learning.subjects import states_a_change, subjects_of
+from reflexio_pipelines.learning.subjects import names_in, states_a_change, subjects_of
 from reflexio_pipelines.learning.types import Turn
 
 EMBEDDER = make_embedder("local")
@@ -183,3 +183,63 @@ def test_a_new_home_makes_an_earlier_time_zone_stale_not_the_other_way() -> None
         _turns("lia", "b", 1_000 + DAY, ("user", "I'm on CET."), ("assistant", "Noted.")),
     )
     assert "madrid" in " ".join(p["content"] for p in kept).lower()
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "old", "new"),
+    [
+        # the head reads a replacement as a story (hypothetical 0.86): its form makes it a fact
+        ("I'm an iPhone user, so give me iOS steps.", "I ditched my iPhone for a Pixel last week.", "iphone", "pixel"),
+        # a "correction" that answers no agent turn corrects what is known about the user, and names the pet
+        (
+            "I have a golden retriever named Max.",
+            "Max passed away last month, we don't have a dog anymore.",
+            "retriever",
+            "max",
+        ),
+        # a "revocation" of the user's own condition: a new fact replacing the old by subject, not a withdrawal
+        (
+            "I can't have peanuts.",
+            "My allergist says I've outgrown the peanut allergy, peanuts are fine now.",
+            "can",
+            "outgrown",
+        ),
+    ],
+)
+def test_a_change_in_the_users_life_replaces_the_old_fact(before: str, after: str, old: str, new: str) -> None:
+    profiles, _, _ = _learn_twice(
+        _turns("noa", "a", 1_000, ("user", before), ("assistant", "Noted.")),
+        _turns("noa", "b", 1_000 + DAY, ("user", after), ("assistant", "Thanks for the update.")),
+    )
+    texts = [p["content"].lower() for p in profiles]
+    assert any(new in t for t in texts), texts
+    assert not any(old in t and new not in t for t in texts), texts
+
+
+def test_relaxing_a_rule_withdraws_it() -> None:
+    _, playbooks, written = _learn_twice(
+        _turns("ivy", "a", 1_000, ("user", "Keep things formal with me."), ("assistant", "Of course.")),
+        _turns(
+            "ivy",
+            "b",
+            1_000 + DAY,
+            ("user", "You can relax the formality, casual is fine by me now."),
+            ("assistant", "Sure!"),
+        ),
+    )
+    assert not any("formal" in p["content"].lower() for p in playbooks)
+    assert [r for r in written if r["status"] in (FORGOTTEN, REPLACED)]
+
+
+def test_names_are_what_an_item_names_after_its_first_word() -> None:
+    assert names_in("Has a golden retriever named Max") == {"Max"}
+    assert names_in("Lives in Boston since March") == {"Boston"}  # a month names nothing an item is about
+    assert names_in("Max is their dog") == set()
+
+
+def test_leaving_a_phone_at_home_replaces_no_device() -> None:
+    profiles, _, _ = _learn_twice(
+        _turns("ron", "a", 1_000, ("user", "I'm an iPhone user."), ("assistant", "Noted.")),
+        _turns("ron", "b", 1_000 + DAY, ("user", "I left my phone at home this morning."), ("assistant", "Oh no.")),
+    )
+    assert any("iphone" in p["content"].lower() for p in profiles)

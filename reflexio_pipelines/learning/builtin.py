@@ -102,11 +102,12 @@ _STANDING_RE = re.compile(
 )
 SURE = 0.95
 #: The words of standing that say "every time" outright.
-_EVERY_TIME_RE = re.compile(
+_ALWAYS_RE = re.compile(
     r"\b(?:always|never(?!\s+mind)|from now on|from here on|going forward|in future|in the future|every time|"
-    r"whenever|by default|each time|any ?time|next time|anymore|any more|no more)\b",
+    r"whenever|by default|each time|any ?time|next time)\b",
     re.I,
 )
+_EVERY_TIME_RE = re.compile(rf"{_ALWAYS_RE.pattern}|\b(?:anymore|any more|no more)\b", re.I)
 #: A clause opening with "always"/"never"/"don't" and a verb is an imperative whatever its words are about; in the
 #: training split 35 of 37 such clauses are instructions or revocations.
 _STANDING_IMPERATIVE_RE = re.compile(
@@ -153,6 +154,13 @@ _STORY_RE = re.compile(
 )
 #: Least profile probability for a change of the user's own that the head read as a story to be kept as a fact.
 CHANGE_PROFILE_FLOOR = 0.2
+#: One thing given up for another ("I ditched my iPhone for a Pixel": hypothetical 0.86, profile kinds 0.0): the
+#: form of a lasting change whatever mass the head gives the profile kinds.
+_REPLACEMENT_RE = re.compile(
+    r"\b(?:ditched|swapped|traded|replaced|switched|exchanged|sold|gave up)\b(?:\s+\S+){1,5}?\s+"
+    r"(?:for|with|to|and (?:got|bought|went with))\b",
+    re.I,
+)
 #: Profiles about a passing state expire ("I'd like green tea today"): the original's time-to-live values.
 _TIME_BOUND: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening)|right now|at the moment)\b", re.I), "one_day"),
@@ -162,10 +170,21 @@ _TIME_BOUND: tuple[tuple[re.Pattern[str], str], ...] = (
 _REVOKE_LEAD_RE = re.compile(
     r"^(?:please\s+|you can\s+|you may\s+|feel free to\s+)?"
     r"(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|undo|withdraw|delete|remove|"
-    r"override|you can stop|stop)"
+    r"override|you can stop|stop|relax|loosen|ease up on)"
     r"(?:\s+(?:about|that|what i (?:said|told you) (?:about|regarding)))?\s+",
     re.I,
 )
+
+#: The explicit withdrawals, which withdraw what they name whatever the head reads ("stop", "remove", "drop" also
+#: start one-off edits of the answer at hand, so they count only when the head says revocation).
+_WITHDRAW_RE = re.compile(
+    r"^(?:please\s+|you can\s+|you may\s+|feel free to\s+)?(?:forget|disregard|scrap|relax|loosen|ease up on)\s+"
+    r"(?:the|that|my|your|about|all|those|these)\b",
+    re.I,
+)
+#: Words that name an instruction rather than the user's life.
+_PRONOUN_RE = re.compile(r"\b(?:it|them|those|these)\b", re.I)
+_NAMES_A_RULE_RE = re.compile(r"\b(?:rule|rules|instruction|instructions|what i (?:said|told you)|that one)\b", re.I)
 
 
 class _Located:
@@ -266,11 +285,26 @@ def _forget_request(where: _Located, prediction: Prediction) -> ForgetDirective 
     privacy: "delete what you know about my address" must never be learned as a fact, whatever the head says), or a
     clause the head labels a revocation; the target must name something ("forget it" names nothing)."""
     target = forget_target(where.text)
-    if target is None and prediction.kind == "revocation":
-        target = _REVOKE_LEAD_RE.sub("", _LEAD_IN_RE.sub("", where.text)).strip(" .!")
+    bare = _LEAD_IN_RE.sub("", where.text)
+    withdraws = _WITHDRAW_RE.match(bare) is not None  # "you can relax the formality": social 0.86 by the head
+    if target is None and (withdraws or (prediction.kind == "revocation" and not _tells_own_change(where.text))):
+        target = _REVOKE_LEAD_RE.sub("", bare).strip(" .!")
     if not target or not content_tokens(target):
         return None
     return ForgetDirective(target=target, source_turn_ids=[where.turn.turn_id])
+
+
+def _tells_own_change(text: str) -> bool:
+    """A change in the user's own life said without naming a rule to withdraw ("my allergist says I've outgrown the
+    peanut allergy, peanuts are fine now": revocation 1.0): a new fact that replaces the old one by subject."""
+    bare = _LEAD_IN_RE.sub("", text)
+    return (
+        states_a_change(text)
+        and bool(_ABOUT_USER_RE.search(text))
+        and not _REVOKE_LEAD_RE.match(bare)
+        and not _NAMES_A_RULE_RE.search(text)
+        and not _PRONOUN_RE.search(text)  # "I don't need them any more" withdraws what "them" names: no fact
+    )
 
 
 def _outcome(where: _Located, prediction: Prediction) -> str | None:
@@ -286,6 +320,19 @@ def _answer_style(bare: str) -> bool:
     if not _TELLING_RE.match(bare) or _POINTS_BACK_RE.search(bare):
         return False
     return bool(subjects_of(bare) & _STYLE_SUBJECTS) or bool(_UNITS_RE.search(bare))
+
+
+def _changes_own_fact(where: _Located, prediction: Prediction, bare: str) -> bool:
+    """A "correction" that answers no agent turn and tells of a change in the user's own life ("Max passed away last
+    month, we don't have a dog anymore": correction 0.92) corrects what is known about them, not the agent: a fact
+    that supersedes the earlier one, never a rule served to every request."""
+    return (
+        prediction.kind == "correction"
+        and where.agent_index is None
+        and states_a_change(where.text)
+        and bool(_ABOUT_USER_RE.search(where.text))
+        and not (_TELLING_RE.match(bare) or _ASKING_RE.match(bare) or _ALWAYS_RE.search(where.text))
+    )
 
 
 def _stored_as(where: _Located, prediction: Prediction) -> str | None:
@@ -310,12 +357,16 @@ def _stored_as(where: _Located, prediction: Prediction) -> str | None:
         return "playbook" if answering and playbook >= PLAYBOOK_FALLBACK else None
     if prediction.kind in PLAYBOOK_KINDS:
         bare = _LEAD_IN_RE.sub("", where.text)
+        if _changes_own_fact(where, prediction, bare):
+            return "profile"
         if _ASKING_RE.match(bare) and not _POINTS_BACK_RE.search(bare):
             # a task, unless it says it holds every time ("don't" and "only" are common inside a task's spec)
             return "playbook" if _EVERY_TIME_RE.search(where.text) else None
         if _STANDING_RE.search(where.text):
             return "playbook"
         return "playbook" if where.agent_index is not None or prediction.probability >= SURE else None
+    if prediction.kind == "revocation" and _tells_own_change(where.text):
+        return "profile"
     if (
         prediction.kind == "hypothetical"
         and states_a_change(where.text)
@@ -325,7 +376,7 @@ def _stored_as(where: _Located, prediction: Prediction) -> str | None:
         # the head reads a past-tense change as a story ("we relocated to Bristol over the summer": hypothetical
         # 0.69); a change of the user's own still holds, and is what supersedes the earlier item
         profile = sum(prediction.probabilities.get(k, 0.0) for k in PROFILE_KINDS)
-        return "profile" if profile >= CHANGE_PROFILE_FLOOR else None
+        return "profile" if profile >= CHANGE_PROFILE_FLOOR or _REPLACEMENT_RE.search(where.text) else None
     return None
 
 

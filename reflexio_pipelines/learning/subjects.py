@@ -165,7 +165,7 @@ SUBJECTS: tuple[Subject, ...] = (
 CHANGE_RE = re.compile(
     r"\b(?:moved|moving|relocated|switched|switching|no longer|not any ?more|any ?more|now\b|actually|instead|"
     r"these days|changed|started|stopped|quit|became|become|turned|gone|went|override|overrid|from now on|"
-    r"going forward|new (?:job|role|team|city|place|home)|left|scratch|replace|gave up|given up|dropped|ditched|"
+    r"from here on|from this point on|going forward|new (?:job|role|team|city|place|home)|left|scratch|replace|gave up|given up|dropped|ditched|"
     r"sold|traded|outgr[eo]wn?|passed away|graduated|retired|divorced|got rid of|wiped|migrat\w*|rewr[io]t\w*|"
     r"(?:go|went|gone|going) "
     r"(?:fully |full |completely |totally )?(?:vegan|vegetarian|keto|pescatarian|plant))",
@@ -177,10 +177,24 @@ ADDITION_RE = re.compile(r"\b(?:also|too|as well|another|in addition|additionall
 #: these days" replaces "Is pescatarian").
 ENDED_RE = re.compile(
     r"\b(?:no longer|not any ?more|any ?more|these days|switched|moved|relocated|quit|stopped|gave up|given up|"
-    r"instead|from now on|override|overrid|replaced?|is gone|are gone|dropped|ditched|left|sold|outgr[eo]wn?|"
+    r"instead|from now on|from here on|from this point on|override|overrid|replaced?|is gone|are gone|dropped|ditched|left|sold|outgr[eo]wn?|"
     r"passed away|graduated|retired|got rid of|wiped|migrated off|migrating off)\b",
     re.I,
 )
+
+
+#: A capitalised word inside an item (not its first word): a name the item is about ("Has a golden retriever named
+#: Max", "Lives in Boston"). Months, days and "I" are capitalised without naming anything an item is about.
+_NAME_RE = re.compile(r"(?<=\s)[A-Z][a-z]{2,}\b")
+_NOT_NAMES = frozenset(
+    "January February March April May June July August September October November December "
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday The They Their".split()
+)
+
+
+def names_in(item: str) -> frozenset[str]:
+    """The names an item mentions after its first word (heuristic: capitalisation)."""
+    return frozenset(name for name in _NAME_RE.findall(item) if name not in _NOT_NAMES)
 
 
 def subjects_of(text: str) -> frozenset[str]:
