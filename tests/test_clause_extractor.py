@@ -67,6 +67,7 @@ def test_split_keeps_conditions_and_leads_with_their_clause(text: str, clauses: 
         ("my manager is Dana", "Their manager is Dana"),
         ("we're saving for a house deposit", "They're saving for a house deposit"),
         ("I haven't eaten meat in years", "Has not eaten meat in years"),
+        ("I'm in the US now, so let us know in dollars", "Is in the US now, so let them know in dollars"),
     ],
 )
 def test_profiles_keep_the_users_words_and_negations(clause: str, profile: str) -> None:
@@ -306,3 +307,14 @@ def test_a_change_of_the_users_own_is_a_fact_a_story_is_not() -> None:
     assert [p.content for p in moved.profiles] == ["They relocated to Bristol over the summer"]
     story = BuiltinExtractor().extract(_window(("user", "When I was a kid we moved to Ohio")))
     assert story.profiles == []
+
+
+def test_a_rule_pointing_back_keeps_the_clause_that_names_what_it_means() -> None:
+    window = _window(
+        ("user", "Write a tweet announcing our new office opening."),
+        ("assistant", "🎉 Big news! 🏢 We're opening our new office! ✨"),
+        ("user", "please drop the emojis, I find them unprofessional and never want them in anything you write"),
+    )
+    result = BuiltinExtractor().extract(window)
+    assert any("emojis" in p.content.lower() and "never" in p.content.lower() for p in result.playbooks)
+    assert not result.forget  # "drop the emojis" names what "them" means; it withdraws no earlier rule

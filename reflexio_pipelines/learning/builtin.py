@@ -404,16 +404,25 @@ class BuiltinExtractor:
         forget: list[ForgetDirective] = []
         notes: list[str] = []
         rules: dict[int, list[tuple[_Located, str]]] = {}
-        for where, prediction in zip(located, predictions):
+        withdrawn_by: int | None = None  # the clause behind the last forget directive
+        for i, (where, prediction) in enumerate(zip(located, predictions)):
             if directive := _forget_request(where, prediction):
                 forget.append(directive)
+                withdrawn_by = i
                 continue
             outcome = _outcome(where, prediction)
             if outcome == "profile" and (profile := _profile(where, prediction)):
                 profiles.append(profile)
             elif outcome == "playbook":
                 kind = prediction.kind if prediction.kind in PLAYBOOK_KINDS else "correction"
-                rules.setdefault(where.index, []).append((where, kind))
+                turn_rules = rules.setdefault(where.index, [])
+                if not turn_rules and _PRONOUN_RE.search(where.text) and i and located[i - 1].index == where.index:
+                    # "please drop the emojis, I find them unprofessional and never want them …": the rule's "them"
+                    # is named by the clause before it, which is its subject, not a withdrawal of an earlier rule
+                    turn_rules.append((located[i - 1], kind))
+                    if withdrawn_by == i - 1:
+                        forget.pop()
+                turn_rules.append((where, kind))
             elif prediction.kind == "feedback" and where.agent_index is not None:
                 notes.append(where.text)
         playbooks.extend(p for clauses in rules.values() if (p := _playbook(turns, clauses)))

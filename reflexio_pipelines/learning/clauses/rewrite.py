@@ -70,7 +70,7 @@ _PRONOUNS_THIRD = (
     (r"\bwe\b", "they"),
     (r"\bour\b", "their"),
     (r"\bours\b", "theirs"),
-    (r"\bus\b", "them"),
+    (r"(?-i:\b[Uu]s\b)", "them"),  # "US" in capitals is the country: "I'm in the US now"
 )
 _PRONOUNS_USER = (
     (r"\bI'm\b|\bI am\b|\bIm\b", "the user is"),
