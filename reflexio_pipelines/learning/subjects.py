@@ -125,7 +125,8 @@ SUBJECTS: tuple[Subject, ...] = (
     _subject(
         "answer_format",
         r"bullet|paragraph|concise|brief|short(?:er)? (?:answers?|replies|responses)|tone|formal|casual|"
-        r"emoji|markdown|tables?\b|summar|tl;?dr|length|word count|headings|numbered|round(?:ed)? to",
+        r"emoji|markdown|tables?\b|summar|tl;?dr|length|word count|headings|numbered|round(?:ed)? to|"
+        r"walk-?through|step[- ]by[- ]step|just the code|code only|only the code|explanations?\b|jargon|big words",
         "answers, replies, summaries, reports, emails, documents, explanations",
     ),
     _subject(
@@ -138,8 +139,9 @@ SUBJECTS: tuple[Subject, ...] = (
     ),
     _subject(
         "budget",
-        r"budget|cheap|expensive|afford|spend|price|cost|\$\d|€\d|£\d|frugal|splurge|finance|salary",
-        "shopping, purchases, gifts, budgets, prices, travel booking",
+        r"budget|cheap|expensive|afford|spend|price|cost|\$\d|€\d|£\d|frugal|splurge|finance|salary|pay for|"
+        r"subscriptions?\b|paid (?:apps?|plans?|tiers?)|free (?:apps?|tiers?|versions?|only)|one-off purchases?",
+        "shopping, purchases, gifts, budgets, prices, travel booking, apps, software, subscriptions",
     ),
     _subject(
         "family",
