@@ -96,6 +96,13 @@ class Settings(BaseModel):
     #: Parallel steps a window's learning is split into (shards of its users, assets/learning_shards.py), run by
     #: the multiprocess executor (or k8s_job_executor); 1 = the window learned in one step.
     learning_shards: int = Field(1, ge=1)
+    #: The newest unindexed turns per user a search_interactions answers from landing files (serving/recent_turns.py):
+    #: bounds a search's cost whatever the backlog; older unindexed turns are found once a build takes them in (the
+    #: oldest first). 0 = every unindexed turn. 1,000 > a user's share of what builds leave waiting when they keep
+    #: pace (`MAX_NEW_TURNS_PER_BUILD` = 600 in all), and covers a 689-turn conversation published at once; a user's
+    #: first search embeds their distinct lines (~600: 1.8-4.7 s on 2 cores under load, see
+    #: benchmarks/interaction_fallback_cost.py).
+    recent_turns_per_user: int = Field(1_000, ge=0)
 
     @model_validator(mode="after")
     def _check_shards(self) -> Settings:
@@ -149,6 +156,7 @@ _ENV_MAP: dict[str, tuple[str, ...]] = {
     "REFLEXIO_INDEX_SHARDS": ("index_shards",),
     "REFLEXIO_LEARNING_SHARDS": ("learning_shards",),
     "REFLEXIO_INDEX_SHARD_COUNT": ("index_shard_count",),
+    "REFLEXIO_RECENT_TURNS_PER_USER": ("recent_turns_per_user",),
 }
 
 

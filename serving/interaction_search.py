@@ -6,7 +6,9 @@ Legs, fused by reciprocal rank (k=60) like every search here:
 - turns published since that version took in turns (serving/recent_turns.py), ranked as the index ranks them (the
   same documents, BM25 and vectors fused with the same weights; their lines embedded once, on first search), so the
   fallback is a bridge, not a second ranker: on benchmarks/interaction_ranking.py recall@10 0.823 from landing
-  files vs 0.860 from the index (dev draw);
+  files vs 0.860 from the index (dev draw). The user's newest `Settings.recent_turns_per_user` of them, their
+  ranking kept for the next search over the same turns (serving/recent_ranking.py): the bound on the fallback's
+  cost, whatever the backlog (benchmarks/interaction_fallback_cost.py);
 - heuristic boosts from the question (search/turn_query.py): the same ranking restricted to the time range the
   question names (index and recent turns), and the candidates spoken by the speakers it names, each an extra
   ranked leg, so a wrong parse reorders results but never hides one.
@@ -21,20 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from reflexio_pipelines.search.conversation import ENTITY, NEIGHBOURS_KEY, turn_docs
+from reflexio_pipelines.search.conversation import ENTITY, NEIGHBOURS_KEY
 from reflexio_pipelines.search.query import LoadedIndex
-from reflexio_pipelines.search.text import normalize_text
 from reflexio_pipelines.search.turn_query import parse_turn_query, topic_of
-from reflexio_pipelines.search.turns import rank_texts
-from reflexio_pipelines.search.types import SearchDoc, SearchFilters
+from reflexio_pipelines.search.types import SearchFilters
+from serving.recent_ranking import BM25_WEIGHT, RRF_K, RecentCorpus
 from serving.state import ServiceState
 
-RRF_K = 60
 POOL = 50  # candidates per leg: the boosts reorder these
-# The BM25 leg's weight in the fusion (the vector leg's is 1): questions paraphrase what was said, and everyday
-# words ("cook", "work", "trip") match chit-chat. On benchmarks/interaction_search.py recall@10 was 0.80 at 1.0,
-# 0.885 at 0.5, 0.892 at 0.3, 0.87 at 0 (multi-hop 0.70 there: names and titles need the keywords).
-BM25_WEIGHT = 0.3
 # A request_id filter is applied to the candidates (the index holds no request column): a wider pool then.
 POOL_WITH_REQUEST = 500
 
@@ -53,9 +49,10 @@ def search_turns(
     served = state.index.index  # one version for the whole request, even if a swap happens meanwhile
     watermark = state.turns_watermark(served)
     deleted = state.curation.excluded(ENTITY)
+    waiting, left_out = state.recent_turns.newest(user_id, watermark)
     recent = [
         r
-        for r in state.recent_turns.rows(user_id, watermark)
+        for r in waiting
         if r["turn_id"] not in deleted
         and (start is None or r["created_at"] >= start)
         and (end is None or r["created_at"] <= end)
@@ -63,6 +60,8 @@ def search_turns(
     pool = POOL_WITH_REQUEST if request_id else max(POOL, top_k)
     filters = SearchFilters(user_id=user_id, start_time=start, end_time=end)
     notes: list[str] = []
+    if left_out:
+        notes.append(f"{left_out} older turns not indexed yet were not searched (the next index builds take them in)")
     legs: list[list[str]] = []
     candidates: dict[str, dict[str, Any]] = {}
 
@@ -94,8 +93,9 @@ def search_turns(
     leg_mode = mode if vector is not None else "fts"
     if served is not None:
         index_leg(filters)
-    recent_docs = turn_docs(recent)
-    fresh = [recent_docs[i] for i in _rank_recent(state, recent_docs, query, vector, leg_mode, pool)]
+    corpus = state.recent_turns.corpus(user_id, recent)
+    recent_docs = corpus.docs
+    fresh = [recent_docs[i] for i in _rank_recent(state, corpus, query, vector, leg_mode, pool)]
     legs.append([d.doc_id for d in fresh if d.doc_id not in candidates])
     candidates.update((d.doc_id, d.payload) for d in fresh if d.doc_id not in candidates)
     if not candidates:
@@ -108,9 +108,12 @@ def search_turns(
         if served is not None:
             index_leg(replace(filters, start_time=low, end_time=high))
         inside = [
-            d for d in recent_docs if (low is None or d.created_at >= low) and (high is None or d.created_at <= high)
+            i
+            for i, d in enumerate(recent_docs)
+            if (low is None or d.created_at >= low) and (high is None or d.created_at <= high)
         ]
-        timed = [inside[i].doc_id for i in _rank_recent(state, inside, query, vector, leg_mode, pool)]
+        ranked_inside = _rank_recent(state, corpus.subset(inside), query, vector, leg_mode, pool)
+        timed = [recent_docs[inside[i]].doc_id for i in ranked_inside]
         legs.append([d for d in timed if d in candidates])
     if request_id:
         candidates = {k: p for k, p in candidates.items() if p["request_id"] == request_id}
@@ -128,34 +131,13 @@ def search_turns(
 
 
 def _rank_recent(
-    state: ServiceState, docs: list[SearchDoc], query: str, vector: np.ndarray | None, mode: str, pool: int
+    state: ServiceState, corpus: RecentCorpus, query: str, vector: np.ndarray | None, mode: str, pool: int
 ) -> list[int]:
-    """Positions of the best `pool` recent turn documents, ranked as `LoadedIndex.search` ranks indexed ones: the
-    same texts, BM25 and vectors (each the weighted sum of its lines' embeddings, as the index build makes it)
-    fused by reciprocal rank with the same weights, so a turn ranks the same before and after an index build."""
-    bm25 = rank_texts([d.text for d in docs], query, pool) if mode in ("fts", "hybrid") else []
-    similar: list[int] = []
-    if vector is not None and docs:
-        lines = state.recent_turns.vectors(state.embedder, [p for d in docs for p, _ in d.vector_parts])
-        doc_vectors = np.stack([_doc_vector(d, lines, vector.shape[0]) for d in docs])
-        cosine = doc_vectors @ vector
-        order = sorted((i for i in range(len(docs)) if cosine[i] > 0.0), key=lambda i: (-cosine[i], i))
-        similar = order[:pool]
-    scores: dict[int, float] = {}
-    for weight, leg in ((BM25_WEIGHT if similar else 1.0, bm25), (1.0, similar)):
-        for rank, position in enumerate(leg, start=1):
-            scores[position] = scores.get(position, 0.0) + weight / (RRF_K + rank)
-    return sorted(scores, key=lambda i: (-scores[i], i))[:pool]
-
-
-def _doc_vector(doc: SearchDoc, lines: dict[str, np.ndarray], dim: int) -> np.ndarray:
-    total = np.zeros(dim, dtype=np.float32)
-    for part, weight in doc.vector_parts:
-        found = lines.get(normalize_text(part))
-        if found is not None:
-            total += weight * found
-    norm = float(np.linalg.norm(total))
-    return total / norm if norm else total
+    """Positions of the corpus's best `pool` recent turn documents, ranked as the index ranks indexed ones."""
+    model_id = state.embedder.model_id
+    return corpus.rank(
+        query, vector, mode, pool, model_id, lambda lines: state.recent_turns.vectors(state.embedder, lines)
+    )
 
 
 def _later(a: int | None, b: int | None) -> int | None:

@@ -69,7 +69,7 @@ class ServiceState:
         self.fresh = FreshAdds(self.curation, lambda: self.embedder)
         self.policy = LearningPolicy(self.lake, self.settings.extraction_config)
         self.outcomes = OutcomeOverlay(self.lake, self.policy)
-        self.recent_turns = RecentTurns(self.lake)
+        self.recent_turns = RecentTurns(self.lake, self.settings.recent_turns_per_user)
         self.regenerations = RegenerationJobs()
         if self.gate is None:
             self.gate = ErasureGate(self.lake)

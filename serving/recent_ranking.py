@@ -1,0 +1,108 @@
+"""The ranking of one user's unindexed turns (the landing-file fallback of search_interactions), built once and kept
+across searches.
+
+The fallback ranks turns as `LoadedIndex.search` ranks indexed ones (serving/interaction_search.py): each turn's
+document with its window of neighbours, BM25 and vectors (each the weighted sum of its lines' embeddings, as the index
+build makes it) fused by reciprocal rank with the same weights. Built per query, that was linear in the user's
+backlog on every search: at 2,106 unindexed turns a warm search took 327 ms p50, 0.32 s of it the BM25 index and the
+documents' vectors (benchmarks/interaction_fallback_cost.py). A `RecentCorpus` holds the documents, the BM25 index and
+the vector matrix of one set of turns; `serving/recent_turns.py` keeps the corpora of recent searches, keyed by the
+user and the turn ids they were built from (a turn's row never changes while its id lives: landing files are
+written once), so the next search over the same turns pays the query only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from reflexio_pipelines.search.conversation import turn_docs
+from reflexio_pipelines.search.text import normalize_text
+from reflexio_pipelines.search.turns import TextIndex
+from reflexio_pipelines.search.types import SearchDoc
+
+RRF_K = 60
+# The BM25 leg's weight in the fusion (the vector leg's is 1): questions paraphrase what was said, and everyday
+# words ("cook", "work", "trip") match chit-chat. On benchmarks/interaction_search.py recall@10 was 0.80 at 1.0,
+# 0.885 at 0.5, 0.892 at 0.3, 0.87 at 0 (multi-hop 0.70 there: names and titles need the keywords).
+BM25_WEIGHT = 0.3
+#: Time-range subsets (the heuristic time leg) a corpus keeps: questions naming the same range reuse theirs.
+SUBSETS = 8
+
+#: Normalised lines -> their unit vectors (embedding the ones not embedded yet): RecentTurns.vectors bound to a model.
+LineVectors = Callable[[Sequence[str]], dict[str, np.ndarray]]
+
+
+class RecentCorpus:
+    """Turn documents with their BM25 index and vectors, built on first use. Thread-safe."""
+
+    def __init__(self, docs: list[SearchDoc], parent: tuple[RecentCorpus, list[int]] | None = None) -> None:
+        self.docs = docs
+        self._text = TextIndex([d.text for d in docs])
+        self._parent = parent  # (corpus, positions): a subset takes its rows of the parent's vectors
+        self._matrices: dict[str, np.ndarray] = {}  # embedder model id -> (docs, dim) unit rows
+        self._subsets: dict[tuple[int, ...], RecentCorpus] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of_rows(cls, rows: list[dict[str, Any]]) -> RecentCorpus:
+        """The corpus of landing rows: their turn documents (windows of neighbours among `rows`)."""
+        return cls(turn_docs(rows))
+
+    def subset(self, positions: list[int]) -> RecentCorpus:
+        """The documents at `positions`, ranked among themselves (BM25 statistics of the subset, as the index's
+        filtered search has them), sharing this corpus's vectors."""
+        key = tuple(positions)
+        with self._lock:
+            found = self._subsets.get(key)
+            if found is None:
+                if len(self._subsets) >= SUBSETS:
+                    self._subsets.pop(next(iter(self._subsets)))
+                found = self._subsets[key] = RecentCorpus([self.docs[i] for i in positions], (self, positions))
+            return found
+
+    def rank(
+        self, query: str, vector: np.ndarray | None, mode: str, pool: int, model_id: str, lines: LineVectors
+    ) -> list[int]:
+        """Positions of the best `pool` documents, ranked as `LoadedIndex.search` ranks indexed ones."""
+        bm25 = self._text.rank(query, pool) if mode in ("fts", "hybrid") else []
+        similar: list[int] = []
+        if vector is not None and self.docs:
+            cosine = self.matrix(model_id, vector.shape[0], lines) @ vector
+            positive = np.flatnonzero(cosine > 0.0)
+            # best first, ties by position (lexsort's last key is the primary one)
+            similar = positive[np.lexsort((positive, -cosine[positive]))][:pool].tolist()
+        scores: dict[int, float] = {}
+        for weight, leg in ((BM25_WEIGHT if similar else 1.0, bm25), (1.0, similar)):
+            for rank, position in enumerate(leg, start=1):
+                scores[position] = scores.get(position, 0.0) + weight / (RRF_K + rank)
+        return sorted(scores, key=lambda i: (-scores[i], i))[:pool]
+
+    def matrix(self, model_id: str, dim: int, lines: LineVectors) -> np.ndarray:
+        """The documents' vectors for `model_id`, one unit row each (computed once per model)."""
+        with self._lock:
+            found = self._matrices.get(model_id)
+        if found is not None:
+            return found
+        if self._parent is not None:
+            parent, positions = self._parent
+            found = parent.matrix(model_id, dim, lines)[positions]
+        else:
+            vectors = lines([p for d in self.docs for p, _ in d.vector_parts])
+            found = np.stack([_doc_vector(d, vectors, dim) for d in self.docs])
+        with self._lock:
+            self._matrices[model_id] = found
+        return found
+
+
+def _doc_vector(doc: SearchDoc, lines: dict[str, np.ndarray], dim: int) -> np.ndarray:
+    total = np.zeros(dim, dtype=np.float32)
+    for part, weight in doc.vector_parts:
+        found = lines.get(normalize_text(part))
+        if found is not None:
+            total += weight * found
+    norm = float(np.linalg.norm(total))
+    return total / norm if norm else total
