@@ -77,7 +77,8 @@ from benchmarks._common import percentile  # noqa: E402
 from reflexio_pipelines.learning.batch import UserState  # noqa: E402
 from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
 from reflexio_pipelines.learning.dedup import RuleDedupJudge, profile_slot  # noqa: E402
-from reflexio_pipelines.learning.learn import FORGOTTEN_CONTENT, learn  # noqa: E402
+from reflexio_pipelines.learning.forget import FORGOTTEN_CONTENT  # noqa: E402
+from reflexio_pipelines.learning.learn import learn  # noqa: E402
 from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
 from reflexio_pipelines.learning.llm_ledger import CallLedger, recording  # noqa: E402
 from reflexio_pipelines.learning.rules.extractor import PROMPT_VERSION as RULES_VERSION  # noqa: E402

@@ -69,13 +69,9 @@ from reflexio_pipelines.learning.batch import UserState  # noqa: E402
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup  # noqa: E402
 from reflexio_pipelines.learning.learn import learn  # noqa: E402
 from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
+from reflexio_pipelines.learning.llm_call import complete_chat, reply_text, response_usage  # noqa: E402
 from reflexio_pipelines.learning.llm_dedup import PLAYBOOK_ITEMS, PROFILE_ITEMS, LiteLLMDedupJudge  # noqa: E402
-from reflexio_pipelines.learning.llm_extract import (  # noqa: E402
-    LiteLLMExtractor,
-    complete_chat,
-    reply_text,
-    response_usage,
-)
+from reflexio_pipelines.learning.llm_extract import LiteLLMExtractor  # noqa: E402
 from reflexio_pipelines.learning.rules.extractor import RuleExtractor  # noqa: E402
 from reflexio_pipelines.learning.transcript import render_window, tool_data_json  # noqa: E402
 from reflexio_pipelines.learning.types import ExtractionResult, ToolCall, Turn, Window  # noqa: E402

@@ -13,8 +13,7 @@ import pytest
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.embedding import make_embedder
-from reflexio_pipelines.learning.forget import match_profiles
-from reflexio_pipelines.learning.learn import FORGOTTEN_CONTENT
+from reflexio_pipelines.learning.forget import FORGOTTEN_CONTENT, match_profiles
 from reflexio_pipelines.learning.rules.forget_requests import forget_target
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.search.query import LoadedIndex

@@ -14,7 +14,8 @@ from reflexio_pipelines.learning.builtin import BuiltinExtractor
 from reflexio_pipelines.learning.config_loading import parse_extraction_config
 from reflexio_pipelines.learning.extract import Extractor, make_extractor
 from reflexio_pipelines.learning.jsonparse import LLMOutputError
-from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor, is_transient
+from reflexio_pipelines.learning.llm_extract import ExtractionFailed, LiteLLMExtractor
+from reflexio_pipelines.learning.llm_failures import is_transient
 from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
 from reflexio_pipelines.settings import LLMSettings

@@ -17,7 +17,7 @@ from typing import Any
 
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.batch import Failure, LearnOutput, LearnStats
-from reflexio_pipelines.learning.llm_call import FailureSummary
+from reflexio_pipelines.learning.llm_failures import FailureSummary
 from reflexio_pipelines.learning.windows import Pace
 from reflexio_pipelines.storage import LakePath, remove_tree, write_bytes
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reflexio_pipelines.learning.llm_extract import FailureSummary
+from reflexio_pipelines.learning.llm_failures import FailureSummary
 from reflexio_pipelines.learning.types import Turn
 
 

@@ -15,18 +15,31 @@ made here, the same way for the built-in rules and the LLM:
 
 A miss keeps the profile (and the request is still never stored as a fact); a false match removes a profile the
 user did not mean. Both are possible: this is wording, not understanding.
+
+`forget_requested` applies one user's requests of a learning batch in turn order and writes the tombstone rows
+(status `forgotten`) that supersede what they matched (called by learn.py).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from reflexio_pipelines.learning.batch import LearnStats
 from reflexio_pipelines.learning.embedding import Embedder
+from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
+from reflexio_pipelines.learning.learned_rows import _provenance, content_key
+from reflexio_pipelines.learning.lifecycle import FORGOTTEN
 from reflexio_pipelines.learning.rules.text import content_tokens
 from reflexio_pipelines.learning.slots import profile_slot, slot_named
+from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window, stable_uuid
+from reflexio_pipelines.learning.windows import turn_sort_key
 
+#: Content of a tombstone row: the forgotten fact is deliberately not repeated in it.
+FORGOTTEN_CONTENT = "(forgotten at the user's request)"
 #: Share of a target's content words a profile must contain (directly or through an alias) to match.
 TOKEN_COVERAGE = 0.75
 #: Cosine similarity at or above which a profile is a rewording of the target.
@@ -93,3 +106,53 @@ def match_profiles(target: str, profiles: list[str], embedder: Embedder) -> list
         if coverage >= TOKEN_COVERAGE or similarity >= NEAR_PARAPHRASE or (named and profile_slot(text) == named):
             matches.append(ForgetMatch(i, coverage, similarity))
     return matches
+
+
+def forget_requested(
+    requests: list[tuple[ForgetDirective, Turn, Window, ExtractionResult, ExtractorGroup]],
+    new_profiles: dict[str, dict[str, Any]],
+    existing: list[dict[str, Any]],
+    order: dict[str, tuple],
+    embedder: Embedder,
+    stats: LearnStats,
+    window: str,
+    run_id: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Apply forget requests in turn order: each removes the matching profiles the user had when asking (current
+    ones, and new ones stated before the request). Matched new profiles are dropped from `new_profiles`; every
+    match is superseded by one tombstone row per request. Returns (tombstones, the existing profiles left)."""
+    tombstones: list[dict[str, Any]] = []
+    existing = list(existing)
+    for directive, asked, win, result, group in sorted(requests, key=lambda r: turn_sort_key(r[1])):
+        stats.forget_requests += 1
+        asked_at = turn_sort_key(asked)
+        stated_before = [k for k, r in new_profiles.items() if max(order[i] for i in r["source_turn_ids"]) < asked_at]
+        candidates = existing + [new_profiles[k] for k in stated_before]
+        matches = match_profiles(directive.target, [r["content"] for r in candidates], embedder)
+        if not matches:
+            continue
+        matched = [candidates[m.profile_index] for m in matches]
+        ids = sorted({r["profile_id"] for r in matched})
+        existing = [r for r in existing if r["profile_id"] not in ids]
+        for key in [k for k in stated_before if new_profiles[k]["profile_id"] in ids]:
+            del new_profiles[key]
+        stats.forgotten += len(ids)
+        name = group.resolve("profile", None)[0]
+        tombstones.append(
+            {
+                "profile_id": stable_uuid(asked.user_id, FORGOTTEN, asked.turn_id, content_key(directive.target)),
+                "user_id": asked.user_id,
+                "content": FORGOTTEN_CONTENT,
+                "profile_time_to_live": None,
+                "expiration_timestamp": None,
+                "last_modified_timestamp": asked.created_at,
+                "generated_from_request_id": asked.request_id,
+                "source": asked.source,
+                "status": FORGOTTEN,
+                "supersedes": ids,
+                "extractor_names": [name] if name else [],
+                "custom_features": json.dumps({"match": [m.reason for m in matches]}, sort_keys=True),
+                **_provenance(win, [asked], result, window, run_id),
+            }
+        )
+    return tombstones, existing

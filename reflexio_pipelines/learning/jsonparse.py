@@ -67,7 +67,7 @@ class LLMOutputError(ValueError):
 class TruncatedReply(LLMOutputError):
     """The reply was cut off (the provider said so, or its JSON object never closes): nothing of it is used."""
 
-    summary_message = "the reply was cut off before its answer ended"  # read by llm_call.summarize_failure
+    summary_message = "the reply was cut off before its answer ended"  # read by llm_failures.summarize_failure
 
 
 class RefusedReply(LLMOutputError):

@@ -25,7 +25,6 @@ the caller to record; re-running the partition learns the user's batch once, fro
 from __future__ import annotations
 
 import contextvars
-import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from reflexio_pipelines.learning.dedup import Candidate, DedupJudge, Resolution,
 from reflexio_pipelines.learning.embedding import Embedder, MemoEmbedder
 from reflexio_pipelines.learning.extract import Extractor
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
-from reflexio_pipelines.learning.forget import match_profiles
+from reflexio_pipelines.learning.forget import forget_requested
 from reflexio_pipelines.learning.learned_rows import (
     _bookmark,
     _changes,
@@ -48,23 +47,20 @@ from reflexio_pipelines.learning.learned_rows import (
     _playbook_rows,
     _playbook_text,
     _profile_rows,
-    _provenance,
     _time,
     content_key,
     playbook_id,
     profile_id,
 )
-from reflexio_pipelines.learning.lifecycle import FORGOTTEN
-from reflexio_pipelines.learning.llm_extract import ExtractionFailed, FailureSummary, GatedExtractionResult
+from reflexio_pipelines.learning.llm_extract import ExtractionFailed, GatedExtractionResult
+from reflexio_pipelines.learning.llm_failures import FailureSummary
 from reflexio_pipelines.learning.llm_ledger import about_user
 from reflexio_pipelines.learning.stated_changes import replace_rules, supersede_stated_changes, withdraw_playbooks
-from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window, stable_uuid
+from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window
 from reflexio_pipelines.learning.windows import FLUSH_ALL, Pace, group_by_user, plan_windows, ready_turns, turn_sort_key
 
 #: Builds the dedup judge for one entity ("profile" or "user_playbook"), given the vectors already computed.
 JudgeFactory = Callable[[str, dict[str, np.ndarray]], DedupJudge]
-#: Content of a tombstone row: the forgotten fact is deliberately not repeated in it.
-FORGOTTEN_CONTENT = "(forgotten at the user's request)"
 #: Users whose deduplication texts are embedded in one batch (see `learn`): big enough that a batch is worth a call
 #: (a remote embedder gets ceil(users / 32) calls), small enough that the last group's batch after the last
 #: extraction is short.
@@ -346,7 +342,7 @@ def _resolve_user(
     stats, user_id, user_turns = found.stats, found.user_id, found.user_turns
     profiles, playbooks = dict(found.profiles), dict(found.playbooks)
     order = {t.turn_id: turn_sort_key(t) for t in [*state.history, *user_turns]}
-    tombstones, existing_profiles = _forget(
+    tombstones, existing_profiles = forget_requested(
         found.requests, profiles, state.profiles, order, embedder, stats, window, run_id
     )
     withdrawn, existing_playbooks = withdraw_playbooks(found.requests, state.playbooks, embedder, window, run_id)
@@ -413,56 +409,6 @@ def _resolve_user(
         ],
     }
     return found
-
-
-def _forget(
-    requests: list[tuple[ForgetDirective, Turn, Window, ExtractionResult, ExtractorGroup]],
-    new_profiles: dict[str, dict[str, Any]],
-    existing: list[dict[str, Any]],
-    order: dict[str, tuple],
-    embedder: Embedder,
-    stats: LearnStats,
-    window: str,
-    run_id: str,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Apply forget requests in turn order: each removes the matching profiles the user had when asking (current
-    ones, and new ones stated before the request). Matched new profiles are dropped from `new_profiles`; every
-    match is superseded by one tombstone row per request. Returns (tombstones, the existing profiles left)."""
-    tombstones: list[dict[str, Any]] = []
-    existing = list(existing)
-    for directive, asked, win, result, group in sorted(requests, key=lambda r: turn_sort_key(r[1])):
-        stats.forget_requests += 1
-        asked_at = turn_sort_key(asked)
-        stated_before = [k for k, r in new_profiles.items() if max(order[i] for i in r["source_turn_ids"]) < asked_at]
-        candidates = existing + [new_profiles[k] for k in stated_before]
-        matches = match_profiles(directive.target, [r["content"] for r in candidates], embedder)
-        if not matches:
-            continue
-        matched = [candidates[m.profile_index] for m in matches]
-        ids = sorted({r["profile_id"] for r in matched})
-        existing = [r for r in existing if r["profile_id"] not in ids]
-        for key in [k for k in stated_before if new_profiles[k]["profile_id"] in ids]:
-            del new_profiles[key]
-        stats.forgotten += len(ids)
-        name = group.resolve("profile", None)[0]
-        tombstones.append(
-            {
-                "profile_id": stable_uuid(asked.user_id, FORGOTTEN, asked.turn_id, content_key(directive.target)),
-                "user_id": asked.user_id,
-                "content": FORGOTTEN_CONTENT,
-                "profile_time_to_live": None,
-                "expiration_timestamp": None,
-                "last_modified_timestamp": asked.created_at,
-                "generated_from_request_id": asked.request_id,
-                "source": asked.source,
-                "status": FORGOTTEN,
-                "supersedes": ids,
-                "extractor_names": [name] if name else [],
-                "custom_features": json.dumps({"match": [m.reason for m in matches]}, sort_keys=True),
-                **_provenance(win, [asked], result, window, run_id),
-            }
-        )
-    return tombstones, existing
 
 
 def _items_of(group: ExtractorGroup, profiles: list[dict[str, Any]], playbooks: list[dict[str, Any]]) -> int:

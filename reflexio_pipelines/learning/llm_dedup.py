@@ -24,7 +24,8 @@ from typing import Any
 
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
-from reflexio_pipelines.learning.llm_call import FailureSummary, LLMEndpoint, endpoint_from, scrub_secret
+from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from
+from reflexio_pipelines.learning.llm_failures import FailureSummary, scrub_secret
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ class LiteLLMDedupJudge:
         self.item_kind = item_kind.strip()
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.last_error = ""  # the scrubbed reason the last judge() fell back to "no groups" ("" if it did not)
-        self.last_failure: FailureSummary | None = None  # its storable summary (see llm_call.FailureSummary)
+        self.last_failure: FailureSummary | None = None  # its storable summary (see llm_failures.FailureSummary)
 
     def __repr__(self) -> str:  # the key is deliberately absent
         return (

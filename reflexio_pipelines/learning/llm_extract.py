@@ -40,19 +40,8 @@ from reflexio_pipelines.learning.jsonparse import (
     dedupe_by_content,
     validate_extraction,
 )
-
-# Re-exported: these lived here before the endpoint existed, and callers (learn.py, benchmarks) import them from here.
-from reflexio_pipelines.learning.llm_call import (  # noqa: F401
-    FailureSummary,
-    LLMEndpoint,
-    complete_chat,
-    endpoint_from,
-    is_transient,
-    reply_text,
-    response_usage,
-    scrub_secret,
-    summarize_failure,
-)
+from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from
+from reflexio_pipelines.learning.llm_failures import FailureSummary
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
 from reflexio_pipelines.learning.rules.forget_requests import has_forget_request
 from reflexio_pipelines.learning.transcript import (

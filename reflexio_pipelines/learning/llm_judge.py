@@ -28,7 +28,8 @@ from reflexio_pipelines.learning.judge import (
     require_shadow,
     side_verdict,
 )
-from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from, scrub_secret
+from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from
+from reflexio_pipelines.learning.llm_failures import scrub_secret
 from reflexio_pipelines.learning.prompts import load_prompt
 from reflexio_pipelines.learning.sessions import Session
 from reflexio_pipelines.learning.transcript import indent_continuation, render_window

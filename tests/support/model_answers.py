@@ -27,7 +27,7 @@ from tests.support.provider_stubs import Reply
 
 ALL = ("*",)  # evidence: every turn of the window
 
-# the fixed reasons stored in extraction_failures.error_message (llm_call.summarize_failure)
+# the fixed reasons stored in extraction_failures.error_message (llm_failures.summarize_failure)
 CUT_OFF = "the reply was cut off before its answer ended"
 REFUSED = "the model refused to answer"
 AMBIGUOUS = "the reply holds several different answers"
