@@ -12,6 +12,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -107,6 +108,14 @@ def wait_ready(
             return
         time.sleep(0.1)
     raise RuntimeError(f"{what} did not become ready within {timeout:.0f} s: {output()}")
+
+
+def service_cmd(lake: Path, port: int, *, daemon: bool, host: str = HOST) -> list[str]:
+    """`python -m serving` on `host:port` over `lake`, warnings only. `daemon=False` (`--no-daemon`) where the
+    benchmark runs the learning it measures itself, or times a lake built beforehand: a daemon beside it would race
+    it for the same windows or rebuild indexes while searches are timed."""
+    cmd = [sys.executable, "-m", "serving", "--host", host, "--port", str(port), "--lake", str(lake)]
+    return [*cmd, "--log-level", "warning", *([] if daemon else ["--no-daemon"])]
 
 
 def start_process(

@@ -20,6 +20,7 @@ from benchmarks._common import (
     free_port,
     http_ok,
     make_dagster_home,
+    service_cmd,
     start_process,
     stop_process,
 )
@@ -115,20 +116,8 @@ class Live:
         env["REFLEXIO_HOLDOUT_SHARE"] = "0"  # no control group: every probe user gets learned context
         self.env, port = env, free_port()
         self.url = f"http://{HOST}:{port}"
-        # --no-daemon: learn() runs the materialize it times; a daemon beside it would race it for the same windows
-        cmd = [
-            sys.executable,
-            "-m",
-            "serving",
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--lake",
-            str(self.lake),
-            "--no-daemon",
-        ]
-        self.proc = start_process([*cmd, "--log-level", "warning"], env, http_ok(f"{self.url}/health"), 120, "serving")
+        cmd = service_cmd(self.lake, port, daemon=False)  # learn() runs the materialize it times
+        self.proc = start_process(cmd, env, http_ok(f"{self.url}/health"), 120, "serving")
         self.http = httpx.Client(base_url=self.url, timeout=300)
         self.learn_s: list[float] = []
         self.head_shas: list[str] = []  # the head each materialize process loads

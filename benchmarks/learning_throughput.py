@@ -77,7 +77,7 @@ os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
 
 import httpx  # noqa: E402
 
-from benchmarks._common import HOST, free_port, http_ok, make_dagster_home, percentile, wait_ready  # noqa: E402
+from benchmarks._common import HOST, free_port, http_ok, make_dagster_home, percentile, service_cmd, wait_ready  # noqa: E402
 from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "learning_throughput.json"
@@ -438,20 +438,8 @@ class Service:
         self.url = f"http://{HOST}:{self.port}"
         self.log = ws.logs / f"service-{self.port}.log"
         self.proc = PROCS.start(
-            [
-                sys.executable,
-                "-m",
-                "serving",
-                "--host",
-                HOST,
-                "--port",
-                str(self.port),
-                "--lake",
-                str(ws.lake),
-                "--log-level",
-                "warning",
-                "--no-daemon",  # each scenario starts the daemon it measures itself (Daemon below) or none
-            ],
+            # each scenario starts the daemon it measures itself (Daemon below) or none
+            service_cmd(ws.lake, self.port, daemon=False),
             ws.env(llm, **env),
             self.log,
         )

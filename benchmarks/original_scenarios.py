@@ -50,6 +50,7 @@ from benchmarks._common import (  # noqa: E402
     free_port,
     http_ok,
     make_dagster_home,
+    service_cmd,
     start_process,
     stop_process,
     write_result,
@@ -314,9 +315,9 @@ def _start_service(root: Path) -> tuple[subprocess.Popen, str]:
     lake, home = root / "lake", make_dagster_home(root / "dagster_home")
     port = free_port()
     url = f"http://{HOST}:{port}"
-    cmd = [sys.executable, "-m", "serving", "--host", HOST, "--port", str(port), "--lake", str(lake)]
+    cmd = service_cmd(lake, port, daemon=True)  # the service alone, learning as a user would see it
     env = child_env(REFLEXIO_LAKE=str(lake), DAGSTER_HOME=str(home))
-    proc = start_process([*cmd, "--log-level", "warning"], env, http_ok(f"{url}/health"), 180, "the service")
+    proc = start_process(cmd, env, http_ok(f"{url}/health"), 180, "the service")
     return proc, url
 
 

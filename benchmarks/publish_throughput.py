@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `benchmarks._common` importable
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import child_env, free_port, http_ok, percentile, start_process, stop_process  # noqa: E402
+from benchmarks._common import child_env, free_port, http_ok, percentile, service_cmd, start_process, stop_process  # noqa: E402
 
 
 def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
@@ -38,19 +38,7 @@ def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
     )
     url = f"http://127.0.0.1:{port}"
     proc = start_process(
-        # --no-daemon: this measures the ingest path alone (learning beside it: benchmarks/learning_throughput.py)
-        [
-            sys.executable,
-            "-m",
-            "serving",
-            "--port",
-            str(port),
-            "--lake",
-            str(lake),
-            "--log-level",
-            "warning",
-            "--no-daemon",
-        ],
+        service_cmd(lake, port, daemon=False),  # the ingest path alone (learning beside it: learning_throughput.py)
         env,
         http_ok(f"{url}/health"),
         what="the service",

@@ -67,6 +67,7 @@ from benchmarks._common import (  # noqa: E402  (after the sys.path fix above)
     http_ok,
     peak_rss_mb,
     rss_mb,
+    service_cmd,
     start_process,
     stop_process,
 )
@@ -741,19 +742,7 @@ def start_ours(lake: Path, work: Path) -> tuple[subprocess.Popen, str]:
             return False
         return r.status_code == 200 and r.json().get("index_version") is not None
 
-    # --no-daemon: the lake is built once before timing; a daemon would rebuild indexes while searches are timed
-    cmd = [
-        sys.executable,
-        "-m",
-        "serving",
-        "--port",
-        str(port),
-        "--lake",
-        str(lake),
-        "--log-level",
-        "warning",
-        "--no-daemon",
-    ]
+    cmd = service_cmd(lake, port, daemon=False)  # the lake is built before timing: no daemon rebuilding it
     return start_process(cmd, env, ready, timeout=180, what="our service"), url
 
 
