@@ -25,6 +25,7 @@ from reflexio_pipelines.search.types import SearchDoc
 from reflexio_pipelines.search.versions import TURNS_WATERMARK, new_version_id, turns_watermark
 from reflexio_pipelines.sensors import interaction_index_sensor
 from serving.app import create_app
+from serving.interaction_search import search_turns
 from tests.support.index_runs import index_turns
 
 MAY_2023 = int(datetime(2023, 5, 8, 18, 0, tzinfo=timezone.utc).timestamp())
@@ -172,6 +173,18 @@ def test_speaker_and_time_named_in_the_question_boost_the_matching_turns(client)
     assert "time range" in timed["msg"]
     assert _search(client, "What did Maya cook in May 2023?")["interactions"][0]["content"].startswith(
         "Tried making a mushroom risotto"
+    )
+
+
+def test_each_heuristic_boost_can_be_left_out(client):
+    """The ablation switch (benchmarks/interaction_ranking.py --ablation): a boost left out adds no leg."""
+    state, query = client.app.state.svc, "What did Leo cook in August 2023?"
+    both = search_turns(state, "pair", query, 5, "hybrid", None, None)[1]
+    assert any("speaker Leo" in n and "time range" in n for n in both)
+    speaker_only = search_turns(state, "pair", query, 5, "hybrid", None, None, boosts=frozenset({"speaker"}))[1]
+    assert any("speaker Leo" in n and "time range" not in n for n in speaker_only)
+    assert not any(
+        "heuristic" in n for n in search_turns(state, "pair", query, 5, "hybrid", None, None, boosts=frozenset())[1]
     )
 
 
