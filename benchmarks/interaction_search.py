@@ -22,6 +22,15 @@ conversation repeated, each copy its own sessions an hour after the previous cop
 there: answers repeat); the HNSW graph is built for it (>= 50,000 rows). Results go to benchmarks/results/interaction_search.json.
 
     .venv/bin/python benchmarks/interaction_search.py [--users 10] [--seed 7] [--big-turns 100000] [--trials 3]
+
+Through the API (benchmarks/interaction_search_live.py; results to benchmarks/results/interaction_search_live.json):
+`--through-api` publishes the corpus to `python -m serving` alone (its own daemon learns and indexes; fresh lake),
+waits `--wait` seconds after publishing ends, and asks every question through `POST /api/search_interactions`,
+beside plain BM25 over the same turns; `--steady-rate 50 --steady-seconds 60` measures publish -> served by the
+index and publish -> learned under steady publishing without `wait_for_response`.
+
+    .venv/bin/python benchmarks/interaction_search.py --through-api [--users 10] [--seed 11] [--wait 60]
+    .venv/bin/python benchmarks/interaction_search.py --steady-rate 50 [--steady-seconds 60] [--learned-sample 100]
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ from serving.state import ServiceState  # noqa: E402
 
 KS = (1, 5, 10)
 RESULTS = Path(__file__).resolve().parent / "results" / "interaction_search.json"
+LIVE_RESULTS = RESULTS.with_name("interaction_search_live.json")
 
 
 def land_conversations(lake: Lake, conversations: list[Conversation], copies: int = 1) -> None:
@@ -164,6 +174,7 @@ def _stats(seconds: list[float]) -> dict[str, float]:
         "p50_ms": round(statistics.median(ms), 2),
         "p95_ms": percentile(ms, 0.95, digits=2),
         "mean_ms": round(statistics.fmean(ms), 2),
+        "max_ms": round(ms[-1], 2),
         "calls": len(ms),
     }
 
@@ -222,14 +233,59 @@ def report(name: str, result: dict[str, Any]) -> None:
             print(f"p50 ratio baseline/ours ({phase}): {ratio:.1f}x")
 
 
+def report_live(results: dict[str, Any]) -> None:
+    api = results.get("through_api")
+    if api:
+        then = api["at_measurement"]
+        print(
+            f"\n== through the API: {api['users']} user(s), {api['turns']} turns in {api['publishes']} publishes "
+            f"({api['publish_seconds']} s); {api['wait_after_publishing_s']} s later: {then['unindexed_files']} "
+            f"landing files ({then['unindexed_turns']} turns) not in the served index, learning {then['learning_status']}"
+        )
+        sides = ("ours", "plain_bm25")
+        print(f"{'category':<12}" + "".join(f"{s[:5] + ' R@' + str(k):>12}" for s in sides for k in KS) + f"{'n':>6}")
+        for cat, counts in api["ours"]["recall"].items():
+            row = "".join(f"{api[s]['recall'][cat][f'recall@{k}']:>12.3f}" for s in sides for k in KS)
+            print(f"{cat:<12}{row}{counts['n']:>6}")
+        phases = [
+            ("plain_bm25", "cold"),
+            ("ours", "cold"),
+            ("ours", "first_search_per_user"),
+            ("ours", "later_searches"),
+        ]
+        for side, phase in phases:
+            st = api[side][phase]
+            print(
+                f"{side:<11}{phase:<22} p50 {st['p50_ms']:>8.1f} ms  p95 {st['p95_ms']:>8.1f} ms  ({st['calls']} calls)"
+            )
+    steady = results.get("steady")
+    if steady:
+        print(
+            f"\n== steady publishing: {steady['achieved_turns_per_s']} turns/s for {steady['publish_s']} s "
+            f"({steady['publishes']} publishes, {steady['publish_errors']} errors)"
+        )
+        print(f"first publish on the fresh service (cold start): {steady['first_publish_from_cold']}")
+        for what in ("publish_to_indexed", "publish_to_learned"):
+            print(f"{what:<20} {steady[what]}")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7, help="corpus draw (names, facts, chit-chat; same templates)")
     parser.add_argument("--big-turns", type=int, default=100_000, help="turns of the large user (0: skip)")
     parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--output", type=Path, default=None, help=f"default {RESULTS} ({LIVE_RESULTS.name} live)")
+    parser.add_argument("--through-api", action="store_true", help="publish and search through a live service")
+    parser.add_argument("--wait", type=float, default=60.0, help="seconds after publishing ends before searching")
+    parser.add_argument("--steady-rate", type=float, default=0.0, help="turns/s of steady publishing (0: skip)")
+    parser.add_argument("--steady-seconds", type=float, default=60.0)
+    parser.add_argument("--learned-sample", type=int, default=100, help="publishes followed until learned")
+    parser.add_argument("--follow-timeout", type=float, default=300.0, help="s to follow publishes after the load")
     args = parser.parse_args(argv)
+    if args.through_api or args.steady_rate:
+        return main_live(args)
+    args.output = args.output or RESULTS
     conversations = corpus(args.users, args.seed)
     results: dict[str, Any] = {"corpus": "benchmarks/interaction_corpus.py", "seed": args.seed}
     results["long_conversations"] = run_size(conversations, 1, args.trials, with_baseline=True)
@@ -242,6 +298,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwritten to {args.output}")
+    return results
+
+
+def main_live(args: argparse.Namespace) -> dict[str, Any]:
+    """The live modes: each on its own fresh service (benchmarks/interaction_search_live.py)."""
+    import interaction_search_live as live
+
+    results: dict[str, Any] = {"corpus": "benchmarks/interaction_corpus.py", "seed": args.seed}
+    if args.through_api:
+        with tempfile.TemporaryDirectory(prefix="reflexio-search-live-") as tmp:
+            results["through_api"] = live.through_api(corpus(args.users, args.seed), Path(tmp), args.wait, evaluate)
+    if args.steady_rate:
+        with tempfile.TemporaryDirectory(prefix="reflexio-steady-") as tmp:
+            results["steady"] = live.steady(
+                Path(tmp), args.steady_rate, args.steady_seconds, args.learned_sample, args.follow_timeout
+            )
+    report_live(results)
+    output = args.output or LIVE_RESULTS
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten to {output}")
     return results
 
 
