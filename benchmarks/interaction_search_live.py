@@ -35,7 +35,17 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 
-from benchmarks._common import HOST, ROOT, child_env, free_port, http_ok, make_dagster_home, percentile, start_process
+from benchmarks._common import (
+    HOST,
+    ROOT,
+    child_env,
+    free_port,
+    http_ok,
+    make_dagster_home,
+    percentile,
+    service_cmd,
+    start_process,
+)
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.pending import landing_files_after, landing_ingested_us
@@ -58,8 +68,8 @@ class Service:
         env.update(REFLEXIO_LAKE=str(self.lake_dir), DAGSTER_HOME=str(home))
         port = free_port()
         self.url = f"http://{HOST}:{port}"
-        cmd = [sys.executable, "-m", "serving", "--host", HOST, "--port", str(port), "--lake", str(self.lake_dir)]
-        self.proc = start_process([*cmd, "--log-level", "warning"], env, http_ok(f"{self.url}/health"), 180, "serving")
+        cmd = service_cmd(self.lake_dir, port, daemon=True)  # the daemon learns and indexes what is published
+        self.proc = start_process(cmd, env, http_ok(f"{self.url}/health"), 180, "serving")
         self.http = httpx.Client(base_url=self.url, timeout=120)
         self.lake = Lake.at(str(self.lake_dir))
         self.calls: list[tuple[str, float]] = []  # (user id, seconds) per search, in order
