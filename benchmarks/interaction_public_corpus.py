@@ -8,15 +8,15 @@ anchored on one conversation's persona and plays that side in every other conver
 with it (the rest of the sessions: random conversations): the anchor facts come back across sessions, the others are
 said once. Its partner (one name) plays the other side. Dev draws from the valid file, held-out from the test file.
 
-Questions come from persona lines the owner restates in a turn (clauses/labels.py's rule: two content words shared
-with the line, or half of them; the turn is not a question), rewritten by rule into a question in other words
-("my favorite band is aerosmith" -> "Which band does Maya like best?", "i have two dogs" -> "How many dogs does
-Maya have?", "i work at a bank" -> "What does Maya do for a living?"). Kept only when every evidence turn shares at
-most half of the question's content words, so BM25 does not win by construction; a question text asked of two
-different lines is dropped (it would have two answers). Categories:
+Questions come from persona lines the owner restates in a turn (two content words shared with the line, or the
+one word of a one-word line, words as clauses/labels.py cuts them; the turn is not a question), rewritten by rule
+into a question in other words ("my favorite band is aerosmith" -> "Which band does Maya like best?", "i have two
+dogs" -> "How many dogs does Maya have?", "i work at a bank" -> "What does Maya do for a living?"). Kept only when
+every evidence turn shares at most half of the question's content words, so BM25 does not win by construction; a
+question text asked of two different lines is dropped (it would have two answers). Categories:
 
 - single_hop: the line restated once in the whole history;
-- multi_hop: restated in 2-3 sessions; every restating turn is evidence (recall counts the share found);
+- multi_hop: restated in 2-4 sessions; every restating turn is evidence (recall counts the share found);
 - temporal: restated in sessions of different months; the question names one month ("..., as Maya said in May
   2023?") and its turn is the evidence;
 - speaker: restated once, and the other speaker also said something sharing two of the line's content words: the
@@ -109,9 +109,12 @@ def question_for(line: str, name: str) -> str | None:
 
 
 def restates(turn: str, line: str) -> bool:
-    """clauses/labels.py's restatement rule: two content words shared with the line, or half of the line's."""
-    shared = len(content_words(turn) & content_words(line))
-    return shared >= 2 or (shared > 0 and shared * 2 >= len(content_words(line)))
+    """Two content words shared with the line, or all of a one-word line's. Stricter than clauses/labels.py's
+    "or half of the line's": with it "I have two vintage mustangs" restated "i have two dogs" and "That's a nice
+    color!" restated "i hate the color orange" (in a sample of 18 dev questions, 3 had such evidence)."""
+    line_words = content_words(line)
+    shared = len(content_words(turn) & line_words)
+    return shared >= 2 or shared == len(line_words) == 1
 
 
 def _fair(question: str, name: str, turns: list[str]) -> bool:

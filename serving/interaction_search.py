@@ -14,8 +14,8 @@ Legs, fused by reciprocal rank (k=60) like every search here:
   ranked leg, so a wrong parse reorders results but never hides one.
 
 Each leg raises recall@10 on our template corpus and on one built from public conversations (benchmarks/
-interaction_ranking.py --ablation; overall, public dev / held-out: 0.51 / 0.41 with every leg, 0.43 / 0.35 without
-the time leg, 0.43 / 0.31 without the speaker leg, 0.45 / 0.35 vectors only, 0.33 / 0.31 BM25 only).
+interaction_ranking.py --ablation; overall, public dev / held-out: 0.58 / 0.41 with every leg, 0.53 / 0.36 without
+the time leg, 0.46 / 0.35 without the speaker leg, 0.56 / 0.40 vectors only, 0.35 / 0.34 BM25 only).
 
 Each result is the original's InteractionView plus `neighbours`: the turns around it in its conversation.
 """
