@@ -204,6 +204,22 @@ def test_a_new_home_makes_an_earlier_time_zone_stale_not_the_other_way() -> None
             "can",
             "outgrown",
         ),
+        # chat drops the "I" before a verb of change
+        (
+            "I use Safari on my Mac.",
+            "Moved over to Firefox completely, Safari kept crashing.",
+            "uses safari",
+            "firefox",
+        ),
+        ("I drive a diesel Passat.", "Traded the Passat in for a Tesla Model 3 last week.", "diesel", "tesla"),
+        # a change of the user's own with "no more" is a fact, not a rule (the head: request)
+        (
+            "I eat pretty much everything.",
+            "ok so I've gone vegetarian since last month, no more meat for me",
+            "everything",
+            "vegetarian",
+        ),
+        ("I work as a nurse.", "I left nursing, I'm a paramedic now", "as a nurse", "paramedic"),
     ],
 )
 def test_a_change_in_the_users_life_replaces_the_old_fact(before: str, after: str, old: str, new: str) -> None:

@@ -77,6 +77,20 @@ _LEAD_IN_RE = re.compile(
 #: ("Deploy the api", "Austin weather is warmer").
 #: "Me" counts too ("sesame puts me in hospital"), except after a verb of asking ("Give me some synonyms").
 _ABOUT_USER_RE = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|my|me|mine|myself|we|we're|we've|our|ours|us)\b", re.I)
+#: Chat drops the "I" before a verb of change ("Moved over to Firefox completely", "Traded the Passat in for a Tesla").
+_IMPLICIT_I_RE = re.compile(
+    r"^(?:just |finally |recently |also )?(?:moved|switched|traded|sold|swapped|quit|left|stopped|gave up|got rid of|"
+    r"ditched|dropped|replaced|migrated|upgraded|downgraded|retired|graduated)\b",
+    re.I,
+)
+_OWN_OPENING_RE = re.compile(r"^(?:i|i'm|im|i've|ive|we|we're|we've|my|our)\b", re.I)
+
+
+def _first_person(text: str) -> bool:
+    """The user speaks of themselves or their own, with an "I" said or dropped."""
+    return bool(_ABOUT_USER_RE.search(text) or _IMPLICIT_I_RE.match(_LEAD_IN_RE.sub("", text)))
+
+
 _ASKING_RE = re.compile(
     r"^(?:please\s+)?(?:give|show|tell|send|make|write|list|help|find|book|get|let|call|check|explain|draft|"
     r"summari[sz]e|translate|fix|create|suggest|recommend|plan|teach|remind|bring|buy|order|email|text|ping|"
@@ -300,7 +314,7 @@ def _tells_own_change(text: str) -> bool:
     bare = _LEAD_IN_RE.sub("", text)
     return (
         states_a_change(text)
-        and bool(_ABOUT_USER_RE.search(text))
+        and _first_person(text)
         and not _REVOKE_LEAD_RE.match(bare)
         and not _NAMES_A_RULE_RE.search(text)
         and not _PRONOUN_RE.search(text)  # "I don't need them any more" withdraws what "them" names: no fact
@@ -330,7 +344,7 @@ def _changes_own_fact(where: _Located, prediction: Prediction, bare: str) -> boo
         prediction.kind == "correction"
         and where.agent_index is None
         and states_a_change(where.text)
-        and bool(_ABOUT_USER_RE.search(where.text))
+        and _first_person(where.text)
         and not (_TELLING_RE.match(bare) or _ASKING_RE.match(bare) or _ALWAYS_RE.search(where.text))
     )
 
@@ -344,11 +358,13 @@ def _stored_as(where: _Located, prediction: Prediction) -> str | None:
             return "playbook"  # "Never deploy on Fridays" (the head: fact 0.78) is a rule by its form
     if prediction.kind == "request" and _EVERY_TIME_RE.search(where.text):
         # "just give me the code next time" (the head: request 0.87) holds beyond this task; in the training split
-        # the 3 requests with such a word were all questions, which never reach here
-        return "playbook"
+        # the 3 requests with such a word were all questions, which never reach here. Said of the user's own life
+        # ("I've gone vegetarian since last month, no more meat for me": request) it is a changed fact
+        own = _OWN_OPENING_RE.match(_LEAD_IN_RE.sub("", where.text)) and not _ALWAYS_RE.search(where.text)
+        return "profile" if own and _tells_own_change(where.text) else "playbook"
     if prediction.kind in PROFILE_KINDS:
         bare = _LEAD_IN_RE.sub("", where.text)
-        if _ABOUT_USER_RE.search(where.text) and not (_ASKING_RE.match(bare) or _TELLING_RE.match(bare)):
+        if _first_person(where.text) and not (_ASKING_RE.match(bare) or _TELLING_RE.match(bare)):
             return "profile"
         # no first person: no profile; a standing imperative answering the agent ("No — never restart it for a
         # rotation") is a correction if the head leans to rules at all
@@ -367,10 +383,12 @@ def _stored_as(where: _Located, prediction: Prediction) -> str | None:
         return "playbook" if where.agent_index is not None or prediction.probability >= SURE else None
     if prediction.kind == "revocation" and _tells_own_change(where.text):
         return "profile"
+    if prediction.kind in ("social", "request") and _REPLACEMENT_RE.search(where.text) and _first_person(where.text):
+        return "profile"  # "Traded the Passat in for a Tesla Model 3 last week": social 0.50, request 0.47
     if (
         prediction.kind == "hypothetical"
         and states_a_change(where.text)
-        and _ABOUT_USER_RE.search(where.text)
+        and _first_person(where.text)
         and not _STORY_RE.search(where.text)
     ):
         # the head reads a past-tense change as a story ("we relocated to Bristol over the summer": hypothetical

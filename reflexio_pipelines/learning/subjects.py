@@ -131,7 +131,8 @@ SUBJECTS: tuple[Subject, ...] = (
     ),
     _subject(
         "role",
-        r"developer|engineer|designer|manager|analyst|scientist|teacher|nurse|doctor|lawyer|student|job|"
+        r"developer|engineer|designer|manager|analyst|scientist|teacher|nurs(?:e|es|ing)\b|doctor|lawyer|student|job|"
+        r"paramedic|firefighter|pilot|chef|accountant|consultant|freelanc|self-employed|unemployed|"
         r"full[- ]stack|backend|back-end|frontend|front-end|devops|\brole\b|position|works? (?:as|at|for|in)|"
         r"\bqa\b|quality assurance|promoted|promotion|"
         r"employer|company|team\b",
@@ -146,6 +147,7 @@ SUBJECTS: tuple[Subject, ...] = (
     _subject(
         "family",
         r"\bkids?\b|children|daughter|\bson\b|wife|husband|partner|toddler|baby|\bdogs?\b|\bcats?\b|\bpets?\b|"
+        r"girlfriend|boyfriend|fianc|roommate|flatmate|li(?:ve|ves|ving) alone|"
         r"parents|mom|dad|grand",
         "family trips, gifts, kids activities, home, weekends, babysitting",
     ),
@@ -158,7 +160,7 @@ SUBJECTS: tuple[Subject, ...] = (
     _subject(
         "values",
         r"halal|kosher|religio|church|mosque|temple|pray|ethic|sustainab|eco[- ]friendly|carbon|cruelty|"
-        r"fair trade|second[- ]hand|alcohol|sober|don't drink|do not drink",
+        r"fair trade|second[- ]hand|alcohol|sober|don't drink|do not drink|\bwine\b|\bbeer\b|drinking",
         "purchases, travel, food, drinks, events, gifts",
     ),
 )
@@ -168,7 +170,7 @@ CHANGE_RE = re.compile(
     r"\b(?:moved|moving|relocated|switched|switching|no longer|not any ?more|any ?more|now\b|actually|instead|"
     r"these days|changed|started|stopped|quit|became|become|turned|gone|went|override|overrid|from now on|"
     r"from here on|from this point on|going forward|new (?:job|role|team|city|place|home)|left|scratch|replace|gave up|given up|dropped|ditched|"
-    r"sold|traded|outgr[eo]wn?|passed away|graduated|retired|divorced|got rid of|wiped|migrat\w*|rewr[io]t\w*|"
+    r"sold|traded|outgr[eo]wn?|passed away|died|graduated|retired|divorced|got rid of|wiped|migrat\w*|rewr[io]t\w*|"
     r"(?:go|went|gone|going) "
     r"(?:fully |full |completely |totally )?(?:vegan|vegetarian|keto|pescatarian|plant))",
     re.I,
@@ -180,7 +182,7 @@ ADDITION_RE = re.compile(r"\b(?:also|too|as well|another|in addition|additionall
 ENDED_RE = re.compile(
     r"\b(?:no longer|not any ?more|any ?more|these days|switched|moved|relocated|quit|stopped|gave up|given up|"
     r"instead|from now on|from here on|from this point on|override|overrid|replaced?|is gone|are gone|dropped|ditched|left|sold|outgr[eo]wn?|"
-    r"passed away|graduated|retired|got rid of|wiped|migrated off|migrating off)\b",
+    r"passed away|died|graduated|retired|got rid of|wiped|migrated off|migrating off)\b",
     re.I,
 )
 
