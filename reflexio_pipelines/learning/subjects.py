@@ -37,7 +37,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "location",
         r"liv(?:e|es|ing) in|moved (?:to|from|back)|relocat|based in|home ?town|my (?:city|neighbou?rhood|apartment|"
         r"flat|house)|apartment|neighbou?rhood|commut|feels like home|is home",
-        "nearby places, neighbourhood, weather, commute, shipping address, moving",
+        "nearby places, neighbourhood, weather, commute, shipping address, moving, scheduling calls across time zones",
     ),
     _subject(
         "diet",
@@ -111,9 +111,10 @@ SUBJECTS: tuple[Subject, ...] = (
     _subject(
         "stack",
         r"kotlin|java\b|python|golang|\bgo\b shop|rust\b|typescript|javascript|react|angular|vue|svelte|django|"
-        r"flask|fastapi|rails|spring|postgres|mysql|mongo|redis|kafka|aws|gcp|azure|kubernetes|k8s|docker|"
+        r"flask|fastapi|rails|spring|postgres|mysql|mongo|redis|kafka|aws|gcp|google cloud|azure|kubernetes|k8s|docker|"
         r"terraform|pnpm|npm|yarn|gradle|maven|monorepo|swift|c\+\+|c#|\.net|php|scala|elixir",
-        "code, functions, scripts, libraries, builds, tests, deployments, examples, pull requests",
+        "code, functions, scripts, libraries, builds, tests, deployments, examples, pull requests, cloud storage, "
+        "hosting, databases",
     ),
     _subject(
         "code_review",
