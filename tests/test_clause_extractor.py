@@ -68,6 +68,8 @@ def test_split_keeps_conditions_and_leads_with_their_clause(text: str, clauses: 
         ("we're saving for a house deposit", "They're saving for a house deposit"),
         ("I haven't eaten meat in years", "Has not eaten meat in years"),
         ("I'm in the US now, so let us know in dollars", "Is in the US now, so let them know in dollars"),
+        ("I avoid caffeine after noon and prefer herbal teas", "Avoids caffeine after noon and prefers herbal teas"),
+        ("I have an aversion to crowds and prefer quiet trails", "Has an aversion to crowds and prefers quiet trails"),
     ],
 )
 def test_profiles_keep_the_users_words_and_negations(clause: str, profile: str) -> None:

@@ -33,6 +33,13 @@ _ADVERBS = (
     "truly|seriously|kind of|kinda|pretty much|even|already|finally|personally"
 )
 _START_RE = re.compile(rf"^I\s+((?:(?:{_ADVERBS})\s+)*)([A-Za-z'-]+)\b(.*)$", re.I | re.S)
+#: A second verb of the same "I" ("I avoid caffeine and prefer herbal teas" -> "… and prefers herbal teas"): the
+#: common verbs of liking, habit and having, since a word after "and" is as often a noun.
+_AND_VERB_RE = re.compile(
+    r"(\band (?:also |really |usually |mostly |much )?)(prefer|like|love|hate|enjoy|avoid|need|want|use|eat|drink|"
+    r"drive|play|speak|have|own|work|live|go|try|tend)\b",
+    re.I,
+)
 _FIXED_STARTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p, re.I), r)
     for p, r in (
@@ -125,14 +132,18 @@ def _tidy(text: str) -> str:
     return re.sub(r"[\s.!]+$", "", text)
 
 
+def _and_verbs(rest: str) -> str:
+    return _AND_VERB_RE.sub(lambda m: f"{m.group(1)}{_third_person_verb(m.group(2))}", rest)
+
+
 def _third_person_start(text: str) -> str:
     for pattern, replacement in _FIXED_STARTS:
         if match := pattern.match(text):
-            return replacement + _substitute(text[match.end() :], _PRONOUNS_THIRD)
+            return replacement + _substitute(_and_verbs(text[match.end() :]), _PRONOUNS_THIRD)
     if match := _START_RE.match(text):
         adverbs, verb, rest = match.groups()
         verb = _verb_for(verb)
-        return _capitalise(f"{adverbs}{verb}{_substitute(rest, _PRONOUNS_THIRD)}")
+        return _capitalise(f"{adverbs}{verb}{_substitute(_and_verbs(rest), _PRONOUNS_THIRD)}")
     return _capitalise(_substitute(text, _PRONOUNS_THIRD))
 
 
