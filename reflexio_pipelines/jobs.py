@@ -43,8 +43,9 @@ MAX_NEW_TURNS_PER_LEARNING_BUILD = 200
 LEARNING_BUILD_OVERDUE_S = 15.0
 #: The most new turns one learning build takes in when they are overdue: 50 turns/s x a ~21 s run with headroom,
 #: while a bulk import's backlog is still taken a bounded slice at a time. Such a build took 30-50 s under that load
-#: (600-1,100 texts embedded, ~20 texts/s: py-spy put 92% of build samples in onnxruntime's Session.run), so
-#: consecutive runs' builds overlap (`serving_index` keeps the newer).
+#: (600-1,100 texts embedded, ~20 texts/s: py-spy put 92% of build samples in onnxruntime's Session.run; a turn line
+#: of that corpus costs ~19 CPU-ms even on an idle machine), so consecutive runs' builds overlap (`serving_index`
+#: keeps the newer) and the index still falls behind while 50 turns/s last (docs/operations.md).
 MAX_OVERDUE_TURNS_PER_LEARNING_BUILD = 1_500
 
 
