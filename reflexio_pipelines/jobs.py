@@ -37,9 +37,10 @@ MAX_NEW_TURNS_PER_LEARNING_BUILD = 200
 #: MAX_OVERDUE_TURNS_PER_LEARNING_BUILD: under steady publishing a learning run is nearly always in flight (queued
 #: behind the one learning), so `interaction_index_sensor`, which defers to it, seldom runs and the learning builds
 #: are the turns' intake. At 50 turns/s for 60 s (2 cores, benchmarks/interaction_search.py --steady-rate 50) runs
-#: started ~21 s apart and 200 each took in ~10 turns/s: publish -> served from the index p50/p95 126/170 s; with
-#: this rule 71-84 / 90-108 s (three runs), publish -> learned 16-35 / 34-49 s vs 26 / 42 s the same day. A turn
-#: older than this has waited longer than the items the run learned will wait for the build.
+#: started ~21 s apart and 200 each took in ~10 turns/s: publish -> served from the index p50/p95 70-126 / 110-170 s
+#: in three runs; with this rule 71-84 / 90-108 s (three runs). Learning pays for it (the builds' embedding competes
+#: with the next run's learning): publish -> learned 16-35 / 34-49 s vs 14-26 / 22-42 s the same day. A turn older
+#: than this has waited longer than the items the run learned will wait for the build.
 LEARNING_BUILD_OVERDUE_S = 15.0
 #: The most new turns one learning build takes in when they are overdue: 50 turns/s x a ~21 s run with headroom,
 #: while a bulk import's backlog is still taken a bounded slice at a time. Such a build took 30-50 s under that load
