@@ -33,21 +33,6 @@ MAX_NEW_TURNS_PER_BUILD = 600
 #: under the same load its build embedded 650-870 texts at ~50/s (long turn lines; short items go faster), 15 s of a
 #: 16.5 s step with 600 (py-spy), and publish -> searchable p95 was 71 s. 200 keeps it to a few seconds.
 MAX_NEW_TURNS_PER_LEARNING_BUILD = 200
-#: Turns ingested longer ago than this are taken in by a learning run's build beyond its 200, up to
-#: MAX_OVERDUE_TURNS_PER_LEARNING_BUILD: under steady publishing a learning run is nearly always in flight (queued
-#: behind the one learning), so `interaction_index_sensor`, which defers to it, seldom runs and the learning builds
-#: are the turns' intake. At 50 turns/s for 60 s (2 cores, benchmarks/interaction_search.py --steady-rate 50) runs
-#: started ~21 s apart and 200 each took in ~10 turns/s: publish -> served from the index p50/p95 70-126 / 110-170 s
-#: in three runs; with this rule 71-84 / 90-108 s (three runs). Learning pays for it (the builds' embedding competes
-#: with the next run's learning): publish -> learned 16-35 / 34-49 s vs 14-26 / 22-42 s the same day. A turn older
-#: than this has waited longer than the items the run learned will wait for the build.
-LEARNING_BUILD_OVERDUE_S = 15.0
-#: The most new turns one learning build takes in when they are overdue: 50 turns/s x a ~21 s run with headroom,
-#: while a bulk import's backlog is still taken a bounded slice at a time. Such a build took 30-50 s under that load
-#: (600-1,100 texts embedded, ~20 texts/s: py-spy put 92% of build samples in onnxruntime's Session.run; a turn line
-#: of that corpus costs ~19 CPU-ms even on an idle machine), so consecutive runs' builds overlap (`serving_index`
-#: keeps the newer) and the index still falls behind while 50 turns/s last (docs/operations.md).
-MAX_OVERDUE_TURNS_PER_LEARNING_BUILD = 1_500
 
 
 def learning_run_config(
@@ -58,14 +43,7 @@ def learning_run_config(
     (`learn_job` only) has the run's index build take in the turns published since the served version too."""
     ops: dict = {"user_learning": {"config": {"flush": flush, "flush_users": sorted(set(flush_users))}}}
     if index_turns:
-        ops["search_index"] = {
-            "config": {
-                "index_turns": True,
-                "max_new_turns": MAX_NEW_TURNS_PER_LEARNING_BUILD,
-                "overdue_after_s": LEARNING_BUILD_OVERDUE_S,
-                "max_overdue_turns": MAX_OVERDUE_TURNS_PER_LEARNING_BUILD,
-            }
-        }
+        ops["search_index"] = {"config": {"index_turns": True, "max_new_turns": MAX_NEW_TURNS_PER_LEARNING_BUILD}}
     return {"ops": ops}
 
 

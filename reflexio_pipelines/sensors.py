@@ -132,12 +132,9 @@ def _compacted(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
     return any(r.asset_materialization and r.asset_materialization.asset_key.path[-1] == "turns" for r in records)
 
 
-# Every 10 s: an index_job takes in at most MAX_NEW_TURNS_PER_BUILD = 600 turns and took 3-5 s plus a 3-7 s launch,
-# so a 30 s interval caught a backlog up at ~18 turns/s (600 per ~35 s, benchmarks/interaction_search.py); 10 s
-# bounds the cycle by the run itself (~10-17 s). A tick that finds a run in flight costs a listing and a query.
 @dg.sensor(
     job=index_job,
-    minimum_interval_seconds=10,
+    minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Requests an index_job run that takes in the turns published since the served index version (each "
     "new turn embedded once); until it is served, search_interactions covers them from landing files.",
@@ -158,8 +155,6 @@ def _index_requests(
     # would each stage a version from the same base, and the one activated last would drop what the other added
     # until the next build; they also shared 2 cores: under steady publishing (50 turns/s, 1 s LLM) the turns
     # build took 35-245 s beside the learning run's and two in five failed their check against the other's counts.
-    # Under steady publishing that is nearly always: the learning builds then take overdue turns in beyond their cap
-    # (jobs.LEARNING_BUILD_OVERDUE_S), and this sensor's runs catch up once publishing pauses.
     if _unfinished(context.instance, learn_job.name, org):
         return "a learn_job run is in flight: its index build takes the turns in"
     # Keyed by organisation, version and newest file: requested once per new turns, again only after a new version.

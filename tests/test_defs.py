@@ -21,7 +21,7 @@ SCHEDULES = {
     "index_compaction": ("index_job", "30 3 * * *"),
 }
 #: sensor -> (job, minimum interval in seconds).
-SENSORS = {"landing_sensor": ("learn_job", 5), "interaction_index_sensor": ("index_job", 10)}
+SENSORS = {"landing_sensor": ("learn_job", 5), "interaction_index_sensor": ("index_job", 30)}
 INDEX = {"search_index", "serving_index"}
 LEARNED = {"user_profiles", "user_playbooks", "change_log", "extraction_bookmarks"}
 

@@ -4,15 +4,13 @@ They are two assets so that the blocking check `search_index_is_servable` sits b
 a version that fails the check is built but never pointed at, and serving keeps answering from the previous one.
 """
 
-import time
-
 import dagster as dg
 
 from reflexio_pipelines.lake.changes import source_versions, users_touched
 from reflexio_pipelines.lake.embedding_cache import EmbeddingCache
 from reflexio_pipelines.lake.embedding_cache import compact as compact_cache
 from reflexio_pipelines.resources import EmbedderResource, LakeResource
-from reflexio_pipelines.search.documents import Overdue, index_documents
+from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.search.incremental import stage_update
 from reflexio_pipelines.search.types import SearchDoc
 from reflexio_pipelines.search.versions import activate_if_newer, current_version, prune_versions, served_watermarks
@@ -33,18 +31,11 @@ class SearchIndexConfig(dg.Config):
     `max_new_turns` (> 0) bounds how many new turns one build takes in, oldest first; the rest wait for the next
     build. The sensors' runs set it (`jobs.MAX_NEW_TURNS_PER_LEARNING_BUILD`, `jobs.MAX_NEW_TURNS_PER_BUILD`) so that
     the items a learning run learned are not held back behind a backlog of turn embeddings, nor slowed by a long turn
-    build beside them.
-
-    `overdue_after_s` (> 0) with `max_overdue_turns`: new turns ingested longer ago than that are taken in beyond
-    `max_new_turns`, up to `max_overdue_turns` in all (search/documents.py `Overdue`). The landing sensor's learning
-    runs set them (`jobs.LEARNING_BUILD_OVERDUE_S`): under steady publishing a learning run is nearly always in
-    flight, so their builds are the turns' intake and a fixed small cap falls behind."""
+    build beside them."""
 
     compact: bool = False
     index_turns: bool = False
     max_new_turns: int = 0
-    overdue_after_s: float = 0.0
-    max_overdue_turns: int = 0
 
 
 @dg.asset(
@@ -64,15 +55,12 @@ def search_index(config: SearchIndexConfig, lake: LakeResource, embedder: Embedd
     users = None if config.compact else users_touched(store, served_watermarks(store.index_root), sources)
 
     watermarks: dict[str, int] = {}
-    overdue = None
-    if config.overdue_after_s > 0 and config.max_overdue_turns > 0:
-        overdue = Overdue(time.time_ns() // 1000 - int(config.overdue_after_s * 1_000_000), config.max_overdue_turns)
 
     def read(scope: frozenset[str] | None) -> list[SearchDoc]:
         # The watermarks are those of the last read: a scoped build that turns out to need a full one (stage_update
         # calls `everything`) records the turn watermark of the docs it was given.
         docs, _, marks = index_documents(
-            store, new_turns=config.index_turns, max_new_turns=config.max_new_turns, users=scope, overdue=overdue
+            store, new_turns=config.index_turns, max_new_turns=config.max_new_turns, users=scope
         )
         watermarks.clear()
         watermarks.update({**marks, **sources})

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from reflexio_pipelines.lake.control import decisions
@@ -199,11 +197,7 @@ def _rows_of(store: Lake, users: frozenset[str]) -> list[tuple]:
 
 
 def index_documents(
-    store: Lake,
-    new_turns: bool = False,
-    max_new_turns: int = 0,
-    users: frozenset[str] | None = None,
-    overdue: Overdue | None = None,
+    store: Lake, new_turns: bool = False, max_new_turns: int = 0, users: frozenset[str] | None = None
 ) -> tuple[list[SearchDoc], dict[str, int], dict[str, int]]:
     """Every document an index version holds, how many of each entity type, and the version's watermarks; shared
     with per-user erasure, which publishes a version without the erased user through the same path. With `users`,
@@ -213,8 +207,8 @@ def index_documents(
 
     Turns: those ingested up to the current version's watermark (`TURNS_WATERMARK`), or with `new_turns` every
     live turn (the watermark then moves to the newest one) — with `max_new_turns` > 0, only the oldest that many
-    turns past the watermark (those ingested in the same microsecond as the last one too), or more when `overdue`
-    says so (`intake_through`), the rest left to the next build. Turns deleted or erased since leave either way."""
+    turns past the watermark (those ingested in the same microsecond as the last one too), the rest left to the
+    next build. Turns deleted or erased since leave either way."""
     if users is not None and not users:
         profiles, playbooks = [], []
     else:
@@ -230,9 +224,9 @@ def index_documents(
     elif users is None:
         rows = turn_rows(store)
     else:
-        rows = scoped_turn_rows(store, users, through, max_new_turns if new_turns else None, overdue)
+        rows = scoped_turn_rows(store, users, through, max_new_turns if new_turns else None)
     if new_turns:
-        through = intake_through(rows, through, max_new_turns, overdue)
+        through = intake_through(rows, through, max_new_turns)
     turns = turn_docs(r for r in rows if r["ingested_at_us"] <= through)
     counts = {
         "profile": len(profiles),
@@ -243,29 +237,13 @@ def index_documents(
     return profiles + playbooks + agent + turns, counts, {TURNS_WATERMARK: through}
 
 
-@dataclass(frozen=True)
-class Overdue:
-    """Turns ingested at or before `before_us` have waited long: a build capped at `max_new_turns` takes them in
-    beyond its cap, up to `max_turns` new turns in all (so a build keeps pace with steady publishing without taking
-    a whole bulk import's backlog at once)."""
-
-    before_us: int
-    max_turns: int
-
-
-def intake_through(
-    rows: Iterable[dict[str, Any]], through: int, max_new_turns: int, overdue: Overdue | None = None
-) -> int:
+def intake_through(rows: Iterable[dict[str, Any]], through: int, max_new_turns: int) -> int:
     """The turn watermark after a build takes in the turns of `rows` ingested after `through`: the newest of them, or
-    with `max_new_turns` > 0 the oldest that many (those ingested in the same microsecond as the last one too), or
-    with `overdue` every overdue one if there are more, up to its `max_turns`."""
+    with `max_new_turns` > 0 the oldest that many (those ingested in the same microsecond as the last one too)."""
     newer = sorted(r["ingested_at_us"] for r in rows if r["ingested_at_us"] > through)
     if not newer:
         return through
-    take = max_new_turns
-    if take > 0 and overdue is not None:
-        take = max(take, min(bisect.bisect_right(newer, overdue.before_us), overdue.max_turns))
-    return newer[take - 1] if 0 < take < len(newer) else newer[-1]
+    return newer[max_new_turns - 1] if 0 < max_new_turns < len(newer) else newer[-1]
 
 
 #: How far below the served version's turn watermark a scoped build still looks for turns the version lacks: a turn
@@ -275,7 +253,7 @@ LATE_TURN_MARGIN_US = 120_000_000
 
 
 def scoped_turn_rows(
-    store: Lake, users: frozenset[str], through: int, max_new_turns: int | None, overdue: Overdue | None = None
+    store: Lake, users: frozenset[str], through: int, max_new_turns: int | None
 ) -> list[dict[str, Any]]:
     """The live turns of the users whose turn documents can differ from the served version's: `users` (their rows
     changed, a deletion of their turns included: curation records the turn's user) and, when new turns are taken in
@@ -286,7 +264,7 @@ def scoped_turn_rows(
     scope = set(users)
     if max_new_turns is not None:
         recent = turn_rows(store, filters=[("ingested_at_us", ">", through - LATE_TURN_MARGIN_US)])
-        upto = intake_through(recent, through, max_new_turns, overdue)
+        upto = intake_through(recent, through, max_new_turns)
         scope.update(r["user_id"] for r in recent if through < r["ingested_at_us"] <= upto)
         below = {r["turn_id"]: r["user_id"] for r in recent if r["ingested_at_us"] <= through}
         held = served_doc_ids(store.index_root, "interaction", below)
