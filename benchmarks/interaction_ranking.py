@@ -25,7 +25,6 @@ index path with one leg off at a time: BM25 only (mode fts), vectors only (mode 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -40,6 +39,7 @@ import interaction_public_corpus  # noqa: E402
 from interaction_corpus import Conversation  # noqa: E402
 from interaction_search import KS, baseline, build, evaluate, land_conversations, turn_keys  # noqa: E402
 
+from benchmarks._common import write_result  # noqa: E402
 from reflexio_pipelines.lake.io import Lake  # noqa: E402
 from reflexio_pipelines.search import conversation as turn_windows  # noqa: E402
 from reflexio_pipelines.settings import Settings  # noqa: E402
@@ -145,9 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     for name, result in results.items():
         report(f"{name} ({result['corpus']} corpus, seed {result['seed']})", result)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwritten to {output}")
+    print(f"\nwritten to {write_result(output, results)}")
     return results
 
 

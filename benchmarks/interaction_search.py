@@ -36,7 +36,6 @@ index and publish -> learned under steady publishing without `wait_for_response`
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -50,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from interaction_corpus import Conversation, corpus  # noqa: E402
 
-from benchmarks._common import percentile  # noqa: E402
+from benchmarks._common import percentile, write_result  # noqa: E402
 from reflexio_pipelines.lake.embedding_cache import EmbeddingCache  # noqa: E402
 from reflexio_pipelines.lake.interactions import turn_rows  # noqa: E402
 from reflexio_pipelines.lake.io import Lake  # noqa: E402
@@ -295,9 +294,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         copies = max(1, round(args.big_turns / per_copy))
         results["large_user"] = run_size(conversations[:1], copies, args.trials, with_baseline=True)
         report("large user (latency only)", results["large_user"])
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwritten to {args.output}")
+    print(f"\nwritten to {write_result(args.output, results)}")
     return results
 
 
@@ -316,9 +313,7 @@ def main_live(args: argparse.Namespace) -> dict[str, Any]:
             )
     report_live(results)
     output = args.output or LIVE_RESULTS
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwritten to {output}")
+    print(f"\nwritten to {write_result(output, results)}")
     return results
 
 
