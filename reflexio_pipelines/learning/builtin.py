@@ -83,6 +83,7 @@ _IMPLICIT_I_RE = re.compile(
     r"ditched|dropped|replaced|migrated|upgraded|downgraded|retired|graduated)\b",
     re.I,
 )
+#: A clause opening with the user as its subject ("I've gone vegetarian …", "we're on Go now").
 _OWN_OPENING_RE = re.compile(r"^(?:i|i'm|im|i've|ive|we|we're|we've|my|our)\b", re.I)
 
 
@@ -196,8 +197,9 @@ _WITHDRAW_RE = re.compile(
     r"(?:the|that|my|your|about|all|those|these)\b",
     re.I,
 )
-#: Words that name an instruction rather than the user's life.
+#: A word pointing back at something named before it.
 _PRONOUN_RE = re.compile(r"\b(?:it|them|those|these)\b", re.I)
+#: Words that name an instruction rather than the user's life.
 _NAMES_A_RULE_RE = re.compile(r"\b(?:rule|rules|instruction|instructions|what i (?:said|told you)|that one)\b", re.I)
 
 
