@@ -320,3 +320,22 @@ def test_a_rule_pointing_back_keeps_the_clause_that_names_what_it_means() -> Non
     result = BuiltinExtractor().extract(window)
     assert any("emojis" in p.content.lower() and "never" in p.content.lower() for p in result.playbooks)
     assert not result.forget  # "drop the emojis" names what "them" means; it withdraws no earlier rule
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "i am fine tanks",
+        "hi, my day isgreat",
+        "I'm doing well, thanks, and you?",
+        "Me too, they make the best companions",
+    ],
+)
+def test_how_the_user_is_right_now_or_an_agreement_teaches_nothing(said: str) -> None:
+    # public chat turns (ConvAI2, DNLI) the head reads as facts; an agreement's subject is the partner's
+    assert BuiltinExtractor().extract(_window(("user", said))).profiles == []
+
+
+def test_a_lasting_state_said_alike_is_still_learned() -> None:
+    result = BuiltinExtractor().extract(_window(("user", "I am fine with spicy food. Me too, I love dogs.")))
+    assert len(result.profiles) == 2

@@ -176,6 +176,16 @@ _REPLACEMENT_RE = re.compile(
     r"(?:for|with|to|and (?:got|bought|went with))\b",
     re.I,
 )
+#: How the user is right now, as a greeting's answer ("i am fine tanks", "hi, my day isgreat": fact 0.6-0.9 by the
+#: head; 9 of the 37 items learned from 300 public chat sessions), and an agreement whose subject is the partner's
+#: ("Me too, they make the best companions"): nothing lasting is said of the user.
+_PASSING_STATE_RE = re.compile(
+    r"^(?:(?:i am|i'm|im|i've been|ive been|feeling|my day(?: is|'s| was| has been)?)\s*(?:doing\s+)?"
+    r"(?:very |really |pretty |so |quite |just )?(?:good|well|fine|great|ok|okay|alright|awesome|wonderful|tired|"
+    r"bored|busy|not bad|not too bad)(?:[\s,.!]+(?:thanks|thank you|tanks|thx|and you|you|today|now|too))*[\s,.!?]*$"
+    r"|(?:me too|same here|me neither|same)\b[\s,.!]*(?:they|it|it's|that|this|those|these|he|she)\b)",
+    re.I,
+)
 #: Profiles about a passing state expire ("I'd like green tea today"): the original's time-to-live values.
 _TIME_BOUND: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening)|right now|at the moment)\b", re.I), "one_day"),
@@ -326,6 +336,8 @@ def _tells_own_change(text: str) -> bool:
 def _outcome(where: _Located, prediction: Prediction) -> str | None:
     """What the clause stores, after the structural checks: "profile", "playbook" or None."""
     outcome = _stored_as(where, prediction)
+    if outcome == "profile" and _PASSING_STATE_RE.match(_LEAD_IN_RE.sub("", where.text)):
+        return None
     if outcome == "playbook" and _ONE_OFF_RE.search(where.text) and not _EVERY_TIME_RE.search(where.text):
         return None
     return outcome

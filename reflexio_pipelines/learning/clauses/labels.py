@@ -67,11 +67,13 @@ def label_persona_line(text: str, hint: str = "") -> str | None:
 
 
 def label_chat_utterance(text: str, hint: str = "") -> str | None:
-    """A chit-chat clause keeps a label only where it is reliable: a short greeting or acknowledgement is social; a
-    first-person "I love/like/am a/work as/live in" statement is a preference or fact; "I used to", "if I had" and
-    "my dad always" clauses are hypothetical (past, conditional or someone else's); everything else is dropped."""
+    """A chit-chat clause keeps a label only where it is reliable: a short greeting or acknowledgement that says nothing
+    else about the speaker is social ("Hi, I'm from the South" is not: 211 of the 831 public chat rows labelled social
+    before said something of the speaker); a first-person "I love/like/am a/work as/live in" statement is a preference
+    or fact; "I used to", "if I had" and "my dad always" clauses are hypothetical (past, conditional or someone
+    else's); everything else is dropped."""
     words = text.split()
-    if len(words) <= 8 and _SOCIAL_RE.match(text) and not is_personal(text):
+    if _chat_social(text):
         return "social"
     if text.endswith("?") or len(words) < 3 or len(words) > 25:
         return None
@@ -86,10 +88,7 @@ def label_chat_utterance(text: str, hint: str = "") -> str | None:
 
 def label_social_only(text: str, hint: str = "") -> str | None:
     """Human turns to ConvAI2 bots: only short greetings and acknowledgements are labelled (social)."""
-    words = text.split()
-    if 1 <= len(words) <= 8 and _SOCIAL_RE.match(text) and not is_personal(text):
-        return "social"
-    return None
+    return "social" if text.split() and _chat_social(text) else None
 
 
 def label_request(text: str, hint: str = "") -> str | None:
