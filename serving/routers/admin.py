@@ -14,11 +14,11 @@ loaded (there was something to re-read), as the original answers true when it ev
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import error
 from serving.models.admin import (
     InvalidateCacheRequest,
@@ -26,10 +26,8 @@ from serving.models.admin import (
     MarkNotifiedResponse,
     StallStateResponse,
 )
-from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 
 
 @router.get("/stall_state", response_model=StallStateResponse)
@@ -43,7 +41,7 @@ def stall_notified() -> dict[str, Any]:
 
 
 @router.post("/api/admin/cache/invalidate", response_model=InvalidateCacheResponse)
-def invalidate_cache(body: InvalidateCacheRequest, request: Request, state: State) -> Any:
+def invalidate_cache(body: InvalidateCacheRequest, request: Request, state: ServiceDep) -> Any:
     """Re-read the organisation's lake-held settings and overlays now; 403 for another organisation's."""
     org_id = request.state.org_id
     if body.org_id is not None and body.org_id != org_id:

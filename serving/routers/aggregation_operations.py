@@ -10,19 +10,18 @@ import threading
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Depends, Path
+from fastapi import APIRouter, BackgroundTasks, Path
 from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.lake import aggregation_operations as receipts
 from reflexio_pipelines.lake.records import live_rows
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import error, not_found
 from serving.models.aggregation_operations import PlaybookAggregationOperation, SubmitPlaybookAggregationRequest
 from serving.state import ServiceState
 
 router = APIRouter()
 log = logging.getLogger(__name__)
-State = Annotated[ServiceState, Depends(service)]
 #: Seconds between heartbeats of a running operation (well inside `operation_status.DEFAULT_STALE_AFTER_S`).
 HEARTBEAT_S = 10.0
 
@@ -73,7 +72,7 @@ def _execute(state: ServiceState, operation_id: str, agent_version: str) -> None
     responses={409: {"description": "the request id names another operation, or one is already active"}},
 )
 def submit_playbook_aggregation_operation(
-    body: SubmitPlaybookAggregationRequest, state: State, background: BackgroundTasks
+    body: SubmitPlaybookAggregationRequest, state: ServiceDep, background: BackgroundTasks
 ) -> dict[str, Any] | JSONResponse:
     """Admit an aggregation of one agent version's user playbooks; the same `request_id` again returns the same
     operation (a retry never runs twice). Poll `GET /api/playbook_aggregation_operations/{operation_id}`."""
@@ -92,7 +91,7 @@ def submit_playbook_aggregation_operation(
     responses={404: {"description": "no such operation"}},
 )
 def get_playbook_aggregation_operation(
-    state: State, operation_id: Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$")]
+    state: ServiceDep, operation_id: Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$")]
 ) -> dict[str, Any] | JSONResponse:
     """The operation's receipt: queued, running, succeeded (with `result`) or failed (with `error`)."""
     receipt = receipts.get(state.lake, operation_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends
 from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.lake import experiments
@@ -23,14 +23,13 @@ from reflexio_pipelines.learning.config_loading import parse_extraction_config, 
 from reflexio_pipelines.learning.config_shapes import patched, reported, reported_idle_timeout, with_stored
 from reflexio_pipelines.learning.extract import describe_extractor
 from reflexio_pipelines.storage import write_bytes
-from serving.deps import service
+from serving.deps import ServiceDep, service
 from serving.errors import error
 from serving.models.acks import MsgResponse
 from serving.models.config import GetConfigResponse, MyConfigResponse, VersionResponse, WhoAmIResponse
 from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 Config = Annotated[dict[str, Any], Body()]
 
 API_VERSION = "v1"
@@ -91,9 +90,8 @@ def version() -> dict:
 
 
 @router.get("/api/whoami", response_model=WhoAmIResponse)
-def whoami(request: Request) -> dict:
+def whoami(state: ServiceDep) -> dict:
     """The organisation the caller's key belongs to and where its data lives (path masked)."""
-    state = service(request)
     return {
         "success": True,
         "org_id": state.org_id,
@@ -104,11 +102,11 @@ def whoami(request: Request) -> dict:
     }
 
 
-@router.get("/api/my_config", response_model=MyConfigResponse)
-def my_config(request: Request) -> MyConfigResponse:
+# The organisation's state is looked up though unused: an unknown organisation still fails like every other call.
+@router.get("/api/my_config", response_model=MyConfigResponse, dependencies=[Depends(service)])
+def my_config() -> MyConfigResponse:
     """Disabled, always: the original hands out the organisation's raw storage credentials here. The lake's
     location and credentials are deployment settings of this service and never leave it."""
-    service(request)  # an unknown organisation still fails like every other call
     return MyConfigResponse(
         success=False,
         storage_type="lake",
@@ -121,7 +119,7 @@ def my_config(request: Request) -> MyConfigResponse:
 
 
 @router.get("/api/get_config", response_model=GetConfigResponse)
-def get_config(state: State) -> dict:
+def get_config(state: ServiceDep) -> dict:
     """The effective extraction config in both of the original's shapes (batch_size and window_size, the lists of
     extractors and the singular fields), the experiment fields, and the models in use. API keys are never
     returned."""
@@ -166,7 +164,7 @@ def _save(state: ServiceState, body: dict[str, Any], complete: Any, what: str) -
 
 
 @router.post("/api/set_config", response_model=MsgResponse)
-def set_config(state: State, body: Config) -> MsgResponse | JSONResponse:
+def set_config(state: ServiceDep, body: Config) -> MsgResponse | JSONResponse:
     """Validate and store the organisation's whole extraction config, in either of the original's shapes; the next
     pipeline run uses it. Deployment fields (storage, API keys, models) are not settable here and are never stored;
     the message names those the body tried to change."""
@@ -174,7 +172,7 @@ def set_config(state: State, body: Config) -> MsgResponse | JSONResponse:
 
 
 @router.post("/api/update_config", response_model=MsgResponse)
-def update_config(state: State, body: Config) -> MsgResponse | JSONResponse:
+def update_config(state: ServiceDep, body: Config) -> MsgResponse | JSONResponse:
     """The original's partial update: the body's top-level fields (either shape) replace the stored ones, nested
     objects wholesale (an extractor is sent whole, as in the original); everything else keeps its value."""
     return _save(state, body, patched, "update_config")

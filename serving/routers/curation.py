@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
 from reflexio_pipelines.lake.curation import (
     CurationOp,
@@ -30,7 +30,7 @@ from reflexio_pipelines.lake.session_turns import session_turn_rows
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.learning.types import NEVER_EXPIRES_TIMESTAMP, TTL_SECONDS, stable_int_id
 from reflexio_pipelines.search.types import SearchFilters
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import not_found
 from serving.models.acks import MessageResponse, MsgResponse
 from serving.models.curation import (
@@ -88,9 +88,9 @@ def _added(state: ServiceState, ops: list[CurationOp], what: str, wait: bool) ->
 
 
 @router.post("/api/add_user_profile", response_model=AddResponse)
-def add_user_profile(body: AddUserProfileRequest, request: Request, wait_for_response: bool = WAIT) -> dict:
+def add_user_profile(body: AddUserProfileRequest, state: ServiceDep, wait_for_response: bool = WAIT) -> dict:
     """Store profiles as given (no LLM): current, with their time to live, attributed to `manual`."""
-    state, now = service(request), int(time.time())
+    now = int(time.time())
     ops = []
     for p in body.user_profiles:
         ttl = TTL_SECONDS[p.profile_time_to_live]
@@ -113,9 +113,9 @@ def add_user_profile(body: AddUserProfileRequest, request: Request, wait_for_res
 
 
 @router.post("/api/add_user_playbook", response_model=AddResponse)
-def add_user_playbook(body: AddUserPlaybookRequest, request: Request, wait_for_response: bool = WAIT) -> dict:
+def add_user_playbook(body: AddUserPlaybookRequest, state: ServiceDep, wait_for_response: bool = WAIT) -> dict:
     """Store user playbooks as given (no LLM), current, attributed to `manual`."""
-    state, now = service(request), int(time.time())
+    now = int(time.time())
     ops = []
     for p in body.user_playbooks:
         row = manual_row(
@@ -135,9 +135,9 @@ def add_user_playbook(body: AddUserPlaybookRequest, request: Request, wait_for_r
 
 
 @router.post("/api/add_agent_playbook", response_model=AddResponse)
-def add_agent_playbook(body: AddAgentPlaybookRequest, request: Request, wait_for_response: bool = WAIT) -> dict:
+def add_agent_playbook(body: AddAgentPlaybookRequest, state: ServiceDep, wait_for_response: bool = WAIT) -> dict:
     """Store agent playbooks as given, with their approval status, attributed to `manual`."""
-    state, now = service(request), int(time.time())
+    now = int(time.time())
     ops = []
     for p in body.agent_playbooks:
         row = manual_row(
@@ -166,9 +166,8 @@ def _user_playbook(state: ServiceState, playbook_id: int) -> dict[str, Any] | No
 
 
 @router.put("/api/update_user_playbook", response_model=MsgResponse)
-def update_user_playbook(body: UpdateUserPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
+def update_user_playbook(body: UpdateUserPlaybookRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Edit a user playbook's text; the edit is re-embedded and re-indexed (unlike the original)."""
-    state = service(request)
     row = _user_playbook(state, body.user_playbook_id)
     if row is None:
         return not_found(f"user_playbook_id {body.user_playbook_id}")
@@ -184,9 +183,8 @@ def update_user_playbook(body: UpdateUserPlaybookRequest, request: Request, wait
 
 
 @router.put("/api/update_agent_playbook", response_model=MsgResponse)
-def update_agent_playbook(body: UpdateAgentPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
+def update_agent_playbook(body: UpdateAgentPlaybookRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Edit an agent playbook's text and/or approval status; text edits are re-embedded and re-indexed."""
-    state = service(request)
     if agent_playbook_row(state.lake, body.agent_playbook_id) is None:
         return not_found(f"agent_playbook_id {body.agent_playbook_id}")
     if body.playbook_status is not None:
@@ -201,9 +199,8 @@ def update_agent_playbook(body: UpdateAgentPlaybookRequest, request: Request, wa
 
 
 @router.put("/api/update_user_profile", response_model=MsgResponse)
-def update_user_profile(body: UpdateUserProfileRequest, request: Request, wait_for_response: bool = WAIT):
+def update_user_profile(body: UpdateUserProfileRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Edit one of a user's profiles (content and/or custom features); bumps last_modified; re-indexed."""
-    state = service(request)
     rows = live_rows(state.lake, "profile", filters=[("user_id", "=", body.user_id)], statuses=LIFECYCLE_STATUSES)
     if not any(r["profile_id"] == body.profile_id for r in rows):
         return not_found(f"profile_id {body.profile_id} of user {body.user_id}")
@@ -242,10 +239,9 @@ def _bulk(deleted: int, what: str, note: str) -> dict:
 
 
 @router.delete("/api/delete_profile", response_model=MessageResponse)
-def delete_profile(body: DeleteProfileRequest, request: Request, wait_for_response: bool = WAIT):
+def delete_profile(body: DeleteProfileRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete one profile of a user by id, or the user's profiles matching `search_query` (vector similarity at
     least DELETE_QUERY_THRESHOLD; the original accepted the query but deleted nothing)."""
-    state = service(request)
     if body.profile_id:
         rows = live_rows(state.lake, "profile", filters=[("user_id", "=", body.user_id)], statuses=LIFECYCLE_STATUSES)
         targets = [body.profile_id] if any(r["profile_id"] == body.profile_id for r in rows) else []
@@ -276,9 +272,8 @@ def _profiles_matching(state: ServiceState, user_id: str, query: str) -> list[st
 
 
 @router.delete("/api/delete_interaction", response_model=MessageResponse)
-def delete_interaction(body: DeleteInteractionRequest, request: Request, wait_for_response: bool = WAIT):
+def delete_interaction(body: DeleteInteractionRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete one turn of a user, and what was learned from it."""
-    state = service(request)
     turns = turn_rows(state.lake, [("user_id", "=", body.user_id), ("interaction_id", "=", body.interaction_id)])
     if not turns:
         return not_found(f"interaction_id {body.interaction_id} of user {body.user_id}", "message")
@@ -287,9 +282,8 @@ def delete_interaction(body: DeleteInteractionRequest, request: Request, wait_fo
 
 
 @router.delete("/api/delete_request", response_model=MessageResponse)
-def delete_request(body: DeleteRequestRequest, request: Request, wait_for_response: bool = WAIT):
+def delete_request(body: DeleteRequestRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete a publish call's turns, and what was learned from them."""
-    state = service(request)
     turns = turn_rows(state.lake, [("request_id", "=", body.request_id)])
     if not turns:
         return not_found(f"request_id {body.request_id}", "message")
@@ -298,10 +292,9 @@ def delete_request(body: DeleteRequestRequest, request: Request, wait_for_respon
 
 
 @router.delete("/api/delete_session", response_model=DeleteSessionResponse)
-def delete_session(body: DeleteSessionRequest, request: Request, wait_for_response: bool = WAIT):
+def delete_session(body: DeleteSessionRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete every request of a session (a publish without a session id is the session named by its request id),
     and what was learned from them."""
-    state = service(request)
     turns = session_turn_rows(state.lake, body.session_id)
     note = _commit(state, _delete_turns(state, turns), wait_for_response)
     count = len({t["request_id"] for t in turns})
@@ -313,9 +306,8 @@ def delete_session(body: DeleteSessionRequest, request: Request, wait_for_respon
 
 
 @router.delete("/api/delete_user_playbook", response_model=MessageResponse)
-def delete_user_playbook(body: DeleteUserPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
+def delete_user_playbook(body: DeleteUserPlaybookRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete one user playbook, and the agent playbooks it leaves without members."""
-    state = service(request)
     row = _user_playbook(state, body.user_playbook_id)
     if row is None:
         return not_found(f"user_playbook_id {body.user_playbook_id}", "message")
@@ -324,9 +316,8 @@ def delete_user_playbook(body: DeleteUserPlaybookRequest, request: Request, wait
 
 
 @router.delete("/api/delete_agent_playbook", response_model=MessageResponse)
-def delete_agent_playbook(body: DeleteAgentPlaybookRequest, request: Request, wait_for_response: bool = WAIT):
+def delete_agent_playbook(body: DeleteAgentPlaybookRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete an agent playbook; a later aggregation does not bring it back under the same id."""
-    state = service(request)
     if agent_playbook_row(state.lake, body.agent_playbook_id) is None:
         return not_found(f"agent_playbook_id {body.agent_playbook_id}", "message")
     note = _commit(state, [CurationOp("agent_playbook", str(body.agent_playbook_id), "delete")], wait_for_response)
@@ -334,18 +325,16 @@ def delete_agent_playbook(body: DeleteAgentPlaybookRequest, request: Request, wa
 
 
 @router.delete("/api/delete_requests_by_ids", response_model=BulkDeleteResponse)
-def delete_requests_by_ids(body: DeleteRequestsByIdsRequest, request: Request, wait_for_response: bool = WAIT):
+def delete_requests_by_ids(body: DeleteRequestsByIdsRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete publish calls by id, and what was learned from them; unknown ids are skipped."""
-    state = service(request)
     turns = turn_rows(state.lake, [("request_id", "in", body.request_ids)])
     note = _commit(state, _delete_turns(state, turns), wait_for_response)
     return _bulk(len({t["request_id"] for t in turns}), "request(s)", note)
 
 
 @router.delete("/api/delete_profiles_by_ids", response_model=BulkDeleteResponse)
-def delete_profiles_by_ids(body: DeleteProfilesByIdsRequest, request: Request, wait_for_response: bool = WAIT):
+def delete_profiles_by_ids(body: DeleteProfilesByIdsRequest, state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete profiles by id; unknown ids are skipped."""
-    state = service(request)
     wanted = set(body.profile_ids)
     rows = [r for r in live_rows(state.lake, "profile", statuses=LIFECYCLE_STATUSES) if r["profile_id"] in wanted]
     ops = [CurationOp("profile", r["profile_id"], "delete", user_id=r["user_id"]) for r in rows]
@@ -354,10 +343,9 @@ def delete_profiles_by_ids(body: DeleteProfilesByIdsRequest, request: Request, w
 
 @router.delete("/api/delete_user_playbooks_by_ids", response_model=BulkDeleteResponse)
 def delete_user_playbooks_by_ids(
-    body: DeleteUserPlaybooksByIdsRequest, request: Request, wait_for_response: bool = WAIT
+    body: DeleteUserPlaybooksByIdsRequest, state: ServiceDep, wait_for_response: bool = WAIT
 ):
     """Delete user playbooks by id, and the agent playbooks they leave without members; unknown ids are skipped."""
-    state = service(request)
     wanted = set(body.user_playbook_ids)
     rows = [
         r
@@ -370,28 +358,25 @@ def delete_user_playbooks_by_ids(
 
 @router.delete("/api/delete_agent_playbooks_by_ids", response_model=BulkDeleteResponse)
 def delete_agent_playbooks_by_ids(
-    body: DeleteAgentPlaybooksByIdsRequest, request: Request, wait_for_response: bool = WAIT
+    body: DeleteAgentPlaybooksByIdsRequest, state: ServiceDep, wait_for_response: bool = WAIT
 ):
     """Delete agent playbooks by id; unknown ids are skipped."""
-    state = service(request)
     known = {int(r["agent_playbook_id"]) for r in live_agent_playbooks(state.lake)}
     ops = [CurationOp("agent_playbook", str(i), "delete") for i in dict.fromkeys(body.agent_playbook_ids) if i in known]
     return _bulk(len(ops), "agent playbook(s)", _commit(state, ops, wait_for_response))
 
 
 @router.delete("/api/delete_all_interactions", response_model=BulkDeleteResponse)
-def delete_all_interactions(request: Request, wait_for_response: bool = WAIT):
+def delete_all_interactions(state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete every turn of the organisation, and everything learned from them."""
-    state = service(request)
     turns = turn_rows(state.lake)
     note = _commit(state, _delete_turns(state, turns), wait_for_response)
     return _bulk(len({t["request_id"] for t in turns}), "request(s)", note)
 
 
 @router.delete("/api/delete_all_profiles", response_model=BulkDeleteResponse)
-def delete_all_profiles(request: Request, wait_for_response: bool = WAIT):
+def delete_all_profiles(state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete every profile of the organisation."""
-    state = service(request)
     ops = [
         CurationOp("profile", r["profile_id"], "delete", user_id=r["user_id"])
         for r in live_rows(state.lake, "profile", statuses=LIFECYCLE_STATUSES)
@@ -410,26 +395,23 @@ def _all_agent_playbook_ops(state: ServiceState) -> list[CurationOp]:
 
 
 @router.delete("/api/delete_all_user_playbooks", response_model=BulkDeleteResponse)
-def delete_all_user_playbooks(request: Request, wait_for_response: bool = WAIT):
+def delete_all_user_playbooks(state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete every user playbook, and the agent playbooks they leave without members (counted: user playbooks)."""
-    state = service(request)
     ops = _all_user_playbook_ops(state)
     count = sum(op.entity == "user_playbook" for op in ops)
     return _bulk(count, "user playbook(s)", _commit(state, ops, wait_for_response))
 
 
 @router.delete("/api/delete_all_agent_playbooks", response_model=BulkDeleteResponse)
-def delete_all_agent_playbooks(request: Request, wait_for_response: bool = WAIT):
+def delete_all_agent_playbooks(state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete every agent playbook."""
-    state = service(request)
     ops = _all_agent_playbook_ops(state)
     return _bulk(len(ops), "agent playbook(s)", _commit(state, ops, wait_for_response))
 
 
 @router.delete("/api/delete_all_playbooks", response_model=BulkDeleteResponse)
-def delete_all_playbooks(request: Request, wait_for_response: bool = WAIT):
+def delete_all_playbooks(state: ServiceDep, wait_for_response: bool = WAIT):
     """Delete every user and agent playbook."""
-    state = service(request)
     ops = _all_user_playbook_ops(state)
     agent_ids = {op.item_id for op in ops if op.entity == "agent_playbook"}
     ops += [op for op in _all_agent_playbook_ops(state) if op.item_id not in agent_ids]

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
 from reflexio_pipelines.lake.curation import live_agent_playbooks
 from reflexio_pipelines.lake.llm_calls import llm_usage as usage_per_day
@@ -16,7 +16,7 @@ from reflexio_pipelines.lake.records import every_item, live_rows
 from reflexio_pipelines.learning.extract import describe_extractor
 from reflexio_pipelines.learning.outcome_types import ID_FIELDS
 from reflexio_pipelines.learning.types import stable_int_id
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import not_found
 from serving.models.evaluation import (
     DashboardStatsRequest,
@@ -39,13 +39,12 @@ DAY = 86_400
 
 
 @router.get("/api/impact_metrics", response_model=ImpactMetricsResponse)
-def impact_metrics(request: Request, agent_version: str | None = Query(None)):
+def impact_metrics(state: ServiceDep, agent_version: str | None = Query(None)):
     """The impact assets. `metrics`: per agent version, day, evaluation and judge — success rate with its 95 %
     interval, regular win rate over shadow, corrections per session, turns to resolution; rows named
     `session_signals` (judge `heuristic`) carry corrections and tool failures per session, correction recurrence
     and the approval decisions. `holdout`: treated vs control per agent version, evaluation, judge and metric, with
     the 95 % interval of the difference. `before_after`: the (time-confounded) comparison around the first serve."""
-    state: ServiceState = service(request)
 
     def rows_of(table: str) -> list[dict]:
         return [
@@ -72,14 +71,13 @@ def impact_metrics(request: Request, agent_version: str | None = Query(None)):
 
 @router.get("/api/item_outcomes", response_model=ItemOutcomesResponse)
 def item_outcomes(
-    request: Request,
+    state: ServiceDep,
     entity: str | None = Query(None),
     flagged: bool | None = Query(None),
     limit: int = Query(100, ge=1, le=10_000),
 ):
     """Outcome counters per learned item (most served first) with the item's text: served, helpful, harmful,
     missed, flagged, held_out. Counted by heuristic matching rules (`rules`)."""
-    state: ServiceState = service(request)
     texts = _item_texts(state)
     out = []
     for row in state.lake.read_table("item_outcomes").to_pylist():
@@ -100,18 +98,16 @@ def item_outcomes(
 
 
 @router.get("/api/outcome_change_log", response_model=OutcomeChangeLogResponse)
-def outcome_change_log(request: Request, entity: str | None = Query(None), item_id: str | None = Query(None)):
+def outcome_change_log(state: ServiceDep, entity: str | None = Query(None), item_id: str | None = Query(None)):
     """Every flag action on a learned item (flagged, held_out, unflagged, kept), newest first, with its evidence
     session ids."""
-    state: ServiceState = service(request)
     return {"success": True, "entries": change_log_entries(state.lake, entity, item_id), "msg": ""}
 
 
 @router.post("/api/review_flagged_item", response_model=ReviewFlaggedItemResponse)
-def review_flagged_item(body: ReviewFlaggedItemRequest, request: Request):
+def review_flagged_item(body: ReviewFlaggedItemRequest, state: ServiceDep):
     """A reviewer keeps an item its counters flagged: it is served again at once (also when flagged items are held
     out of search), and is flagged again only on new harmful evidence. The decision is in the outcome change log."""
-    state: ServiceState = service(request)
     if state.outcomes.row(body.entity, body.item_id) is None:
         return not_found(f"outcome counters of {body.entity} {body.item_id}")
     row = state.outcomes.keep(body.entity, body.item_id, actor="api", reason=body.reason)
@@ -131,11 +127,10 @@ def _item_texts(state: ServiceState) -> dict[tuple[str, str], dict]:
 
 
 @router.get("/api/llm_usage", response_model=LLMUsageResponse)
-def llm_usage(request: Request, days: int = Query(30, ge=1, le=3650)) -> LLMUsageResponse:
+def llm_usage(state: ServiceDep, days: int = Query(30, ge=1, le=3650)) -> LLMUsageResponse:
     """The LLM call ledger (`llm_calls`) per UTC day of the last `days`: calls, failed attempts, prompt and
     completion tokens, cost in USD (calls of models missing from LiteLLM's cost map counted apart), each also per
     1,000 turns. Reads the caller's organisation's lake only."""
-    state: ServiceState = service(request)
     rows = usage_per_day(state.lake, days=days)
     return LLMUsageResponse(
         days=rows,
@@ -145,9 +140,8 @@ def llm_usage(request: Request, days: int = Query(30, ge=1, le=3650)) -> LLMUsag
 
 
 @router.post("/api/get_agent_success_evaluation_results", response_model=EvaluationResultsResponse)
-def get_agent_success_evaluation_results(body: EvaluationResultsRequest, request: Request):
+def get_agent_success_evaluation_results(body: EvaluationResultsRequest, state: ServiceDep):
     """The original's shape: newest first, optionally one agent version."""
-    state: ServiceState = service(request)
     rows = [
         r
         for r in state.lake.read_table("session_evaluations").to_pylist()
@@ -161,10 +155,9 @@ def get_agent_success_evaluation_results(body: EvaluationResultsRequest, request
 
 
 @router.post("/api/get_dashboard_stats", response_model=DashboardStatsResponse)
-def get_dashboard_stats(body: DashboardStatsRequest, request: Request):
+def get_dashboard_stats(body: DashboardStatsRequest, state: ServiceDep):
     """The original's DashboardStats: this period vs the one before, and daily series (the original sent one raw
     point per row; these are bucketed per UTC day)."""
-    state: ServiceState = service(request)
     now = int(time.time())
     start, previous_start = now - body.days_back * DAY, now - 2 * body.days_back * DAY
     turns = (

@@ -6,15 +6,15 @@ original serves a 24 h cache the same way."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from reflexio_pipelines.lake.records import live_turns
 from reflexio_pipelines.learning.config_loading import resolve_extraction_config
 from reflexio_pipelines.learning.sessions import Session, group_sessions
 from reflexio_pipelines.learning.types import stable_int_id, stable_uuid
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import error, not_found
 from serving.models.evaluation_jobs import (
     GradeOnDemandRequest,
@@ -28,7 +28,6 @@ from serving.regeneration import JobRunning, RegenerationJob, sessions_in_window
 from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 
 
 def _session(state: ServiceState, session_id: str, agent_version: str) -> Session | None:
@@ -55,7 +54,7 @@ def _evaluated(state: ServiceState, result_ids: list[str]) -> str | None:
 
 
 @router.post("/api/evaluations/grade_on_demand", response_model=GradeOnDemandResponse)
-def grade_on_demand(body: GradeOnDemandRequest, state: State) -> dict[str, Any]:
+def grade_on_demand(body: GradeOnDemandRequest, state: ServiceDep) -> dict[str, Any]:
     """Judge one session now (a real evaluation run, in the request's worker thread: the lake reads and the run
     stay off the event loop); its result id, or why it was skipped."""
     answer: dict[str, Any] = {"session_id": body.session_id}
@@ -76,7 +75,7 @@ def grade_on_demand(body: GradeOnDemandRequest, state: State) -> dict[str, Any]:
 
 
 @router.post("/api/evaluations/regenerate", response_model=RegenerateStartResponse)
-def start_regenerate(body: RegenerateRequest, state: State) -> Any:
+def start_regenerate(body: RegenerateRequest, state: ServiceDep) -> Any:
     """Grade every session with a turn in the window, in the background; 409 while another job runs."""
     sessions = sorted({s.session_id for s in sessions_in_window(state.lake, body.from_ts, body.to_ts)})
     try:
@@ -103,13 +102,13 @@ def _status(job: RegenerationJob) -> dict[str, Any]:
 
 
 @router.get("/api/evaluations/regenerate/{job_id}", response_model=RegenerateStatusResponse)
-def regenerate_status(job_id: str, state: State) -> Any:
+def regenerate_status(job_id: str, state: ServiceDep) -> Any:
     job = state.regenerations.get(job_id)
     return _status(job) if job is not None else not_found("Regenerate job " + job_id[:64])
 
 
 @router.delete("/api/evaluations/regenerate/{job_id}", response_model=RegenerateCancelResponse)
-def cancel_regenerate(job_id: str, state: State) -> Any:
+def cancel_regenerate(job_id: str, state: ServiceDep) -> Any:
     """Cancel: a job not finished yet is reported cancelled (see serving/regeneration.py for what that stops); a
     finished one keeps its final status, which is what is answered."""
     job = state.regenerations.get(job_id)

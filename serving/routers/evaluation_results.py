@@ -8,20 +8,18 @@ reports a verdict it could not reach. The reasons name the rule that decided (tu
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from reflexio_pipelines.learning.types import stable_int_id
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.models.evaluation_results import (
     GetRetrievedLearningEvaluationResultsRequest,
     GetRetrievedLearningEvaluationResultsResponse,
 )
-from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 IMPACT = {"helpful": "positive", "harmful": "negative", "missed": "neutral"}
 
 
@@ -50,7 +48,7 @@ def _result(event: dict[str, Any]) -> dict[str, Any]:
     "/api/get_retrieved_learning_evaluation_results", response_model=GetRetrievedLearningEvaluationResultsResponse
 )
 def get_retrieved_learning_evaluation_results(
-    body: GetRetrievedLearningEvaluationResultsRequest, state: State
+    body: GetRetrievedLearningEvaluationResultsRequest, state: ServiceDep
 ) -> dict[str, Any]:
     """Newest serves first, filtered by user, session and serve time; at most `limit`."""
     filters = [

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.lake import experiments
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import error, not_found
 from serving.models.experiments import (
     RetrievalExperimentListResponse,
@@ -18,21 +18,21 @@ from serving.models.experiments import (
     StartRetrievalExperimentRequest,
     StopRetrievalExperimentRequest,
 )
-from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 CONFLICT = {409: {"description": "another experiment is active, the id was used before, or it is not active"}}
 
 
 @router.get("/api/retrieval_experiments", response_model=RetrievalExperimentListResponse)
-def list_retrieval_experiments(state: State) -> dict[str, Any]:
+def list_retrieval_experiments(state: ServiceDep) -> dict[str, Any]:
     """The active experiment (if any) and every experiment started, oldest first."""
     return experiments.listing(state.lake)
 
 
 @router.post("/api/retrieval_experiments", response_model=RetrievalExperimentListResponse, responses=CONFLICT)
-def start_retrieval_experiment(body: StartRetrievalExperimentRequest, state: State) -> dict[str, Any] | JSONResponse:
+def start_retrieval_experiment(
+    body: StartRetrievalExperimentRequest, state: ServiceDep
+) -> dict[str, Any] | JSONResponse:
     """Start the organisation's only active experiment: `holdout_percentage` % of users (per agent version, drawn
     as the holdout draws) get no learned context from search from the next request on."""
     try:
@@ -46,7 +46,7 @@ def start_retrieval_experiment(body: StartRetrievalExperimentRequest, state: Sta
 
 
 @router.post("/api/retrieval_experiments/stop", response_model=RetrievalExperimentListResponse, responses=CONFLICT)
-def stop_retrieval_experiment(body: StopRetrievalExperimentRequest, state: State) -> dict[str, Any] | JSONResponse:
+def stop_retrieval_experiment(body: StopRetrievalExperimentRequest, state: ServiceDep) -> dict[str, Any] | JSONResponse:
     """Stop the active experiment and restore the holdout it replaced; its history and results stay."""
     try:
         answer = experiments.stop(state.lake, state.settings.extraction_config, body.experiment_id)
@@ -62,7 +62,7 @@ def stop_retrieval_experiment(body: StopRetrievalExperimentRequest, state: State
     responses={404: {"description": "no experiment with this id ever ran"}},
 )
 def retrieval_experiment_results(
-    state: State, experiment_id: Annotated[str, Path(min_length=1, max_length=128)]
+    state: ServiceDep, experiment_id: Annotated[str, Path(min_length=1, max_length=128)]
 ) -> dict[str, Any] | JSONResponse:
     """Per arm: users, sessions closed in the period, evaluated sessions, success rate (a client's reported outcome
     replaces the judge's), corrections, turns to resolution, escalations; the lift in percentage points with

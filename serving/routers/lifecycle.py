@@ -29,7 +29,7 @@ from reflexio_pipelines.lake.operation_status import (
     update_status,
 )
 from reflexio_pipelines.operations import RUN_FIELDS
-from serving.deps import service
+from serving.deps import ServiceDep, service
 from serving.errors import error
 from serving.models.lifecycle import (
     CancelOperationRequest,
@@ -94,21 +94,21 @@ def _start_rerun(state: ServiceState, entity: str, config: dict) -> JSONResponse
 
 
 @router.post("/api/rerun_profile_generation", response_model=RerunProfileGenerationResponse)
-def rerun_profile_generation(body: RerunProfileGenerationRequest, request: Request):
+def rerun_profile_generation(body: RerunProfileGenerationRequest, state: ServiceDep):
     """Re-extract profiles from the turns in [start_time, end_time] into pending profiles (not served until
     `upgrade_all_profiles`). Poll `get_operation_status?service_name=profile_generation`."""
     config = body.model_dump(include={"user_id", "start_time", "end_time", "source"})
-    started = _start_rerun(service(request), "profile", config)
+    started = _start_rerun(state, "profile", config)
     if isinstance(started, JSONResponse):
         return started
     return {"success": True, "msg": "rerun started", "profiles_generated": 0, "operation_id": started}
 
 
 @router.post("/api/rerun_playbook_generation", response_model=RerunPlaybookGenerationResponse)
-def rerun_playbook_generation(body: RerunPlaybookGenerationRequest, request: Request):
+def rerun_playbook_generation(body: RerunPlaybookGenerationRequest, state: ServiceDep):
     """Re-extract user playbooks of `agent_version` from the turns in the range into pending playbooks."""
     config = body.model_dump(include={"agent_version", "start_time", "end_time", "source"})
-    started = _start_rerun(service(request), "user_playbook", config)
+    started = _start_rerun(state, "user_playbook", config)
     if isinstance(started, JSONResponse):
         return started
     return {"success": True, "msg": "rerun started", "playbooks_generated": 0, "operation_id": started}
@@ -118,8 +118,7 @@ class OperationFailed(Exception):
     """A lifecycle job run failed; answered as 503 (its events are appended in one commit, or not at all)."""
 
 
-async def _change(request: Request, config: dict) -> dict:
-    state: ServiceState = service(request)
+async def _change(state: ServiceState, config: dict) -> dict:
     config = dict(config, operation_id=new_operation_id())
     try:
         counts = await run_in_threadpool(state.operate, "lifecycle_job", config)
@@ -130,10 +129,10 @@ async def _change(request: Request, config: dict) -> dict:
 
 
 @router.post("/api/upgrade_all_profiles", response_model=UpgradeProfilesResponse)
-async def upgrade_all_profiles(body: UpgradeProfilesRequest, request: Request):
+async def upgrade_all_profiles(body: UpgradeProfilesRequest, state: ServiceDep):
     """Pending profiles become current; the current profiles of the affected users are archived (kept)."""
     counts = await _change(
-        request,
+        state,
         {
             "entity": "profile",
             "op": "upgrade",
@@ -152,9 +151,9 @@ async def upgrade_all_profiles(body: UpgradeProfilesRequest, request: Request):
 
 
 @router.post("/api/downgrade_all_profiles", response_model=DowngradeProfilesResponse)
-async def downgrade_all_profiles(body: UpgradeProfilesRequest, request: Request):
+async def downgrade_all_profiles(body: UpgradeProfilesRequest, state: ServiceDep):
     """Archived profiles become current again and the profiles that replaced them are archived."""
-    counts = await _change(request, {"entity": "profile", "op": "downgrade", "user_id": body.user_id})
+    counts = await _change(state, {"entity": "profile", "op": "downgrade", "user_id": body.user_id})
     restored, demoted = counts.get("archived->current", 0), counts.get("current->archived", 0)
     return {
         "success": restored > 0,
@@ -165,10 +164,10 @@ async def downgrade_all_profiles(body: UpgradeProfilesRequest, request: Request)
 
 
 @router.post("/api/upgrade_all_user_playbooks", response_model=UpgradeUserPlaybooksResponse)
-async def upgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request: Request):
+async def upgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, state: ServiceDep):
     """Pending user playbooks become current; with `archive_current`, the current ones they replace are archived."""
     counts = await _change(
-        request,
+        state,
         {
             "entity": "user_playbook",
             "op": "upgrade",
@@ -189,10 +188,10 @@ async def upgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request:
 
 
 @router.post("/api/downgrade_all_user_playbooks", response_model=DowngradeUserPlaybooksResponse)
-async def downgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, request: Request):
+async def downgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, state: ServiceDep):
     """Archived user playbooks become current again and the ones that replaced them are archived."""
     counts = await _change(
-        request,
+        state,
         {
             "entity": "user_playbook",
             "op": "downgrade",
@@ -216,6 +215,7 @@ def get_operation_status(request: Request, service_name: str = Query("profile_ge
     service_name = SERVICE_ALIASES.get(service_name, service_name)
     if service_name not in SERVICES.values():
         return error(422, f"service_name: must be one of {sorted(SERVICES.values())}")
+    # Looked up here, not as a dependency: a bad name answers 422 before the organisation's state is loaded.
     state = service(request)
     status = current_status(state.lake, service_name, state.settings.operation_stale_after_s)
     if status is None:
@@ -225,12 +225,11 @@ def get_operation_status(request: Request, service_name: str = Query("profile_ge
 
 
 @router.post("/api/cancel_operation", response_model=CancelOperationResponse)
-def cancel_operation(body: CancelOperationRequest, request: Request) -> CancelOperationResponse:
+def cancel_operation(body: CancelOperationRequest, state: ServiceDep) -> CancelOperationResponse:
     """Stop the running rerun of one service (or of both): it stops before its next user and writes nothing, its
     status becomes `cancelled`. With `force`, the status is settled as `cancelled` at once (for a rerun that hangs:
     if it ever goes on, it writes nothing). A rerun whose process died is settled as interrupted (failed) and not
     listed. Services with nothing in progress are left alone (not listed)."""
-    state = service(request)
     cancelled = []
     wanted = [SERVICE_ALIASES.get(body.service_name, body.service_name)] if body.service_name else None
     for name in wanted or sorted(SERVICES.values()):
@@ -265,14 +264,14 @@ def _generate_now(state: ServiceState, table: str) -> tuple[int, list[str]]:
 
 
 @router.post("/api/manual_profile_generation", response_model=ProfileGenerationResponse)
-async def manual_profile_generation(body: ManualGenerationRequest, request: Request):
+async def manual_profile_generation(body: ManualGenerationRequest, state: ServiceDep):
     """Learn from what was published so far, now, instead of waiting for the sensor (synchronous)."""
-    written, keys = await run_in_threadpool(_generate_now, service(request), "user_profiles")
+    written, keys = await run_in_threadpool(_generate_now, state, "user_profiles")
     return {"success": True, "msg": f"learned from {len(keys)} pending window(s)", "profiles_generated": written}
 
 
 @router.post("/api/manual_playbook_generation", response_model=PlaybookGenerationResponse)
-async def manual_playbook_generation(body: ManualGenerationRequest, request: Request):
+async def manual_playbook_generation(body: ManualGenerationRequest, state: ServiceDep):
     """As manual_profile_generation; reports the user playbooks written."""
-    written, keys = await run_in_threadpool(_generate_now, service(request), "user_playbooks")
+    written, keys = await run_in_threadpool(_generate_now, state, "user_playbooks")
     return {"success": True, "msg": f"learned from {len(keys)} pending window(s)", "playbooks_generated": written}

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Query
+from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import JSONResponse
 
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import error
 from serving.models.acks import MessageResponse, MsgResponse
 from serving.models.not_enabled import BraintrustStatusResponse, PendingToolCallListResponse, PendingToolCallResponse
-from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 CallId = Annotated[str, Path(min_length=1, max_length=256)]
 NOT_FOUND = {404: {"description": "no such pending tool call (this service never creates one)"}}
 BRAINTRUST = "Braintrust import is not enabled on this service (a hosted feature of the original)"
@@ -34,7 +32,9 @@ def _no_such_call() -> JSONResponse:
 
 @router.get("/api/pending_tool_calls", response_model=PendingToolCallListResponse)
 def list_pending_tool_calls(
-    state: State, status: Annotated[str | None, Query(max_length=64)] = None, limit: Annotated[int, Query(ge=1)] = 100
+    state: ServiceDep,
+    status: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1)] = 100,
 ) -> PendingToolCallListResponse:
     """Always empty: no extractor of this service parks a window on a human's answer."""
     return PendingToolCallListResponse(pending_tool_calls=[])
@@ -43,7 +43,7 @@ def list_pending_tool_calls(
 @router.get(
     "/api/pending_tool_calls/{pending_tool_call_id}", responses=NOT_FOUND, response_model=PendingToolCallResponse
 )
-def get_pending_tool_call(state: State, pending_tool_call_id: CallId) -> JSONResponse:
+def get_pending_tool_call(state: ServiceDep, pending_tool_call_id: CallId) -> JSONResponse:
     return _no_such_call()
 
 
@@ -53,7 +53,7 @@ def get_pending_tool_call(state: State, pending_tool_call_id: CallId) -> JSONRes
     response_model=PendingToolCallResponse,
 )
 def resolve_pending_tool_call(
-    state: State, pending_tool_call_id: CallId, body: Annotated[dict[str, Any], Body()]
+    state: ServiceDep, pending_tool_call_id: CallId, body: Annotated[dict[str, Any], Body()]
 ) -> JSONResponse:
     return _no_such_call()
 
@@ -62,7 +62,7 @@ def resolve_pending_tool_call(
     "/api/pending_tool_calls/{pending_tool_call_id}/answer", responses=NOT_FOUND, response_model=PendingToolCallResponse
 )
 def update_pending_tool_call_answer(
-    state: State, pending_tool_call_id: CallId, body: Annotated[dict[str, Any], Body()]
+    state: ServiceDep, pending_tool_call_id: CallId, body: Annotated[dict[str, Any], Body()]
 ) -> JSONResponse:
     return _no_such_call()
 
@@ -72,19 +72,19 @@ def update_pending_tool_call_answer(
     responses=NOT_FOUND,
     response_model=PendingToolCallResponse,
 )
-def mark_pending_tool_call_not_applicable(state: State, pending_tool_call_id: CallId) -> JSONResponse:
+def mark_pending_tool_call_not_applicable(state: ServiceDep, pending_tool_call_id: CallId) -> JSONResponse:
     return _no_such_call()
 
 
 @router.post(
     "/api/pending_tool_calls/{pending_tool_call_id}/cancel", responses=NOT_FOUND, response_model=PendingToolCallResponse
 )
-def cancel_pending_tool_call(state: State, pending_tool_call_id: CallId) -> JSONResponse:
+def cancel_pending_tool_call(state: ServiceDep, pending_tool_call_id: CallId) -> JSONResponse:
     return _no_such_call()
 
 
 @router.get("/api/braintrust/status", response_model=BraintrustStatusResponse, response_model_exclude_none=True)
-def braintrust_status(state: State) -> BraintrustStatusResponse:
+def braintrust_status(state: ServiceDep) -> BraintrustStatusResponse:
     return BraintrustStatusResponse(connected=False, last_error=BRAINTRUST)
 
 
@@ -93,10 +93,10 @@ def braintrust_status(state: State) -> BraintrustStatusResponse:
     "/api/braintrust/select_projects", responses={404: {"description": BRAINTRUST}}, response_model=MsgResponse
 )
 @router.post("/api/braintrust/sync", responses={404: {"description": BRAINTRUST}}, response_model=MsgResponse)
-def braintrust_refused(state: State) -> JSONResponse:
+def braintrust_refused(state: ServiceDep) -> JSONResponse:
     return error(404, BRAINTRUST, "message")
 
 
 @router.delete("/api/braintrust/connection", response_model=MessageResponse)
-def braintrust_disconnect(state: State) -> MessageResponse:
+def braintrust_disconnect(state: ServiceDep) -> MessageResponse:
     return MessageResponse(success=True, message="no Braintrust connection to remove")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
 from reflexio_pipelines.lake.curation import agent_playbook_row, live_agent_playbooks
 from reflexio_pipelines.search.documents import agent_playbook_view
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import error, not_found
 from serving.models.acks import MsgResponse
 from serving.models.playbooks import (
@@ -21,16 +21,14 @@ from serving.models.playbooks import (
     RunPlaybookAggregationRequest,
     UpdateAgentPlaybookStatusRequest,
 )
-from serving.state import ServiceState
 
 router = APIRouter()
 
 
 @router.post("/api/run_playbook_aggregation", response_model=AggregationResponse)
-async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request: Request):
+async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, state: ServiceDep):
     """Cluster current user playbooks into agent playbooks now (a Dagster `aggregation_job` run, visible in the UI),
     then serve the new index. Answers with the run id and what changed."""
-    state: ServiceState = service(request)
     config = body.model_dump(exclude_none=True)
     try:
         result = await run_in_threadpool(state.aggregate, config)
@@ -45,10 +43,9 @@ async def run_playbook_aggregation(body: RunPlaybookAggregationRequest, request:
 
 
 @router.put("/api/update_agent_playbook_status", response_model=MsgResponse)
-def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, request: Request):
+def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, state: ServiceDep):
     """Approve, reject or un-reject an aggregated or manually added agent playbook. Takes effect in retrieval
     immediately (a rejected one leaves search in the same request cycle) and is remembered by later runs."""
-    state: ServiceState = service(request)
     if agent_playbook_row(state.lake, body.agent_playbook_id) is None:
         return not_found(f"agent_playbook_id {body.agent_playbook_id}")
     state.control.decide(str(body.agent_playbook_id), body.playbook_status)
@@ -56,11 +53,10 @@ def update_agent_playbook_status(body: UpdateAgentPlaybookStatusRequest, request
 
 
 @router.post("/api/get_agent_playbooks", response_model=AgentPlaybooksResponse)
-def get_agent_playbooks(body: GetAgentPlaybooksRequest, request: Request):
+def get_agent_playbooks(body: GetAgentPlaybooksRequest, state: ServiceDep):
     """Agent playbooks (aggregated and manual, curation applied) with their decided approval status, newest first;
     current ones unless `status_filter` says otherwise. Each carries what a reviewer needs and search never serves:
     who supported it (`supporting_user_ids`) and why it was flagged for review (`flag_reason`, or null)."""
-    state: ServiceState = service(request)
     wanted = tuple(dict.fromkeys("current" if s is None else s for s in (body.status_filter or [None])))
     rows = []
     for row in sorted(
@@ -92,10 +88,9 @@ def review_view(row: dict, status: str) -> dict:
 
 @router.get("/api/playbook_aggregation_change_logs", response_model=AggregationChangeLogsResponse)
 def playbook_aggregation_change_logs(
-    request: Request, playbook_name: str | None = Query(None), agent_version: str | None = Query(None)
+    state: ServiceDep, playbook_name: str | None = Query(None), agent_version: str | None = Query(None)
 ):
     """The original's PlaybookAggregationChangeLog entries (one per run and scope), newest first, last 100."""
-    state: ServiceState = service(request)
     runs: dict[tuple, dict] = {}
     grouped: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in state.lake.read_table("aggregation_change_log").to_pylist():

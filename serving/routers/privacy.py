@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
 from reflexio_pipelines.privacy.erasure import erasure_requests
 from reflexio_pipelines.privacy.export import as_json, as_parquet_zip, export_user
 from serving import erasures
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import error
 from serving.models.privacy import (
     EraseUserDataRequest,
@@ -28,7 +28,6 @@ from serving.models.privacy import (
     ExportUserDataRequest,
     ExportUserDataResponse,
 )
-from serving.state import ServiceState
 
 router = APIRouter()
 log = logging.getLogger(__name__)
@@ -44,9 +43,8 @@ log = logging.getLogger(__name__)
         }
     },
 )
-async def export_user_data(body: ExportUserDataRequest, request: Request):
+async def export_user_data(body: ExportUserDataRequest, state: ServiceDep):
     """Every row the lake holds about the user, per table: JSON `{table: [rows]}` or a zip of `<table>.parquet`."""
-    state: ServiceState = service(request)
     tables = await run_in_threadpool(export_user, state.lake, body.user_id)
     if body.format == "json":
         return JSONResponse({"success": True, "user_id": body.user_id, "tables": as_json(tables)})
@@ -58,10 +56,9 @@ async def export_user_data(body: ExportUserDataRequest, request: Request):
 
 
 @router.delete("/api/erase_user_data", response_model=EraseUserDataResponse)
-async def erase_user_data(body: EraseUserDataRequest, request: Request):
+async def erase_user_data(body: EraseUserDataRequest, state: ServiceDep):
     """Remove the user from the landing files, every table and its history, and the index; answers when done.
     Meanwhile the user's publishes answer 409 (publish again afterwards)."""
-    state: ServiceState = service(request)
     try:
         result = await run_in_threadpool(erasures.erase, state, body.user_id)
     except Exception as exc:  # e.g. a lock held past its timeout or a full disk: the marker lets a retry finish it
@@ -88,7 +85,7 @@ async def erase_user_data(body: EraseUserDataRequest, request: Request):
 
 
 @router.get("/api/erasures", response_model=ErasuresResponse)
-def list_erasures(request: Request) -> dict:
+def list_erasures(state: ServiceDep) -> dict:
     """Every erasure request of the organisation, oldest first, by its id (a salted hash: no user id): status
     (`in_progress` — running, or interrupted and resumed at the next start — or `completed`), times, rows erased."""
-    return {"success": True, "erasures": erasure_requests(service(request).lake)}
+    return {"success": True, "erasures": erasure_requests(state.lake)}

@@ -9,21 +9,20 @@ some were deleted or erased since, `unavailable` when none is (or nothing was re
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from reflexio_pipelines.lake.curation import live_agent_playbooks
 from reflexio_pipelines.lake.interactions import interaction_view, turn_rows
 from reflexio_pipelines.lake.records import every_item
 from reflexio_pipelines.learning.lineage import lineage_of
 from reflexio_pipelines.search.documents import user_playbook_view
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.models.provenance import GetLearningProvenanceRequest, LearningProvenanceResponse
 from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 ID_COLUMN = {"profile": "profile_id", "user_playbook": "user_playbook_id"}
 
 
@@ -105,7 +104,7 @@ def _agent_playbook(state: ServiceState, body: GetLearningProvenanceRequest) -> 
 @router.post(
     "/api/get_learning_provenance", response_model=LearningProvenanceResponse, response_model_exclude_none=True
 )
-def get_learning_provenance(body: GetLearningProvenanceRequest, state: State) -> dict[str, Any]:
+def get_learning_provenance(body: GetLearningProvenanceRequest, state: ServiceDep) -> dict[str, Any]:
     """An unknown id answers `success: false`, `provenance_status: unavailable` (the original's shape for it)."""
     if body.kind == "agent_playbook":
         return _agent_playbook(state, body)

@@ -10,14 +10,14 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from fastapi import APIRouter, BackgroundTasks, Header, Query, Request
+from fastapi import APIRouter, BackgroundTasks, Header, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from reflexio_pipelines.lake.windows import key_of_moment, window_of_key
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.partitions import GRANULARITY
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.erasures import RETRY_AFTER_S
 from serving.errors import error
 from serving.landing import IdempotencyConflict, UserBeingErased
@@ -85,13 +85,12 @@ def body_digest(body: PublishUserInteractionRequest) -> str:
 )
 async def publish_interaction(
     body: PublishUserInteractionRequest,
-    request: Request,
+    state: ServiceDep,
     background: BackgroundTasks,
     wait_for_response: bool = Query(False, description="return only after the turns are learned from and indexed"),
     idempotency_key: str | None = Header(None, alias="Idempotency-Key", max_length=MAX_ID),
 ) -> PublishUserInteractionResponse | JSONResponse:
     """Store the turns durably (acknowledged only after fsync), then optionally run the loop for their window."""
-    state: ServiceState = service(request)
     key = idempotency_key or body.idempotency_key
     request_id = str(uuid.uuid4())
     try:

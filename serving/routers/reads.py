@@ -7,7 +7,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
 from reflexio_pipelines.lake.interactions import interaction_view, request_view, turn_rows
 from reflexio_pipelines.lake.records import live_rows
@@ -17,7 +17,7 @@ from reflexio_pipelines.learning.config_shapes import singleton_alias
 from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.learning.types import stable_int_id
 from reflexio_pipelines.search.documents import profile_view, user_playbook_view
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.interaction_search import search_turns
 from serving.models.fields import Status
 from serving.models.reads import (
@@ -34,6 +34,7 @@ from serving.models.reads import (
     UserPlaybooksResponse,
 )
 from serving.query_plan import statuses_of
+from serving.state import ServiceState
 
 router = APIRouter()
 
@@ -41,42 +42,46 @@ DAY = 86_400
 
 
 def _profiles(
-    request: Request, user_id: str | None, statuses: tuple[str, ...], start: int | None = None, end: int | None = None
+    state: ServiceState,
+    user_id: str | None,
+    statuses: tuple[str, ...],
+    start: int | None = None,
+    end: int | None = None,
 ) -> list[dict[str, Any]]:
     """Unexpired profiles in `statuses`, newest first, as views."""
     filters = [("user_id", "=", user_id)] if user_id else None
     now = int(time.time())
     rows = [
         r
-        for r in live_rows(service(request).lake, "profile", filters=filters, statuses=statuses)
+        for r in live_rows(state.lake, "profile", filters=filters, statuses=statuses)
         if (r["expiration_timestamp"] is None or r["expiration_timestamp"] >= now)
         and (start is None or (r["last_modified_timestamp"] or 0) >= start)
         and (end is None or (r["last_modified_timestamp"] or 0) <= end)
     ]
     rows.sort(key=lambda r: (-(r["last_modified_timestamp"] or 0), r["profile_id"]))
-    return service(request).outcomes.annotate("profile", [profile_view(r) for r in rows])  # + outcome counters
+    return state.outcomes.annotate("profile", [profile_view(r) for r in rows])  # + outcome counters
 
 
 @router.post("/api/get_profiles", response_model=ProfilesResponse)
-def get_profiles(body: GetProfilesRequest, request: Request) -> dict:
+def get_profiles(body: GetProfilesRequest, state: ServiceDep) -> dict:
     """One user's profiles (current unless `status_filter` says otherwise), newest first."""
-    rows = _profiles(request, body.user_id, statuses_of(body.status_filter), body.start_unix, body.end_unix)
+    rows = _profiles(state, body.user_id, statuses_of(body.status_filter), body.start_unix, body.end_unix)
     return {"success": True, "user_profiles": rows[: body.top_k], "msg": ""}
 
 
 @router.get("/api/get_all_profiles", response_model=ProfilesResponse)
 def get_all_profiles(
-    request: Request, limit: int = Query(100, ge=1, le=10_000), status_filter: Status | None = Query(None)
+    state: ServiceDep, limit: int = Query(100, ge=1, le=10_000), status_filter: Status | None = Query(None)
 ) -> dict:
     """Every user's profiles in one status (default current), newest first."""
-    rows = _profiles(request, None, (status_filter or "current",))
+    rows = _profiles(state, None, (status_filter or "current",))
     return {"success": True, "user_profiles": rows[:limit], "msg": ""}
 
 
 @router.get("/api/get_profile_statistics", response_model=ProfileStatisticsResponse)
-def get_profile_statistics(request: Request) -> dict:
+def get_profile_statistics(state: ServiceDep) -> dict:
     """Counts per lifecycle status, and current profiles expiring within a week."""
-    rows = live_rows(service(request).lake, "profile", statuses=LIFECYCLE_STATUSES)
+    rows = live_rows(state.lake, "profile", statuses=LIFECYCLE_STATUSES)
     now = int(time.time())
     live = [r for r in rows if r["expiration_timestamp"] is None or r["expiration_timestamp"] >= now]
     count = {s: sum(1 for r in live if r["status"] == s) for s in LIFECYCLE_STATUSES}
@@ -98,7 +103,7 @@ def get_profile_statistics(request: Request) -> dict:
 
 
 @router.post("/api/get_user_playbooks", response_model=UserPlaybooksResponse)
-def get_user_playbooks(body: GetUserPlaybooksRequest, request: Request) -> dict:
+def get_user_playbooks(body: GetUserPlaybooksRequest, state: ServiceDep) -> dict:
     """User playbooks, newest first; every lifecycle status unless `status_filter` narrows it (as the original)."""
     statuses = statuses_of(body.status_filter) if body.status_filter else LIFECYCLE_STATUSES
     filters = [
@@ -106,21 +111,20 @@ def get_user_playbooks(body: GetUserPlaybooksRequest, request: Request) -> dict:
         for column, value in (
             ("user_id", body.user_id),
             ("agent_version", body.agent_version),
-            ("playbook_name", _playbook_name(request, body.playbook_name)),
+            ("playbook_name", _playbook_name(state, body.playbook_name)),
         )
         if value is not None
     ]
-    rows = live_rows(service(request).lake, "user_playbook", filters=filters or None, statuses=statuses)
+    rows = live_rows(state.lake, "user_playbook", filters=filters or None, statuses=statuses)
     rows.sort(key=lambda r: (-(r["created_at"] or 0), r["user_playbook_id"]))
-    views = service(request).outcomes.annotate("user_playbook", [user_playbook_view(r) for r in rows[: body.limit]])
+    views = state.outcomes.annotate("user_playbook", [user_playbook_view(r) for r in rows[: body.limit]])
     return {"success": True, "user_playbooks": views, "msg": ""}
 
 
-def _playbook_name(request: Request, requested: str | None) -> str | None:
+def _playbook_name(state: ServiceState, requested: str | None) -> str | None:
     """The extractor name a filter means (0.2.32's singleton name `playbook` is the first playbook extractor)."""
     if requested is None:
         return None
-    state = service(request)
     config = resolve_extraction_config(state.lake.extraction_config(state.settings.extraction_config))
     names = [e.extractor_name for e in config.user_playbook_extractor_configs]
     return singleton_alias(requested, "user_playbook_extractor_configs", names)
@@ -136,26 +140,25 @@ def _turn_filters(user_id: str | None, start: int | None, end: int | None) -> li
 
 
 @router.post("/api/get_interactions", response_model=InteractionsResponse)
-def get_interactions(body: GetInteractionsRequest, request: Request) -> dict:
+def get_interactions(body: GetInteractionsRequest, state: ServiceDep) -> dict:
     """One user's turns, newest first (published ones are readable before any pipeline run)."""
-    rows = turn_rows(service(request).lake, _turn_filters(body.user_id, body.start_unix, body.end_unix))
+    rows = turn_rows(state.lake, _turn_filters(body.user_id, body.start_unix, body.end_unix))
     return {"success": True, "interactions": [interaction_view(r) for r in rows[: body.top_k]], "msg": ""}
 
 
 @router.get("/api/get_all_interactions", response_model=InteractionsResponse)
-def get_all_interactions(request: Request, limit: int = Query(100, ge=1, le=10_000)) -> dict:
+def get_all_interactions(state: ServiceDep, limit: int = Query(100, ge=1, le=10_000)) -> dict:
     """Every user's turns, newest first."""
-    rows = turn_rows(service(request).lake)
+    rows = turn_rows(state.lake)
     return {"success": True, "interactions": [interaction_view(r) for r in rows[:limit]], "msg": ""}
 
 
 @router.post("/api/search_interactions", response_model=InteractionsResponse)
-def search_interactions(body: SearchInteractionsRequest, request: Request) -> dict:
+def search_interactions(body: SearchInteractionsRequest, state: ServiceDep) -> dict:
     """One user's turns ranked against `query` from the precomputed index (hybrid over each turn with its
     neighbours and session date) plus the turns published since (serving/interaction_search.py); each with its
     `neighbours`. Without a query: the newest turns, read from the lake."""
     limit = body.top_k or body.most_recent_k or 10
-    state = service(request)
     if (body.query or "").strip():
         views, notes = search_turns(
             state, body.user_id, body.query, limit, body.search_mode, body.start_unix, body.end_unix, body.request_id
@@ -169,14 +172,14 @@ def search_interactions(body: SearchInteractionsRequest, request: Request) -> di
 
 
 @router.post("/api/get_requests", response_model=RequestsResponse)
-def get_requests(body: GetRequestsRequest, request: Request) -> dict:
+def get_requests(body: GetRequestsRequest, state: ServiceDep) -> dict:
     """Publish calls grouped by session (newest request first), with their turns; paged by top_k / offset. A publish
     without a session id is a session of its own named by its request id (`session_of`), as the pipeline groups it."""
     filters = _turn_filters(body.user_id, body.start_unix, body.end_unix)
     for column, value in (("request_id", body.request_id), ("source", body.source)):
         if value is not None:
             filters.append((column, "=", value))
-    lake = service(request).lake
+    lake = state.lake
     rows = turn_rows(lake, filters) if body.session_id is None else session_turn_rows(lake, body.session_id, filters)
     by_request: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -203,10 +206,10 @@ def get_requests(body: GetRequestsRequest, request: Request) -> dict:
 
 
 @router.get("/api/profile_change_log", response_model=ProfileChangeLogResponse)
-def profile_change_log(request: Request) -> dict:
+def profile_change_log(state: ServiceDep) -> dict:
     """The original's ProfileChangeLog: one entry per (run, user, request) that added or superseded profiles,
     newest first, last 100."""
-    lake = service(request).lake
+    lake = state.lake
     profiles = {r["profile_id"]: r for r in lake.read_table("user_profiles").to_pylist()}
     entries: dict[tuple, dict[str, Any]] = {}
     for row in lake.read_table("change_log", filters=[("entity", "=", "profile")]).to_pylist():

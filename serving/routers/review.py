@@ -4,22 +4,20 @@ playbook's outcome counters (learning/playbook_review.py). Report only: the deci
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.playbook_review import review_by_outcomes
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.models.review import ReviewUserPlaybooksRequest, ReviewUserPlaybooksResponse
-from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 
 
 @router.post("/api/review_user_playbooks", response_model=ReviewUserPlaybooksResponse, response_model_exclude_none=True)
-def review_user_playbooks(body: ReviewUserPlaybooksRequest, state: State) -> dict[str, Any]:
+def review_user_playbooks(body: ReviewUserPlaybooksRequest, state: ServiceDep) -> dict[str, Any]:
     start, end = int(body.start_time.timestamp()), int(body.end_time.timestamp())
     rows = live_rows(state.lake, "user_playbook", filters=[("created_at", ">=", start), ("created_at", "<=", end)])
     rows.sort(key=lambda r: (-(r["created_at"] or 0), r["user_playbook_id"]))

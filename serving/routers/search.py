@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER
 from reflexio_pipelines.search.types import SearchFilters
 from serving import search_options
-from serving.deps import service
+from serving.deps import ServiceDep, service
 from serving.models.playbooks import AgentPlaybooksResponse
 from serving.models.reads import ProfilesResponse, UserPlaybooksResponse
 from serving.models.search import (
@@ -46,6 +46,7 @@ def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearc
     playbooks matching the query. A user in the holdout
     control group gets the same shape with no learned items and `holdout: true` (serving/outcomes.py), unless the
     request carries `X-Reflexio-Holdout: off`; every answer to a user is logged (serving/retrievals.py)."""
+    # Looked up here, not as a dependency: benchmarks/search_latency.py calls this function with a stand-in request.
     state: ServiceState = service(request)
     if (misdirected := state.misdirected(body.user_id)) is not None:
         return misdirected
@@ -108,11 +109,11 @@ def _log_search(
 
 
 @router.post("/api/search_profiles", response_model=ProfilesResponse)
-def search_profiles(body: SearchProfilesRequest, request: Request) -> dict:
+def search_profiles(body: SearchProfilesRequest, state: ServiceDep) -> dict:
     """One user's profiles (current unless the lifecycle says otherwise), with the original's extra filters."""
     post = _profile_post_filters(body)
     hits = _single(
-        request,
+        state,
         "user_profiles",
         body,
         EntityQuery(
@@ -134,8 +135,9 @@ def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) ->
     `status_filter` asks for others."""
     if not body.user_id:
         return {"success": True, "user_playbooks": [], "msg": NO_USER}
+    # Looked up here, not as a dependency: without a user id the answer needs no organisation state.
     return _single(
-        request,
+        service(request),
         "user_playbooks",
         body,
         EntityQuery(
@@ -156,12 +158,12 @@ def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) ->
 
 
 @router.post("/api/search_agent_playbooks", response_model=AgentPlaybooksResponse)
-def search_agent_playbooks(body: SearchAgentPlaybooksRequest, request: Request) -> dict:
+def search_agent_playbooks(body: SearchAgentPlaybooksRequest, state: ServiceDep) -> dict:
     """Agent playbooks; approved ones unless `playbook_status_filter` names others (pending, rejected: a review)."""
     wanted = body.playbook_status_filter
     approval = SERVED_PLAYBOOK_STATUSES if wanted is None else tuple([wanted] if isinstance(wanted, str) else wanted)
     return _single(
-        request,
+        state,
         "agent_playbooks",
         body,
         EntityQuery(
@@ -182,12 +184,11 @@ def search_agent_playbooks(body: SearchAgentPlaybooksRequest, request: Request) 
 
 
 def _single(
-    request: Request,
+    state: ServiceState,
     field: str,
     body: SearchProfilesRequest | SearchUserPlaybooksRequest | SearchAgentPlaybooksRequest,
     q: EntityQuery,
 ) -> dict:
-    state: ServiceState = service(request)
     if (misdirected := state.misdirected(getattr(body, "user_id", None))) is not None:
         return misdirected
     indexes = state.searchable()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Depends, Query
+from fastapi import APIRouter, BackgroundTasks, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
@@ -21,7 +21,7 @@ from reflexio_pipelines.lake import reported_outcomes
 from reflexio_pipelines.lake.coverage import request_coverage
 from reflexio_pipelines.lake.interactions import turn_rows
 from reflexio_pipelines.partitions import GRANULARITY
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import not_found
 from serving.models.fields import MAX_ID
 from serving.models.sessions import (
@@ -38,7 +38,6 @@ from serving.session_learning import learn_now, session_turns, windows_of
 from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 
 
 @router.get(
@@ -48,7 +47,7 @@ State = Annotated[ServiceState, Depends(service)]
     responses={404: {"description": "no published turn has this request id"}},
 )
 def learning_status(
-    state: State, request_id: Annotated[str, Query(min_length=1, max_length=MAX_ID)]
+    state: ServiceDep, request_id: Annotated[str, Query(min_length=1, max_length=MAX_ID)]
 ) -> LearningStatusResponse | JSONResponse:
     """`pending` (with why) until a learning run has taken in every turn of the request, then `done`; `processing`
     while a run that took them in has not committed; `failed` once its automatic retries are spent."""
@@ -60,7 +59,7 @@ def learning_status(
 
 @router.post("/api/finalize_session", response_model=FinalizeSessionResponse)
 async def finalize_session(
-    body: FinalizeSessionRequest, state: State, background: BackgroundTasks
+    body: FinalizeSessionRequest, state: ServiceDep, background: BackgroundTasks
 ) -> FinalizeSessionResponse:
     """Accept the hint and learn the session's windows now, in the background (poll `learning_status`). A session
     without published turns is a successful no-op (`accepted: false`), as in the original."""
@@ -79,7 +78,7 @@ def _identity(row: dict[str, Any] | None) -> dict[str, Any]:
 
 
 @router.post("/api/session_outcome", response_model=SetSessionOutcomeResponse, response_model_exclude_none=True)
-def set_session_outcome(body: SetSessionOutcomeRequest, state: State) -> SetSessionOutcomeResponse:
+def set_session_outcome(body: SetSessionOutcomeRequest, state: ServiceDep) -> SetSessionOutcomeResponse:
     """Record the client's outcome of a session; it replaces the judge's verdict (`is_inferred`) in every read."""
     report = reported_outcomes.Report(**body.model_dump())
     done = reported_outcomes.record(state.lake, report)
@@ -113,7 +112,7 @@ def _sources(state: ServiceState, session_ids: list[str]) -> dict[str, str]:
 
 
 @router.post("/api/get_session_outcomes", response_model=GetSessionOutcomesResponse)
-def get_session_outcomes(body: GetSessionOutcomesRequest, state: State) -> GetSessionOutcomesResponse:
+def get_session_outcomes(body: GetSessionOutcomesRequest, state: ServiceDep) -> GetSessionOutcomesResponse:
     """Session outcomes newest first: the client's report where there is one, else the judge's inferred verdict."""
     rows = reported_outcomes.outcomes(state.lake, body.session_ids)
     sources = _sources(state, [r["session_id"] for r in rows])

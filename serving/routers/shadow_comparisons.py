@@ -13,15 +13,13 @@ import time
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from reflexio_pipelines.learning.types import stable_int_id
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.models.shadow import RecentShadowComparisonsResponse
-from serving.state import ServiceState
 
 router = APIRouter()
-State = Annotated[ServiceState, Depends(service)]
 LOOKBACK_S = 30 * 86_400
 
 
@@ -47,7 +45,7 @@ def verdict(pair: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/api/evaluations/shadow_comparisons/recent", response_model=RecentShadowComparisonsResponse)
-def recent_shadow_comparisons(state: State, limit: Annotated[int, Query()] = 10) -> dict[str, Any]:
+def recent_shadow_comparisons(state: ServiceDep, limit: Annotated[int, Query()] = 10) -> dict[str, Any]:
     """Newest first, at most `limit` (clamped to 1..100, as the original)."""
     limit = max(1, min(limit, 100))
     since = int(time.time()) - LOOKBACK_S

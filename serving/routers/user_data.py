@@ -17,7 +17,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
@@ -26,7 +26,7 @@ from reflexio_pipelines.learning.lifecycle import LIFECYCLE_STATUSES
 from reflexio_pipelines.search.documents import profile_view
 from reflexio_pipelines.search.text import normalize_text
 from serving import erasures
-from serving.deps import service
+from serving.deps import ServiceDep
 from serving.errors import error
 from serving.models.fields import MAX_ID
 from serving.models.user_data import (
@@ -36,11 +36,9 @@ from serving.models.user_data import (
     RerankUserProfilesResponse,
     StorageStatsResponse,
 )
-from serving.state import ServiceState
 
 router = APIRouter()
 log = logging.getLogger(__name__)
-State = Annotated[ServiceState, Depends(service)]
 
 
 def _utc(seconds: int | None) -> datetime | None:
@@ -49,7 +47,7 @@ def _utc(seconds: int | None) -> datetime | None:
 
 @router.get("/api/storage_stats", response_model=StorageStatsResponse)
 def storage_stats(
-    state: State, user_id: Annotated[str, Query(min_length=1, max_length=MAX_ID, pattern=r"\S")]
+    state: ServiceDep, user_id: Annotated[str, Query(min_length=1, max_length=MAX_ID, pattern=r"\S")]
 ) -> StorageStatsResponse:
     """How many profiles and user playbooks the user has (every status) and the profiles' modification range."""
     mine = [("user_id", "=", user_id)]
@@ -66,7 +64,7 @@ def storage_stats(
 
 
 @router.post("/api/rerank_user_profiles", response_model=RerankUserProfilesResponse)
-def rerank_user_profiles(body: RerankUserProfilesRequest, state: State) -> dict[str, Any]:
+def rerank_user_profiles(body: RerankUserProfilesRequest, state: ServiceDep) -> dict[str, Any]:
     """The user's current profiles among `profile_ids`, best match to `query` first (cosine under the bundled
     embedder), at most `top_k`; ids that are not the user's current profiles are dropped and counted in `msg`."""
     wanted = set(body.profile_ids)
@@ -83,7 +81,7 @@ def rerank_user_profiles(body: RerankUserProfilesRequest, state: State) -> dict[
 
 
 @router.post("/api/clear_user_data", response_model=ClearUserDataResponse)
-async def clear_user_data(body: ClearUserDataRequest, state: State) -> ClearUserDataResponse | JSONResponse:
+async def clear_user_data(body: ClearUserDataRequest, state: ServiceDep) -> ClearUserDataResponse | JSONResponse:
     """Wipe the user's data (the erasure; the module doc says what happens to agent playbooks)."""
     try:
         result = await run_in_threadpool(erasures.erase, state, body.user_id)
