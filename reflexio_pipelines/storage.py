@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,6 +32,9 @@ from upath import UPath
 
 from reflexio_pipelines.files import TMP_PREFIX, fsync_path, removed_on_failure
 from reflexio_pipelines.files import atomic_write_bytes as _atomic_write_local
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing.TypeIs from Python 3.13
 
 #: A lake location: a local path, or a remote one (any UPath that is not a local `Path`).
 LakePath = Union[Path, UPath]
@@ -49,8 +52,9 @@ def lake_path(location: str | os.PathLike[str]) -> LakePath:
     return Path(text.removeprefix("file://")).expanduser().resolve()
 
 
-def is_remote(path: LakePath) -> bool:
-    """True for an object-store location (no fsync, no rename, no local locks)."""
+def is_remote(path: LakePath) -> TypeIs[UPath]:
+    """True for an object-store location (no fsync, no rename, no local locks). For the type checker, the path is
+    then a `UPath`, and a local `Path` otherwise."""
     return not isinstance(path, Path)
 
 

@@ -7,9 +7,9 @@ and resources.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -26,9 +26,12 @@ from reflexio_pipelines.learning.embedding import Embedder
 #: Serialises the aggregation tables' writers (privacy/erasure.WRITER_LOCKS).
 LOCK = "aggregation"
 
-#: Makes a group's consolidator from its members' vectors (user playbook id -> embedding) and its agent version
-#: (passed as the keyword `agent_version`).
-ConsolidatorOf = Callable[[dict[int, np.ndarray], str], Consolidator]
+
+class ConsolidatorOf(Protocol):
+    """Makes a group's consolidator from its members' vectors (user playbook id -> embedding) and its agent
+    version (passed as the keyword `agent_version`)."""
+
+    def __call__(self, vectors: dict[int, np.ndarray], /, *, agent_version: str) -> Consolidator: ...
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,7 +156,7 @@ def cascade_deletes(
     turn_ids: set[str],
     learned: dict[str, list[dict[str, Any]]],
     agent_playbooks: list[dict[str, Any]],
-    user_playbook_ids: set[int] = frozenset(),
+    user_playbook_ids: AbstractSet[int] = frozenset(),
 ) -> list[CurationOp]:
     """Delete ops for everything derived from deleted turns or user playbooks: learned items citing any deleted
     turn as a source, and agent playbooks left with no member once their user playbooks are gone. `learned` maps

@@ -36,15 +36,16 @@ def connect(lake_root: str | Path = "lake") -> duckdb.DuckDBPyConnection:
             con.register(name, schema.empty_table())
     for entity, (name, _, _) in ENTITY_TABLES.items():
         con.register(f"current_{name}", pa.Table.from_pylist(live_rows(lake, entity), schema=TABLES[name]))
-    if is_remote(lake.root):
+    landing_root = lake.landing_turns
+    if is_remote(landing_root):
         # DuckDB's httpfs extension is a download away; pyarrow reads the objects through the lake's filesystem.
-        if lake.landing_turns.exists():
-            root = lake.landing_turns
+        if landing_root.exists():
             con.register(
-                "landing_turns", ds.dataset(root.path, filesystem=root.fs, format="parquet", partitioning="hive")
+                "landing_turns",
+                ds.dataset(landing_root.path, filesystem=landing_root.fs, format="parquet", partitioning="hive"),
             )
         return con
-    landing = list(lake.landing_turns.glob("date=*/hour=*/[!.]*.parquet"))
+    landing = list(landing_root.glob("date=*/hour=*/[!.]*.parquet"))
     if landing:
         files = ", ".join(f"'{p}'" for p in sorted(landing))
         con.execute(f"create view landing_turns as select * from read_parquet([{files}], hive_partitioning = true)")

@@ -170,7 +170,7 @@ class EmbeddingCache:
             if claimed:
                 new = pa.concat_tables([new, _owner_rows(model_id, dim, claimed)])
             if new.num_rows:
-                _write(self._lake, new, mode="append")
+                _write(self._lake, new)
                 _compact(self._lake, sorted(set(new.column("bucket").to_pylist())))
                 _vacuum_removed(self._lake)
             self.stats.stored += len(fresh)
@@ -197,7 +197,7 @@ def erase_owner(lake: Lake, user_id: str) -> tuple[int, int]:
                 keep = rows.filter(pc.invert(gone))
                 deleted = rows.num_rows - keep.num_rows
                 # The predicate names bucket numbers only, never the user (see `Lake.replace_windows`).
-                _write(lake, keep, mode="overwrite", predicate=f"bucket IN ({', '.join(map(str, buckets))})")
+                _write(lake, keep, replacing=f"bucket IN ({', '.join(map(str, buckets))})")
         # Always: earlier versions can hold the user's vectors even when the current one holds none.
         purged = lake.purge_history(CACHE_TABLE)
     return deleted, purged
@@ -315,7 +315,9 @@ def _rows(model_id: str, dim: int, keys: list[str], vectors: np.ndarray, owners:
     )
 
 
-def _write(lake: Lake, rows: pa.Table, *, mode: str, predicate: str | None = None) -> None:
+def _write(lake: Lake, rows: pa.Table, *, replacing: str | None = None) -> None:
+    """Append `rows` to the cache table or, with `replacing` (a predicate), put them in place of the rows it
+    matches."""
     from deltalake import write_deltalake
 
     path = lake.table_path(CACHE_TABLE)
@@ -326,15 +328,21 @@ def _write(lake: Lake, rows: pa.Table, *, mode: str, predicate: str | None = Non
         .cast(TABLES[CACHE_TABLE])
         .sort_by([("bucket", "ascending"), ("text_sha256", "ascending")])
     )
-    write_deltalake(
-        delta_uri(path),
-        rows,
-        mode=mode,
-        predicate=predicate,
-        partition_by=["bucket"],
-        storage_options=delta_options(path),
-        writer_properties=_writer_properties(),
-    )
+    uri, options, properties = delta_uri(path), delta_options(path), _writer_properties()
+    if replacing is None:
+        write_deltalake(
+            uri, rows, mode="append", partition_by=["bucket"], storage_options=options, writer_properties=properties
+        )
+    else:
+        write_deltalake(
+            uri,
+            rows,
+            mode="overwrite",
+            predicate=replacing,
+            partition_by=["bucket"],
+            storage_options=options,
+            writer_properties=properties,
+        )
 
 
 def _writer_properties() -> Any:

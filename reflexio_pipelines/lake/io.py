@@ -52,6 +52,13 @@ def committed(paths: Iterable[LakePath]) -> list[LakePath]:
     return [p for p in paths if not p.name.startswith(TMP_PREFIX)]
 
 
+def _sorted_glob(directory: LakePath, pattern: str) -> list[LakePath]:
+    """The entries of `directory` matching `pattern`, in path order."""
+    # annotated: from the union of Path's and UPath's glob generators alone, mypy infers no path type for the list
+    entries: list[LakePath] = sorted(directory.glob(pattern))
+    return entries
+
+
 def landing_hour_dir(landing_root: LakePath, moment: datetime) -> LakePath:
     """The landing directory for the UTC hour containing `moment`."""
     moment = moment.astimezone(timezone.utc)
@@ -137,11 +144,11 @@ class Lake:
 
     def landing_hours(self) -> list[tuple[str, str, LakePath]]:
         """Every landing hour directory as (date, hour, path), oldest first."""
-        out = []
+        out: list[tuple[str, str, LakePath]] = []
         if not self.landing_turns.exists():
             return out
-        for date_dir in sorted(self.landing_turns.glob("date=*")):
-            for hour_dir in sorted(date_dir.glob("hour=*")):
+        for date_dir in _sorted_glob(self.landing_turns, "date=*"):
+            for hour_dir in _sorted_glob(date_dir, "hour=*"):
                 out.append((date_dir.name[5:], hour_dir.name[5:], hour_dir))
         return out
 
@@ -191,7 +198,8 @@ class Lake:
         write_bytes(self.consumed_path(window), json.dumps(body).encode())
 
     def relative(self, path: LakePath) -> str:
-        return str(path.relative_to(self.root))
+        # `path` lies under the root, so both are local or both remote: pairs the checker cannot tell from the types
+        return str(path.relative_to(self.root))  # type: ignore[arg-type]
 
     # -- tables ------------------------------------------------------------------------------------------
 

@@ -160,7 +160,9 @@ def current_status(lake: Lake, service_name: str, stale_after_s: float = DEFAULT
     """The service's status, with a stale `in_progress` settled (persisted) as failed / interrupted first."""
     with _status_lock(lake, service_name):
         info = _read(lake, service_name)
-        reason = stale_reason(info, stale_after_s) if info else None
+        if not info:
+            return info
+        reason = stale_reason(info, stale_after_s)
         if reason is None:
             return info
         log.warning("%s operation %s was interrupted: %s", service_name, info.get("operation_id"), reason)

@@ -47,7 +47,7 @@ STATE_OF_ACTION = {"flagged": "flagged", "held_out": "held_out", "unflagged": "c
 def counters_payload(row: dict[str, Any] | None, held_out: bool | None = None) -> dict[str, Any]:
     """The `outcomes` block of an item's API payload: its counters, whether it is flagged or held out of search, and
     the (heuristic) rules that produced them."""
-    out = dict(ZERO) if row is None else {k: row[k] for k in ZERO}
+    out: dict[str, Any] = dict(ZERO) if row is None else {k: row[k] for k in ZERO}
     if held_out is not None:
         out["held_out"] = held_out
     out["rules"] = f"{RULES_VERSION} (heuristic)"

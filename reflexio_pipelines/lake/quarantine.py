@@ -145,7 +145,7 @@ def _move(lake: Lake, path: LakePath, relative: str, kind: str, table: str | Non
     target = lake.root / QUARANTINE_DIR / relative
     data = path.read_bytes()
     target.parent.mkdir(parents=True, exist_ok=True)
-    if is_remote(path):
+    if is_remote(target):  # the file and its target are both under the lake root: both local or both remote
         target.write_bytes(data)
         path.unlink()
     else:

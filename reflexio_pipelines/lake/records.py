@@ -59,6 +59,7 @@ def user_states(
     users = ("user_id", "in", sorted(user_ids))
     states = {user_id: UserState() for user_id in user_ids}
     earlier = history_windows(lake, user_ids, window)
+    history: list[tuple] | None  # None: no earlier window holds the users' turns
     if earlier is None:  # the directory cannot tell yet: every earlier window
         history = [users, ("window", "<", window)]
         items = [users, ("window", "<=" if bookmarks is not None else "<", window)]

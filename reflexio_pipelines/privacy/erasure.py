@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -288,7 +289,7 @@ def _erase_operation_status(lake: Lake, user_id: str) -> None:
         status = read_status(lake, service)
         if status is None:
             continue
-        fields = {
+        fields: dict[str, Any] = {
             key: [u for u in status[key] if u != user_id]
             for key in ("processed_user_ids", "failed_user_ids")
             if user_id in (status.get(key) or [])
@@ -345,7 +346,11 @@ class ErasureMarker:
         return cls(lake, user_hash(lake, user_id))
 
     def read(self) -> dict | None:
-        return json.loads(self.path.read_text()) if self.path.exists() else None
+        return self._state() if self.path.exists() else None
+
+    def _state(self) -> dict:
+        """The marker's state, once `begin` has written it."""
+        return json.loads(self.path.read_text())
 
     def begin(self) -> None:
         """Start a request, or resume the interrupted one (keeping its counts)."""
@@ -363,19 +368,19 @@ class ErasureMarker:
             write_bytes(self.active, b"")
 
     def progress(self, name: str, rows: int) -> None:
-        state = self.read()
+        state = self._state()
         state["erased"][name] = state["erased"].get(name, 0) + rows
         self._write(state)
 
     def erased_now(self) -> dict[str, int]:
         """Rows per table erased by this request so far (an interrupted attempt and its retry count as one)."""
-        state = self.read()
+        state = self._state()
         return {name: n - state["erased_before"].get(name, 0) for name, n in state["erased"].items()}
 
     def complete(self) -> dict[str, int]:
         """Mark the request done (and no longer active); returns `erased_now()`."""
         erased = self.erased_now()
-        state = self.read()
+        state = self._state()
         del state["erased_before"]
         state.update(status="completed", completed_at=int(time.time()))
         self._write(state)
@@ -460,7 +465,7 @@ def resume_erasure(lake: Lake, erasure_id: str, erase: Callable[[str], ErasureRe
 def _user_ids(lake: Lake) -> set[str]:
     """Every user id the lake names anywhere an erasure looks: landing files, tables (`user_id` and the member and
     owner lists), index versions and rerun progress files."""
-    ids: set[str] = set()
+    ids: set[object] = set()  # whatever the files hold; only the strings are user ids
     for path in lake.landing_files([hour for _, _, hour in lake.landing_hours()]):
         table = read_landing(lake, path, columns=["user_id"])
         ids.update(table.column("user_id").to_pylist() if table is not None else [])

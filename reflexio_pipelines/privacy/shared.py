@@ -45,7 +45,7 @@ class SharedWording:
 
     def for_erasure(self, row: dict) -> dict:
         """A shared row with the erased user's words taken out (see the module docstring)."""
-        support = self.contributors.get(agent_playbook_of(row))
+        support = self._support(row)
         remaining = support.without(self.user_id) if support else Support({})
         need = min(2, remaining.users) or 1
 
@@ -57,8 +57,13 @@ class SharedWording:
 
     def for_export(self, row: dict) -> dict:
         """A shared row as the user may see it: their own words and the consolidator's only."""
-        support = self.contributors.get(agent_playbook_of(row)) or Support({})
+        support = self._support(row) or Support({})
         return reworded(row, lambda word: word in self.own or not support.writers(word))
+
+    def _support(self, row: dict) -> Support | None:
+        """The words of the agent playbook `row` belongs to, by member user (None: none the user contributed to)."""
+        playbook = agent_playbook_of(row)
+        return None if playbook is None else self.contributors.get(playbook)
 
 
 def shared_wording(lake: Lake, scope: Scope) -> SharedWording:

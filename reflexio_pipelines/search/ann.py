@@ -118,7 +118,9 @@ class FlatVectors:
         # faiss keeps raw pointers to the bitmap and the selector: both locals must outlive the search call.
         bitmap = np.packbits(mask, bitorder="little")  # IDSelectorBitmap reads bit (i % 8) of byte i // 8
         selector = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bitmap))
-        sims, rows = self._flat.search(q.reshape(1, -1), k, params=faiss.SearchParameters(sel=selector))
+        params = faiss.SearchParameters()
+        params.sel = selector
+        sims, rows = self._flat.search(q.reshape(1, -1), k, params=params)
         return _found(rows[0], sims[0])
 
 
@@ -171,7 +173,8 @@ class HnswVectors:
         import faiss
 
         ef = max(self.params.ef_search, k)
-        params = faiss.SearchParametersHNSW()
+        # faiss's stubs (1.15) leave this class out; it is in the module (swigfaiss)
+        params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]
         params.efSearch = ef
         if mask is not None:
             # Widen the candidate list so the walk does not stop before it has seen k admitted rows.

@@ -413,22 +413,14 @@ def stage_update(
     if users is not None and everything is None:
         raise ValueError("a build scoped to some users needs `everything` for a full build")
     current = current_version(index_root)
-    reason = "compaction requested" if compact else "no version published yet" if current is None else ""
-    if not reason:
-        prev_dir = local_copy(index_root, current)
-        manifest = json.loads((prev_dir / "manifest.json").read_text())
-        prior = live_fingerprints(prev_dir, manifest)
-        if prior is None:
-            reason = f"version {current} has no fingerprints (format {manifest.get('format_version')})"
-        elif manifest["embedder"] != {"model_id": embedder.model_id, "dim": int(embedder.dim)}:
-            reason = f"the embedder changed from {manifest['embedder']['model_id']}"
-        elif missing := [t for t in ENTITY_TYPES if t not in manifest["counts"]]:
-            reason = f"version {current} predates entity types {missing}"
-        else:
-            scope = None if users is None else DocScope.of(users, docs, prior_owners(prev_dir, manifest))
-            changes = plan_changes(prior, docs, scope)
-            reason = needs_compaction(manifest, changes, hnsw_min_rows=hnsw_min_rows) or ""
-    if reason:
+    delta: _Delta | str  # the delta to stage, or why a full build is due
+    if compact:
+        delta = "compaction requested"
+    elif current is None:
+        delta = "no version published yet"
+    else:
+        delta = _plan_delta(index_root, current, docs, embedder, users, hnsw_min_rows)
+    if isinstance(delta, str):
         if everything is not None and users is not None:
             docs = everything()
         version = stage_index(
@@ -441,10 +433,12 @@ def stage_update(
             watermarks=watermarks,
         )
         counts = {t: sum(1 for d in docs if d.entity_type == t) for t in ENTITY_TYPES}
-        return StagedBuild(version, "full", reason, {"docs_upserted": len(docs), "docs_deleted": 0}, 0, counts)
+        return StagedBuild(version, "full", delta, {"docs_upserted": len(docs), "docs_deleted": 0}, 0, counts)
+    changes, prior = delta.changes, delta.prior
     if changes.empty:
-        deltas = len(manifest.get("deltas", []))
-        return StagedBuild(current, "unchanged", "", changes.counts(), deltas, live_counts(prior, changes))
+        deltas = len(delta.manifest.get("deltas", []))
+        return StagedBuild(delta.version, "unchanged", "", changes.counts(), deltas, live_counts(prior, changes))
+    prev_dir = delta.prev_dir
     staged: dict[str, Any] = {}
 
     def build(out_dir: Path, version: str) -> None:
@@ -456,3 +450,39 @@ def stage_update(
 
     version = stage_version(index_root, build)
     return StagedBuild(version, "incremental", "", changes.counts(), len(staged["deltas"]), live_counts(prior, changes))
+
+
+@dataclass(frozen=True)
+class _Delta:
+    """A delta on the current version: its local copy, manifest and live docs' fingerprints, and what changed."""
+
+    version: str
+    prev_dir: Path
+    manifest: dict[str, Any]
+    prior: Fingerprints
+    changes: IndexChanges
+
+
+def _plan_delta(
+    index_root: LakePath,
+    current: str,
+    docs: Sequence[SearchDoc],
+    embedder: Embedder,
+    users: frozenset[str] | None,
+    hnsw_min_rows: int,
+) -> _Delta | str:
+    """The delta that brings version `current` up to `docs` (see `stage_update`), or why a full build is due."""
+    prev_dir = local_copy(index_root, current)
+    manifest = json.loads((prev_dir / "manifest.json").read_text())
+    prior = live_fingerprints(prev_dir, manifest)
+    if prior is None:
+        return f"version {current} has no fingerprints (format {manifest.get('format_version')})"
+    if manifest["embedder"] != {"model_id": embedder.model_id, "dim": int(embedder.dim)}:
+        return f"the embedder changed from {manifest['embedder']['model_id']}"
+    if missing := [t for t in ENTITY_TYPES if t not in manifest["counts"]]:
+        return f"version {current} predates entity types {missing}"
+    scope = None if users is None else DocScope.of(users, docs, prior_owners(prev_dir, manifest))
+    changes = plan_changes(prior, docs, scope)
+    return needs_compaction(manifest, changes, hnsw_min_rows=hnsw_min_rows) or _Delta(
+        current, prev_dir, manifest, prior, changes
+    )

@@ -341,17 +341,15 @@ class LoadedIndex:
         terms, blank = _analyse_query(query)
         if entity_type != "interaction":
             terms = content_terms(terms)
-        use_vector = q is not None and mode in ("hybrid", "vector")
-        use_bm25 = mode == "fts" or (mode == "hybrid" and not blank) or not use_vector
-        if not use_vector and blank:
+        vector = q if mode in ("hybrid", "vector") else None  # None: no vector leg
+        use_bm25 = mode == "fts" or (mode == "hybrid" and not blank) or vector is None
+        if vector is None and blank:
             return self._most_recent(table, selection.mask, top_k)
 
         limit = top_k * _CANDIDATES_PER_RESULT
-        vector_hits = self._vector_leg(table, selection, q, threshold, limit) if use_vector else {}
+        vector_hits = self._vector_leg(table, selection, vector, threshold, limit) if vector is not None else {}
         bm25_rows = self._bm25_leg(table, selection, terms, filters, exclude_ids, limit) if use_bm25 else []
-        return self._fuse(
-            table, bm25_rows, vector_hits, q if use_vector else None, top_k, rrf_k, bm25_weight, vector_weight
-        )
+        return self._fuse(table, bm25_rows, vector_hits, vector, top_k, rrf_k, bm25_weight, vector_weight)
 
     def _prepare_query_vector(self, query_vector: np.ndarray | None) -> np.ndarray | None:
         if query_vector is None:

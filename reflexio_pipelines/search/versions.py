@@ -102,8 +102,8 @@ def stage_version(index_root: LakePath, build: Callable[[Path, str], Any]) -> st
     index_root = _as_root(index_root)
     version = new_version_id()
     if is_remote(index_root):
-        with tempfile.TemporaryDirectory(prefix="reflexio-index-") as tmp:
-            local = Path(tmp) / version
+        with tempfile.TemporaryDirectory(prefix="reflexio-index-") as build_dir:
+            local = Path(build_dir) / version
             build(local, version)
             upload_tree(local, index_root / version, last="manifest.json")
         return version
