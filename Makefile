@@ -26,10 +26,12 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q $(ARGS)
 
-## ruff's linter and formatter in check mode (what CI runs); `make format` rewrites the files instead.
+## ruff's linter and formatter in check mode, and mypy on the packages typed so far (`[tool.mypy] files` in
+## pyproject.toml) (what CI runs); `make format` rewrites the files instead.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format .
