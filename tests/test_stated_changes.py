@@ -259,3 +259,38 @@ def test_leaving_a_phone_at_home_replaces_no_device() -> None:
         _turns("ron", "b", 1_000 + DAY, ("user", "I left my phone at home this morning."), ("assistant", "Oh no.")),
     )
     assert any("iphone" in p["content"].lower() for p in profiles)
+
+
+def test_a_change_naming_the_same_thing_replaces_it_whatever_the_head_reads() -> None:
+    # "sold the Vespa" reads as chat to the clause head; it names the thing the earlier item is about
+    profiles, _, _ = _learn_twice(
+        _turns("eli", "a", 1_000, ("user", "I ride my Vespa to the office every day."), ("assistant", "Nice.")),
+        _turns(
+            "eli", "b", 1_000 + DAY, ("user", "sold the vespa last week, I cycle everywhere now"), ("assistant", "Ok")
+        ),
+    )
+    texts = [p["content"].lower() for p in profiles]
+    assert any("sold the vespa" in t for t in texts) and not any("ride" in t for t in texts)
+
+
+def test_giving_up_a_hobby_replaces_it_and_an_addition_does_not() -> None:
+    gave_up = _learn_twice(
+        _turns("ada", "a", 1_000, ("user", "I'm learning the cello, grade 2 so far."), ("assistant", "Lovely.")),
+        _turns("ada", "b", 1_000 + DAY, ("user", "I gave up the cello, it's guitar now."), ("assistant", "Ok")),
+    )[0]
+    assert not any("learning the cello" in p["content"].lower() for p in gave_up)
+    added = _learn_twice(
+        _turns("bo", "a", 1_000, ("user", "I'm learning the cello, grade 2 so far."), ("assistant", "Lovely.")),
+        _turns("bo", "b", 1_000 + DAY, ("user", "I also play the cello in a quartet now."), ("assistant", "Ok")),
+    )[0]
+    assert any("learning the cello" in p["content"].lower() for p in added)
+
+
+def test_a_revocation_withdraws_what_its_clause_names_not_what_follows() -> None:
+    _, playbooks, _ = _learn_twice(
+        _turns("cy", "a", 1_000, ("user", "Always put the figures in tables please."), ("assistant", "Will do.")),
+        _turns(
+            "cy", "b", 1_000 + DAY, ("user", "you can stop using tables now, plain text is fine"), ("assistant", "Ok")
+        ),
+    )
+    assert not any("tables" in p["content"].lower() for p in playbooks)

@@ -46,7 +46,7 @@ from reflexio_pipelines.learning.rules.text import (
 from reflexio_pipelines.learning.rules.tool_failures import _tool_failure_playbooks
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.stated_changes import SAID_PREFIX
-from reflexio_pipelines.learning.subjects import states_a_change, subjects_of
+from reflexio_pipelines.learning.subjects import ENDED_RE, states_a_change, subjects_of
 from reflexio_pipelines.learning.types import (
     ExtractedPlaybook,
     ExtractedProfile,
@@ -207,6 +207,7 @@ _WITHDRAW_RE = re.compile(
     r"(?:the|that|my|your|about|all|those|these)\b",
     re.I,
 )
+_TARGET_END_RE = re.compile(r"\s+(?:now|any ?more|please)\b|\s*[,;:—–]\s*|\s+-\s+", re.I)
 #: A word pointing back at something named before it.
 _PRONOUN_RE = re.compile(r"\b(?:it|them|those|these)\b", re.I)
 #: Words that name an instruction rather than the user's life.
@@ -314,7 +315,10 @@ def _forget_request(where: _Located, prediction: Prediction) -> ForgetDirective 
     bare = _LEAD_IN_RE.sub("", where.text)
     withdraws = _WITHDRAW_RE.match(bare) is not None  # "you can relax the formality": social 0.86 by the head
     if target is None and (withdraws or (prediction.kind == "revocation" and not _tells_own_change(where.text))):
-        target = _REVOKE_LEAD_RE.sub("", bare).strip(" .!")
+        # what it withdraws ends at its clause: "stop doing bullet points now, prose is fine" names bullet points
+        # and names a thing, not the doing of it ("stop using tables" withdraws the tables rule)
+        target = _TARGET_END_RE.split(_REVOKE_LEAD_RE.sub("", bare))[0].strip(" .!")
+        target = re.sub(r"^\w+ing\s+(?=\w)", "", target)
     if not target or not content_tokens(target):
         return None
     return ForgetDirective(target=target, source_turn_ids=[where.turn.turn_id])
@@ -397,8 +401,14 @@ def _stored_as(where: _Located, prediction: Prediction) -> str | None:
         return "playbook" if where.agent_index is not None or prediction.probability >= SURE else None
     if prediction.kind == "revocation" and _tells_own_change(where.text):
         return "profile"
-    if prediction.kind in ("social", "request") and _REPLACEMENT_RE.search(where.text) and _first_person(where.text):
-        return "profile"  # "Traded the Passat in for a Tesla Model 3 last week": social 0.50, request 0.47
+    if prediction.kind in ("social", "request", "feedback") and _first_person(where.text):
+        # "Traded the Passat in for a Tesla Model 3 last week": social 0.50, request 0.47; "finally sold the Honda,
+        # it's all bikes now": social 0.91; "Closed everything at Chase, I switched to a credit union": request 0.99
+        bare = _LEAD_IN_RE.sub("", where.text)
+        ended = ENDED_RE.search(where.text) and not (_ASKING_RE.match(bare) or _TELLING_RE.match(bare))
+        passing = _STORY_RE.search(where.text) or any(p.search(where.text) for p, _ in _TIME_BOUND)
+        if _REPLACEMENT_RE.search(where.text) or (ended and not passing):  # not "I left my phone at home today"
+            return "profile"
     if (
         prediction.kind == "hypothetical"
         and states_a_change(where.text)

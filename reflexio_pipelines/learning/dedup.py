@@ -26,7 +26,7 @@ import numpy as np
 from reflexio_pipelines.learning.learned_rows import content_key
 from reflexio_pipelines.learning.slots import is_typed
 from reflexio_pipelines.learning.slots import profile_slot as _profile_slot
-from reflexio_pipelines.learning.subjects import names_in, states_a_change, subjects_of
+from reflexio_pipelines.learning.subjects import names_in, states_a_change, subjects_of, things_named
 
 #: Cosine similarity at or above which two texts are considered the same statement (rule judge).
 SAME_STATEMENT = 0.9
@@ -272,21 +272,24 @@ def changed_subjects(
     """NEW index -> EXISTING positions it replaces because the user said it changed (heuristic).
 
     `new` holds (item text, the user's words) in the order they were said; a NEW item replaces the EXISTING items on
-    the same subject (learning/subjects.py), naming the same name, or at cosine >= CHANGE_SIMILARITY when its words announce a change
+    the same subject (learning/subjects.py), naming the same name or thing, or at cosine >= CHANGE_SIMILARITY when its words announce a change
     ("I moved to Denver", "from now on …", "no longer"), not an addition ("now also has a cat"). An EXISTING item
     goes to the last NEW item that replaces it; `taken` (already superseded) are left alone."""
     out: dict[int, list[int]] = {}
     owner: dict[int, int] = {}
     existing_subjects = [subjects_of(text) for text in existing]
     existing_names = [names_in(text) for text in existing]  # "Max passed away" is about "Has a dog named Max"
+    existing_things = [things_named(text) for text in existing]  # "sold the ps5" is about "Plays on their PS5"
     for i, (text, said) in enumerate(new):
         if not states_a_change(said):
             continue
         subjects = subjects_of(f"{text} {said}")
+        things = things_named(f"{text} {said}")
         for j, other in enumerate(existing_subjects):
             if j in taken:
                 continue
             named = any(re.search(rf"\b{name}\b", f"{text} {said}") for name in existing_names[j])
+            named = named or bool(things & existing_things[j])
             if subjects & other or named or float(new_vectors[i] @ existing_vectors[j]) >= CHANGE_SIMILARITY:
                 owner[j] = i
     for j, i in owner.items():

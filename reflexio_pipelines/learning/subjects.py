@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from reflexio_pipelines.learning.rules.text import content_tokens
+
 
 @dataclass(frozen=True)
 class Subject:
@@ -36,7 +38,7 @@ SUBJECTS: tuple[Subject, ...] = (
     _subject(
         "location",
         r"liv(?:e|es|ing) in|moved (?:to|from|back)|relocat|based in|home ?town|my (?:city|neighbou?rhood|apartment|"
-        r"flat|house)|apartment|neighbou?rhood|commut|feels like home|is home",
+        r"flat|house)|apartment|neighbou?rhood|commut|feels like home|is home|(?:the|our|my) move\b",
         "nearby places, neighbourhood, weather, commute, shipping address, moving, scheduling calls across time zones",
     ),
     _subject(
@@ -75,7 +77,8 @@ SUBJECTS: tuple[Subject, ...] = (
         "schedule",
         r"time ?zone|(?:pacific|eastern|central|mountain|atlantic) time|\butc|\bgmt|\bpst|\best\b|\bcet|"
         r"morning person|night owl|mornings|evenings|weekends|"
-        r"working hours|work hours|office hours|meetings?|calendar|available|availability|shift",
+        r"working hours|work hours|office hours|meetings?|calendar|available|availability|shift|9 ?(?:to|-) ?5|"
+        r"nine to five|monday to friday|weekdays",
         "meetings, scheduling, calendar invites, reminders, deadlines, calls, appointments",
     ),
     _subject(
@@ -200,6 +203,21 @@ _NOT_NAMES = frozenset(
 def names_in(item: str) -> frozenset[str]:
     """The names an item mentions after its first word (heuristic: capitalisation)."""
     return frozenset(name for name in _NAME_RE.findall(item) if name not in _NOT_NAMES)
+
+
+#: Stems too general to say two items are about one thing: verbs of liking and habit, time words, the third-person
+#: rewrite's words, and the hedges of chat ("Is learning piano" / "gave up on the piano" share "piano"; "Prefers
+#: short answers" / "from now on I prefer tables" share only these).
+_GENERIC_STEMS = frozenset(
+    "prefer like love hate want need use us usual always never most mostly get got go went make take has have had "
+    "user thing everyth someth day days week month year time now today still just realli honest lot bit kind "
+    "new old good great fine answer repl respons work job".split()
+)
+
+
+def things_named(text: str) -> frozenset[str]:
+    """The content words (stems) of a text that name a thing rather than a liking, a habit or a time (heuristic)."""
+    return frozenset(t for t in content_tokens(text) if t not in _GENERIC_STEMS and not (t.isdigit() and len(t) < 3))
 
 
 def subjects_of(text: str) -> frozenset[str]:
