@@ -149,7 +149,8 @@ def _third_person_start(text: str) -> str:
 
 _IRREGULAR_PAST = frozenset(
     "went got had made took became left moved began bought came found gave kept knew lost met paid ran said sold "
-    "sent spent stopped switched quit grew wrote thought told felt".split()
+    "sent spent stopped switched quit grew wrote thought told felt tore broke wore swore drove rode ate fell flew "
+    "forgot froze hid hurt led put read rose saw shook spoke stole stood struck swam threw understood woke won".split()
 )
 
 
