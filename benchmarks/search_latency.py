@@ -850,7 +850,7 @@ def run_size(
 
         def ours_unified(qi: int) -> Any:
             body = UnifiedSearchRequest(query=QUERIES[qi][1], top_k=TOP_K, user_id=query_user(qi))
-            return unified_search(body, fake_request)
+            return unified_search(body, fake_request, state)
 
         def base_entity(entity: str) -> Any:
             def run(qi: int) -> list[dict]:

@@ -41,13 +41,11 @@ NO_USER = "no user_id: approved agent playbooks only (no user's profiles or play
 
 
 @router.post("/api/search", response_model=UnifiedSearchResponse)
-def unified_search(body: UnifiedSearchRequest, request: Request) -> UnifiedSearchResponse:
+def unified_search(body: UnifiedSearchRequest, request: Request, state: ServiceDep) -> UnifiedSearchResponse:
     """The user's profiles and user playbooks (only with a user_id: without one, nobody's) and approved agent
     playbooks matching the query. A user in the holdout
     control group gets the same shape with no learned items and `holdout: true` (serving/outcomes.py), unless the
     request carries `X-Reflexio-Holdout: off`; every answer to a user is logged (serving/retrievals.py)."""
-    # Looked up here, not as a dependency: benchmarks/search_latency.py calls this function with a stand-in request.
-    state: ServiceState = service(request)
     if (misdirected := state.misdirected(body.user_id)) is not None:
         return misdirected
     holdout = state.policy.holdout(body.user_id, body.agent_version, request.headers.get(HOLDOUT_HEADER))
