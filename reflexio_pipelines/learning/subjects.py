@@ -130,7 +130,8 @@ SUBJECTS: tuple[Subject, ...] = (
         "answer_format",
         r"bullet|paragraph|concise|brief|short(?:er)? (?:answers?|replies|responses)|tone|formal|casual|"
         r"emoji|markdown|tables?\b|summar|tl;?dr|length|word count|headings|numbered|round(?:ed)? to|"
-        r"walk-?through|step[- ]by[- ]step|just the code|code only|only the code|explanations?\b|jargon|big words",
+        r"walk-?through|step[- ]by[- ]step|just the code|code only|only the code|explanations?\b|jargon|big words|"
+        r"(?:\d+|one|two|three|four|five) (?:sentences|lines|words)\b|sentences? max|under \d+ words",
         "answers, replies, summaries, reports, emails, documents, explanations",
     ),
     _subject(
