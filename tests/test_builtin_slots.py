@@ -317,12 +317,12 @@ def test_profile_families(said: str, profiles: list[str]) -> None:
     ],
 )
 def test_answers_and_closers_are_not_corrections(answer: str, reply: str) -> None:
-    from reflexio_pipelines.learning.rules.corrections import _corrected_agent_index
+    from reflexio_pipelines.learning.rules.corrections import corrected_agent_index
 
     window = convo(("user", "Plan my day."), ("assistant", answer), ("user", reply))
     result = EXTRACTOR.extract(window)
     assert result.playbooks == [] and result.session_context == []
-    assert _corrected_agent_index(window.turns, 2) is None
+    assert corrected_agent_index(window.turns, 2) is None
 
 
 @pytest.mark.parametrize(

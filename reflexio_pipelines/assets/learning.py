@@ -40,7 +40,7 @@ from reflexio_pipelines.partitions import GRANULARITY, PARTITIONS
 from reflexio_pipelines.resources import EmbedderResource, ExtractorResource, LakeResource
 from reflexio_pipelines.window_pass import Committed, Learner, learn_and_commit
 
-_OUTPUTS = {
+OUTPUTS = {
     "user_profiles": (
         "Per-user facts, deduplicated; a newer statement supersedes an older one (kept for audit).",
         ["user_id", "content", "profile_time_to_live", "supersedes"],
@@ -94,7 +94,7 @@ def run_pace(config: LearningRunConfig, extractor: ExtractorResource, partition_
 @dg.multi_asset(
     specs=[
         dg.AssetSpec(name, deps=["turns"], group_name="learning", kinds={"deltalake"}, description=description)
-        for name, (description, _) in _OUTPUTS.items()
+        for name, (description, _) in OUTPUTS.items()
     ],
     partitions_def=PARTITIONS,
 )
@@ -182,7 +182,7 @@ def materialization_metadata(
             "window": window,
             "dagster/row_count": table.num_rows,
             "delta_version": committed.versions[name],
-            "preview": preview(table, _OUTPUTS[name][1], enabled=previews),
+            "preview": preview(table, OUTPUTS[name][1], enabled=previews),
             **cost,
         }
         for name, table in committed.tables.items()

@@ -24,7 +24,7 @@ requests/tokens per minute are split between the shards (resources/extractor.py 
 import dagster as dg
 
 from reflexio_pipelines.assets.learning import (
-    _OUTPUTS,
+    OUTPUTS,
     LearningRunConfig,
     learner,
     materialization_metadata,
@@ -107,7 +107,7 @@ def learn_shard(
     return shard
 
 
-@dg.op(out={name: dg.Out(dg.Nothing) for name in _OUTPUTS})
+@dg.op(out={name: dg.Out(dg.Nothing) for name in OUTPUTS})
 def commit_shards(
     context: dg.OpExecutionContext,
     config: LearningRunConfig,
@@ -147,7 +147,7 @@ def _config_mapping(config: dict) -> dict:
     name="user_learning",
     outs={
         name: dg.AssetOut(description=description, group_name="learning", kinds={"deltalake"})
-        for name, (description, _) in _OUTPUTS.items()
+        for name, (description, _) in OUTPUTS.items()
     },
     ins={"turns": dg.AssetIn(dagster_type=dg.Nothing)},
     partitions_def=PARTITIONS,
@@ -156,4 +156,4 @@ def _config_mapping(config: dict) -> dict:
 def sharded_user_learning(turns):
     """The four learning tables of a window, learned by shards of its users in parallel steps."""
     shards = plan_shards(turns).map(learn_shard).collect()
-    return dict(zip(_OUTPUTS, commit_shards(shards), strict=True))
+    return dict(zip(OUTPUTS, commit_shards(shards), strict=True))

@@ -31,7 +31,7 @@ import numpy as np
 from reflexio_pipelines.learning.batch import LearnStats
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
-from reflexio_pipelines.learning.learned_rows import _provenance, content_key
+from reflexio_pipelines.learning.learned_rows import content_key, provenance
 from reflexio_pipelines.learning.lifecycle import FORGOTTEN
 from reflexio_pipelines.learning.rules.text import content_tokens
 from reflexio_pipelines.learning.slots import profile_slot, slot_named
@@ -152,7 +152,7 @@ def forget_requested(
                 "supersedes": ids,
                 "extractor_names": [name] if name else [],
                 "custom_features": json.dumps({"match": [m.reason for m in matches]}, sort_keys=True),
-                **_provenance(win, [asked], result, window, run_id),
+                **provenance(win, [asked], result, window, run_id),
             }
         )
     return tombstones, existing

@@ -24,10 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-# `_APPROVAL_RE` / `_LEAD_IN_RE` are the built-in rules' (private) "the user approved the result" rule, reused so the
+# `APPROVAL_RE` / `LEAD_IN_RE` are the built-in rules' (private) "the user approved the result" rule, reused so the
 # recipe extractor and this judge read approval the same way.
-from reflexio_pipelines.learning.rules.facts import _LEAD_IN_RE
-from reflexio_pipelines.learning.rules.success_recipes import _APPROVAL_RE
+from reflexio_pipelines.learning.rules.facts import LEAD_IN_RE
+from reflexio_pipelines.learning.rules.success_recipes import APPROVAL_RE
 from reflexio_pipelines.learning.rules.text import content_tokens
 from reflexio_pipelines.learning.rules.tool_failures import blocking_issue_kind
 from reflexio_pipelines.learning.sessions import Session, corrections_in
@@ -146,7 +146,7 @@ def session_verdict_from_pairs(verdicts: Iterable[ShadowVerdict | str]) -> str |
 # The heuristic rules
 # ---------------------------------------------------------------------------------------------------------------
 
-# Approval anywhere in a turn ("That fixed it, thanks!"); builtin's _APPROVAL_RE covers turns that open with it.
+# Approval anywhere in a turn ("That fixed it, thanks!"); builtin's APPROVAL_RE covers turns that open with it.
 _THANKS_RE = re.compile(
     r"\b(?:thanks|thank you|thx|cheers|much appreciated|appreciate it|problem solved|all set|"
     r"(?:that|this|it) (?:worked|works now|did it|did the trick|fixed it|solved it)|works now|works perfectly)\b",
@@ -174,7 +174,7 @@ def _approves(text: str) -> bool:
     text = text.strip()
     if _NOT_THANKS_RE.search(text) or _FRUSTRATION_RE.search(text):
         return False
-    return bool(_APPROVAL_RE.match(_LEAD_IN_RE.sub("", text)) or _THANKS_RE.search(text))
+    return bool(APPROVAL_RE.match(LEAD_IN_RE.sub("", text)) or _THANKS_RE.search(text))
 
 
 def _missing_tool_error(session: Session) -> str | None:

@@ -40,17 +40,17 @@ from reflexio_pipelines.learning.extract import Extractor
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.forget import forget_requested
 from reflexio_pipelines.learning.learned_rows import (
-    _bookmark,
-    _changes,
-    _content_part,
-    _merge,
-    _playbook_rows,
-    _playbook_text,
-    _profile_rows,
-    _time,
+    bookmark,
+    change_rows,
     content_key,
+    content_part,
+    merge,
     playbook_id,
+    playbook_rows,
+    playbook_text,
     profile_id,
+    profile_rows,
+    row_time,
 )
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, GatedExtractionResult
 from reflexio_pipelines.learning.llm_failures import FailureSummary
@@ -286,12 +286,12 @@ def _extract_user(
             _count(stats, result)
             by_id = {t.turn_id: t for t in win.turns}
             # Context turns were learned from when they were new: an item resting only on them is a repeat.
-            for row in _profile_rows(win, result, group, by_id, window, run_id):
+            for row in profile_rows(win, result, group, by_id, window, run_id):
                 if fresh & set(row["source_turn_ids"]):
-                    _merge(found.profiles, row["profile_id"], row)
-            for row in _playbook_rows(win, result, group, by_id, window, run_id):
+                    merge(found.profiles, row["profile_id"], row)
+            for row in playbook_rows(win, result, group, by_id, window, run_id):
                 if fresh & set(row["source_turn_ids"]):
-                    _merge(found.playbooks, row["user_playbook_id"], row)
+                    merge(found.playbooks, row["user_playbook_id"], row)
             for directive in result.forget:  # a request seen only as context was handled when it was new
                 asked = [by_id[i] for i in directive.source_turn_ids if i in by_id and i in fresh]
                 if asked:
@@ -323,7 +323,7 @@ def _texts_to_embed(batches: Iterable[_Extracted], states: dict[str, UserState])
         state = states.get(found.user_id, UserState())
         texts += [d.target for d, *_ in found.requests]
         texts += [r["content"] for r in [*found.profiles.values(), *state.profiles]]
-        texts += [_playbook_text(r) for r in [*found.playbooks.values(), *state.playbooks]]
+        texts += [playbook_text(r) for r in [*found.playbooks.values(), *state.playbooks]]
     return texts
 
 
@@ -370,7 +370,7 @@ def _resolve_user(
             stats,
             id_column="user_playbook_id",
             order=order,
-            text_of=_playbook_text,
+            text_of=playbook_text,
             slot_of=lambda r: content_key(r["trigger"] or "") or None,
             key_of=lambda r: r["content"],
             rewrite=lambda r, text: dict(
@@ -390,10 +390,10 @@ def _resolve_user(
     found.rows = {
         "profiles": kept_profiles + tombstones,
         "playbooks": kept_playbooks + withdrawn,
-        "change_log": _changes("profile", kept_profiles + tombstones, "profile_id", window, run_id)
-        + _changes("user_playbook", kept_playbooks + withdrawn, "user_playbook_id", window, run_id),
+        "change_log": change_rows("profile", kept_profiles + tombstones, "profile_id", window, run_id)
+        + change_rows("user_playbook", kept_playbooks + withdrawn, "user_playbook_id", window, run_id),
         "bookmarks": [
-            _bookmark(
+            bookmark(
                 state.bookmarks.get(group.name),
                 user_id,
                 group.name,
@@ -432,7 +432,7 @@ def _count(stats: LearnStats, result: ExtractionResult) -> None:
 
 def _stated_at(row: dict[str, Any], order: dict[str, tuple]) -> tuple:
     """When a new row was stated: the sort key of its latest source turn (its timestamp when none is known)."""
-    return max((order[t] for t in row["source_turn_ids"] if t in order), default=(_time(row),))
+    return max((order[t] for t in row["source_turn_ids"] if t in order), default=(row_time(row),))
 
 
 def _dedup(
@@ -461,8 +461,8 @@ def _dedup(
     texts = [text_of(r) for r in new_rows] + [text_of(r) for r in existing_rows]
     vectors = embedder.embed(texts)
     new_vectors, existing_vectors = vectors[: len(new_rows)], vectors[len(new_rows) :]
-    new = [Candidate(f"new:{i}", text_of(r), _time(r), slot_of(r), key_of(r)) for i, r in enumerate(new_rows)]
-    existing = [Candidate(str(r[id_column]), text_of(r), _time(r), slot_of(r), key_of(r)) for r in existing_rows]
+    new = [Candidate(f"new:{i}", text_of(r), row_time(r), slot_of(r), key_of(r)) for i, r in enumerate(new_rows)]
+    existing = [Candidate(str(r[id_column]), text_of(r), row_time(r), slot_of(r), key_of(r)) for r in existing_rows]
     by_candidate = {c.item_id: v for c, v in zip(new + existing, vectors)}
     judge = judge_factory(entity, by_candidate)
     resolution: Resolution = deduplicate(new, existing, new_vectors, existing_vectors, judge)
@@ -484,7 +484,7 @@ def _dedup(
         row = new_rows[i]
         text = resolution.keep[i]
         if text != text_of(row):
-            row = rewrite(row, text if entity == "profile" else _content_part(row, text))
+            row = rewrite(row, text if entity == "profile" else content_part(row, text))
         supersedes = [id_type(x) for x in resolution.supersedes.get(i, []) if id_type(x) != row[id_column]]
         stats.superseded += len(supersedes)
         kept.append(dict(row, supersedes=supersedes))

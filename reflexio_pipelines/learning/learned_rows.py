@@ -51,11 +51,11 @@ def playbook_id(user_id: str, trigger: str | None, content: str) -> int:
     return stable_int_id(user_id, "playbook", content_key(f"{trigger or ''} {content}"))
 
 
-def _playbook_text(row: dict[str, Any]) -> str:
+def playbook_text(row: dict[str, Any]) -> str:
     return f"{row['trigger']}: {row['content']}" if row["trigger"] else row["content"]
 
 
-def _merge(items: dict, key: Any, row: dict[str, Any]) -> None:
+def merge(items: dict, key: Any, row: dict[str, Any]) -> None:
     """Overlapping windows see the same evidence twice: keep one row, with the union of its source turns. The same
     profile from two extractors is one row naming both; the same playbook keeps the first extractor's name."""
     existing = items.get(key)
@@ -68,17 +68,17 @@ def _merge(items: dict, key: Any, row: dict[str, Any]) -> None:
         existing["extractor_names"] += [n for n in row["extractor_names"] if n not in existing["extractor_names"]]
 
 
-def _content_part(row: dict[str, Any], text: str) -> str:
+def content_part(row: dict[str, Any], text: str) -> str:
     # A merged playbook text may come back as "trigger: content"; the trigger is kept from the surviving row.
     prefix = f"{row['trigger']}: " if row["trigger"] else ""
     return text[len(prefix) :] if prefix and text.startswith(prefix) else text
 
 
-def _time(row: dict[str, Any]) -> int:
+def row_time(row: dict[str, Any]) -> int:
     return int(row.get("created_at") or row.get("last_modified_timestamp") or 0)
 
 
-def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: str, run_id: str) -> list[dict]:
+def change_rows(entity: str, rows: list[dict[str, Any]], id_column: str, window: str, run_id: str) -> list[dict]:
     changes = []
     for row in rows:
         base = {
@@ -87,7 +87,7 @@ def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: st
             "window": window,
             "run_id": run_id,
             "request_id": row.get("generated_from_request_id") or row.get("request_id"),
-            "created_at": _time(row),
+            "created_at": row_time(row),
         }
         if row["status"] in TOMBSTONE_STATUSES:  # a tombstone is not an item: only what it removed is a change
             change = FORGOTTEN if row["status"] == FORGOTTEN else "superseded"
@@ -106,7 +106,7 @@ def _changes(entity: str, rows: list[dict[str, Any]], id_column: str, window: st
     return changes
 
 
-def _bookmark(
+def bookmark(
     previous: dict[str, Any] | None,
     user_id: str,
     group_name: str,
@@ -143,7 +143,7 @@ def _evidence(win: Window, ids: list[str], by_id: dict[str, Turn]) -> list[Turn]
     return chosen or list(win.turns)
 
 
-def _provenance(win: Window, evidence: list[Turn], result: ExtractionResult, window: str, run_id: str) -> dict:
+def provenance(win: Window, evidence: list[Turn], result: ExtractionResult, window: str, run_id: str) -> dict:
     return {
         "source_turn_ids": sorted(t.turn_id for t in evidence),
         "source_interaction_ids": sorted(t.interaction_id for t in evidence),
@@ -162,7 +162,7 @@ def _extractor_name(item: Any, group: ExtractorGroup, kind: Literal["profile", "
     return group.resolve(kind, getattr(item, "extractor_name", None) or None)[0]
 
 
-def _profile_rows(
+def profile_rows(
     win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
 ) -> list[dict]:
     rows = []
@@ -187,13 +187,13 @@ def _profile_rows(
                 "status": "current",
                 "extractor_names": [name],
                 "custom_features": json.dumps(item.custom_features, sort_keys=True),
-                **_provenance(win, evidence, result, window, run_id),
+                **provenance(win, evidence, result, window, run_id),
             }
         )
     return rows
 
 
-def _playbook_rows(
+def playbook_rows(
     win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
 ) -> list[dict]:
     rows = []
@@ -219,7 +219,7 @@ def _playbook_rows(
                 "blocking_issue_details": item.blocking_issue_details,
                 "status": "current",
                 "source": last.source,
-                **_provenance(win, evidence, result, window, run_id),
+                **provenance(win, evidence, result, window, run_id),
             }
         )
     return rows

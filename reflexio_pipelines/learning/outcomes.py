@@ -58,7 +58,7 @@ from reflexio_pipelines.learning.outcome_types import (
 from reflexio_pipelines.learning.rules.corrections import correction_rule
 from reflexio_pipelines.learning.rules.profiles import facts_stated
 from reflexio_pipelines.learning.rules.text import content_tokens, stem
-from reflexio_pipelines.learning.rules.triggers import _IMPERATIVE_VERBS
+from reflexio_pipelines.learning.rules.triggers import IMPERATIVE_VERBS
 from reflexio_pipelines.learning.sessions import Session, corrected_turn_indexes
 
 #: Share of the shorter text's content words a correction and an item must share (strictly more) for "the same
@@ -81,7 +81,7 @@ _MARKERS = frozenset(
     for w in "never always don dont instead rather stop avoid use using only again when "
     "asked giving answer like calling call tool sure time".split()
 )
-_VERBS = frozenset(_fold(stem(w)) for w in _IMPERATIVE_VERBS)
+_VERBS = frozenset(_fold(stem(w)) for w in IMPERATIVE_VERBS)
 _NEGATION_RE = re.compile(
     r"\b(?:never|don't|dont|do not|does not|doesn't|did not|didn't|not|no|avoid|stop|instead of|rather than|"
     r"without)\b",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 # Private on purpose in rules/corrections.py: "is this user turn a correction of the agent's previous answer".
 # Imported (not copied) so the extractor's correction playbooks and the evaluation's correction count always agree.
-from reflexio_pipelines.learning.rules.corrections import _corrected_agent_index
+from reflexio_pipelines.learning.rules.corrections import corrected_agent_index
 from reflexio_pipelines.learning.transcript import session_key
 from reflexio_pipelines.learning.types import Turn, Window
 from reflexio_pipelines.learning.windows import turn_sort_key
@@ -115,7 +115,7 @@ def is_sampled(session_id: str, evaluation_name: str, rate: float = DEFAULT_SAMP
 def corrected_turn_indexes(session: Session) -> list[int]:
     """Indexes of the user turns that correct the agent's previous answer (the builtin extractor's correction rule,
     a HEURISTIC: a user turn with correction markers right after an agent turn)."""
-    return [i for i in range(len(session.turns)) if _corrected_agent_index(session.turns, i) is not None]
+    return [i for i in range(len(session.turns)) if corrected_agent_index(session.turns, i) is not None]
 
 
 def corrections_in(session: Session) -> int:

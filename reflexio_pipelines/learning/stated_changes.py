@@ -16,7 +16,7 @@ import numpy as np
 from reflexio_pipelines.learning.dedup import Resolution, changed_subjects
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.forget import match_profiles
-from reflexio_pipelines.learning.learned_rows import _provenance
+from reflexio_pipelines.learning.learned_rows import provenance
 from reflexio_pipelines.learning.lifecycle import FORGOTTEN, REPLACED
 from reflexio_pipelines.learning.rules.text import content_tokens
 from reflexio_pipelines.learning.subjects import states_a_change
@@ -130,7 +130,7 @@ def withdraw_playbooks(
                 "status": FORGOTTEN,
                 "source": asked.source,
                 "supersedes": ids,
-                **_provenance(win, [asked], result, window, run_id),
+                **provenance(win, [asked], result, window, run_id),
             }
         )
     return tombstones, left

@@ -18,15 +18,15 @@ from reflexio_pipelines.learning.embedding import Embedder, EmbeddingError, l2_n
 from reflexio_pipelines.search.ann import ANN_KIND, HNSW_MIN_ROWS, HnswParams, build_hnsw, write_hnsw
 from reflexio_pipelines.search.text import BM25_TOKENIZER, TEXT_NORMALIZATION, normalize_text
 from reflexio_pipelines.search.types import (
-    _STRING_FILTER_FIELDS,
     ENTITY_TYPES,
+    STRING_FILTER_FIELDS,
     IndexModelMismatch,
     SearchDoc,
     SearchIndexError,
 )
 
 FORMAT_VERSION = 2  # 2: delta segments and tombstones; format 1 (one segment, no fingerprints) still loads
-_NEVER = np.iinfo(np.int64).max  # expires_at of docs that never expire
+NEVER = np.iinfo(np.int64).max  # expires_at of docs that never expire
 _EMBED_CHUNK = 512  # texts per embedder.embed call while building (the embedder batches further itself)
 
 
@@ -51,7 +51,7 @@ def doc_owners(doc: SearchDoc) -> frozenset[str]:
     return frozenset(u for u in (doc.user_id, *doc.contributors) if u)
 
 
-def _validate_docs(docs: Sequence[SearchDoc]) -> dict[str, list[SearchDoc]]:
+def validate_docs(docs: Sequence[SearchDoc]) -> dict[str, list[SearchDoc]]:
     """Group docs by entity type (sorted by doc_id, so a doc set always yields the same index); refuse bad docs."""
     by_type: dict[str, list[SearchDoc]] = {t: [] for t in ENTITY_TYPES}
     seen: set[tuple[str, str]] = set()
@@ -105,7 +105,7 @@ def _embed_all(
     return unique_vectors[[row[t] for t in texts]]
 
 
-def _embed_docs(
+def embed_docs(
     by_type: Mapping[str, Sequence[SearchDoc]], embedder: Embedder, cache: VectorCache | None
 ) -> tuple[dict[str, list[str]], np.ndarray]:
     """Per entity type the docs' normalised texts, and their vectors in type order then doc order. Every type's
@@ -154,14 +154,14 @@ def _embed_texts(texts: list[str], embedder: Embedder, dim: int) -> np.ndarray:
     return np.concatenate(parts, axis=0)
 
 
-def _bm25_schema() -> Any:
+def build_bm25_schema() -> Any:
     import tantivy
 
     builder = tantivy.SchemaBuilder()
     # Term frequencies and field norms are all BM25 needs; positions (phrase queries) are never used.
     builder.add_text_field("text", tokenizer_name=BM25_TOKENIZER, index_option="freq")
     # Exact-match fields so filters are pushed down as term queries.
-    for name in ("doc_id", *_STRING_FILTER_FIELDS):
+    for name in ("doc_id", *STRING_FILTER_FIELDS):
         builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("created_at", indexed=True, fast=True)
     builder.add_integer_field("expires_at", indexed=True, fast=True)
@@ -169,7 +169,7 @@ def _bm25_schema() -> Any:
     return builder.build()
 
 
-def _write_bm25(
+def write_bm25(
     path: Path,
     docs: Sequence[SearchDoc],
     norm_texts: Sequence[str],
@@ -186,7 +186,7 @@ def _write_bm25(
         index = tantivy.Index.open(str(path))
     else:
         path.mkdir(parents=True)
-        index = tantivy.Index(_bm25_schema(), path=str(path), reuse=False)
+        index = tantivy.Index(build_bm25_schema(), path=str(path), reuse=False)
     # One indexing thread gives one segment whose doc order is the row order: reproducible builds.
     writer = index.writer(heap_size=64_000_000, num_threads=1)
     for doc_id in dead_ids:  # deletes apply to docs added before them: a re-added doc_id below survives
@@ -195,12 +195,12 @@ def _write_bm25(
         tdoc = tantivy.Document()
         tdoc.add_text("text", text)
         tdoc.add_text("doc_id", doc.doc_id)
-        for name in _STRING_FILTER_FIELDS:
+        for name in STRING_FILTER_FIELDS:
             value = getattr(doc, name)
             if value is not None:
                 tdoc.add_text(name, str(value))
         tdoc.add_integer("created_at", int(doc.created_at))
-        tdoc.add_integer("expires_at", _NEVER if doc.expires_at is None else int(doc.expires_at))
+        tdoc.add_integer("expires_at", NEVER if doc.expires_at is None else int(doc.expires_at))
         tdoc.add_unsigned("row", row)
         writer.add_document(tdoc)
     writer.commit()
@@ -223,7 +223,7 @@ def doc_fingerprint(doc: SearchDoc) -> str:
     fields = (
         doc.text,
         doc.payload,
-        *(getattr(doc, name) for name in _STRING_FILTER_FIELDS),
+        *(getattr(doc, name) for name in STRING_FILTER_FIELDS),
         doc.created_at,
         doc.expires_at,
     )
@@ -232,7 +232,7 @@ def doc_fingerprint(doc: SearchDoc) -> str:
     return hashlib.blake2b(repr(fields).encode(), digest_size=16).hexdigest()
 
 
-def _write_docs_parquet(
+def write_docs_parquet(
     path: Path, by_type: Mapping[str, Sequence[SearchDoc]], first_rows: Mapping[str, int] | None = None
 ) -> None:
     """One segment's docs; rows of type t are numbered from first_rows[t] (0 for a base segment)."""
@@ -263,7 +263,7 @@ def _write_docs_parquet(
             columns["doc_id"].append(doc.doc_id)
             columns["text"].append(doc.text)
             columns["payload"].append(payload)
-            for name in _STRING_FILTER_FIELDS:
+            for name in STRING_FILTER_FIELDS:
                 columns[name].append(getattr(doc, name))
             columns["created_at"].append(int(doc.created_at))
             columns["expires_at"].append(doc.expires_at)
@@ -283,7 +283,7 @@ def docs_schema() -> Any:
             ("text", pa.string()),
             ("payload", pa.string()),
         ]
-        + [(name, pa.string()) for name in _STRING_FILTER_FIELDS]
+        + [(name, pa.string()) for name in STRING_FILTER_FIELDS]
         + [("created_at", pa.int64()), ("expires_at", pa.int64()), ("fingerprint", pa.string())]
     )
 
@@ -329,7 +329,7 @@ def build_index(
     model_id = str(getattr(embedder, "model_id", "") or "")
     if not model_id:
         raise IndexModelMismatch("the embedder has no model_id; an index must record which model made its vectors")
-    by_type = _validate_docs(docs)
+    by_type = validate_docs(docs)
     out_dir.mkdir(parents=True, exist_ok=True)
 
     started = time.perf_counter()
@@ -337,7 +337,7 @@ def build_index(
     ann: dict[str, dict[str, Any]] = {}
     (out_dir / "vectors").mkdir()
     dim = int(embedder.dim)
-    norm_texts, all_vectors = _embed_docs(by_type, embedder, cache)
+    norm_texts, all_vectors = embed_docs(by_type, embedder, cache)
     offset = 0
     for entity_type in ENTITY_TYPES:
         group = by_type[entity_type]
@@ -348,8 +348,8 @@ def build_index(
         vector_digests[entity_type] = sha256_file(vector_path)
         if group and len(group) >= hnsw_min_rows:
             ann[entity_type] = _write_ann(out_dir, entity_type, vectors, hnsw_params)
-        _write_bm25(out_dir / "bm25" / entity_type, group, norm_texts[entity_type])
-    _write_docs_parquet(out_dir / "docs.parquet", by_type)
+        write_bm25(out_dir / "bm25" / entity_type, group, norm_texts[entity_type])
+    write_docs_parquet(out_dir / "docs.parquet", by_type)
 
     now = datetime.now(timezone.utc)
     manifest: dict[str, Any] = {

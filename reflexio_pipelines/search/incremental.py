@@ -39,15 +39,15 @@ from reflexio_pipelines.search.ann import HNSW_MIN_ROWS, HnswParams
 from reflexio_pipelines.search.build import (
     FORMAT_VERSION,
     VectorCache,
-    _embed_docs,
-    _validate_docs,
-    _write_bm25,
-    _write_docs_parquet,
     doc_fingerprint,
+    embed_docs,
+    validate_docs,
+    write_bm25,
+    write_docs_parquet,
 )
 from reflexio_pipelines.search.tables import read_tombstones
 from reflexio_pipelines.search.types import ENTITY_TYPES, IndexModelMismatch, SearchDoc
-from reflexio_pipelines.search.versions import _segments, current_version, local_copy, stage_index, stage_version
+from reflexio_pipelines.search.versions import current_version, local_copy, stage_index, stage_version, version_segments
 from reflexio_pipelines.storage import LakePath
 
 MAX_DELTAS = 8  # segments beyond the base before they are folded into one (bounds files per version and load)
@@ -86,7 +86,7 @@ def live_fingerprints(version_dir: Path, manifest: Mapping[str, Any]) -> Fingerp
     if manifest.get("format_version") != FORMAT_VERSION:
         return None
     columns = ["entity_type", "row", "doc_id", "fingerprint"]
-    table = pa.concat_tables([pq.read_table(s.docs, columns=columns) for s in _segments(version_dir, manifest)])
+    table = pa.concat_tables([pq.read_table(s.docs, columns=columns) for s in version_segments(version_dir, manifest)])
     data = table.to_pydict()
     out: Fingerprints = {t: {} for t in ENTITY_TYPES}
     dead = {t: set(read_tombstones(version_dir, manifest, t).tolist()) for t in ENTITY_TYPES}
@@ -111,7 +111,7 @@ def served_doc_ids(index_root: LakePath, entity_type: str, doc_ids: Iterable[str
     manifest = json.loads((version_dir / "manifest.json").read_text())
     dead = set(read_tombstones(version_dir, manifest, entity_type).tolist())
     held: set[str] = set()
-    for segment in _segments(version_dir, manifest):
+    for segment in version_segments(version_dir, manifest):
         table = pq.read_table(
             segment.docs,
             columns=["row", "doc_id"],
@@ -151,7 +151,7 @@ def prior_owners(version_dir: Path, manifest: Mapping[str, Any]) -> dict[str, di
     import pyarrow.parquet as pq
 
     columns = ["entity_type", "doc_id", "user_id"]
-    data = pa.concat_tables([pq.read_table(s.docs, columns=columns) for s in _segments(version_dir, manifest)])
+    data = pa.concat_tables([pq.read_table(s.docs, columns=columns) for s in version_segments(version_dir, manifest)])
     out: dict[str, dict[str, str | None]] = {t: {} for t in USER_TYPES}
     for entity_type, doc_id, user_id in zip(*(data[c].to_pylist() for c in columns), strict=True):
         if entity_type in out:
@@ -163,7 +163,7 @@ def plan_changes(prior: Fingerprints, docs: Sequence[SearchDoc], scope: DocScope
     """The docs whose fingerprint is new or differs from `prior`, and the prior doc ids `docs` no longer hold
     (with `scope`, only prior docs of the scope's users can be missing). Refuses the same bad docs `build_index`
     refuses."""
-    by_type = _validate_docs(docs)
+    by_type = validate_docs(docs)
     changes = IndexChanges()
     for entity_type in ENTITY_TYPES:
         known = prior.get(entity_type, {})
@@ -246,15 +246,15 @@ def extend_index(
     prior = prior if prior is not None else live_fingerprints(prev_dir, manifest)
     if prior is None:
         raise ValueError(f"version {manifest['version']} has no fingerprints (format 1): a full build is needed")
-    by_type = _validate_docs(changes.upserts)
+    by_type = validate_docs(changes.upserts)
     _link_tree(prev_dir, out_dir)
 
     rows = {t: int(manifest.get("rows", manifest["counts"])[t]) for t in ENTITY_TYPES}
-    norm_texts, vectors = _embed_docs(by_type, embedder, cache)
+    norm_texts, vectors = embed_docs(by_type, embedder, cache)
 
     delta_dir = out_dir / "delta" / version
     (delta_dir / "vectors").mkdir(parents=True)
-    _write_docs_parquet(delta_dir / "docs.parquet", by_type, first_rows=rows)
+    write_docs_parquet(delta_dir / "docs.parquet", by_type, first_rows=rows)
     tombstones: dict[str, dict[str, Any]] = {}
     new_vectors: dict[str, np.ndarray] = {}
     offset = 0
@@ -266,7 +266,7 @@ def extend_index(
         dead_rows = np.asarray([prior[entity_type][d][0] for d in dead_ids], dtype=np.int64)
         tombstones[entity_type] = _write_tombstones(out_dir, prev_dir, manifest, entity_type, dead_rows)
         if group or dead_ids:
-            _write_bm25(
+            write_bm25(
                 out_dir / "bm25" / entity_type,
                 group,
                 norm_texts[entity_type],

@@ -19,8 +19,8 @@ import numpy as np
 
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.search.shards import ShardSelector
-from reflexio_pipelines.search.tables import _empty_table, _load_table, _read_docs, _Table
-from reflexio_pipelines.search.text import _analyse_query, content_terms
+from reflexio_pipelines.search.tables import Table, empty_table, load_table, read_docs
+from reflexio_pipelines.search.text import analyse_query, content_terms
 from reflexio_pipelines.search.types import (
     ENTITY_TYPES,
     SEARCH_MODES,
@@ -30,7 +30,7 @@ from reflexio_pipelines.search.types import (
     SearchHit,
     SearchMode,
 )
-from reflexio_pipelines.search.versions import _resolve_version_dir, _segments
+from reflexio_pipelines.search.versions import resolve_version_dir, version_segments
 from reflexio_pipelines.storage import LakePath
 
 _READABLE_FORMATS = (1, 2)  # formats `LoadedIndex.load` opens; `build.FORMAT_VERSION` is the one written
@@ -65,7 +65,7 @@ def _top_rows(rows: np.ndarray, keys: np.ndarray, id_rank: np.ndarray, limit: in
 class LoadedIndex:
     """A published index version opened read-only; `search` is safe to call from many threads at once."""
 
-    def __init__(self, version_dir: Path, manifest: dict[str, Any], tables: dict[str, _Table]) -> None:
+    def __init__(self, version_dir: Path, manifest: dict[str, Any], tables: dict[str, Table]) -> None:
         self.path = version_dir
         self.manifest = manifest
         self.version: str = manifest["version"]
@@ -86,18 +86,18 @@ class LoadedIndex:
         """Open `version` under `index_root` (None = the one CURRENT points at). With `verify`, vector files
         are checked against the manifest's sha256. With `shards`, only those shards' users' documents are loaded
         (and shared ones); searches for them answer as the whole version does (`search.shards`)."""
-        version_dir = _resolve_version_dir(index_root, version)
+        version_dir = resolve_version_dir(index_root, version)
         manifest = json.loads((version_dir / "manifest.json").read_text())
         if manifest.get("format_version") not in _READABLE_FORMATS:
             raise IndexCorrupt(
                 f"{version_dir}: format_version {manifest.get('format_version')}, need one of {_READABLE_FORMATS}"
             )
         dim = int(manifest["embedder"]["dim"])
-        columns = _read_docs([segment.docs for segment in _segments(version_dir, manifest)], shards)
+        columns = read_docs([segment.docs for segment in version_segments(version_dir, manifest)], shards)
         tables = {
-            t: _load_table(version_dir, t, columns[t], dim, verify, manifest, shards)
+            t: load_table(version_dir, t, columns[t], dim, verify, manifest, shards)
             if t in manifest["counts"]
-            else _empty_table(t, dim)
+            else empty_table(t, dim)
             for t in ENTITY_TYPES
         }
         index = cls(version_dir, manifest, tables)
@@ -156,7 +156,7 @@ class LoadedIndex:
         row = table.row_of.get(doc_id)
         return None if row is None else json.loads(table.payloads[row])
 
-    def _table(self, entity_type: str) -> _Table:
+    def _table(self, entity_type: str) -> Table:
         try:
             return self._tables[entity_type]
         except KeyError:
@@ -164,7 +164,7 @@ class LoadedIndex:
 
     # -- filters
 
-    def _select(self, table: _Table, filters: SearchFilters, exclude_ids: frozenset[str]) -> _Selection:
+    def _select(self, table: Table, filters: SearchFilters, exclude_ids: frozenset[str]) -> _Selection:
         """The admissible rows. Clauses that cannot exclude any row of this table are skipped here and in the BM25
         pushdown: at 333k rows each costs a pass over the column, and each tantivy clause a posting-list walk."""
         mask = np.ones(table.size, dtype=bool) if table.alive is None else table.alive.copy()
@@ -196,7 +196,7 @@ class LoadedIndex:
         mask[excluded] = False
         return _Selection(mask, int(np.count_nonzero(mask)), frozenset(clauses), len(excluded), now)
 
-    def _filter_queries(self, table: _Table, filters: SearchFilters, selection: _Selection) -> list[Any]:
+    def _filter_queries(self, table: Table, filters: SearchFilters, selection: _Selection) -> list[Any]:
         """The active clauses of `selection` (all but exclude_ids) as tantivy clauses, so the BM25 leg's top hits
         are admissible."""
         import tantivy
@@ -240,7 +240,7 @@ class LoadedIndex:
     # -- legs
 
     def _vector_leg(
-        self, table: _Table, selection: _Selection, query_vector: np.ndarray, threshold: float, limit: int
+        self, table: Table, selection: _Selection, query_vector: np.ndarray, threshold: float, limit: int
     ) -> dict[int, float]:
         """Nearest admissible rows at or above `threshold`: row -> cosine, best first (ties by doc_id).
 
@@ -267,7 +267,7 @@ class LoadedIndex:
 
     def _bm25_leg(
         self,
-        table: _Table,
+        table: Table,
         selection: _Selection,
         terms: tuple[str, ...],
         filters: SearchFilters,
@@ -338,7 +338,7 @@ class LoadedIndex:
         selection = self._select(table, filters, exclude_ids)
         if selection.admitted == 0:
             return []
-        terms, blank = _analyse_query(query)
+        terms, blank = analyse_query(query)
         if entity_type != "interaction":
             terms = content_terms(terms)
         vector = q if mode in ("hybrid", "vector") else None  # None: no vector leg
@@ -367,14 +367,14 @@ class LoadedIndex:
             raise ValueError("query vector must be finite and non-zero")
         return q / norm  # cosine needs unit length; embedders normalise already, this guards hand-made vectors
 
-    def _most_recent(self, table: _Table, mask: np.ndarray, top_k: int) -> list[SearchHit]:
+    def _most_recent(self, table: Table, mask: np.ndarray, top_k: int) -> list[SearchHit]:
         rows = np.flatnonzero(mask)
         top, _ = _top_rows(rows, table.created_at[rows].astype(np.float64), table.id_rank, top_k)
         return [self._hit(table, int(r), 0.0, None, None, None) for r in top]
 
     def _fuse(
         self,
-        table: _Table,
+        table: Table,
         bm25_rows: list[int],
         vector_hits: dict[int, float],
         q: np.ndarray | None,
@@ -405,7 +405,7 @@ class LoadedIndex:
 
     @staticmethod
     def _hit(
-        table: _Table, row: int, score: float, bm25_rank: int | None, vector_rank: int | None, similarity: float | None
+        table: Table, row: int, score: float, bm25_rank: int | None, vector_rank: int | None, similarity: float | None
     ) -> SearchHit:
         return SearchHit(
             doc_id=table.doc_ids[row],

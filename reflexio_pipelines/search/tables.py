@@ -12,10 +12,10 @@ import numpy as np
 
 from reflexio_pipelines.files import sha256_file
 from reflexio_pipelines.search.ann import ANN_KIND, FlatVectors, HnswParams, HnswVectors
-from reflexio_pipelines.search.build import _NEVER, _bm25_schema, docs_schema
+from reflexio_pipelines.search.build import NEVER, build_bm25_schema, docs_schema
 from reflexio_pipelines.search.shards import ShardSelector
-from reflexio_pipelines.search.types import _STRING_FILTER_FIELDS, ENTITY_TYPES, IndexCorrupt
-from reflexio_pipelines.search.versions import _Segment, _segments
+from reflexio_pipelines.search.types import ENTITY_TYPES, STRING_FILTER_FIELDS, IndexCorrupt
+from reflexio_pipelines.search.versions import Segment, version_segments
 
 
 @dataclass
@@ -57,7 +57,7 @@ class _Column:
 
 class _Strings(Sequence[str]):
     """A string column of a loaded version, kept in Arrow and converted one value at a time: texts and payloads are
-    read per hit and per sampled doc, never all at once. With the per-type slices of `_read_docs` and Arrow's
+    read per hit and per sampled doc, never all at once. With the per-type slices of `read_docs` and Arrow's
     dictionary encoding of the filter columns, a 65k-doc version opens in 0.31 s instead of 0.64 s (median of 5)."""
 
     def __init__(self, values: Any) -> None:
@@ -79,7 +79,7 @@ class _Strings(Sequence[str]):
 
 
 @dataclass
-class _Table:
+class Table:
     """Everything about one entity type's rows; row i is the same doc in every array and in the BM25 index."""
 
     entity_type: str
@@ -128,10 +128,10 @@ class _Table:
         return np.arange(self.size) if self.alive is None else np.flatnonzero(self.alive)
 
 
-_DOC_COLUMNS = ("entity_type", "row", "doc_id", "text", "payload", *_STRING_FILTER_FIELDS, "created_at", "expires_at")
+_DOC_COLUMNS = ("entity_type", "row", "doc_id", "text", "payload", *STRING_FILTER_FIELDS, "created_at", "expires_at")
 
 
-def _read_docs(paths: Sequence[Path], shards: ShardSelector | None = None) -> dict[str, Any]:
+def read_docs(paths: Sequence[Path], shards: ShardSelector | None = None) -> dict[str, Any]:
     """The segments' docs per entity type as Arrow tables, each in row order (row i of the table is row i of the
     version unless `shards` keeps only the rows of the users it holds, and docs of no user; the `row` column says
     which). Rows are filtered in Arrow, before any becomes a Python object: a sharded replica never holds the
@@ -201,7 +201,7 @@ def read_tombstones(
 
 
 def _segment_vectors(
-    segment: _Segment, entity_type: str, rows: int, dim: int, verify: bool, mmap: bool = False
+    segment: Segment, entity_type: str, rows: int, dim: int, verify: bool, mmap: bool = False
 ) -> np.ndarray:
     """One segment's vectors of `entity_type`, checked against the manifest's digest and shape (memory-mapped
     with `mmap`, for a caller reading a few rows)."""
@@ -224,7 +224,7 @@ def _open_searcher(path: Path) -> Any:
     return index.searcher()
 
 
-def _load_table(
+def load_table(
     version_dir: Path,
     entity_type: str,
     columns: Any,
@@ -232,17 +232,17 @@ def _load_table(
     verify: bool,
     manifest: dict[str, Any],
     shards: ShardSelector | None = None,
-) -> _Table:
+) -> Table:
     """One entity type's rows of a version; with `shards`, only the rows of users those shards hold (see
     `search.shards`), searched exactly (the version's HNSW graph holds every row's vector, so it is not loaded)."""
     rows_by_type = manifest.get("rows", manifest["counts"])
     n = int(rows_by_type.get(entity_type, -1))
-    keep = None if shards is None else columns["row"].to_numpy().astype(np.int64)  # `_read_docs` kept these rows
+    keep = None if shards is None else columns["row"].to_numpy().astype(np.int64)  # `read_docs` kept these rows
     if keep is not None and len(keep) == n and (not n or keep[-1] == n - 1):
         keep = None
     if keep is None and columns.num_rows != n:
         raise IndexCorrupt(f"{entity_type}: the docs files hold {columns.num_rows} rows, manifest says {rows_by_type}")
-    segments = _segments(version_dir, manifest)
+    segments = version_segments(version_dir, manifest)
     delta_rows = [int(d["rows"][entity_type]) for d in manifest.get("deltas", [])]
     sizes = [n - sum(delta_rows), *delta_rows]
     # Sharded: memory-mapped, so only the kept rows' vectors are ever read into RAM.
@@ -281,16 +281,16 @@ def _load_table(
     id_rank = np.empty(n_loaded, dtype=np.int64)
     id_rank[np.argsort(np.asarray(doc_ids, dtype=object), kind="stable")] = np.arange(n_loaded)
     live_rows = np.flatnonzero(alive).tolist()
-    return _Table(
+    return Table(
         entity_type=entity_type,
         doc_ids=doc_ids,
         row_of={doc_ids[i]: i for i in live_rows},
         id_rank=id_rank,
         payloads=_Strings(columns["payload"]),
         texts=_Strings(columns["text"]),
-        strings={name: _Column.encode(columns[name]) for name in _STRING_FILTER_FIELDS},
+        strings={name: _Column.encode(columns[name]) for name in STRING_FILTER_FIELDS},
         created_at=columns["created_at"].to_numpy().astype(np.int64),
-        expires_at=columns["expires_at"].fill_null(_NEVER).to_numpy().astype(np.int64),
+        expires_at=columns["expires_at"].fill_null(NEVER).to_numpy().astype(np.int64),
         vectors=flat.vectors,
         flat=flat,
         ann=ann,
@@ -299,24 +299,24 @@ def _load_table(
         live=len(live_rows),
         bm25_live=live,
         local_of=local_of,
-        bm25_schema=_bm25_schema(),
+        bm25_schema=build_bm25_schema(),
         searcher=searcher,
     )
 
 
-def _empty_table(entity_type: str, dim: int) -> _Table:
+def empty_table(entity_type: str, dim: int) -> Table:
     """The rows of an entity type a version built before that type existed holds: none."""
     import pyarrow as pa
 
     flat = FlatVectors.from_array(np.zeros((0, dim), dtype=np.float32))
-    return _Table(
+    return Table(
         entity_type=entity_type,
         doc_ids=[],
         row_of={},
         id_rank=np.zeros(0, dtype=np.int64),
         payloads=_Strings(pa.array([], pa.string())),
         texts=_Strings(pa.array([], pa.string())),
-        strings={name: _Column.encode(pa.array([], pa.string())) for name in _STRING_FILTER_FIELDS},
+        strings={name: _Column.encode(pa.array([], pa.string())) for name in STRING_FILTER_FIELDS},
         created_at=np.zeros(0, dtype=np.int64),
         expires_at=np.zeros(0, dtype=np.int64),
         vectors=flat.vectors,

@@ -61,11 +61,11 @@ def query_terms(query: str) -> list[str]:
 
     Only word tokens survive, so no user text ever reaches a query parser (no syntax errors, no injection).
     """
-    return list(_analyse_query(query)[0])
+    return list(analyse_query(query)[0])
 
 
 @functools.lru_cache(maxsize=1024)
-def _analyse_query(query: str) -> tuple[tuple[str, ...], bool]:
+def analyse_query(query: str) -> tuple[tuple[str, ...], bool]:
     """(distinct BM25 terms, is the query blank) of a query. Cached: a unified search analyses one query once
     per entity type, and normalising a long query character by character costs tens of microseconds."""
     text = normalize_text(query)

@@ -11,7 +11,7 @@ from typing import Literal
 ENTITY_TYPES: tuple[str, ...] = ("profile", "user_playbook", "agent_playbook", "interaction")
 SearchMode = Literal["hybrid", "vector", "fts"]
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "vector", "fts")
-_STRING_FILTER_FIELDS = ("user_id", "agent_version", "playbook_name", "status", "playbook_status")
+STRING_FILTER_FIELDS = ("user_id", "agent_version", "playbook_name", "status", "playbook_status")
 
 
 class SearchIndexError(RuntimeError):

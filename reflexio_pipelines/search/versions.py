@@ -263,7 +263,7 @@ def local_copy(root: LakePath, name: str) -> Path:
     return local
 
 
-def _resolve_version_dir(index_root: LakePath, version: str | None) -> Path:
+def resolve_version_dir(index_root: LakePath, version: str | None) -> Path:
     root = _as_root(index_root)
     name = version or current_version(root)
     if name is None:
@@ -277,19 +277,19 @@ def _resolve_version_dir(index_root: LakePath, version: str | None) -> Path:
 
 
 @dataclass(frozen=True)
-class _Segment:
+class Segment:
     """One segment of a version: its docs file and, per entity type, its vector file and that file's sha256."""
 
     docs: Path
     vectors: dict[str, tuple[Path, str]]
 
 
-def _segments(version_dir: Path, manifest: Mapping[str, Any]) -> list[_Segment]:
+def version_segments(version_dir: Path, manifest: Mapping[str, Any]) -> list[Segment]:
     """The version's segments in row order: the base (the version's top-level files), then its deltas."""
 
-    def segment(directory: Path, digests: Mapping[str, str]) -> _Segment:
+    def segment(directory: Path, digests: Mapping[str, str]) -> Segment:
         # A version built before an entity type existed has no files for it (digests name the types it has).
-        return _Segment(
+        return Segment(
             directory / "docs.parquet",
             {t: (directory / "vectors" / f"{t}.npy", digests[t]) for t in ENTITY_TYPES if t in digests},
         )

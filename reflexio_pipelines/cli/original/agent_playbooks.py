@@ -13,8 +13,8 @@ from reflexio_pipelines.cli.original.options import (
     LimitOpt,
     PlaybookIdOpt,
     PlaybookNameOpt,
-    _note,
-    _page,
+    note,
+    page,
     via_api,
 )
 
@@ -43,7 +43,7 @@ def agent_playbooks_list(
         playbooks = api.get_agent_playbooks(
             agent_version=agent_version, playbook_name=playbook_name, playbook_status=playbook_status, limit=limit
         )
-    out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=_page(playbooks, limit))
+    out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=page(playbooks, limit))
 
 
 @agent_playbooks_app.command("search")
@@ -60,7 +60,7 @@ def agent_playbooks_search(
         playbooks = api.search_agent_playbooks(
             query, agent_version=agent_version, playbook_status=playbook_status, top_k=limit
         )
-    out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=_page(playbooks, limit))
+    out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=page(playbooks, limit))
 
 
 @agent_playbooks_app.command("add")
@@ -88,7 +88,7 @@ def agent_playbooks_add(
             rationale=rationale,
             playbook_status=playbook_status,
         )
-    out.emit(result, lambda: _note(f"Agent playbook added: {content[:80]}"))
+    out.emit(result, lambda: note(f"Agent playbook added: {content[:80]}"))
 
 
 @agent_playbooks_app.command("update")
@@ -104,14 +104,14 @@ def agent_playbooks_update(
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         result = api.update_agent_playbook(playbook_id, content=content, playbook_name=playbook_name)
-    out.emit(result, lambda: _note(f"Agent playbook {playbook_id} updated"))
+    out.emit(result, lambda: note(f"Agent playbook {playbook_id} updated"))
 
 
 def _set_status(ctx: typer.Context, playbook_id: int, status: str) -> None:
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         result = api.set_agent_playbook_status(playbook_id, status)
-    out.emit(result, lambda: _note(f"Agent playbook {playbook_id} status set to {status}"))
+    out.emit(result, lambda: note(f"Agent playbook {playbook_id} status set to {status}"))
 
 
 @agent_playbooks_app.command("update-status")
@@ -158,7 +158,7 @@ def agent_playbooks_delete(ctx: typer.Context, playbook_id: PlaybookIdOpt) -> No
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         result = api.delete_agent_playbook(playbook_id)
-    out.emit(result, lambda: _note(f"Deleted agent playbook {playbook_id}"))
+    out.emit(result, lambda: note(f"Deleted agent playbook {playbook_id}"))
 
 
 @agent_playbooks_app.command("aggregate")
@@ -173,7 +173,7 @@ def agent_playbooks_aggregate(
     scope = f"agent_version={agent_version or 'all'}, playbook_name={playbook_name or 'all'}"
     with out.errors(), client(ctx) as api, out.progress(f"aggregating ({scope})"):
         result = api.run_aggregation(agent_version=agent_version, playbook_name=playbook_name)
-    out.emit(result, lambda: _note(f"Aggregated ({scope}): {result.message}"))
+    out.emit(result, lambda: note(f"Aggregated ({scope}): {result.message}"))
 
 
 unsupported(agent_playbooks_app, "delete-all", via_api("DELETE /api/delete_all_agent_playbooks"))

@@ -23,9 +23,9 @@ from reflexio_pipelines.cli.original.options import (
     LimitOpt,
     PlaybookNameOpt,
     UserOpt,
-    _note,
-    _page,
-    _read_data,
+    note,
+    page,
+    read_data,
     via_api,
 )
 from reflexio_pipelines.cli.payload import Batch, PayloadError, parse_batches
@@ -76,7 +76,7 @@ def publish(
         ]
     else:
         if data is not None:
-            raw = _read_data(ctx, data)
+            raw = read_data(ctx, data)
         elif file is not None:
             if not file.is_file():
                 usage(ctx, f"File not found: {file}")
@@ -109,14 +109,14 @@ def publish(
 
     def human() -> None:
         for p, result in zip(publishes, results):
-            _note(f"Published ({p['user_id']}): {len(p['turns'])} turn(s), request {result.request_id}")
+            note(f"Published ({p['user_id']}): {len(p['turns'])} turn(s), request {result.request_id}")
             if wait:
-                _note(
+                note(
                     f"  Extraction: {result.profiles_added or 0} profile(s) added, "
                     f"{result.playbooks_added or 0} playbook(s) added"
                 )
             for warning in result.warnings:
-                _note(f"  Warning: {warning}")
+                note(f"  Warning: {warning}")
 
     out.emit(results[0] if len(results) == 1 else results, human)
 
@@ -140,7 +140,7 @@ def interactions_list(ctx: typer.Context, user_id: UserOpt = None, limit: LimitO
             ["id", "role", "content"],
             [(t.interaction_id, t.role, t.content) for t in turns],
         ),
-        meta=_page(turns, limit),
+        meta=page(turns, limit),
     )
 
 
@@ -174,7 +174,7 @@ def search(
         block = render_context(result)
         if block:
             typer.echo(block)  # verbatim: hooks inject stdout into the agent's prompt
-        _note(
+        note(
             f"Found {len(result.profiles)} profiles, {len(result.agent_playbooks)} agent playbooks, "
             f"{len(result.user_playbooks)} user playbooks"
         )
@@ -195,7 +195,7 @@ def context(
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         block = api.context(query, user_id=user_id, agent_version=agent_version)
-    out.emit({"context": block}, lambda: typer.echo(block) if block else _note("Nothing learned matches"))
+    out.emit({"context": block}, lambda: typer.echo(block) if block else note("Nothing learned matches"))
 
 
 # -- user profiles ------------------------------------------------------------------------------------------------
@@ -221,7 +221,7 @@ def profiles_list(
             ["id", "user", "content", "status"],
             [(p.profile_id, p.user_id, p.content, p.status or "current") for p in profiles],
         ),
-        meta=_page(profiles, limit),
+        meta=page(profiles, limit),
     )
 
 
@@ -242,7 +242,7 @@ def profiles_search(
     out.emit(
         profiles,
         lambda: out.table(f"Profiles of {user_id}", ["id", "content"], [(p.profile_id, p.content) for p in profiles]),
-        meta=_page(profiles, limit),
+        meta=page(profiles, limit),
     )
 
 
@@ -258,7 +258,7 @@ def profiles_add(
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         result = api.add_user_profile(user_id, content, source="cli-manual")
-    out.emit(result, lambda: _note(f"Profile added for {user_id}: {content[:80]}"))
+    out.emit(result, lambda: note(f"Profile added for {user_id}: {content[:80]}"))
 
 
 for _name, _calls in (
@@ -292,7 +292,7 @@ def user_playbooks_list(
             limit=limit,
             status_filter=status_filter,
         )
-    out.emit(playbooks, lambda: _user_playbooks(out, playbooks), meta=_page(playbooks, limit))
+    out.emit(playbooks, lambda: _user_playbooks(out, playbooks), meta=page(playbooks, limit))
 
 
 def _user_playbooks(out, playbooks) -> None:
@@ -321,7 +321,7 @@ def user_playbooks_search(
     out = output(ctx)
     with out.errors(), client(ctx) as api:
         playbooks = api.search_user_playbooks(query, user_id=user_id, agent_version=agent_version, top_k=limit)
-    out.emit(playbooks, lambda: _user_playbooks(out, playbooks), meta=_page(playbooks, limit))
+    out.emit(playbooks, lambda: _user_playbooks(out, playbooks), meta=page(playbooks, limit))
 
 
 @user_playbooks_app.command("add")
@@ -361,7 +361,7 @@ def user_playbooks_add(
             trigger=trigger,
             rationale=rationale,
         )
-    out.emit(result, lambda: _note(f"User playbook added: {content[:80]}"))
+    out.emit(result, lambda: note(f"User playbook added: {content[:80]}"))
 
 
 for _name, _calls in (
@@ -414,7 +414,7 @@ def api_call(
     if method.upper() not in ("GET", "POST", "PUT", "DELETE"):
         usage(ctx, f"unsupported method {method!r}: use GET, POST, PUT or DELETE")
     try:
-        body = json.loads(_read_data(ctx, data)) if data is not None else None
+        body = json.loads(read_data(ctx, data)) if data is not None else None
     except json.JSONDecodeError as exc:
         usage(ctx, f"--data is not valid JSON: {exc}")
     out = output(ctx)

@@ -32,11 +32,11 @@ def via_api(*calls: str) -> str:
     return "use " + ", then ".join(f"`reflexio api {call}`" for call in calls) + " (request bodies: docs/api.md)"
 
 
-def _note(message: str) -> None:
+def note(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _read_data(ctx: typer.Context, data: str) -> str:
+def read_data(ctx: typer.Context, data: str) -> str:
     """Inline JSON, or the contents of the file an `@path` names (the original's `--data`)."""
     if not data.startswith("@"):
         return data
@@ -46,6 +46,6 @@ def _read_data(ctx: typer.Context, data: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def _page(items: list[Any], limit: int) -> dict[str, Any]:
+def page(items: list[Any], limit: int) -> dict[str, Any]:
     """The original's pagination meta of a list envelope."""
     return {"count": len(items), "limit": limit, "has_more": len(items) == limit}

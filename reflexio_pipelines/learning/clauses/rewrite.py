@@ -4,14 +4,14 @@ Nothing is paraphrased: a profile is the clause turned to the third person ("I d
 pork", "my manager is Dana" -> "Their manager is Dana", "we're a Go shop" -> "They're a Go shop"), so a
 negation is kept by construction; a playbook is the instruction with the politeness taken off ("could you please
 always cc my assistant" -> "Always cc the user's assistant"), its condition ("when I send a report, …") becoming
-its trigger. The verb forms follow regular English rules (`rules/text.py _third_person_verb`).
+its trigger. The verb forms follow regular English rules (`rules/text.py third_person_verb`).
 """
 
 from __future__ import annotations
 
 import re
 
-from reflexio_pipelines.learning.rules.text import MAX_CONTENT_CHARS, _capitalise, _clip, _third_person_verb
+from reflexio_pipelines.learning.rules.text import MAX_CONTENT_CHARS, capitalise, clip, third_person_verb
 
 _LEAD_RE = re.compile(
     r"^(?:(?:oh|ah|well|yeah|yes|yep|so|and|but|also|plus|btw|by the way|fyi|honestly|frankly|actually|just so you "
@@ -117,7 +117,7 @@ def _verb_for(verb: str) -> str:
         or lower in _IRREGULAR_PAST
     ):
         return verb
-    return _third_person_verb(verb)
+    return third_person_verb(verb)
 
 
 def _about_user(text: str) -> str:
@@ -133,7 +133,7 @@ def _tidy(text: str) -> str:
 
 
 def _and_verbs(rest: str) -> str:
-    return _AND_VERB_RE.sub(lambda m: f"{m.group(1)}{_third_person_verb(m.group(2))}", rest)
+    return _AND_VERB_RE.sub(lambda m: f"{m.group(1)}{third_person_verb(m.group(2))}", rest)
 
 
 def _third_person_start(text: str) -> str:
@@ -143,8 +143,8 @@ def _third_person_start(text: str) -> str:
     if match := _START_RE.match(text):
         adverbs, verb, rest = match.groups()
         verb = _verb_for(verb)
-        return _capitalise(f"{adverbs}{verb}{_substitute(_and_verbs(rest), _PRONOUNS_THIRD)}")
-    return _capitalise(_substitute(text, _PRONOUNS_THIRD))
+        return capitalise(f"{adverbs}{verb}{_substitute(_and_verbs(rest), _PRONOUNS_THIRD)}")
+    return capitalise(_substitute(text, _PRONOUNS_THIRD))
 
 
 _IRREGULAR_PAST = frozenset(
@@ -156,7 +156,7 @@ _IRREGULAR_PAST = frozenset(
 
 def profile_text(clause: str) -> str:
     """The clause as a profile, in the third person, with its own words (negation kept)."""
-    return _clip(_third_person_start(_tidy(clause)), MAX_CONTENT_CHARS)
+    return clip(_third_person_start(_tidy(clause)), MAX_CONTENT_CHARS)
 
 
 def playbook_parts(clause: str) -> tuple[str | None, str]:
@@ -165,7 +165,7 @@ def playbook_parts(clause: str) -> tuple[str | None, str]:
     text = _TAIL_RE.sub("", text)
     trigger = None
     if match := _CONDITION_RE.match(text):
-        trigger, text = _capitalise(_about_user(match.group(1))), match.group(2)
+        trigger, text = capitalise(_about_user(match.group(1))), match.group(2)
         text = _POLITE_RE.sub("", text)
-    content = _capitalise(_about_user(text.strip()))
-    return trigger, _clip(content, MAX_CONTENT_CHARS)
+    content = capitalise(_about_user(text.strip()))
+    return trigger, clip(content, MAX_CONTENT_CHARS)

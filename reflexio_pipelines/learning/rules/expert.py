@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reflexio_pipelines.learning.jsonparse import clean_text
-from reflexio_pipelines.learning.rules.text import MAX_TRIGGER_CHARS, _clip, _normalise, content_tokens
+from reflexio_pipelines.learning.rules.text import MAX_TRIGGER_CHARS, clip, content_tokens, normalise
 from reflexio_pipelines.learning.transcript import preceding_index
 from reflexio_pipelines.learning.types import ExtractedPlaybook, Turn
 
@@ -28,7 +28,7 @@ def _expert_gap(agent: str, expert: str) -> list[str]:
     return missed if missed and jaccard < EXPERT_JACCARD_THRESHOLD else []
 
 
-def _expert_playbook(turns: tuple[Turn, ...], index: int) -> ExtractedPlaybook | None:
+def expert_playbook(turns: tuple[Turn, ...], index: int) -> ExtractedPlaybook | None:
     turn = turns[index]
     expert = turn.expert_content.strip()
     if not expert:
@@ -38,14 +38,14 @@ def _expert_playbook(turns: tuple[Turn, ...], index: int) -> ExtractedPlaybook |
         return None
     question_index = preceding_index(turns, index, user=True)
     if question_index is not None:
-        trigger = f"When asked: {_normalise(turns[question_index].content)}"
+        trigger = f"When asked: {normalise(turns[question_index].content)}"
         sources = [turns[question_index].turn_id, turn.turn_id]
     else:
-        trigger = f"When answering like: {_normalise(turn.content)}"
+        trigger = f"When answering like: {normalise(turn.content)}"
         sources = [turn.turn_id]
     return ExtractedPlaybook(
-        content=clean_text(f"Answer as the expert did: {_clip(_normalise(expert), MAX_EXPERT_CHARS)}"),
-        trigger=clean_text(_clip(trigger, MAX_TRIGGER_CHARS)),
+        content=clean_text(f"Answer as the expert did: {clip(normalise(expert), MAX_EXPERT_CHARS)}"),
+        trigger=clean_text(clip(trigger, MAX_TRIGGER_CHARS)),
         rationale=clean_text(
             "The expert answer covers points the agent's answer missed: " + ", ".join(missed[:MAX_MISSED_TOKENS])
         ),

@@ -41,13 +41,13 @@ from __future__ import annotations
 from reflexio_pipelines.learning.config import DEFAULT_GROUP
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import dedupe_by_content
-from reflexio_pipelines.learning.rules.corrections import _corrected_agent_index, _correction_playbook, session_notes
-from reflexio_pipelines.learning.rules.expert import _expert_playbook
-from reflexio_pipelines.learning.rules.forget_requests import _forget_directives
-from reflexio_pipelines.learning.rules.profiles import _profiles_from_turn
-from reflexio_pipelines.learning.rules.standing import _standing_playbooks
-from reflexio_pipelines.learning.rules.success_recipes import _success_recipe
-from reflexio_pipelines.learning.rules.tool_failures import _tool_failure_playbooks
+from reflexio_pipelines.learning.rules.corrections import corrected_agent_index, correction_playbook, session_notes
+from reflexio_pipelines.learning.rules.expert import expert_playbook
+from reflexio_pipelines.learning.rules.forget_requests import forget_directives
+from reflexio_pipelines.learning.rules.profiles import profiles_from_turn
+from reflexio_pipelines.learning.rules.standing import standing_playbooks
+from reflexio_pipelines.learning.rules.success_recipes import success_recipe
+from reflexio_pipelines.learning.rules.tool_failures import tool_failure_playbooks
 from reflexio_pipelines.learning.types import (
     ExtractedPlaybook,
     ExtractedProfile,
@@ -76,25 +76,25 @@ class RuleExtractor:
         playbooks: list[ExtractedPlaybook] = []
         forget: list[ForgetDirective] = []
         tool_failures: dict[int, list[ExtractedPlaybook]] = {}
-        for index, playbook in _tool_failure_playbooks(turns):
+        for index, playbook in tool_failure_playbooks(turns):
             tool_failures.setdefault(index, []).append(playbook)
         notes: list[str] = []
         for index, turn in enumerate(turns):
-            correction = _correction_playbook(turns, index)
+            correction = correction_playbook(turns, index)
             if turn.is_user:
-                corrected = correction is not None or _corrected_agent_index(turns, index) is not None
-                profiles.extend(_profiles_from_turn(turn, is_correction_turn=corrected))
-                forget.extend(_forget_directives(turn))
+                corrected = correction is not None or corrected_agent_index(turns, index) is not None
+                profiles.extend(profiles_from_turn(turn, is_correction_turn=corrected))
+                forget.extend(forget_directives(turn))
                 if corrected:  # one-off fixes hold for this conversation only
                     notes.extend(session_notes(turn.content))
                 else:  # a standing instruction needs no agent turn to answer
-                    playbooks.extend(_standing_playbooks(turns, index))
+                    playbooks.extend(standing_playbooks(turns, index))
             if correction is not None:
                 playbooks.append(correction)
             playbooks.extend(tool_failures.get(index, []))
-            if (expert := _expert_playbook(turns, index)) is not None:
+            if (expert := expert_playbook(turns, index)) is not None:
                 playbooks.append(expert)
-            if (recipe := _success_recipe(turns, index)) is not None:
+            if (recipe := success_recipe(turns, index)) is not None:
                 playbooks.append(recipe)
         return ExtractionResult(
             profiles=[tagged for p in dedupe_by_content(profiles) if (tagged := group.tag_profile(p))],

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import re
 
-from reflexio_pipelines.learning.rules.text import _capitalise, _first_word, _third_person_verb, _words
+from reflexio_pipelines.learning.rules.text import capitalise, first_word, third_person_verb, word_set
 from reflexio_pipelines.learning.slots import DIET_REGIMES, LANGUAGES, ROLE_NOUN_RE, TZ_VALUE, typed_slots
 
-_CLAUSE_SPLIT_RE = re.compile(
+CLAUSE_SPLIT_RE = re.compile(
     r"\s*[;:]\s+|,?\s+(?:and|but|so|also)\s+(?=(?:I|my|My|we|We)\b)|,\s+(?=(?:I|my|My)\b)|,\s+so\s+|"
     r"\s+[-\u2013\u2014]+\s+"
 )
-_LEAD_IN_RE = re.compile(
+LEAD_IN_RE = re.compile(
     r"^(?:(?:also|and|but|so|well|actually|btw|fyi|oh|hi|hey|hello|ok|okay|right|yes|yeah|anyway|anyhow|in any case|"
     r"either way|"
     r"these days|nowadays|big news|good news|quick note|heads up|update|just so you know|for the record|"
@@ -27,7 +27,7 @@ _ASIDE_TAIL_RE = re.compile(
     r"if that helps|if it matters|as you know|so keep that in mind|keep that in mind))+\s*$",
     re.I,
 )
-_QUESTION_START_RE = re.compile(
+QUESTION_START_RE = re.compile(
     r"^(?:can|could|may|might|should|shall|would|will|do|does|did|is|are|am|was|were|what|how|why|when|where|who|"
     r"which|whom|whose)\b",
     re.I,
@@ -38,7 +38,7 @@ _REQUEST_RE = re.compile(
     re.I,
 )
 # "I'm <word>" that describes a passing state or the conversation itself, not a stable fact about the user
-_TRANSIENT_STATE = _words(
+_TRANSIENT_STATE = word_set(
     "sure sorry afraid done here back confused still just trying going asking wondering curious looking getting "
     "having thinking hoping glad happy fine good ok okay ready stuck lost about currently now not unable able so "
     "very really pretty quite too also gonna new interested planning tired busy late early off away out home "
@@ -46,7 +46,7 @@ _TRANSIENT_STATE = _words(
 )
 _TRANSIENT_PHRASES = ("a bit ", "a little ", "kind of ", "sort of ")
 # The object of "I like/prefer/use …" that refers to the conversation, not to the user's world
-_DEICTIC_OBJECTS = _words("it that this these those your yours them")
+_DEICTIC_OBJECTS = word_set("it that this these those your yours them")
 _PRONOUN_SWAPS = (
     (re.compile(r"\bmyself\b", re.I), "themselves"),
     (re.compile(r"\bmine\b", re.I), "theirs"),
@@ -90,7 +90,7 @@ _CALL_ME_RE = re.compile(
 _NAME_IS_RE = re.compile(r"^(?i:my )?(?i:name's|name is)\s+([A-Z][\w'-]+(?: [A-Z][\w'-]+)?)$")
 _HERE_NAME_RE = re.compile(r"^([A-Z][a-z]+) here(?:[,!. ].*)?$")
 _THIS_IS_RE = re.compile(r"^(?i:this is|it's) ([A-Z][a-z]+)(?: (?:from|at|in|here)\b.*)?$")
-_NOT_NAMES = _words("Nobody Everyone Everybody Someone Somebody Anyone Me Us Nothing It This That Back Still")
+_NOT_NAMES = word_set("Nobody Everyone Everybody Someone Somebody Anyone Me Us Nothing It This That Back Still")
 _TIME_TAIL_RE = re.compile(
     r"(?:,?\s+(?:last|this|next) (?:week|month|year|spring|summer|autumn|fall|winter)|,?\s+recently|,?\s+yesterday|"
     r",?\s+now|,?\s+these days|,?\s+nowadays|,?\s+again|,?\s+for good|,?\s+a (?:few|couple of) (?:days|weeks|months) "
@@ -153,7 +153,7 @@ _ROLE_SPLIT_RE = re.compile(
 )
 #: "at Stripe as a backend engineer": the employer first, then the role.
 _WORK_AT_AS_RE = re.compile(r"^(?P<org>(?:at|for) [A-Z].*?) as (?P<role>(?:a|an|the) .+)$")
-_DIET_NOUNS = _words("keto ketogenic paleo low-carb low carb carnivore mediterranean raw-food raw plant-based")
+_DIET_NOUNS = word_set("keto ketogenic paleo low-carb low carb carnivore mediterranean raw-food raw plant-based")
 _DIET_CHANGE_RE = re.compile(
     rf"^I(?:'ve| have|'m| am)?(?: (?:just|recently|finally|now|also|officially))*"
     rf"(?: (?:had|decided|chose|started|wanted|needed|got|have|going|want|tried) to)?"
@@ -215,7 +215,7 @@ _HAVE_RE = re.compile(
     r"(?P<np>.+)$",
     re.I,
 )
-_STABLE_HAVE = _words(
+_STABLE_HAVE = word_set(
     "allergy allergies allergic intolerance intolerant disease condition disorder syndrome diabetes asthma arthritis "
     "migraine migraines epilepsy autism dyslexia celiac coeliac eczema tinnitus deaf hearing vision glasses lenses "
     "wheelchair disability injury knee back hip heart pacemaker implant kid kids child children son sons daughter "
@@ -224,7 +224,7 @@ _STABLE_HAVE = _words(
     "kitten horse horses parrot rabbit hamster car cars bike bikes motorbike motorcycle scooter van truck house flat "
     "apartment garden commute degree phd masters license licence visa passport mortgage"
 )
-_TRANSIENT_HAVE = _words(
+_TRANSIENT_HAVE = word_set(
     "question questions idea ideas meeting meetings call calls appointment problem problems issue issues bug bugs "
     "error errors deadline minute minutes moment second doubt doubts feeling suggestion request favour favor chance "
     "plan plans trouble time lot few couple headache cold flu fever task tasks file files presentation interview "
@@ -232,7 +232,7 @@ _TRANSIENT_HAVE = _words(
 )
 
 
-def _third_person(remainder: str) -> str:
+def third_person(remainder: str) -> str:
     text = remainder.strip().rstrip(".!,;:")
     for pattern, replacement in _PRONOUN_SWAPS:
         text = pattern.sub(replacement, text)
@@ -242,7 +242,7 @@ def _third_person(remainder: str) -> str:
 def _value(text: str) -> str:
     """A slot value without the time words around it ("Austin last month" -> "Austin")."""
     text = _TIME_TAIL_RE.sub("", text.strip().rstrip(".!,;:"))
-    return _third_person(_LEAD_NOW_RE.sub("", text))
+    return third_person(_LEAD_NOW_RE.sub("", text))
 
 
 def _diet_fact(regime: str) -> str:
@@ -258,7 +258,7 @@ def _typed_facts(clause: str, greeted: bool, opening: bool = False) -> list[str]
     if match := _NAME_IS_RE.match(clause):
         return [f"Name is {match.group(1)}"]
     if match := _CALL_ME_RE.match(clause):
-        return [f"Prefers to be called {_third_person(next(g for g in match.groups() if g))}"]
+        return [f"Prefers to be called {third_person(next(g for g in match.groups() if g))}"]
     if (
         (match := _HERE_NAME_RE.match(clause) or _THIS_IS_RE.match(clause))
         and match.group(1) not in _NOT_NAMES
@@ -277,7 +277,7 @@ def _typed_facts(clause: str, greeted: bool, opening: bool = False) -> list[str]
         return [f"Is on {_value(match.group('team'))}"]
     if match := _LEAD_TEAM_RE.match(clause):
         verb = match.group("verb").lower().replace("'m ", "am ")
-        lead = {"am part of": "Is part of", "belong to": "Belongs to"}.get(verb, _capitalise(_third_person_verb(verb)))
+        lead = {"am part of": "Is part of", "belong to": "Belongs to"}.get(verb, capitalise(third_person_verb(verb)))
         return [f"{lead} {_value(match.group('team'))}"]
     if match := _JOINED_RE.match(clause):
         return [f"Works at {_value(match.group('org'))}"]
@@ -304,7 +304,7 @@ def _typed_facts(clause: str, greeted: bool, opening: bool = False) -> list[str]
     if match := _EAT_AGAIN_RE.match(clause):
         return [f"Eats {match.group('food').lower()} again"]
     if match := _NOT_EAT_RE.match(clause):
-        if _first_word(match.group(2)) in _DEICTIC_OBJECTS:
+        if first_word(match.group(2)) in _DEICTIC_OBJECTS:
             return []  # "I don't eat it": what "it" is lives in another clause, the fact alone says nothing
         return [f"Does not {match.group(1).lower()} {_value(match.group(2))}"]
     return None
@@ -343,12 +343,12 @@ def _has_fact(clause: str) -> str | None:
     return f"Has {np_text}" if stable else None
 
 
-def _facts_from_clause(clause: str, greeted: bool = False, opening: bool = False) -> list[str]:
+def facts_from_clause(clause: str, greeted: bool = False, opening: bool = False) -> list[str]:
     """Third-person facts for one first-person clause ([] when the clause is not a stable statement).
 
     `greeted` says the sentence opened with a greeting, which makes "I'm <Name>" an introduction; `opening` that the
     clause opens the turn ("Dana here, …")."""
-    clause = _TIME_LEAD_RE.sub("", _LEAD_IN_RE.sub("", clause.strip())).rstrip(".!")
+    clause = _TIME_LEAD_RE.sub("", LEAD_IN_RE.sub("", clause.strip())).rstrip(".!")
     clause = _ASIDE_TAIL_RE.sub("", clause).rstrip(",;: ")
     if not clause:
         return []
@@ -359,40 +359,40 @@ def _facts_from_clause(clause: str, greeted: bool = False, opening: bool = False
         return []
     if match := _MY_RE.match(clause):
         subject, verb, rest = match.groups()
-        if _first_word(rest) in _DEICTIC_OBJECTS:
+        if first_word(rest) in _DEICTIC_OBJECTS:
             return []
         rest = _NOW_TAIL_RE.sub("", _LEAD_NOW_RE.sub("", rest))  # "my timezone is now UTC": the value is UTC
         subject = re.sub(r"^(?:tz|time zone)$", "timezone", subject, flags=re.I)
-        return [f"{_capitalise(_third_person(subject))} {verb.lower()} {_third_person(rest)}"]
+        return [f"{capitalise(third_person(subject))} {verb.lower()} {third_person(rest)}"]
     if fact := _has_fact(clause):
         return [fact]
     if match := _DISLIKE_RE.match(clause):
-        if _first_word(match.group(1)) in _DEICTIC_OBJECTS:
+        if first_word(match.group(1)) in _DEICTIC_OBJECTS:
             return []
-        return [f"Dislikes {_third_person(match.group(1))}"]
+        return [f"Dislikes {third_person(match.group(1))}"]
     if match := _ADVERB_RE.match(clause):
         adverb, verb, rest = match.groups()
-        return [f"{adverb.capitalize()} {_third_person_verb(verb.lower())} {_third_person(rest)}".strip()]
+        return [f"{adverb.capitalize()} {third_person_verb(verb.lower())} {third_person(rest)}".strip()]
     if match := _VERB_RE.match(clause):
         verb, rest = match.groups()
         # "I like it", "I use this" talk about the conversation; "I work" alone says nothing
-        if len(rest) < 2 or _first_word(rest) in _DEICTIC_OBJECTS or rest.lower().startswith(("to ask", "to know")):
+        if len(rest) < 2 or first_word(rest) in _DEICTIC_OBJECTS or rest.lower().startswith(("to ask", "to know")):
             return []
         if verb.lower() == "work" and re.match(r"as\s", rest, re.I):
-            return _role_facts("Works", _third_person(rest))
+            return _role_facts("Works", third_person(rest))
         if verb.lower() == "work" and (at := _WORK_AT_AS_RE.match(rest)) and ROLE_NOUN_RE.search(at.group("role")):
-            return [f"Works as {_third_person(at.group('role'))}", f"Works {_third_person(at.group('org'))}"]
-        return [f"{_VERB_PREFIXES[verb.lower()]} {_third_person(rest)}"]
+            return [f"Works as {third_person(at.group('role'))}", f"Works {third_person(at.group('org'))}"]
+        return [f"{_VERB_PREFIXES[verb.lower()]} {third_person(rest)}"]
     if match := _BE_RE.match(clause):
         rest = match.group(1)
-        word = _first_word(rest)
+        word = first_word(rest)
         if greeted and re.fullmatch(r"[A-Z][a-z]+", rest):  # "Hi, I'm Dana": an introduction
             return [f"Name is {rest}"]
         if greeted and (match := re.fullmatch(r"([A-Z][a-z]+),\s+(.+)", rest)):
             # "Hi, I'm Sam, a backend dev at Shopify, based in Toronto": the name, then what the rest says
             facts = [f"Name is {match.group(1)}"]
             for part in re.split(r",\s+(?:and\s+)?|\s+and\s+", match.group(2)):
-                facts += _facts_from_clause(f"I'm {part}")
+                facts += facts_from_clause(f"I'm {part}")
             return facts
         # "I'm trying…", "I'm not sure", "I'm glad", "I'm at the airport", "I'm in a meeting" describe the moment
         if (
@@ -414,14 +414,14 @@ def _facts_from_clause(clause: str, greeted: bool = False, opening: bool = False
         # "I'm a senior developer now": the time word goes, the rest is kept as said
         rest = _NOW_TAIL_RE.sub("", rest)
         if ROLE_NOUN_RE.search(rest) and re.match(r"(?:a|an|the)\s", rest, re.I):
-            return _role_facts("Is", _third_person(rest))
-        return [f"Is {_third_person(rest)}"]
+            return _role_facts("Is", third_person(rest))
+        return [f"Is {third_person(rest)}"]
     return []
 
 
-def _profile_from_clause(clause: str, greeted: bool = False) -> str | None:
-    """The first fact `_facts_from_clause` finds in a clause, or None."""
-    facts = _facts_from_clause(clause, greeted)
+def profile_from_clause(clause: str, greeted: bool = False) -> str | None:
+    """The first fact `facts_from_clause` finds in a clause, or None."""
+    facts = facts_from_clause(clause, greeted)
     return facts[0] if facts else None
 
 
@@ -429,12 +429,12 @@ def is_personal_fact(clause: str) -> bool:
     """Whether a clause states a stable fact about the person writing it ("I am a staff engineer at Acme", "my cat is
     called Rex"): what the profile rules would learn from it. A request for the answers' language ("Always answer
     in English") is a preference the profile rules read, but it identifies nobody: not a personal fact."""
-    core = _LEAD_IN_RE.sub("", clause.strip())
+    core = LEAD_IN_RE.sub("", clause.strip())
     if _LANGUAGE_PREF_RE.match(core) and not re.match(r"I\b", core):
         return False
-    return _profile_from_clause(clause) is not None
+    return profile_from_clause(clause) is not None
 
 
-def _typed_fact_clause(sentence: str) -> bool:
+def typed_fact_clause(sentence: str) -> bool:
     """Whether a sentence states a fact in a typed slot (what a "No, I live in Munich" correction really says)."""
-    return any(typed_slots(fact) for clause in _CLAUSE_SPLIT_RE.split(sentence) for fact in _facts_from_clause(clause))
+    return any(typed_slots(fact) for clause in CLAUSE_SPLIT_RE.split(sentence) for fact in facts_from_clause(clause))

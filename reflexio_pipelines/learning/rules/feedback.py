@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 
-from reflexio_pipelines.learning.rules.facts import _LEAD_IN_RE, _QUESTION_START_RE, _typed_fact_clause
-from reflexio_pipelines.learning.rules.text import _capitalise, _first_word, _lower_first, _words
-from reflexio_pipelines.learning.rules.triggers import _IMPERATIVE_VERBS, _strip_polite
+from reflexio_pipelines.learning.rules.facts import LEAD_IN_RE, QUESTION_START_RE, typed_fact_clause
+from reflexio_pipelines.learning.rules.text import capitalise, first_word, lower_first, word_set
+from reflexio_pipelines.learning.rules.triggers import IMPERATIVE_VERBS, strip_polite
 from reflexio_pipelines.learning.slots import LANGUAGES
 
 _SUBJECT_ADVERB_RE = re.compile(r"^(?:we|you|I)\s+(always|never|only|usually)\b", re.I)
-_SUBJECT_MODAL_RE = re.compile(
+SUBJECT_MODAL_RE = re.compile(
     r"^(?:(?:we|you)\s+(?:should|must|need to|have to|ought to|will|'ll)|please|pls|kindly|make sure to|"
     r"be sure to|I want you to|I need you to|I'd like you to|I would like you to|"
     r"I(?:'d| would)? (?:want|need|like|prefer)(?= (?:all|every|each|the|my|your|answers|replies|everything)\b))\s+",
@@ -20,16 +20,16 @@ _SUBJECT_MODAL_RE = re.compile(
 )
 _SUBJECT_USE_RE = re.compile(r"^(?:we|I)\s+(use|prefer)\b", re.I)
 _CLAUSE_RULE_RE = re.compile(r",\s+(?:and\s+|but\s+)?(?:we\s+|you\s+)?(always|never|instead|use|don't|do not)\b", re.I)
-_PLEASE_TAIL_RE = re.compile(r"[\s,]*\b(?:please|pls|thanks|thank you)\b[\s.!]*$", re.I)
+PLEASE_TAIL_RE = re.compile(r"[\s,]*\b(?:please|pls|thanks|thank you)\b[\s.!]*$", re.I)
 
 #: A rule for every future conversation, whether or not it answers an agent turn ("From now on, …").
-_STANDING_RE = re.compile(
+STANDING_RE = re.compile(
     r"\b(?:from now on|from today(?: on(?:wards?)?)?|from here on(?: out)?|from this point(?: on)?|going forward|"
     r"moving forward|in (?:the )?future|next time|every time|each time|whenever|for all future|in general|"
     r"by default|as a rule|any ?more|ever again|for everything|in anything)\b",
     re.I,
 )
-_STANDING_LEAD_RE = re.compile(
+STANDING_LEAD_RE = re.compile(
     r"^(?:(?:from now on|from today(?: on(?:wards?)?)?|from here on(?: out)?|from this point(?: on)?|going forward|"
     r"moving forward|in (?:the )?future|for all future \w+|in general|by default|as a rule|also|and|ok|okay|good|"
     r"great|thanks|actually|next time|every time|each time|for every \w+)\b[\s,:;-]*)+",
@@ -49,7 +49,7 @@ _STYLE_ADJECTIVES = {
     **dict.fromkeys("repetitive redundant".split(), "Don't repeat yourself"),
     **dict.fromkeys("cluttered busy messy".split(), "Keep the layout clean and simple"),
 }
-_STYLE_NOUNS = (
+STYLE_NOUNS = (
     r"emojis?|emoticons?|exclamation (?:marks|points)|bullets?|bullet points?|headers?|headings?|titles?|tables?|"
     r"paragraphs?|sentences?|words?|lines?|lists?|numbered lists?|markdown|formatting|format|bold|italics|caps|"
     r"jargon|acronyms|detail|details|text|preamble|intro|introduction|summary|summaries|recap|conclusion|"
@@ -57,7 +57,7 @@ _STYLE_NOUNS = (
     r"code blocks?|comments|examples?|links?|sources|citations|steps|tl;?dr|sign-?off|greeting|apologies|hedging|"
     r"spelling|punctuation|capitals|capital letters|question marks|adjectives|buzzwords|quotes"
 )
-_FORMAT_VALUES = (
+FORMAT_VALUES = (
     rf"{LANGUAGES}|metric|imperial|celsius|fahrenheit|euros?|dollars|usd|eur|gbp|pounds|kilometres|kilometers|"
     r"km|miles|kg|kilos|pounds|24-hour|24h|12-hour|iso|utc|local time|plain text|plain english|simple english|"
     r"markdown|html|json|yaml|csv|pdf|a table|tables|bullet points|bullets|a list|numbered steps|one line|"
@@ -75,7 +75,7 @@ _STYLE_EVAL_RE = re.compile(
     re.I,
 )
 _COMPARATIVE_RE = re.compile(
-    rf"^(?:(?:much|a bit|a little|way|even)\s+)?(?P<more>less|more|fewer)\s+(?P<what>{_STYLE_NOUNS}|[a-z-]+)\b",
+    rf"^(?:(?:much|a bit|a little|way|even)\s+)?(?P<more>less|more|fewer)\s+(?P<what>{STYLE_NOUNS}|[a-z-]+)\b",
     re.I,
 )
 _BARE_COMPARATIVE_RE = re.compile(
@@ -83,16 +83,16 @@ _BARE_COMPARATIVE_RE = re.compile(
     r"more concise|less formal|more formal|less casual|more casual|crisper)\b",
     re.I,
 )
-_STYLE_DIRECTIVE_RE = re.compile(
-    rf"\b(?:{_STYLE_NOUNS})\b|\b(?:shorter|longer|concise|brief|briefly|formal|casual|plain|simple|simpler|"
+STYLE_DIRECTIVE_RE = re.compile(
+    rf"\b(?:{STYLE_NOUNS})\b|\b(?:shorter|longer|concise|brief|briefly|formal|casual|plain|simple|simpler|"
     r"succinct|loosen|tone (?:it )?down|straight to|to the point|get to the point|cut (?:it )?down|trim|"
     r"break it (?:up|into)|max(?:imum)?|at most|or less|or fewer|tops|up front|upfront|at the top|at the end)\b|"
     r"^(?:please )?(?:put|lead with|start with|open with|move) .{1,60}\b(?:first|last|on top)[.!]?$",
     re.I,
 )
-_FORMAT_REQUEST_RE = re.compile(
-    rf"\b(?:in|as|into|to|using|with)\s+(?:(?:a|an|the)\s+)?(?:{_FORMAT_VALUES})\b|"
-    rf"^(?:no|without)\s+(?:{_STYLE_NOUNS})\b",
+FORMAT_REQUEST_RE = re.compile(
+    rf"\b(?:in|as|into|to|using|with)\s+(?:(?:a|an|the)\s+)?(?:{FORMAT_VALUES})\b|"
+    rf"^(?:no|without)\s+(?:{STYLE_NOUNS})\b",
     re.I,
 )
 #: "You should have asked me before …": how the agent should have gone about the task.
@@ -116,7 +116,7 @@ _CHECK_WITH_ME_RE = re.compile(
     re.I,
 )
 #: Conventions of the user's team or project ("Actually we use pnpm in this repo", "our reports use ISO dates").
-_CONVENTION_RE = re.compile(
+CONVENTION_RE = re.compile(
     r"^(?:we|we're|we are|we've|our(?: [\w.-]+){1,2}?|the team|this (?:repo|project|codebase|team|company|service|"
     r"app)|everything here|here)\b(?:\s+(?:actually|always|only|"
     r"usually|all|just|now|mostly|generally|normally|still))*\s+(?:use|uses|are on|'re on|is on|run on|runs on|"
@@ -132,7 +132,7 @@ _CONVENTION_RE = re.compile(
     re.I,
 )
 #: A story about the past: what happened, not what to do.
-_PAST_RE = re.compile(
+PAST_RE = re.compile(
     r"\b(?:was|were|had|did|went|made|ate|kept|took|came|said|told|thought|found|left|gave|saw|knew|became|began|"
     r"brought|bought|felt|lost|met|paid|spent|stood|won|wrote|broke|chose|drove|forgot|grew|heard|hurt|led|rode|"
     r"sang|shook|slept|spoke|stole|taught|threw|understood|woke|wore|crept)\b|"
@@ -143,7 +143,7 @@ _PAST_RE = re.compile(
 )
 MAX_RULE_WORDS = 30  # a longer sentence is prose, never a rule
 #: First words that make a clause an instruction.
-_DIRECTIVE_OPENERS = _words(
+_DIRECTIVE_OPENERS = word_set(
     "don't dont never always please stop avoid use make keep put leave add include check ask confirm show give "
     "send write reply answer respond skip drop cut start try remember assume prefer wait double-check tell let "
     "mention note cc copy call format sort list stick stay loosen tone break shorten trim get run go default "
@@ -151,23 +151,23 @@ _DIRECTIVE_OPENERS = _words(
 )
 
 
-def _is_narrative(sentence: str) -> bool:
+def is_narrative(sentence: str) -> bool:
     """Prose about what happened (several past-tense verbs, or long): context, never a fact or a rule as it stands."""
     words = sentence.split()
     if len(words) > MAX_RULE_WORDS + 15:
         return True
     if _SHOULD_HAVE_RE.match(sentence) or _TOLD_YOU_RE.match(sentence) or _FORGOT_RE.match(sentence):
         return False
-    past = len(_PAST_RE.findall(sentence))
+    past = len(PAST_RE.findall(sentence))
     return (past >= 2 and len(words) > 12) or (past >= 1 and len(words) > 20)
 
 
-def _is_directive(text: str) -> bool:
+def is_directive(text: str) -> bool:
     """Whether a sentence (lead-ins stripped) is phrased as an instruction to the agent."""
-    stripped, polite = _strip_polite(text)
-    first = _first_word(stripped)
-    if polite or _SUBJECT_MODAL_RE.match(text) or first in _DIRECTIVE_OPENERS or first in _IMPERATIVE_VERBS:
-        return not re.match(r"^(?:I|we)\b", stripped) or bool(_SUBJECT_MODAL_RE.match(stripped))
+    stripped, polite = strip_polite(text)
+    first = first_word(stripped)
+    if polite or SUBJECT_MODAL_RE.match(text) or first in _DIRECTIVE_OPENERS or first in IMPERATIVE_VERBS:
+        return not re.match(r"^(?:I|we)\b", stripped) or bool(SUBJECT_MODAL_RE.match(stripped))
     if re.match(r"^(?:no|without|only|just|all|every|everything)\s+\w+", stripped, re.I):
         return True  # "No emojis", "Only metric units", "Everything in UTC"
     if re.match(
@@ -180,12 +180,12 @@ def _is_directive(text: str) -> bool:
     return False
 
 
-_TONE_WORDS = _words("formal casual concise detailed specific technical direct friendly polite")
+_TONE_WORDS = word_set("formal casual concise detailed specific technical direct friendly polite")
 
 
-def _style_rule(sentence: str) -> str | None:
+def style_rule(sentence: str) -> str | None:
     """A rule from feedback on how an answer read ("Way too long." -> "Keep answers shorter (…)")."""
-    text = _PLEASE_TAIL_RE.sub("", sentence).strip().rstrip(".!")
+    text = PLEASE_TAIL_RE.sub("", sentence).strip().rstrip(".!")
     if match := _STYLE_EVAL_RE.match(text):
         groups = match.groupdict()
         if groups.get("adj"):
@@ -196,7 +196,7 @@ def _style_rule(sentence: str) -> str | None:
             noun = groups["noun"].strip()
             return (
                 f"Use {'fewer' if groups['many'].lower() == 'many' else 'less'} {noun}."
-                if re.match(rf"(?:{_STYLE_NOUNS})\b", noun, re.I) and len(noun.split()) <= 4
+                if re.match(rf"(?:{STYLE_NOUNS})\b", noun, re.I) and len(noun.split()) <= 4
                 else None
             )
         if groups.get("enough"):
@@ -205,38 +205,38 @@ def _style_rule(sentence: str) -> str | None:
         return "Avoid walls of text: break answers into short paragraphs."
     if match := _BARE_COMPARATIVE_RE.match(text):
         rest = text[match.end() :].strip(" ,.")
-        if not rest or _STYLE_DIRECTIVE_RE.search(rest) or len(rest.split()) <= 4:
-            return f"Keep answers {match.group('adj').lower()}." + (f" {_capitalise(rest)}." if rest else "")
+        if not rest or STYLE_DIRECTIVE_RE.search(rest) or len(rest.split()) <= 4:
+            return f"Keep answers {match.group('adj').lower()}." + (f" {capitalise(rest)}." if rest else "")
     if match := _COMPARATIVE_RE.match(text):
-        if re.fullmatch(_STYLE_NOUNS, match.group("what"), re.I) or match.group("what").lower() in _TONE_WORDS:
-            verb = "Use" if re.fullmatch(_STYLE_NOUNS, match.group("what"), re.I) else "Be"
-            return f"{verb} {_lower_first(text)}."
+        if re.fullmatch(STYLE_NOUNS, match.group("what"), re.I) or match.group("what").lower() in _TONE_WORDS:
+            verb = "Use" if re.fullmatch(STYLE_NOUNS, match.group("what"), re.I) else "Be"
+            return f"{verb} {lower_first(text)}."
     return None
 
 
 def _process_rule(sentence: str) -> str | None:
     """A rule from feedback on how the agent went about the task ("You should have asked me before booking")."""
-    text = _PLEASE_TAIL_RE.sub("", sentence).strip().rstrip(".!")
+    text = PLEASE_TAIL_RE.sub("", sentence).strip().rstrip(".!")
     if match := _SHOULD_HAVE_RE.match(text):
         verb = _base_verb(match.group("verb"))
         negative = "n't" in match.group("neg") or " not" in match.group("neg")
         adverb = match.group("adv") or ("only" if re.search(r"\bonly\b", match.group("neg")) else "")
         verb = f"{adverb} {verb}" if adverb else verb
         rest = match.group("rest").rstrip()
-        return f"{'Do not ' + verb if negative else _capitalise(verb)}{rest}."
+        return f"{'Do not ' + verb if negative else capitalise(verb)}{rest}."
     if match := _FORGOT_RE.match(text):
         return f"Remember to {match.group('rest')}."
     if match := _RATHER_RE.match(text):
         rest = re.sub(
             r"\bthan\s+(?:just\s+)?([a-z]+)\b", lambda m: f"rather than {_base_verb(m.group(1))}", match.group("rest")
         )
-        return f"{_capitalise(_base_verb(match.group('verb')))}{rest}."
+        return f"{capitalise(_base_verb(match.group('verb')))}{rest}."
     if match := _WHY_DIDNT_RE.match(text):
-        return f"{_capitalise(match.group('rest').rstrip('?'))}."
+        return f"{capitalise(match.group('rest').rstrip('?'))}."
     if match := _TOLD_YOU_RE.match(text):
         negative = re.search(r"\bnot to\b", text[: match.start("rest")])
         rest = match.group("rest")
-        return f"Do not {rest}." if negative else f"{_capitalise(rest)}."
+        return f"Do not {rest}." if negative else f"{capitalise(rest)}."
     return None
 
 
@@ -344,22 +344,22 @@ _FEEDBACK_LEAD_RE = re.compile(
 )
 
 
-def _feedback_rule(sentence: str) -> str | None:
+def feedback_rule(sentence: str) -> str | None:
     """The rule in one sentence of feedback after an agent turn: style, process, a convention, a standing
     instruction, or a directive about the answer's form; None when the sentence is none of these (a story, a fact,
     a one-off fix, a new task such as "Now translate it into German")."""
-    text = _FEEDBACK_LEAD_RE.sub("", _STANDING_LEAD_RE.sub("", _LEAD_IN_RE.sub("", sentence))).strip() or sentence
-    if rule := _style_rule(text) or _process_rule(text):
+    text = _FEEDBACK_LEAD_RE.sub("", STANDING_LEAD_RE.sub("", LEAD_IN_RE.sub("", sentence))).strip() or sentence
+    if rule := style_rule(text) or _process_rule(text):
         return rule
     if text.endswith("?"):  # only a polite request counts ("Can you make it less formal?"), not a question
-        stripped, polite = _strip_polite(text)
+        stripped, polite = strip_polite(text)
         if not polite:
             return None
         text = stripped.rstrip("?").strip()
-        if rule := _style_rule(text):
+        if rule := style_rule(text):
             return rule
-    if _CONVENTION_RE.search(text) and not _PAST_RE.search(text) and not _typed_fact_clause(text):
-        return _rule_sentence(_PLEASE_TAIL_RE.sub("", text))
+    if CONVENTION_RE.search(text) and not PAST_RE.search(text) and not typed_fact_clause(text):
+        return rule_sentence(PLEASE_TAIL_RE.sub("", text))
     new_task = bool(
         re.match(
             r"^(?:now|also|then|next|and now|and then)\b|^(?:can|could|would) you (?:also|now)\b|"
@@ -368,34 +368,34 @@ def _feedback_rule(sentence: str) -> str | None:
             re.I,
         )
     )
-    if _is_directive(text) and (
+    if is_directive(text) and (
         _names_style(text)
         or (
             not new_task
-            and (_FORMAT_REQUEST_RE.search(text) or _STANDING_RE.search(sentence) or _CHECK_WITH_ME_RE.search(text))
+            and (FORMAT_REQUEST_RE.search(text) or STANDING_RE.search(sentence) or _CHECK_WITH_ME_RE.search(text))
         )
     ):
-        return _rule_sentence(_PLEASE_TAIL_RE.sub("", text))
+        return rule_sentence(PLEASE_TAIL_RE.sub("", text))
     if (
         not new_task
-        and _FORMAT_REQUEST_RE.search(text)
+        and FORMAT_REQUEST_RE.search(text)
         and len(text.split()) <= 8
-        and not _QUESTION_START_RE.match(text)
+        and not QUESTION_START_RE.match(text)
         and not re.search(r"\btranslat", text, re.I)
     ):
-        return _rule_sentence(_PLEASE_TAIL_RE.sub("", text))  # "Prices in euros, please"
+        return rule_sentence(PLEASE_TAIL_RE.sub("", text))  # "Prices in euros, please"
     return None
 
 
 #: Verbs that shape an answer: with a style noun as their object the directive is feedback ("Drop the emojis",
 #: "Use a table"). Any other task verb's object is the task's subject matter ("Book a table for two", "Read the
 #: comments on the PR"), not the answer's style (heuristic).
-_ANSWER_SHAPING_VERBS = _words(
+_ANSWER_SHAPING_VERBS = word_set(
     "add answer drop format give list make put remove reply rewrite show start stop use write"
 )
 _TASK_OBJECT_RE = re.compile(
     r"^[\w-]+\s+(?:(?:a|an|the|my|our|your|this|that|these|those|some|all|\d+|one|two|three)\s+)?"
-    rf"(?:[\w-]+\s+)?(?:{_STYLE_NOUNS})\b",
+    rf"(?:[\w-]+\s+)?(?:{STYLE_NOUNS})\b",
     re.I,
 )
 
@@ -404,25 +404,25 @@ def _names_style(text: str) -> bool:
     """Whether a directive names the answer's style ("Keep replies short", "Answer in two sentences max"). The verb
     that opens it does not count ("Reply to the customer about the delay" is a new task, not feedback on replies),
     nor does the object of an opening task verb ("Book a table for two")."""
-    first = _first_word(text)
-    opening = len(first) if first in _IMPERATIVE_VERBS else 0
+    first = first_word(text)
+    opening = len(first) if first in IMPERATIVE_VERBS else 0
     if opening and first not in _ANSWER_SHAPING_VERBS and (task_object := _TASK_OBJECT_RE.match(text)):
         opening = task_object.end()
-    return any(m.end() > opening for m in _STYLE_DIRECTIVE_RE.finditer(text))
+    return any(m.end() > opening for m in STYLE_DIRECTIVE_RE.finditer(text))
 
 
-def _rule_sentence(sentence: str) -> str:
+def rule_sentence(sentence: str) -> str:
     sentence = _SUBJECT_ADVERB_RE.sub(lambda m: m.group(1), sentence)
-    sentence = _SUBJECT_MODAL_RE.sub("", sentence)
+    sentence = SUBJECT_MODAL_RE.sub("", sentence)
     sentence = _SUBJECT_USE_RE.sub(lambda m: m.group(1), sentence)
     sentence = _CLAUSE_RULE_RE.sub(lambda m: "; " + m.group(1), sentence)
     sentence = sentence.strip().rstrip(",;:")
     if sentence and sentence[-1] not in ".!?":
         sentence += "."
-    return _capitalise(sentence)
+    return capitalise(sentence)
 
 
-def _directive_clauses(sentence: str) -> list[str]:
+def directive_clauses(sentence: str) -> list[str]:
     """The clauses of a long or narrative sentence that are instructions ("…, so never do that again")."""
     clauses = re.split(
         r"[,;]\s+|\s+[-\u2013\u2014]+\s+|\s+(?:and|but|so)\s+(?=(?:never|always|don't|do not|please)\b)", sentence

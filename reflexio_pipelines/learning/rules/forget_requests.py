@@ -6,14 +6,14 @@ import re
 from collections.abc import Iterator
 
 from reflexio_pipelines.learning.jsonparse import clean_text
-from reflexio_pipelines.learning.rules.facts import _profile_from_clause, _third_person
+from reflexio_pipelines.learning.rules.facts import profile_from_clause, third_person
 from reflexio_pipelines.learning.rules.text import (
     MAX_CONTENT_CHARS,
-    _capitalise,
-    _first_word,
-    _normalise,
-    _sentences,
-    _words,
+    capitalise,
+    first_word,
+    normalise,
+    split_sentences,
+    word_set,
 )
 from reflexio_pipelines.learning.types import ForgetDirective, Turn, Window
 
@@ -38,7 +38,7 @@ _TARGET_TAIL_RE = re.compile(
     re.I,
 )
 # "forget it", "forget that" (alone) mean "never mind", not "erase something"
-_NOT_A_TARGET = _words("it this that these those them everything anything all")
+_NOT_A_TARGET = word_set("it this that these those them everything anything all")
 
 
 def forget_target(sentence: str) -> str | None:
@@ -46,24 +46,24 @@ def forget_target(sentence: str) -> str | None:
     ("forget that I live in Paris" -> "Lives in Paris", "stop remembering my phone number" -> "Their phone
     number"); None when the sentence is not a forget request. HEURISTIC: wording only, so "forget it" (never mind)
     is not one, and an unusual phrasing ("I'd rather you didn't keep my address") is missed."""
-    text = _normalise(sentence)
+    text = normalise(sentence)
     match = _FORGET_RE.search(text) or _ERASE_RE.search(text)
     if match is None:
         return None
     target = _TARGET_TAIL_RE.sub("", match.group("target")).strip()
-    if not target or _first_word(target) in _NOT_A_TARGET:
+    if not target or first_word(target) in _NOT_A_TARGET:
         return None
-    as_profile = _profile_from_clause(target) if re.match(r"I\b|I'", target) else None
-    return as_profile or _capitalise(_third_person(target))
+    as_profile = profile_from_clause(target) if re.match(r"I\b|I'", target) else None
+    return as_profile or capitalise(third_person(target))
 
 
 def has_forget_request(window: Window) -> bool:
     """Whether any user turn of the window asks to forget something (the `forget_target` heuristic)."""
-    return any(forget_target(s) for t in window.turns if t.is_user for s in _sentences(t.content))
+    return any(forget_target(s) for t in window.turns if t.is_user for s in split_sentences(t.content))
 
 
-def _forget_directives(turn: Turn) -> Iterator[ForgetDirective]:
-    for sentence in _sentences(turn.content):
+def forget_directives(turn: Turn) -> Iterator[ForgetDirective]:
+    for sentence in split_sentences(turn.content):
         target = forget_target(sentence)
         if target:
             yield ForgetDirective(target=clean_text(target, MAX_CONTENT_CHARS), source_turn_ids=[turn.turn_id])

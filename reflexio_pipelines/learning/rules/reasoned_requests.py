@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
-from reflexio_pipelines.learning.rules.facts import _QUESTION_START_RE, _third_person
-from reflexio_pipelines.learning.rules.feedback import _PLEASE_TAIL_RE, _rule_sentence
-from reflexio_pipelines.learning.rules.text import _capitalise, _first_word, _words
-from reflexio_pipelines.learning.rules.triggers import _IMPERATIVE_VERBS, _strip_polite
+from reflexio_pipelines.learning.rules.facts import QUESTION_START_RE, third_person
+from reflexio_pipelines.learning.rules.feedback import PLEASE_TAIL_RE, rule_sentence
+from reflexio_pipelines.learning.rules.text import capitalise, first_word, word_set
+from reflexio_pipelines.learning.rules.triggers import IMPERATIVE_VERBS, strip_polite
 
 #: The request, a separator, then the reason ("…, I never check my personal inbox", "… because I'm allergic").
 _SPLIT_RE = re.compile(
@@ -45,7 +45,7 @@ _NOUN_REQUEST_RE = re.compile(
 )
 _MAX_REQUEST_WORDS = 16
 #: First words of a request phrased as an instruction: the task verbs, and the verbs of asking for a form.
-_REQUEST_OPENERS = _IMPERATIVE_VERBS | _words(
+_REQUEST_OPENERS = IMPERATIVE_VERBS | word_set(
     "send text call leave skip keep use write give show put stick avoid don't never always"
 )
 
@@ -53,24 +53,24 @@ _REQUEST_OPENERS = _IMPERATIVE_VERBS | _words(
 def _request_rule(request: str) -> str | None:
     """The request as a rule ("Book me an aisle seat …" -> "Book the user an aisle seat …"), or None when it is no
     request (a statement, a question that is not a polite ask)."""
-    text, polite = _strip_polite(request.strip())
-    polite = polite or bool(_PLEASE_TAIL_RE.search(text))
-    text = _PLEASE_TAIL_RE.sub("", text).strip(" ,.!")
+    text, polite = strip_polite(request.strip())
+    polite = polite or bool(PLEASE_TAIL_RE.search(text))
+    text = PLEASE_TAIL_RE.sub("", text).strip(" ,.!")
     if text.endswith("?"):
         if not polite:
             return None
         text = text.rstrip("?").strip()
     if not text or len(text.split()) > _MAX_REQUEST_WORDS or _OCCASION_RE.search(text):
         return None
-    if _first_word(text) not in _REQUEST_OPENERS:
+    if first_word(text) not in _REQUEST_OPENERS:
         if match := _NOUN_REQUEST_RE.match(request.strip(" .!")):
             text = match.group("ask")
         elif not (polite and re.match(r"^(?:no|nothing|only|just)\b", text, re.I)):
             return None
-    if _QUESTION_START_RE.match(text):
+    if QUESTION_START_RE.match(text):
         return None
     text = re.sub(r"\bme\b", "the user", re.sub(r"\bmy\b", "the user's", text))
-    return _capitalise(text)
+    return capitalise(text)
 
 
 def reasoned_rule(sentence: str) -> tuple[str, str | None] | None:
@@ -86,5 +86,5 @@ def reasoned_rule(sentence: str) -> tuple[str, str | None] | None:
     rule = _request_rule(match.group("request"))
     if rule is None:
         return None
-    situation = rule if _first_word(rule) in _IMPERATIVE_VERBS else None
-    return _rule_sentence(f"{rule} ({_third_person(reason)})"), situation
+    situation = rule if first_word(rule) in IMPERATIVE_VERBS else None
+    return rule_sentence(f"{rule} ({third_person(reason)})"), situation

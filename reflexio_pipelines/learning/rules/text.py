@@ -15,21 +15,21 @@ MAX_INPUT_JSON_CHARS = 300
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
-def _words(*chunks: str) -> frozenset[str]:
+def word_set(*chunks: str) -> frozenset[str]:
     """A word set from space-separated text (keeps long vocabularies readable)."""
     return frozenset(" ".join(chunks).split())
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
     """Straight apostrophes and single spaces, so patterns need only one spelling."""
     return " ".join(text.replace("\u2019", "'").replace("\u2018", "'").split())
 
 
-def _sentences(text: str) -> list[str]:
+def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_SPLIT_RE.split(text.replace("\u2019", "'")) if s.strip()]
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     """Cut at a word boundary and mark the cut with an ellipsis."""
     if len(text) <= limit:
         return text
@@ -39,11 +39,11 @@ def _clip(text: str, limit: int) -> str:
     return cut.rstrip(" ,;:-") + "…"
 
 
-def _capitalise(text: str) -> str:
+def capitalise(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _lower_first(text: str) -> str:
+def lower_first(text: str) -> str:
     """Lower-case the first word only when it is a plain word (keeps "I", acronyms and identifiers intact)."""
     first = text.split(" ", 1)[0]
     if first == "I" or first.startswith("I'") or (len(first) > 1 and not first[1:].islower()):
@@ -51,7 +51,7 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-def _third_person_verb(verb: str) -> str:
+def third_person_verb(verb: str) -> str:
     """`run` -> `runs`, `go` -> `goes`, `carry` -> `carries`, `have` -> `has` (regular English rules)."""
     lower = verb.lower()
     if lower in {"have", "be", "do", "go"}:
@@ -70,7 +70,7 @@ _DOUBLING_VERBS = frozenset(
 )
 
 
-def _gerund(verb: str) -> str:
+def gerund(verb: str) -> str:
     """`deploy` -> `deploying`, `write` -> `writing`, `run` -> `running`, `tie` -> `tying`, `commit` -> `committing`."""
     lower = verb.lower()
     if lower in _DOUBLING_VERBS:
@@ -86,13 +86,13 @@ def _gerund(verb: str) -> str:
     return verb + "ing"
 
 
-def _first_word(text: str) -> str:
+def first_word(text: str) -> str:
     return text.split(" ", 1)[0].lower().strip(",.!") if text else ""
 
 
 _TOKEN_RE = re.compile(r"[a-z0-9]+(?:[-_./:][a-z0-9]+)*")
 #: Function words: articles, pronouns, auxiliaries, prepositions, conjunctions.
-FUNCTION_WORDS = _words(
+FUNCTION_WORDS = word_set(
     "a about above after again all also am an and any are as at be because been before being below between both "
     "but by can could did do does doing down during each few for from further had has have having he her here hers "
     "him his how i if in into is it its itself just me more most my no nor not now of off on once only or other "
@@ -101,7 +101,7 @@ FUNCTION_WORDS = _words(
     "with would you your yours yourself"
 )
 #: Function and filler words: they carry no content (and identify nobody).
-STOP_WORDS = FUNCTION_WORDS | _words(
+STOP_WORDS = FUNCTION_WORDS | word_set(
     # conversational filler: differences in these are style, not substance
     "sure certainly absolutely definitely great happy glad help hi hello hey please thanks thank let know "
     "simply basically actually really first next finally just course ok okay well note here's there's"

@@ -14,8 +14,8 @@ from reflexio_pipelines.learning.rules.text import (
     MAX_ERROR_CHARS,
     MAX_INPUT_JSON_CHARS,
     MAX_RATIONALE_QUOTE,
-    _clip,
-    _normalise,
+    clip,
+    normalise,
 )
 from reflexio_pipelines.learning.types import ExtractedPlaybook, ToolCall, Turn
 
@@ -71,26 +71,26 @@ def _check_hint(call: ToolCall, error: str) -> str:
     return f"the input ({keys})" if keys else "the input"
 
 
-def _tool_failure_playbooks(turns: tuple[Turn, ...]) -> Iterator[tuple[int, ExtractedPlaybook]]:
+def tool_failure_playbooks(turns: tuple[Turn, ...]) -> Iterator[tuple[int, ExtractedPlaybook]]:
     """(turn index, playbook) for every failed tool call, in window order."""
     calls = [(i, turn, call) for i, turn in enumerate(turns) for call in turn.tools_used]
     for position, (index, turn, call) in enumerate(calls):
         error = call.error
         if error is None:
             continue
-        error_text = _clip(_normalise(error), MAX_ERROR_CHARS)
+        error_text = clip(normalise(error), MAX_ERROR_CHARS)
         later_success = next(
             ((t, c) for _, t, c in calls[position + 1 :] if c.tool_name == call.tool_name and c.error is None), None
         )
         content = (
             f"{call.tool_name} failed with '{error_text}'. Check {_check_hint(call, error)} before calling it again."
         )
-        rationale = f"A {call.tool_name} call failed with '{_clip(error_text, MAX_RATIONALE_QUOTE)}'"
+        rationale = f"A {call.tool_name} call failed with '{clip(error_text, MAX_RATIONALE_QUOTE)}'"
         sources = [turn.turn_id]
         if later_success is not None:
             success_turn, success_call = later_success
             working = json.dumps(tool_input(success_call), ensure_ascii=False, default=str)
-            content += f" A later call succeeded; use the working input: {_clip(working, MAX_INPUT_JSON_CHARS)}"
+            content += f" A later call succeeded; use the working input: {clip(working, MAX_INPUT_JSON_CHARS)}"
             rationale += "; a later call of the same tool succeeded"
             if success_turn.turn_id not in sources:
                 sources.append(success_turn.turn_id)

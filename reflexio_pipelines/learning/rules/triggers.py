@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import re
 
-from reflexio_pipelines.learning.rules.facts import _QUESTION_START_RE, _profile_from_clause
+from reflexio_pipelines.learning.rules.facts import QUESTION_START_RE, profile_from_clause
 from reflexio_pipelines.learning.rules.text import (
     MAX_TRIGGER_CHARS,
-    _clip,
-    _first_word,
-    _gerund,
-    _lower_first,
-    _normalise,
-    _sentences,
-    _words,
+    clip,
+    first_word,
+    gerund,
+    lower_first,
+    normalise,
+    split_sentences,
+    word_set,
 )
 
 # Words that make a request read as "When <gerund> …"; anything else is quoted as "When asked: …".
-_IMPERATIVE_VERBS = _words(
+IMPERATIVE_VERBS = word_set(
     "add analyse analyze answer apply archive ask book build buy calculate cancel change check clean clear close "
     "compare compile compute configure convert copy create debug delete deploy describe design draft drop edit email "
     "estimate explain export extract fetch file find fix format generate get give help implement import improve "
@@ -28,8 +28,8 @@ _IMPERATIVE_VERBS = _words(
     "track train transfer translate troubleshoot turn undo update upgrade upload use validate verify write "
     "leave keep include address mention cc assume attach label tag commit"
 )
-_SUBJECT_WORDS = _words("i we my our the a an this that these those it there its his her their some all each every")
-_GREETING_RE = re.compile(r"^(?:hi|hello|hey|yo|good (?:morning|afternoon|evening))(?: there)?\b[\s,!.]*", re.I)
+_SUBJECT_WORDS = word_set("i we my our the a an this that these those it there its his her their some all each every")
+GREETING_RE = re.compile(r"^(?:hi|hello|hey|yo|good (?:morning|afternoon|evening))(?: there)?\b[\s,!.]*", re.I)
 _POLITE_RE = re.compile(
     r"^(?:please|pls|kindly|can you|could you|would you|will you|can u|could u|i need you to|i want you to|"
     r"i'd like you to|i would like you to)\b[\s,]*",
@@ -37,7 +37,7 @@ _POLITE_RE = re.compile(
 )
 
 
-def _strip_polite(sentence: str) -> tuple[str, bool]:
+def strip_polite(sentence: str) -> tuple[str, bool]:
     """The sentence without leading politeness ("can you please …"), and whether any was removed."""
     polite = False
     while match := _POLITE_RE.match(sentence):
@@ -48,12 +48,12 @@ def _strip_polite(sentence: str) -> tuple[str, bool]:
 def _request_sentence(request: str) -> str:
     """The sentence of a user turn that states the task: the first imperative, polite request or question,
     else the first sentence that is not a statement about the user ("Hi! I'm Dana. Deploy X." -> "Deploy X.")."""
-    sentences = [s for s in (_GREETING_RE.sub("", _normalise(s)).strip() for s in _sentences(request)) if s]
+    sentences = [s for s in (GREETING_RE.sub("", normalise(s)).strip() for s in split_sentences(request)) if s]
     for sentence in sentences:
-        text, polite = _strip_polite(sentence)
-        if polite or sentence.endswith("?") or _first_word(text) in _IMPERATIVE_VERBS:
+        text, polite = strip_polite(sentence)
+        if polite or sentence.endswith("?") or first_word(text) in IMPERATIVE_VERBS:
             return sentence
-    statements = [s for s in sentences if len(s.split()) >= 2 and _profile_from_clause(s) is None]
+    statements = [s for s in sentences if len(s.split()) >= 2 and profile_from_clause(s) is None]
     return (statements or sentences or [""])[0]
 
 
@@ -61,17 +61,17 @@ def situation_trigger(request: str) -> str:
     """A trigger naming the situation of a user request: "Deploy the billing service" -> "When deploying the
     billing service"; a question -> "When asked: <question>"."""
     sentence = _request_sentence(request)
-    text, polite = _strip_polite(sentence)
+    text, polite = strip_polite(sentence)
     text = re.sub(r"[\s,]*\bplease\b[\s.!?]*$", "", text, flags=re.I).rstrip(" .!?")
     if not text:
         return "When answering this kind of request"
     first, _, rest = text.partition(" ")
-    if first.lower() in _IMPERATIVE_VERBS:
-        phrase = f"{_gerund(first.lower())} {rest}".strip()
-    elif not polite and (sentence.endswith("?") or _QUESTION_START_RE.match(text)):
-        phrase = f"asked: {_lower_first(text)}"
+    if first.lower() in IMPERATIVE_VERBS:
+        phrase = f"{gerund(first.lower())} {rest}".strip()
+    elif not polite and (sentence.endswith("?") or QUESTION_START_RE.match(text)):
+        phrase = f"asked: {lower_first(text)}"
     elif first.lower() in _SUBJECT_WORDS:
-        phrase = _lower_first(text)
+        phrase = lower_first(text)
     else:
-        phrase = f"asked: {_lower_first(text)}"
-    return _clip(f"When {phrase}", MAX_TRIGGER_CHARS)
+        phrase = f"asked: {lower_first(text)}"
+    return clip(f"When {phrase}", MAX_TRIGGER_CHARS)
