@@ -64,17 +64,17 @@ from reflexio_pipelines.learning.clauses.split import split_clauses
 from reflexio_pipelines.learning.config import DEFAULT_GROUP
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.jsonparse import clean_text, dedupe_by_content
-from reflexio_pipelines.learning.rules.expert import _expert_playbook
+from reflexio_pipelines.learning.rules.expert import expert_playbook
 from reflexio_pipelines.learning.rules.forget_requests import forget_target
-from reflexio_pipelines.learning.rules.success_recipes import _success_recipe
+from reflexio_pipelines.learning.rules.success_recipes import success_recipe
 from reflexio_pipelines.learning.rules.text import (
     MAX_CONTENT_CHARS,
     MAX_TRIGGER_CHARS,
-    _clip,
-    _normalise,
+    clip,
     content_tokens,
+    normalise,
 )
-from reflexio_pipelines.learning.rules.tool_failures import _tool_failure_playbooks
+from reflexio_pipelines.learning.rules.tool_failures import tool_failure_playbooks
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.stated_changes import SAID_PREFIX
 from reflexio_pipelines.learning.subjects import ENDED_RE, states_a_change, subjects_of
@@ -169,10 +169,10 @@ def _playbook(turns: tuple[Turn, ...], clauses: list[tuple[_Located, str]]) -> E
         if request is not None:
             trigger = situation_trigger(turns[request].content)
             sources = [turns[request].turn_id, turns[first.agent_index].turn_id, first.turn.turn_id]
-    said = _clip(_normalise("; ".join(where.text for where, _ in clauses)), MAX_CONTENT_CHARS)
+    said = clip(normalise("; ".join(where.text for where, _ in clauses)), MAX_CONTENT_CHARS)
     return ExtractedPlaybook(
         content=clean_text(". ".join(contents)),
-        trigger=clean_text(_clip(trigger, MAX_TRIGGER_CHARS)) if trigger else None,
+        trigger=clean_text(clip(trigger, MAX_TRIGGER_CHARS)) if trigger else None,
         rationale=clean_text(f"{SAID_PREFIX}{said}"),
         kind="correction",
         source_turn_ids=sources,
@@ -375,10 +375,10 @@ class BuiltinExtractor:
 
 def _structural_playbooks(turns: tuple[Turn, ...]) -> list[ExtractedPlaybook]:
     """Tool failures, expert answers and working tool sequences: structure, found by rules."""
-    out = [playbook for _, playbook in _tool_failure_playbooks(turns)]
+    out = [playbook for _, playbook in tool_failure_playbooks(turns)]
     for index in range(len(turns)):
-        if (expert := _expert_playbook(turns, index)) is not None:
+        if (expert := expert_playbook(turns, index)) is not None:
             out.append(expert)
-        if (recipe := _success_recipe(turns, index)) is not None:
+        if (recipe := success_recipe(turns, index)) is not None:
             out.append(recipe)
     return out
