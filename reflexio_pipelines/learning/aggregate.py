@@ -175,9 +175,9 @@ def plan(
     actions = []
     for fingerprint, members in sorted(clusters.items(), key=lambda kv: min(kv[1])):
         if fingerprint in by_fingerprint:
-            match = by_fingerprint[fingerprint]
-            claimed.add(match.agent_playbook_id)
-            actions.append(ClusterAction(fingerprint, members, "keep", match.agent_playbook_id, match))
+            kept = by_fingerprint[fingerprint]
+            claimed.add(kept.agent_playbook_id)
+            actions.append(ClusterAction(fingerprint, members, "keep", kept.agent_playbook_id, kept))
             continue
         match = _best_overlap(set(members), [p for p in prior if p.agent_playbook_id not in claimed])
         if match is None:

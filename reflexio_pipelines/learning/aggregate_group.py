@@ -12,7 +12,8 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import Any, Final
 
 import numpy as np
 
@@ -29,7 +30,15 @@ from reflexio_pipelines.learning.cluster import ClusterParams, cluster_playbooks
 from reflexio_pipelines.learning.llm_aggregate import ConsolidationFailed
 from reflexio_pipelines.learning.rule_flags import flag_reason
 
-_UNCHANGED = object()  # a cluster that could not be consolidated this run keeps its previous state
+
+class _Unchanged(Enum):
+    """A cluster that could not be consolidated this run keeps its previous state (a one-member enum rather than a
+    bare object(), so the type checker narrows it away after `is _UNCHANGED`)."""
+
+    UNCHANGED = "unchanged"
+
+
+_UNCHANGED: Final = _Unchanged.UNCHANGED
 
 #: Makes the group's consolidator from its members' vectors (user playbook id -> embedding).
 ConsolidatorFactory = Callable[[dict[int, np.ndarray]], Consolidator]
@@ -120,9 +129,11 @@ def aggregate_group(
         stats.actions[action.action] += 1
         row = rows.get(action.agent_playbook_id)
         if action.action in ("keep", "keep_approved", "keep_rejected"):
-            row["fingerprints"] = sorted(set(row["fingerprints"] or []) | {action.fingerprint})
+            kept = rows[action.agent_playbook_id]  # `plan` keeps only clusters that have a prior row
+            kept["fingerprints"] = sorted(set(kept["fingerprints"] or []) | {action.fingerprint})
             continue
         cluster = [by_id[i] for i in action.member_ids]
+        rule: Rule | None | _Unchanged
         try:
             rule, calls, prompt_tokens, completion_tokens = consolidator.consolidate(cluster, approved)
         except ConsolidationFailed as failed:  # nothing half-made: the cluster is retried by the next run

@@ -361,8 +361,10 @@ class BuiltinExtractor:
         playbooks.extend(p for clauses in rules.values() if (p := _playbook(turns, clauses)))
         playbooks.extend(_structural_playbooks(turns))
         return ExtractionResult(
-            profiles=[tagged for p in dedupe_by_content(profiles) if (tagged := group.tag_profile(p))],
-            playbooks=[tagged for p in dedupe_by_content(playbooks) if (tagged := group.tag_playbook(p))],
+            profiles=[named_profile for p in dedupe_by_content(profiles) if (named_profile := group.tag_profile(p))],
+            playbooks=[
+                named_playbook for p in dedupe_by_content(playbooks) if (named_playbook := group.tag_playbook(p))
+            ],
             forget=forget if group.resolve("profile", None)[0] is not None else [],
             extractor=EXTRACTOR_NAME,
             model=MODEL_NAME,

@@ -118,7 +118,7 @@ def cluster_playbooks(
     if len(usable) < 2:
         return labels
     unit = np.ascontiguousarray(x[usable] / norms[usable, None], dtype=np.float32)
-    users = _user_codes([user_ids[i] for i in usable])
+    users = _user_codes([user_ids[int(i)] for i in usable])
 
     if len(unit) < params.agglomerative_below:
         raw = _agglomerative(unit, params.similarity)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -47,7 +47,7 @@ from reflexio_pipelines.learning.original_config import (
 
 log = logging.getLogger(__name__)
 
-CONFIG_VERSION = 1
+CONFIG_VERSION: Final = 1
 DEFAULT_PROFILE_EXTRACTOR = "default_profile_extractor"
 DEFAULT_PLAYBOOK_EXTRACTOR = "default_playbook_extractor"
 #: Name of the group the default extractors form (the bookmark name used before the config file existed).
@@ -138,8 +138,9 @@ class ExtractorConfig(BaseModel):
     extraction_definition_prompt: str
     #: None or [] = every source; else only turns whose `source` is listed.
     request_sources_enabled: list[str] | None = None
-    batch_size_override: int | None = Field(None, gt=0)
-    batch_interval_override: int | None = Field(None, gt=0)
+    # defaults by keyword throughout: a type checker reads a pydantic field's default only from `default=` (PEP 681)
+    batch_size_override: int | None = Field(default=None, gt=0)
+    batch_interval_override: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -195,9 +196,9 @@ class AggregationSettings(BaseModel):
     embeddings, not token overlap."""
 
     model_config = ConfigDict(extra="forbid")
-    min_cluster_size: int = Field(2, ge=1)
-    clustering_similarity: float = Field(0.5, ge=0.0, le=1.0)
-    min_distinct_users: int = Field(3, ge=1)
+    min_cluster_size: int = Field(default=2, ge=1)
+    clustering_similarity: float = Field(default=0.5, ge=0.0, le=1.0)
+    min_distinct_users: int = Field(default=3, ge=1)
     auto_approve: bool = False
     reaggregation_trigger_count: int = 2
     direction_overlap_threshold: float = 0.6
@@ -245,12 +246,12 @@ class AgentSuccessConfig(BaseModel):
     """One session evaluator (the original's AgentSuccessConfig). Sampling defaults to 5 % of closed sessions."""
 
     model_config = ConfigDict(extra="forbid")
-    evaluation_name: str = Field(DEFAULT_EVALUATION, min_length=1, max_length=MAX_NAME_CHARS)
+    evaluation_name: str = Field(default=DEFAULT_EVALUATION, min_length=1, max_length=MAX_NAME_CHARS)
     success_definition_prompt: str = (
         "The session succeeded if the user's request was fulfilled correctly by the end of the session, "
         "without the user having to give up, repeat themselves in frustration or ask for a human."
     )
-    sampling_rate: float = Field(0.05, ge=0.0, le=1.0)
+    sampling_rate: float = Field(default=0.05, ge=0.0, le=1.0)
 
     @model_validator(mode="before")
     @classmethod
@@ -275,7 +276,7 @@ class HoldoutSettings(BaseModel):
     are drawn by a hash of agent version and user id, so each version has its own control group)."""
 
     model_config = ConfigDict(extra="forbid")
-    share: float | None = Field(None, ge=0.0, le=1.0)
+    share: float | None = Field(default=None, ge=0.0, le=1.0)
     agent_versions: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("agent_versions")
@@ -293,7 +294,7 @@ class OutcomeSettings(BaseModel):
     left out of search until a reviewer keeps it (POST /api/review_flagged_item)."""
 
     model_config = ConfigDict(extra="forbid")
-    min_outcomes: int = Field(5, ge=1)
+    min_outcomes: int = Field(default=5, ge=1)
     hold_out_flagged: bool = False
 
 
@@ -311,8 +312,8 @@ class ExtractionConfig(BaseModel):
     agent_context_prompt: str | None = None
     tool_can_use: list[ToolUseConfig] | None = None
     extraction_preset: Preset | None = None
-    batch_size: int = Field(10, gt=0)
-    batch_interval: int = Field(5, gt=0)
+    batch_size: int = Field(default=10, gt=0)
+    batch_interval: int = Field(default=5, gt=0)
     profile_extractor_configs: list[ProfileExtractorConfig] = Field(
         default_factory=lambda: [ProfileExtractorConfig.model_validate(_DEFAULT_PROFILE)]
     )
@@ -320,10 +321,10 @@ class ExtractionConfig(BaseModel):
         default_factory=lambda: [UserPlaybookExtractorConfig.model_validate(_DEFAULT_PLAYBOOK)]
     )
     agent_success_configs: list[AgentSuccessConfig] = Field(default_factory=lambda: [AgentSuccessConfig()])
-    session_quiet_period_seconds: int = Field(600, gt=0)  # a session is closed after this long without a turn
+    session_quiet_period_seconds: int = Field(default=600, gt=0)  # a session is closed after this long without a turn
     #: How long a user's stream must be quiet before the sensor's runs extract an incomplete window (fewer than
     #: batch_size new turns); also where a new chunk starts (learning/windows.py). None = the default below.
-    extraction_quiet_period_seconds: float | None = Field(None, ge=0)
+    extraction_quiet_period_seconds: float | None = Field(default=None, ge=0)
     #: The control group that gets no learned context from search (per agent version).
     holdout: HoldoutSettings = Field(default_factory=HoldoutSettings)
     #: When an item's outcome counters flag it, and whether a flagged item leaves search pending review.
@@ -456,14 +457,14 @@ class ExtractionConfig(BaseModel):
 
 
 # The original's default definitions, paraphrased.
-_DEFAULT_PROFILE = {
+_DEFAULT_PROFILE: dict[str, str] = {
     "extractor_name": DEFAULT_PROFILE_EXTRACTOR,
     "extraction_definition_prompt": (
         "The user and their working environment: name, role, preferences, stable facts, data or schema details, "
         "metric definitions, tool quirks."
     ),
 }
-_DEFAULT_PLAYBOOK = {
+_DEFAULT_PLAYBOOK: dict[str, str] = {
     "extractor_name": DEFAULT_PLAYBOOK_EXTRACTOR,
     "extraction_definition_prompt": "How the agent performed: what helped, what to do better, issues it ran into.",
 }

@@ -51,7 +51,10 @@ class Embedder(Protocol):
     """
 
     model_id: str
-    dim: int
+
+    # read-only, so an embedder may compute it (LiteLLMEmbedder probes the model) or keep it as a plain attribute
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed `texts` into a float32 array of shape (len(texts), dim) with unit-norm rows."""
@@ -138,16 +141,22 @@ class _LRUCache:
             self._data.clear()
 
 
+class _CachingEmbedder(Embedder, Protocol):
+    """What `_QueryCached` needs of the class it is mixed into: an embedder with a query LRU."""
+
+    _query_cache: _LRUCache
+
+
 class _QueryCached:
     """`embed_query` through the embedder's LRU (`self._query_cache`), and a way to drop what it remembers."""
 
     _query_cache: _LRUCache
 
-    def embed_query(self, text: str) -> np.ndarray:
+    def embed_query(self: _CachingEmbedder, text: str) -> np.ndarray:
         """Embed one text into a (dim,) vector, served from a small LRU cache when seen recently."""
         return self._query_cache.get_or_compute(text, lambda t: self.embed([t])[0])
 
-    def clear_query_cache(self) -> None:
+    def clear_query_cache(self: _CachingEmbedder) -> None:
         """Forget every cached query text (erasure: a query can quote what a user said)."""
         self._query_cache.clear()
 

@@ -191,7 +191,9 @@ def compute_holdout(outcomes: Sequence[dict], evaluations: Sequence[dict]) -> li
 
     for version, sessions in sorted(by_version.items()):
         days = [r["day"] for r in sessions]
-        side = {arm: [r for r in sessions if (r["arm"] == CONTROL) == (arm == CONTROL)] for arm in (TREATED, CONTROL)}
+        side: dict[str, list[dict]] = {
+            arm: [r for r in sessions if (r["arm"] == CONTROL) == (arm == CONTROL)] for arm in (TREATED, CONTROL)
+        }
         for metric, column in (
             ("corrections_per_session", "corrections"),
             ("tool_failures_per_session", "tool_failures"),

@@ -333,8 +333,8 @@ def validate_extraction(
         if (p := _profile(item, f"profiles[{i}]", window, problems)) is not None
     ]
     playbooks = [
-        p
+        b
         for i, item in enumerate(_as_items(obj, "playbooks", problems))
-        if (p := _playbook(item, f"playbooks[{i}]", window, problems)) is not None
+        if (b := _playbook(item, f"playbooks[{i}]", window, problems)) is not None
     ]
     return dedupe_by_content(profiles), dedupe_by_content(playbooks), problems

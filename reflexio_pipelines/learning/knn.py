@@ -96,7 +96,7 @@ def _search(
 def _main_direction(rows: np.ndarray) -> np.ndarray:
     """Approximate first principal direction of `rows` (a few seeded power iterations)."""
     centred = rows - rows.mean(axis=0)
-    v = np.random.default_rng(SEED).standard_normal(rows.shape[1]).astype(np.float32)
+    v = np.random.default_rng(SEED).standard_normal(int(rows.shape[1])).astype(np.float32)
     for _ in range(8):
         v = centred.T @ (centred @ v)
         norm = float(np.linalg.norm(v))

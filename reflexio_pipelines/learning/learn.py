@@ -207,15 +207,17 @@ def _run_per_user(
             return work(user_id)
 
     groups = [user_ids[i : i + group_size] for i in range(0, len(user_ids), group_size)] if then else []
+    # without `then` there are no groups, so the no-op is never called: it only makes `report` non-optional
+    report: Callable[[list[T]], None] = then if then is not None else (lambda results: None)
     if concurrency <= 1 or len(user_ids) <= 1:
         done = {u: one(u) for u in user_ids}
         for group in groups:
-            then([done[u] for u in group])
+            report([done[u] for u in group])
         return done
     with ThreadPoolExecutor(max_workers=min(concurrency, len(user_ids)), thread_name_prefix="learn") as pool:
         futures = {u: pool.submit(contextvars.copy_context().run, one, u) for u in user_ids}
         for group in groups:
-            then([futures[u].result() for u in group])
+            report([futures[u].result() for u in group])
         return {u: f.result() for u, f in futures.items()}
 
 

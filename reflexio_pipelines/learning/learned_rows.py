@@ -79,7 +79,7 @@ def row_time(row: dict[str, Any]) -> int:
 
 
 def change_rows(entity: str, rows: list[dict[str, Any]], id_column: str, window: str, run_id: str) -> list[dict]:
-    changes = []
+    changes: list[dict[str, Any]] = []
     for row in rows:
         base = {
             "entity": entity,

@@ -50,7 +50,8 @@ def parse_rule(obj: dict[str, Any]) -> Rule | None:
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("content"), str) or not raw["content"].strip():
         raise LLMOutputError("playbook must be null or an object with a non-empty content")
-    issue = raw.get("blocking_issue") if isinstance(raw.get("blocking_issue"), dict) else {}
+    blocking = raw.get("blocking_issue")
+    issue: dict[str, Any] = blocking if isinstance(blocking, dict) else {}
     kind = issue.get("kind") if issue.get("kind") in BLOCKING_KINDS else None
 
     def text(key: str) -> str | None:

@@ -331,6 +331,7 @@ class LLMEndpoint:
         throttle = self.throttle
         prompt_tokens = completion_tokens = 0
         response = None
+        failure: Exception | None
         with throttle.slot(estimate_tokens(messages), waiter):
             started_us, started = time.time_ns() // 1_000, time.perf_counter()
             try:

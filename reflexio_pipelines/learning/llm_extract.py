@@ -29,7 +29,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from reflexio_pipelines.learning.config import DEFAULT_GROUP
 from reflexio_pipelines.learning.extractor_groups import ExtractorDefinition, ExtractorGroup
@@ -314,7 +314,8 @@ def named_items(
     """
     problems: list[str] = []
     found: dict[str, list[Any]] = {"profiles": [], "playbooks": []}
-    for key, kind in (("profiles", "profile"), ("playbooks", "playbook")):
+    kinds: tuple[tuple[str, Literal["profile", "playbook"]], ...] = (("profiles", "profile"), ("playbooks", "playbook"))
+    for key, kind in kinds:
         raw = obj.get(key)
         if raw is None:
             continue
@@ -336,8 +337,11 @@ def named_items(
                     f"{key}[{i}]: unknown extractor {str(requested)[:60]!r}; attributed to "
                     f"{group.resolve(kind, None)[0]}"
                 )
-            tag = group.tag_profile if kind == "profile" else group.tag_playbook
-            found[key] += [tag(parsed, requested) for parsed in [*profiles, *playbooks]]
+            # one item under `key`: only the list of that kind can be non-empty
+            if kind == "profile":
+                found[key] += [group.tag_profile(parsed, requested) for parsed in profiles]
+            else:
+                found[key] += [group.tag_playbook(parsed, requested) for parsed in playbooks]
     return dedupe_by_content(found["profiles"]), dedupe_by_content(found["playbooks"]), problems
 
 
@@ -371,7 +375,12 @@ def check_schema(obj: dict[str, Any], group: ExtractorGroup, kept: int) -> None:
     or items of kinds the group extracts of which not one was valid (`kept` counts what survived). One bad item
     among good ones is only dropped (see `named_items`)."""
     offered = 0
-    for key, kind in (("profiles", "profile"), ("playbooks", "playbook"), ("forget", "profile")):
+    keys: tuple[tuple[str, Literal["profile", "playbook"]], ...] = (
+        ("profiles", "profile"),
+        ("playbooks", "playbook"),
+        ("forget", "profile"),
+    )
+    for key, kind in keys:
         value = obj.get(key)
         if value is None:
             continue

@@ -15,7 +15,7 @@ on the next run. The API key never reaches logs, results or exception text (`LLM
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
 from reflexio_pipelines.learning.judge import (
@@ -186,7 +186,7 @@ class LiteLLMJudge:
         verdict = ShadowVerdict(turn.turn_id, order[0], map_back(better, significantly, order), reason)
         return verdict, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
 
-    def _fail(self, what: str, outcome: Any) -> None:
+    def _fail(self, what: str, outcome: Any) -> NoReturn:
         message = scrub_secret(
             f"{what} after {outcome.calls} call(s): {outcome.error or 'empty reply'}", self.endpoint.api_key
         )

@@ -211,8 +211,8 @@ def attribute(
     session: the user's session holding the first turn at or after the serve). Serves with nothing after them in
     their session, or no session yet, are left out."""
     by_user: dict[str, list[Session]] = defaultdict(list)
-    for session in sessions:
-        by_user[session.user_id].append(session)
+    for known in sessions:
+        by_user[known.user_id].append(known)
     named = {(s.user_id, s.session_id): s for s in (x for group in by_user.values() for x in group)}
     out: dict[SessionKey, list[tuple[RetrievalEvent, int]]] = defaultdict(list)
     for event in events:
@@ -263,8 +263,8 @@ def evaluate(
     for event in events:
         for ref in event.items:
             at = event.served_at_us // 1_000_000
-            key = (ref, event.user_id)
-            first_served_to[key] = min(first_served_to.get(key, at), at)
+            user_key = (ref, event.user_id)
+            first_served_to[user_key] = min(first_served_to.get(user_key, at), at)
             item = items.get(ref)
             if item is not None:
                 vkey = (ref, item.agent_version)

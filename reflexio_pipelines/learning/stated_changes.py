@@ -80,7 +80,13 @@ _REVOKING_WORDS_RE = re.compile(
 REVOKED_CONTENT = "(withdrawn by the user)"
 #: Content of the tombstone that retires rules a changed fact replaced.
 REPLACED_CONTENT = "(replaced by a change the user stated)"
-_PROVENANCE = ("source_turn_ids", "source_interaction_ids", "extraction_window_id", "extractor", "prompt_version")
+_PROVENANCE: tuple[str, ...] = (
+    "source_turn_ids",
+    "source_interaction_ids",
+    "extraction_window_id",
+    "extractor",
+    "prompt_version",
+)
 _PROVENANCE += ("model", "run_id", "window")
 
 

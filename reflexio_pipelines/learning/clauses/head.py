@@ -42,7 +42,9 @@ class ClauseHead:
             arrays[f"b{i}"] = b.astype(np.float32)
         header = {"kinds": list(self.kinds), "min_probability": self.min_probability, "meta": self.meta}
         arrays["header"] = np.frombuffer(json.dumps(header, sort_keys=True).encode(), dtype=np.uint8)
-        np.savez_compressed(path, **arrays)
+        # allow_pickle named (the arrays are numeric, so the file is the same): numpy's stubs would otherwise take
+        # the str->array dict as a possible value of that bool parameter
+        np.savez_compressed(path, allow_pickle=False, **arrays)
 
     @classmethod
     def load(cls, path: Path = HEAD_FILE) -> ClauseHead:

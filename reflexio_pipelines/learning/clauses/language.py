@@ -197,7 +197,7 @@ def _latin_words(text: str) -> list[str]:
     """The Latin-script words of `text`, case-folded: whitespace-separated tokens without their outer punctuation,
     hyphenated ones split ("full-stack"); tokens holding digits or inner punctuation (us-west-2, config.yaml,
     snake_case, URLs) are identifiers, not words of any language."""
-    words = []
+    words: list[str] = []
     for token in text.replace("\u2019", "'").split():
         token = token.strip(_OUTER_PUNCTUATION)
         parts = [part for part in token.split("-") if part]

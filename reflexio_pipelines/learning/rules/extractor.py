@@ -97,8 +97,10 @@ class RuleExtractor:
             if (recipe := success_recipe(turns, index)) is not None:
                 playbooks.append(recipe)
         return ExtractionResult(
-            profiles=[tagged for p in dedupe_by_content(profiles) if (tagged := group.tag_profile(p))],
-            playbooks=[tagged for p in dedupe_by_content(playbooks) if (tagged := group.tag_playbook(p))],
+            profiles=[named_profile for p in dedupe_by_content(profiles) if (named_profile := group.tag_profile(p))],
+            playbooks=[
+                named_playbook for p in dedupe_by_content(playbooks) if (named_playbook := group.tag_playbook(p))
+            ],
             # forgetting is about profiles: a group without a profile extractor has nothing to forget
             forget=forget if group.resolve("profile", None)[0] is not None else [],
             extractor=EXTRACTOR_NAME,

@@ -234,7 +234,7 @@ def _process_rule(sentence: str) -> str | None:
     if match := _WHY_DIDNT_RE.match(text):
         return f"{capitalise(match.group('rest').rstrip('?'))}."
     if match := _TOLD_YOU_RE.match(text):
-        negative = re.search(r"\bnot to\b", text[: match.start("rest")])
+        negative = re.search(r"\bnot to\b", text[: match.start("rest")]) is not None
         rest = match.group("rest")
         return f"Do not {rest}." if negative else f"{capitalise(rest)}."
     return None

@@ -61,7 +61,7 @@ def _standing_rule(sentence: str) -> tuple[str, str | None] | None:
     if match := _CONDITION_RE.match(core):
         rule = (match.group("rule") or match.group("rule2")).strip()
         situation = (match.group("situation") or match.group("situation2")).strip()
-        statement = re.match(r"^(?:I|I'm|I've|he|she|they|it|it's|there|this|that)\b", rule, re.I)
+        statement = re.match(r"^(?:I|I'm|I've|he|she|they|it|it's|there|this|that)\b", rule, re.I) is not None
         if is_directive(rule) or style_rule(rule) or (not statement and not PAST_RE.search(rule)):
             return style_rule(rule) or rule_sentence(PLEASE_TAIL_RE.sub("", rule)), situation
     stripped, polite = strip_polite(core)
@@ -82,12 +82,12 @@ def _standing_rule(sentence: str) -> tuple[str, str | None] | None:
         ).strip()
         if not rule:
             return None
-        if style_rule(rule):
-            return style_rule(rule), None
+        if styled := style_rule(rule):
+            return styled, None
         # after an explicit marker ("From now on, sign off with …") anything but a statement about someone is an
         # instruction; a statement about the user ("From now on I'll do it myself") is not
-        statement = re.match(
-            r"^(?:I|I'll|I'm|I've|he|she|they|it|it's|there|this|that)\b", rule, re.I
+        statement = bool(
+            re.match(r"^(?:I|I'll|I'm|I've|he|she|they|it|it's|there|this|that)\b", rule, re.I)
         ) and not SUBJECT_MODAL_RE.match(rule)
         if is_directive(rule) or (marked and not statement and not PAST_RE.search(rule)):
             return rule_sentence(PLEASE_TAIL_RE.sub("", rule)), None
