@@ -5,8 +5,8 @@ Legs, fused by reciprocal rank (k=60) like every search here:
   neighbours and session date, search/conversation.py);
 - turns published since that version took in turns (serving/recent_turns.py), ranked as the index ranks them (the
   same documents, BM25 and vectors fused with the same weights; their lines embedded once, on first search), so the
-  fallback is a bridge, not a second ranker: on benchmarks/interaction_ranking.py recall@10 0.823 from landing
-  files vs 0.860 from the index (dev draw). The user's newest `Settings.recent_turns_per_user` of them, their
+  fallback is a bridge, not a second ranker: on benchmarks/interaction_ranking.py recall@10 0.845 from landing
+  files vs 0.860 from the index (template dev draw; public dev 0.568 vs 0.578). The user's newest `Settings.recent_turns_per_user` of them, their
   ranking kept for the next search over the same turns (serving/recent_ranking.py): the bound on the fallback's
   cost, whatever the backlog (benchmarks/interaction_fallback_cost.py);
 - heuristic boosts from the question (search/turn_query.py): the same ranking restricted to the time range the

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from reflexio_pipelines.search.conversation import turn_docs
+from reflexio_pipelines.search.query import CANDIDATES_PER_RESULT
 from reflexio_pipelines.search.text import normalize_text
 from reflexio_pipelines.search.turns import TextIndex
 from reflexio_pipelines.search.types import SearchDoc
@@ -67,14 +68,17 @@ class RecentCorpus:
     def rank(
         self, query: str, vector: np.ndarray | None, mode: str, pool: int, model_id: str, lines: LineVectors
     ) -> list[int]:
-        """Positions of the best `pool` documents, ranked as `LoadedIndex.search` ranks indexed ones."""
-        bm25 = self._text.rank(query, pool) if mode in ("fts", "hybrid") else []
+        """Positions of the best `pool` documents, ranked as `LoadedIndex.search` ranks indexed ones (each leg's
+        `pool * CANDIDATES_PER_RESULT` best fused, as there: with `pool` per leg, a turn 60th by BM25 and 5th by its
+        vector lost its BM25 share, and recall@10 from landing files was 0.823 against the index's 0.860)."""
+        limit = pool * CANDIDATES_PER_RESULT
+        bm25 = self._text.rank(query, limit) if mode in ("fts", "hybrid") else []
         similar: list[int] = []
         if vector is not None and self.docs:
             cosine = self.matrix(model_id, vector.shape[0], lines) @ vector
-            positive = np.flatnonzero(cosine > 0.0)
+            positive = np.flatnonzero(cosine >= 0.0)
             # best first, ties by position (lexsort's last key is the primary one)
-            similar = positive[np.lexsort((positive, -cosine[positive]))][:pool].tolist()
+            similar = positive[np.lexsort((positive, -cosine[positive]))][:limit].tolist()
         scores: dict[int, float] = {}
         for weight, leg in ((BM25_WEIGHT if similar else 1.0, bm25), (1.0, similar)):
             for rank, position in enumerate(leg, start=1):

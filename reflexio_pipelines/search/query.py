@@ -34,7 +34,8 @@ from reflexio_pipelines.search.versions import resolve_version_dir, version_segm
 from reflexio_pipelines.storage import LakePath
 
 _READABLE_FORMATS = (1, 2)  # formats `LoadedIndex.load` opens; `build.FORMAT_VERSION` is the one written
-_CANDIDATES_PER_RESULT = 5  # each leg contributes top_k * 5 candidates to the fusion
+#: Each leg contributes top_k * 5 candidates to the fusion (the landing-file fallback too, serving/recent_ranking.py).
+CANDIDATES_PER_RESULT = 5
 # When at most this many rows are inadmissible, the BM25 leg fetches that many extra hits and drops them itself
 # instead of pushing the filters into tantivy, where every clause costs a posting-list walk per query.
 _POSTFILTER_MAX_ROWS = 256
@@ -346,7 +347,7 @@ class LoadedIndex:
         if vector is None and blank:
             return self._most_recent(table, selection.mask, top_k)
 
-        limit = top_k * _CANDIDATES_PER_RESULT
+        limit = top_k * CANDIDATES_PER_RESULT
         vector_hits = self._vector_leg(table, selection, vector, threshold, limit) if vector is not None else {}
         bm25_rows = self._bm25_leg(table, selection, terms, filters, exclude_ids, limit) if use_bm25 else []
         return self._fuse(table, bm25_rows, vector_hits, vector, top_k, rrf_k, bm25_weight, vector_weight)
