@@ -1,8 +1,8 @@
 """Helpers the benchmarks share: a free loopback port, nearest-rank percentiles, memory of a process (RSS), a
 `$DAGSTER_HOME`, starting a child process and waiting until it answers, stopping it, and writing the JSON result.
 
-Benchmarks import it as `benchmarks._common` (each puts the repository root on `sys.path` when run as a script);
-nothing here imports the test suite.
+Benchmarks import it as `benchmarks._common` (they run as modules, `python -m benchmarks.<name>`, from the
+repository root); nothing here imports the test suite.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ Baselines, run only up to `--baseline-max` rows (both need an n x n matrix: 0.8 
   hdbscan(min_cluster_size=2, min_samples=1, metric="precomputed", cluster_selection_epsilon=0.5).
 Neither has the original's 100-newest input limit: this measures the algorithms, not that cap.
 
-    .venv/bin/python benchmarks/clustering.py [--sizes 10000,100000] [--repeats 5] [--repeats-large 3] [--seed 7]
+    .venv/bin/python -m benchmarks.clustering [--sizes 10000,100000] [--repeats 5] [--repeats-large 3] [--seed 7]
                                              [--baseline-max 20000] [--out benchmarks/results/clustering.json]
 
 The default run takes about 3 minutes on 2 cores.
@@ -55,16 +55,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script
-    sys.path.insert(0, str(ROOT))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from benchmarks._common import percentile, status_kib, write_result  # noqa: E402
-from reflexio_pipelines.learning import cluster as cluster_module  # noqa: E402
-from reflexio_pipelines.learning import knn as knn_module  # noqa: E402
-from reflexio_pipelines.learning.cluster import ClusterParams, cluster_playbooks  # noqa: E402
+from benchmarks._common import ROOT, percentile, status_kib, write_result
+from reflexio_pipelines.learning import cluster as cluster_module
+from reflexio_pipelines.learning import knn as knn_module
+from reflexio_pipelines.learning.cluster import ClusterParams, cluster_playbooks
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "clustering.json"
 DIM = 384
@@ -370,7 +366,11 @@ def peak_memory(algorithm: str, data: Dataset, workdir: Path) -> dict[str, Any]:
     if not path.exists():
         np.savez(path, vectors=data.vectors, users=np.asarray(data.user_ids))
     done = subprocess.run(
-        [sys.executable, __file__, "--_child", algorithm, str(path)], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "benchmarks.clustering", "--_child", algorithm, str(path)],
+        cwd=ROOT,  # `-m` finds the package from the working directory
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 

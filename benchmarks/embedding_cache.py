@@ -6,7 +6,7 @@ straight to `stage_index`, the call the `search_index` asset makes, so the numbe
 vectors, docs) without the Dagster run around it. Every build's vector files must be byte-identical to the uncached
 build's (checked via the manifests' sha256), so the speed-up does not come from different vectors.
 
-    .venv/bin/python benchmarks/embedding_cache.py [--docs 3000] [--new 20] [--seed 7]
+    .venv/bin/python -m benchmarks.embedding_cache [--docs 3000] [--new 20] [--seed 7]
                                                  [--out benchmarks/results/embedding_cache.json]
 
 The default run takes 3-7 minutes on 2 cores, nearly all of it the three builds that embed everything.
@@ -19,20 +19,16 @@ import json
 import os
 import platform
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-
-from reflexio_pipelines.lake.embedding_cache import EmbeddingCache  # noqa: E402
-from reflexio_pipelines.lake.io import Lake  # noqa: E402
-from reflexio_pipelines.learning.embedding import make_embedder  # noqa: E402
-from reflexio_pipelines.search.types import SearchDoc  # noqa: E402
-from reflexio_pipelines.search.versions import stage_index  # noqa: E402
+from benchmarks._common import ROOT  # importing reflexio_pipelines (here, via _common) turns telemetry off
+from reflexio_pipelines.lake.embedding_cache import EmbeddingCache
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.learning.embedding import make_embedder
+from reflexio_pipelines.search.types import SearchDoc
+from reflexio_pipelines.search.versions import stage_index
 
 WORDS = (
     "deploy region service always never prefers python tests review timezone berlin london report morning "

@@ -27,7 +27,7 @@ Filler and junk chat is sampled from the corpus's public dev rows (seeded); agen
 The clause head (`clauses/clause_head.npz`) may be retrained while this runs: its sha256 is recorded when this
 process loads it and before each learning run, and a change is reported as a warning.
 
-    .venv/bin/python benchmarks/extraction_generalisation.py [--users N] [--skip-live] [--dev-limit N]
+    .venv/bin/python -m benchmarks.extraction_generalisation [--users N] [--skip-live] [--dev-limit N]
                                                              [--seed 7] [--out PATH]
 """
 
@@ -38,7 +38,6 @@ import hashlib
 import json
 import random
 import shutil
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -46,13 +45,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-
-from benchmarks._common import percentile, write_result  # noqa: E402
-from benchmarks.generalisation_live import Turns, head_sha, live_run, ratio  # noqa: E402
+from benchmarks._common import ROOT, percentile, write_result
+from benchmarks.generalisation_live import Turns, head_sha, live_run, ratio
 
 HERE = Path(__file__).resolve().parent
 PROBES = HERE / "data" / "generalisation" / "probes.jsonl"

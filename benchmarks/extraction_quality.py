@@ -35,14 +35,14 @@ their id, every third from the first is held out: about a third). The built-in r
 report gives both parts and all. Negative categories (small talk, one-off slips, narrative, questions) expect no
 durable item: they count only false positives (`clean` = share of cases with none).
 
-    .venv/bin/python benchmarks/extraction_quality.py [--model builtin] [--split all|dev|heldout]
+    .venv/bin/python -m benchmarks.extraction_quality [--model builtin] [--split all|dev|heldout]
         [--api-base URL] [--api-key-env VAR] [--api-version V] [--embedder local|hash] [--limit N]
         [--show-misses] [--markdown] [--out benchmarks/results/extraction_quality-<model>.json] [--quiet]
 
 With a real provider (it makes one extraction call per case pass, plus dedup-judge calls where something is close):
 
-    OPENAI_API_KEY=... .venv/bin/python benchmarks/extraction_quality.py --model openai/gpt-4o-mini
-    .venv/bin/python benchmarks/extraction_quality.py --model ollama/llama3.1 --api-base http://127.0.0.1:11434
+    OPENAI_API_KEY=... .venv/bin/python -m benchmarks.extraction_quality --model openai/gpt-4o-mini
+    .venv/bin/python -m benchmarks.extraction_quality --model ollama/llama3.1 --api-base http://127.0.0.1:11434
 
 The built-in run takes about two seconds on two cores (most of it loading the local embedder).
 """
@@ -55,7 +55,6 @@ import json
 import os
 import platform
 import re
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -63,28 +62,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-
-from benchmarks._common import percentile  # noqa: E402
-from reflexio_pipelines.learning.batch import UserState  # noqa: E402
-from reflexio_pipelines.learning.builtin import BuiltinExtractor  # noqa: E402
-from reflexio_pipelines.learning.dedup import RuleDedupJudge, profile_slot  # noqa: E402
-from reflexio_pipelines.learning.forget import FORGOTTEN_CONTENT  # noqa: E402
-from reflexio_pipelines.learning.learn import learn  # noqa: E402
-from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
-from reflexio_pipelines.learning.llm_ledger import CallLedger, recording  # noqa: E402
-from reflexio_pipelines.learning.rules.extractor import PROMPT_VERSION as RULES_VERSION  # noqa: E402
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor  # noqa: E402
-from reflexio_pipelines.learning.types import ExtractionResult, Turn, Window  # noqa: E402
-from reflexio_pipelines.learning.wording import _WORD_RE, normal_word  # noqa: E402
+from benchmarks._common import ROOT, percentile  # importing reflexio_pipelines keeps LiteLLM and onnxruntime offline
+from reflexio_pipelines.learning.batch import UserState
+from reflexio_pipelines.learning.builtin import BuiltinExtractor
+from reflexio_pipelines.learning.dedup import RuleDedupJudge, profile_slot
+from reflexio_pipelines.learning.forget import FORGOTTEN_CONTENT
+from reflexio_pipelines.learning.learn import learn
+from reflexio_pipelines.learning.lifecycle import current_rows
+from reflexio_pipelines.learning.llm_ledger import CallLedger, recording
+from reflexio_pipelines.learning.rules.extractor import PROMPT_VERSION as RULES_VERSION
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
+from reflexio_pipelines.learning.types import ExtractionResult, Turn, Window
+from reflexio_pipelines.learning.wording import _WORD_RE, normal_word
 
 DEFAULT_DATA = ROOT / "benchmarks" / "data" / "extraction_labelled.jsonl"
 RESULTS = ROOT / "benchmarks" / "results"

@@ -9,8 +9,8 @@ search p50/p95; the ratio of the sharded RSS to the whole one (target <= 0.6, ju
 takes, i.e. RSS growth from loading it; whole-process and anonymous-memory ratios beside) and whether every answer
 of the sharded replica equals the whole index's (ids, ranks, scores, payloads).
 
-    .venv/bin/python benchmarks/index_shards.py                 # 200k docs
-    .venv/bin/python benchmarks/index_shards.py --docs 20000     # quicker
+    .venv/bin/python -m benchmarks.index_shards                 # 200k docs
+    .venv/bin/python -m benchmarks.index_shards --docs 20000     # quicker
 
 Writes benchmarks/results/index_shards.json.
 """
@@ -28,11 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from benchmarks._common import percentile, status_mb  # noqa: E402
+from benchmarks._common import ROOT, percentile, status_mb
 
 QUERIES = [
     "deploy region",
@@ -109,9 +105,8 @@ def child(root: str, shards: str, count: int) -> dict[str, Any]:
 def build(root: Path, n: int, users: int, seed: int, hnsw_min_rows: int) -> dict[str, Any]:
     from dataclasses import replace
 
-    from embedding_cache import documents
-    from window_cost import DictCache, text_like_vectors
-
+    from benchmarks.embedding_cache import documents
+    from benchmarks.window_cost import DictCache, text_like_vectors
     from reflexio_pipelines.learning.embedding import make_embedder
     from reflexio_pipelines.search.text import normalize_text
     from reflexio_pipelines.search.versions import publish_index
@@ -151,7 +146,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         runs = {}
         for name, shards in (("whole", ""), ("shards_0_1_of_4", "0,1")):
             done = subprocess.run(
-                [sys.executable, __file__, "--child", str(root), shards, "4"],
+                [sys.executable, "-m", "benchmarks.index_shards", "--child", str(root), shards, "4"],
+                cwd=ROOT,  # `-m` finds the package from the working directory
                 check=True,
                 capture_output=True,
                 text=True,

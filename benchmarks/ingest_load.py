@@ -9,7 +9,7 @@ landing files are counted and must hold exactly the acknowledged turns.
 Reports sustained turns/s, p50/p95/p99 ack latency, errors, and the ratio against the baseline; writes JSON to
 benchmarks/results/ingest_load.json (git-ignored).
 
-    .venv/bin/python benchmarks/ingest_load.py [--seconds 20] [--processes 4] [--concurrency 8] [--turns 8]
+    .venv/bin/python -m benchmarks.ingest_load [--seconds 20] [--processes 4] [--concurrency 8] [--turns 8]
 
 The client processes share the machine with the server, so on a small machine the numbers are a floor for a
 dedicated server.
@@ -23,7 +23,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,14 +30,8 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `benchmarks._common` importable
-    sys.path.insert(0, str(ROOT))
-
-# Run as a script, so the sibling benchmark is importable: its payload builder and service start-up are shared.
-from publish_throughput import _body, _start, _stop  # noqa: E402
-
-from benchmarks._common import percentile  # noqa: E402
+from benchmarks._common import ROOT, percentile
+from benchmarks.publish_throughput import _body, _start, _stop  # the payload and service start-up are shared
 
 TARGET_TURNS_PER_S = 2000
 #: Kept per run so a failure can be diagnosed without flooding the report.

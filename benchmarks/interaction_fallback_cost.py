@@ -23,7 +23,7 @@ searches parse only the files of those publishes, as the service reads its own p
 the landing hours, parsing every file, building the user's turn documents, embedding their lines, BM25 (an in-memory
 tantivy index built per query), the documents' vectors and the cosine ranking.
 
-    .venv/bin/python benchmarks/interaction_fallback_cost.py [--multiples 1 3 10] [--searchers 2] [--questions 10]
+    .venv/bin/python -m benchmarks.interaction_fallback_cost [--multiples 1 3 10] [--searchers 2] [--questions 10]
 
 Results: benchmarks/results/interaction_fallback_cost.json.
 """
@@ -34,7 +34,6 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from datetime import timedelta
@@ -43,25 +42,21 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from interaction_corpus import Conversation, corpus  # noqa: E402
-
-from benchmarks._common import percentile  # noqa: E402
-from reflexio_pipelines.lake.io import Lake  # noqa: E402
-from reflexio_pipelines.lake.quarantine import read_landing  # noqa: E402
-from reflexio_pipelines.lake.schemas import LANDING_TURNS  # noqa: E402
-from reflexio_pipelines.pending import landing_files_after  # noqa: E402
-from reflexio_pipelines.search.conversation import turn_docs  # noqa: E402
-from reflexio_pipelines.search.text import normalize_text  # noqa: E402
-from reflexio_pipelines.search.turns import rank_texts  # noqa: E402
-from reflexio_pipelines.settings import Settings  # noqa: E402
-from serving.interaction_search import search_turns  # noqa: E402
-from serving.landing import LandingWriter  # noqa: E402
-from serving.models.publish import PublishUserInteractionRequest  # noqa: E402
-from serving.routers.publish import landing_rows  # noqa: E402
-from serving.state import ServiceState  # noqa: E402
+from benchmarks._common import percentile
+from benchmarks.interaction_corpus import Conversation, corpus
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.lake.quarantine import read_landing
+from reflexio_pipelines.lake.schemas import LANDING_TURNS
+from reflexio_pipelines.pending import landing_files_after
+from reflexio_pipelines.search.conversation import turn_docs
+from reflexio_pipelines.search.text import normalize_text
+from reflexio_pipelines.search.turns import rank_texts
+from reflexio_pipelines.settings import Settings
+from serving.interaction_search import search_turns
+from serving.landing import LandingWriter
+from serving.models.publish import PublishUserInteractionRequest
+from serving.routers.publish import landing_rows
+from serving.state import ServiceState
 
 RESULTS = Path(__file__).resolve().parent / "results" / "interaction_fallback_cost.json"
 

@@ -41,8 +41,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from interaction_corpus import PAIRS, Conversation, Question
-
+from benchmarks.interaction_corpus import PAIRS, Conversation, Question
 from reflexio_pipelines.learning.clauses.corpus import _SPC, _SPC_FILES, _git_show
 from reflexio_pipelines.learning.clauses.labels import content_words
 

@@ -18,33 +18,27 @@ index path with one leg off at a time: BM25 only (mode fts), vectors only (mode 
 (`search_turns(boosts=...)`), and no neighbours (a second lake whose documents carry no window: the module constants
 `CONTEXT_BEFORE`/`CONTEXT_AFTER` of search/conversation.py at 0 for the build, so the vector is the turn's own line).
 
-    .venv/bin/python benchmarks/interaction_ranking.py [--corpus template|public] [--ablation] [--users 10]
+    .venv/bin/python -m benchmarks.interaction_ranking [--corpus template|public] [--ablation] [--users 10]
         [--dev-seed 7] [--heldout-seed 11]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import interaction_corpus  # noqa: E402
-import interaction_public_corpus  # noqa: E402
-from interaction_corpus import Conversation  # noqa: E402
-from interaction_search import KS, baseline, build, evaluate, land_conversations, turn_keys  # noqa: E402
-
-from benchmarks._common import write_result  # noqa: E402
-from reflexio_pipelines.lake.io import Lake  # noqa: E402
-from reflexio_pipelines.search import conversation as turn_windows  # noqa: E402
-from reflexio_pipelines.settings import Settings  # noqa: E402
-from serving.interaction_search import BOOSTS, search_turns  # noqa: E402
-from serving.state import ServiceState  # noqa: E402
+from benchmarks import interaction_corpus, interaction_public_corpus
+from benchmarks._common import write_result
+from benchmarks.interaction_corpus import Conversation
+from benchmarks.interaction_search import KS, baseline, build, evaluate, land_conversations, turn_keys
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.search import conversation as turn_windows
+from reflexio_pipelines.settings import Settings
+from serving.interaction_search import BOOSTS, search_turns
+from serving.state import ServiceState
 
 RESULTS = Path(__file__).resolve().parent / "results" / "interaction_ranking.json"
 SIDES = ("index", "fallback", "plain_bm25")

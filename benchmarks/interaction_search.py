@@ -21,7 +21,7 @@ local model) and warm (query embeddings cached, as the service's LRU serves repe
 conversation repeated, each copy its own sessions an hour after the previous copy's (recall is not meaningful
 there: answers repeat); the HNSW graph is built for it (>= 50,000 rows). Results go to benchmarks/results/interaction_search.json.
 
-    .venv/bin/python benchmarks/interaction_search.py [--users 10] [--seed 7] [--big-turns 100000] [--trials 3]
+    .venv/bin/python -m benchmarks.interaction_search [--users 10] [--seed 7] [--big-turns 100000] [--trials 3]
 
 Through the API (benchmarks/interaction_search_live.py; results to benchmarks/results/interaction_search_live.json):
 `--through-api` publishes the corpus to `python -m serving` alone (its own daemon learns and indexes; fresh lake),
@@ -29,40 +29,35 @@ waits `--wait` seconds after publishing ends, and asks every question through `P
 beside plain BM25 over the same turns; `--steady-rate 50 --steady-seconds 60` measures publish -> served by the
 index and publish -> learned under steady publishing without `wait_for_response`.
 
-    .venv/bin/python benchmarks/interaction_search.py --through-api [--users 10] [--seed 11] [--wait 60]
-    .venv/bin/python benchmarks/interaction_search.py --steady-rate 50 [--steady-seconds 60] [--learned-sample 100]
+    .venv/bin/python -m benchmarks.interaction_search --through-api [--users 10] [--seed 11] [--wait 60]
+    .venv/bin/python -m benchmarks.interaction_search --steady-rate 50 [--steady-seconds 60] [--learned-sample 100]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from interaction_corpus import Conversation, corpus  # noqa: E402
-
-from benchmarks._common import percentile, write_result  # noqa: E402
-from reflexio_pipelines.lake.embedding_cache import EmbeddingCache  # noqa: E402
-from reflexio_pipelines.lake.interactions import turn_rows  # noqa: E402
-from reflexio_pipelines.lake.io import Lake  # noqa: E402
-from reflexio_pipelines.search.documents import index_documents  # noqa: E402
-from reflexio_pipelines.search.incremental import stage_update  # noqa: E402
-from reflexio_pipelines.search.turns import rank_texts  # noqa: E402
-from reflexio_pipelines.search.versions import activate_version  # noqa: E402
-from reflexio_pipelines.settings import Settings  # noqa: E402
-from serving.interaction_search import search_turns  # noqa: E402
-from serving.landing import LandingWriter  # noqa: E402
-from serving.models.publish import PublishUserInteractionRequest  # noqa: E402
-from serving.routers.publish import landing_rows  # noqa: E402
-from serving.state import ServiceState  # noqa: E402
+from benchmarks._common import percentile, write_result
+from benchmarks.interaction_corpus import Conversation, corpus
+from reflexio_pipelines.lake.embedding_cache import EmbeddingCache
+from reflexio_pipelines.lake.interactions import turn_rows
+from reflexio_pipelines.lake.io import Lake
+from reflexio_pipelines.search.documents import index_documents
+from reflexio_pipelines.search.incremental import stage_update
+from reflexio_pipelines.search.turns import rank_texts
+from reflexio_pipelines.search.versions import activate_version
+from reflexio_pipelines.settings import Settings
+from serving.interaction_search import search_turns
+from serving.landing import LandingWriter
+from serving.models.publish import PublishUserInteractionRequest
+from serving.routers.publish import landing_rows
+from serving.state import ServiceState
 
 KS = (1, 5, 10)
 RESULTS = Path(__file__).resolve().parent / "results" / "interaction_search.json"
@@ -300,7 +295,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def main_live(args: argparse.Namespace) -> dict[str, Any]:
     """The live modes: each on its own fresh service (benchmarks/interaction_search_live.py)."""
-    import interaction_search_live as live
+    from benchmarks import interaction_search_live as live
 
     results: dict[str, Any] = {"corpus": "benchmarks/interaction_corpus.py", "seed": args.seed}
     if args.through_api:

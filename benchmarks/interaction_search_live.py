@@ -339,7 +339,7 @@ def steady(work: Path, rate: float, seconds: float, learned_sample: int, timeout
     """On a fresh service warmed by one publish (`first_publish`), publish `rate` turns/s for `seconds`, then
     follow every publish until the served index holds it (and `learned_sample` of them until learned) or
     `timeout_s` after publishing ends."""
-    from learning_throughput import Ledger, make_stream, publish_steadily
+    from benchmarks.learning_throughput import Ledger, make_stream, publish_steadily
 
     turns_needed = int(rate * seconds)
     stream = make_stream(max(10, turns_needed // 30), 30, 7, prefix="steady")

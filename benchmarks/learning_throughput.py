@@ -35,8 +35,8 @@ Phases (`--phase`, comma-separated, default all):
    and with 4 (the multiprocess executor, a process per shard), at the same calls in flight per learning process
    (`--shards-concurrency`: each process or machine brings its own workers); speedup of the extraction run.
 
-    .venv/bin/python benchmarks/learning_throughput.py [--phase all] [--users 500] [--serial-users 50] ...
-    .venv/bin/python benchmarks/learning_throughput.py --phase rounds --rounds-users 20 --rounds 4
+    .venv/bin/python -m benchmarks.learning_throughput [--phase all] [--users 500] [--serial-users 50] ...
+    .venv/bin/python -m benchmarks.learning_throughput --phase rounds --rounds-users 20 --rounds 4
 
 Writes benchmarks/results/learning_throughput.json (after every phase, so a stopped run keeps what it measured).
 Every subprocess is stopped on exit, also on Ctrl-C or an exception; only 127.0.0.1 is bound. See
@@ -65,20 +65,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).resolve().parent
-for _path in (str(ROOT), str(HERE)):
-    if _path not in sys.path:  # run as a script: the repo (benchmarks._common) and the sibling benchmarks importable
-        sys.path.insert(0, _path)
+import httpx
+
+from benchmarks._common import HOST, ROOT, free_port, http_ok, make_dagster_home, percentile, service_cmd, wait_ready
+from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER
 
 # Offline by construction, here and in every child process.
 OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "ORT_DISABLE_TELEMETRY": "1"}
 os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
-
-import httpx  # noqa: E402
-
-from benchmarks._common import HOST, free_port, http_ok, make_dagster_home, percentile, service_cmd, wait_ready  # noqa: E402
-from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "learning_throughput.json"
 STUB_MODEL = "openai/stub"
@@ -321,7 +315,8 @@ class Stub:
         self.proc = PROCS.start(
             [
                 sys.executable,
-                str(Path(__file__).resolve()),
+                "-m",
+                "benchmarks.learning_throughput",
                 "_serve-stub",
                 "--port",
                 str(self.port),
@@ -642,7 +637,7 @@ def _turn_json(turn: Any) -> dict:
 def make_stream(users: int, turns_per_user: int, seed: int, prefix: str = "user") -> Stream:
     """`users` x `turns_per_user` turns of the llm_cost corpus (sessions within one hour of corpus time, published in
     that order; the server stamps the real receipt time). User ids get `prefix` so streams never share users."""
-    from llm_cost import generate_corpus
+    from benchmarks.llm_cost import generate_corpus
 
     corpus = generate_corpus(users, turns_per_user, seed, hours=1)
     publishes = []
@@ -1395,7 +1390,7 @@ def probe_stream(conversations: int, seed: int) -> tuple[Stream, list[Probe]]:
     in the conversation's last publish — a correction of the agent's last answer (a playbook) for every other user,
     a stated fact (a profile) for the rest and for users whose corpus turns already hold a correction (a second
     correction of the same request may be merged with the first by the offline dedup rules)."""
-    from llm_cost import TASKS
+    from benchmarks.llm_cost import TASKS
 
     corrections = {task.correction for task in TASKS}
     base = make_stream(conversations, 4, seed, prefix="lat")

@@ -18,7 +18,7 @@ Both policies send OUR prompt texts (extraction prompt for extraction, dedup pro
 true/false prompt for the gate), so the comparison measures the policy, not prompt wording. Tokens are counted by the
 stub's rule (~4 characters per token) on the exact request and reply texts.
 
-    .venv/bin/python benchmarks/llm_cost.py [--users 1000] [--turns-per-user 20] [--seed 7] [--hours 24]
+    .venv/bin/python -m benchmarks.llm_cost [--users 1000] [--turns-per-user 20] [--seed 7] [--hours 24]
                                             [--partitions hourly|daily] [--out benchmarks/results/llm_cost.json]
 
 The default run (20,000 turns) takes about 3 minutes on 2 cores; most of it is ~15,000 LiteLLM round trips.
@@ -32,7 +32,6 @@ import os
 import platform
 import random
 import re
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
@@ -42,19 +41,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# Offline by construction: LiteLLM must not fetch its cost map, onnxruntime must not phone home.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `benchmarks._common` importable
-    sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-
-from benchmarks._common import peak_rss_mb  # noqa: E402
-from reflexio_pipelines.devtools.openai_stub import (  # noqa: E402
+# Offline by construction: importing reflexio_pipelines (via _common, before LiteLLM) keeps LiteLLM from fetching
+# its cost map and onnxruntime from phoning home.
+from benchmarks._common import ROOT, peak_rss_mb
+from reflexio_pipelines.devtools.openai_stub import (
     StubBehaviour,
     fake_llm_reply,
     is_dedup_prompt,
@@ -64,17 +56,17 @@ from reflexio_pipelines.devtools.openai_stub import (  # noqa: E402
     user_text,
     window_from_prompt,
 )
-from reflexio_pipelines.devtools.servers import serve_app  # noqa: E402
-from reflexio_pipelines.learning.batch import UserState  # noqa: E402
-from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup  # noqa: E402
-from reflexio_pipelines.learning.learn import learn  # noqa: E402
-from reflexio_pipelines.learning.lifecycle import current_rows  # noqa: E402
-from reflexio_pipelines.learning.llm_call import complete_chat, reply_text, response_usage  # noqa: E402
-from reflexio_pipelines.learning.llm_dedup import PLAYBOOK_ITEMS, PROFILE_ITEMS, LiteLLMDedupJudge  # noqa: E402
-from reflexio_pipelines.learning.llm_extract import LiteLLMExtractor  # noqa: E402
-from reflexio_pipelines.learning.rules.extractor import RuleExtractor  # noqa: E402
-from reflexio_pipelines.learning.transcript import render_window, tool_data_json  # noqa: E402
-from reflexio_pipelines.learning.types import ExtractionResult, ToolCall, Turn, Window  # noqa: E402
+from reflexio_pipelines.devtools.servers import serve_app
+from reflexio_pipelines.learning.batch import UserState
+from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup
+from reflexio_pipelines.learning.learn import learn
+from reflexio_pipelines.learning.lifecycle import current_rows
+from reflexio_pipelines.learning.llm_call import complete_chat, reply_text, response_usage
+from reflexio_pipelines.learning.llm_dedup import PLAYBOOK_ITEMS, PROFILE_ITEMS, LiteLLMDedupJudge
+from reflexio_pipelines.learning.llm_extract import LiteLLMExtractor
+from reflexio_pipelines.learning.rules.extractor import RuleExtractor
+from reflexio_pipelines.learning.transcript import render_window, tool_data_json
+from reflexio_pipelines.learning.types import ExtractionResult, ToolCall, Turn, Window
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "llm_cost.json"
 WINDOW_SIZE = 10  # the original's batch_size default, and ours

@@ -22,7 +22,7 @@ How each kind is played and judged (mirroring the original):
 
 `tests/test_original_scenarios.py` plays our own scenarios of the same shape through the same functions.
 
-    .venv/bin/python benchmarks/original_scenarios.py [--reflexio-repo PATH] [--out PATH]
+    .venv/bin/python -m benchmarks.original_scenarios [--reflexio-repo PATH] [--out PATH]
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -40,12 +39,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `benchmarks._common` importable
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks._common import (  # noqa: E402
+from benchmarks._common import (
     HOST,
+    ROOT,
     child_env,
     free_port,
     http_ok,

@@ -5,7 +5,7 @@ disabled (`REFLEXIO_LANDING_MAX_BATCH_ROWS=1`, one fsync per publish: the baseli
 on disk (fsync'd) before its 200. Prints p50/p95 latency and turns/s per concurrency level and the ratio against
 the baseline, and writes JSON to benchmarks/results/publish_throughput.json.
 
-    .venv/bin/python benchmarks/publish_throughput.py [--clients 1,8,32] [--seconds 5] [--turns 4]
+    .venv/bin/python -m benchmarks.publish_throughput [--clients 1,8,32] [--seconds 5] [--turns 4]
 """
 
 from __future__ import annotations
@@ -16,16 +16,20 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: make `benchmarks._common` importable
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks._common import child_env, free_port, http_ok, percentile, service_cmd, start_process, stop_process  # noqa: E402
+from benchmarks._common import (
+    ROOT,
+    child_env,
+    free_port,
+    http_ok,
+    percentile,
+    service_cmd,
+    start_process,
+    stop_process,
+)
 
 
 def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:

@@ -28,7 +28,7 @@ takes seconds per query at the largest size, so above --baseline-full-max it run
 (the sample count is in every stats entry). The serving process's RSS is measured at the largest size. Results are
 written as JSON after every size (benchmarks/results/ is git-ignored).
 
-    .venv/bin/python benchmarks/search_latency.py [--sizes 1000,33333,333333] [--trials 30] [--warmup 3]
+    .venv/bin/python -m benchmarks.search_latency [--sizes 1000,33333,333333] [--trials 30] [--warmup 3]
         [--layers service,http] [--http-sizes 1000] [--hnsw-min-rows 50000] [--baseline-full-max 33333]
         [--baseline-trials-large 5] [--note TEXT] [--output PATH]
 """
@@ -57,11 +57,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks._common import (  # noqa: E402  (after the sys.path fix above)
+from benchmarks._common import (
+    ROOT,
     child_env,
     free_port,
     http_ok,
@@ -71,7 +68,7 @@ from benchmarks._common import (  # noqa: E402  (after the sys.path fix above)
     start_process,
     stop_process,
 )
-from reflexio_pipelines.search.ann import HNSW_MIN_ROWS  # noqa: E402
+from reflexio_pipelines.search.ann import HNSW_MIN_ROWS
 
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "search_latency.json"
 KINDS = ("profile", "user_playbook", "agent_playbook", "unified")
@@ -750,7 +747,7 @@ def start_baseline(db: Path) -> tuple[subprocess.Popen, str]:
     """This script's `--serve-baseline` mode over `db`; returns once /health answers."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--serve-baseline", str(db), "--port", str(port)]
+    cmd = [sys.executable, "-m", "benchmarks.search_latency", "--serve-baseline", str(db), "--port", str(port)]
     return start_process(cmd, child_env(), http_ok(f"{url}/health", timeout=2), timeout=180, what="the baseline"), url
 
 

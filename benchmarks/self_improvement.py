@@ -25,7 +25,7 @@ task (tool calls + answers) and simulated tokens per task (prompt incl. the lear
 per token); correction recurrence for the treated arm (Wilson, from the pipeline's `session_outcomes`); the
 pipeline's own `impact_holdout` rows.
 
-    .venv/bin/python benchmarks/self_improvement.py [--users 40] [--rounds 6] [--control-share 0.5] [--seed 7]
+    .venv/bin/python -m benchmarks.self_improvement [--users 40] [--rounds 6] [--control-share 0.5] [--seed 7]
                                                     [--out benchmarks/results/self_improvement.json]
 
 Writes benchmarks/results/self_improvement.json (or `--out`); the lake lives in a temporary directory, deleted at
@@ -42,23 +42,17 @@ import os
 import random
 import re
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import httpx
 
-import httpx  # noqa: E402
-
-from benchmarks._common import make_dagster_home  # noqa: E402
-from reflexio_pipelines.learning.config import HoldoutSettings  # noqa: E402
-from reflexio_pipelines.learning.holdout import CONTROL, arm_of  # noqa: E402
-from reflexio_pipelines.learning.stats import mean_interval, wilson  # noqa: E402
+from benchmarks._common import make_dagster_home  # importing reflexio_pipelines keeps LiteLLM and onnxruntime offline
+from reflexio_pipelines.learning.config import HoldoutSettings
+from reflexio_pipelines.learning.holdout import CONTROL, arm_of
+from reflexio_pipelines.learning.stats import mean_interval, wilson
 
 AGENT = "sim-agent-1"
 REGIONS = ("us-west-2", "eu-central-1", "eu-west-1", "ap-south-1", "ca-central-1")

@@ -27,9 +27,9 @@ Issue 15 item 7. Built-in extractor, local embedder, no network. Two parts:
    version on it (`search.incremental`, the new texts embedded by the real local embedder), then the same documents
    rebuilt in full, and the delta's search results compared with the rebuild's. Target: the +100 build <= 5 s at 1M.
 
-    .venv/bin/python benchmarks/window_cost.py                          # sizes 0,5000; 100k-doc index
-    .venv/bin/python benchmarks/window_cost.py --sizes 0,5000,50000 --index-docs 1000000 --workdir /tmp/wc
-    .venv/bin/python benchmarks/window_cost.py --quick                  # tiny sizes (smoke test)
+    .venv/bin/python -m benchmarks.window_cost                          # sizes 0,5000; 100k-doc index
+    .venv/bin/python -m benchmarks.window_cost --sizes 0,5000,50000 --index-docs 1000000 --workdir /tmp/wc
+    .venv/bin/python -m benchmarks.window_cost --quick                  # tiny sizes (smoke test)
 
 Writes benchmarks/results/window_cost.json (after every measurement, so a stopped run keeps what it measured).
 Built lakes are kept under `--workdir` (default `$TMPDIR/reflexio-window-cost`, outside the repo) and reused by later
@@ -61,19 +61,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-HERE = Path(__file__).resolve().parent
-for _path in (str(ROOT), str(HERE)):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+from benchmarks._common import ROOT, make_dagster_home, percentile
 
 # Hermetic and offline, here and in every child: no REFLEXIO_* setting of the caller leaks into a pass.
 for _name in [k for k in os.environ if k.startswith("REFLEXIO_")]:
     del os.environ[_name]
 OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "ORT_DISABLE_TELEMETRY": "1"}
 os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
-
-from benchmarks._common import make_dagster_home, percentile  # noqa: E402
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "window_cost.json"
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "reflexio-window-cost"  # outside the repo: lakes are large
@@ -468,7 +462,7 @@ def make_distinct(body: dict, token: str) -> dict:
 def corpus(users: int, turns_per_user: int, seed: int, tag: str, distinct: bool = True) -> list[tuple[str, int, dict]]:
     """(user id, session number, publish body) in corpus order, for `users` users; ids hashed with `tag`; with
     `distinct`, every user's texts carry a token of its own (`make_distinct`)."""
-    from learning_throughput import make_stream
+    from benchmarks.learning_throughput import make_stream
 
     stream = make_stream(users, turns_per_user, seed, prefix=tag)
     out = []
@@ -542,7 +536,7 @@ class Publisher:
 
 def fresh_home(path: Path) -> Path:
     make_dagster_home(path)
-    from learning_throughput import open_instance
+    from benchmarks.learning_throughput import open_instance
 
     with open_instance(path) as instance:  # create the SQLite storages before anyone else opens them
         instance.get_runs(limit=1)
@@ -570,7 +564,8 @@ def launch_in_process(lake_root: Path, home: Path):
 def materializations(home: Path, run_ids: Sequence[str]) -> dict[str, dict]:
     """Asset name -> numeric/text metadata of its last materialisation in the given runs."""
     from dagster import DagsterEventType
-    from learning_throughput import open_instance
+
+    from benchmarks.learning_throughput import open_instance
 
     out: dict[str, dict] = {}
     with open_instance(home) as instance:
@@ -604,7 +599,7 @@ def step_name(key: str) -> str:
 
 def step_spans(home: Path, run_ids: Sequence[str]) -> list[tuple[str, float, float]]:
     """(step, start, end) in unix seconds of every step of the runs, from the instance."""
-    from learning_throughput import open_instance
+    from benchmarks.learning_throughput import open_instance
 
     spans = []
     with open_instance(home) as instance:
@@ -684,7 +679,7 @@ def build_lake(n: int, args: argparse.Namespace) -> tuple[Path, dict]:
     home = fresh_home(base / "build_dagster_home")
     result, seconds = launch_in_process(lake, home)
     info["materialize_s"] = round(seconds, 1)
-    from learning_throughput import run_timings
+    from benchmarks.learning_throughput import run_timings
 
     timings = run_timings(home, result.run_ids)
     info["materialize_steps_s"] = step_seconds(timings)
@@ -754,7 +749,7 @@ def prepare(src: Path, dest: Path, window: Window, history: int) -> tuple[Path, 
 
 
 def pass_in_process(src: Path, dest: Path, window: Window, history: int, watch: bool = True) -> dict:
-    from learning_throughput import run_timings
+    from benchmarks.learning_throughput import run_timings
 
     lake, home = prepare(src, dest, window, history)
     load_before = load()
@@ -808,7 +803,7 @@ def pass_cli(
     src: Path, dest: Path, window: Window, history: int, strace: str | None = None, timeout: float = 7200.0
 ) -> dict:
     """One `python -m reflexio_pipelines materialize` subprocess on a copy; with `strace` (its path), traced."""
-    from learning_throughput import run_timings
+    from benchmarks.learning_throughput import run_timings
 
     lake, home = prepare(src, dest, window, history)
     cmd = [sys.executable, "-m", "reflexio_pipelines", "materialize", "--lake", str(lake)]
@@ -969,8 +964,7 @@ def index_build(args: argparse.Namespace, workdir: Path) -> dict:
     deleted) as a delta, then the same documents rebuilt in full; the delta and the rebuild must answer alike."""
     from dataclasses import replace
 
-    from embedding_cache import documents
-
+    from benchmarks.embedding_cache import documents
     from reflexio_pipelines.learning.embedding import make_embedder
     from reflexio_pipelines.search.build import doc_owners
     from reflexio_pipelines.search.incremental import extend_index, live_fingerprints, plan_changes
@@ -1077,8 +1071,7 @@ def index_build(args: argparse.Namespace, workdir: Path) -> dict:
 
 def same_search_results(index_root: Path, a: str, b: str, embedder: Any) -> dict:
     """Whether two versions give the same ids in the same order for 20 queries x 3 modes x 2 entity types."""
-    from embedding_cache import WORDS
-
+    from benchmarks.embedding_cache import WORDS
     from reflexio_pipelines.search.query import LoadedIndex
     from reflexio_pipelines.search.text import embed_search_query
     from reflexio_pipelines.search.types import SearchFilters

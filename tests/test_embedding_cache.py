@@ -377,7 +377,8 @@ def test_benchmark_runs_at_a_tiny_size(tmp_path: Path):
     subprocess.run(
         [
             sys.executable,
-            str(root / "benchmarks" / "embedding_cache.py"),
+            "-m",
+            "benchmarks.embedding_cache",
             "--docs",
             "30",
             "--new",
@@ -388,6 +389,7 @@ def test_benchmark_runs_at_a_tiny_size(tmp_path: Path):
         check=True,
         capture_output=True,
         timeout=300,
+        cwd=root,
     )
     report = json.loads(out.read_text())
     runs = report["runs"]

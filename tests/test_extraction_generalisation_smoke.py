@@ -40,7 +40,8 @@ def test_extraction_generalisation_smoke(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "extraction_generalisation.py"),
+            "-m",
+            "benchmarks.extraction_generalisation",
             "--users",
             str(USERS),
             "--dev-limit",

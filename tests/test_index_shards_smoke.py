@@ -18,7 +18,8 @@ pytestmark = pytest.mark.e2e
 def test_index_shards_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "index_shards.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "index_shards.py"), "--docs", "2000", "--out", str(out)],
+        [sys.executable, "-m", "benchmarks.index_shards", "--docs", "2000", "--out", str(out)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,

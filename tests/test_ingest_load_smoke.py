@@ -19,7 +19,8 @@ def test_ingest_load_benchmark_smoke(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "ingest_load.py"),
+            "-m",
+            "benchmarks.ingest_load",
             "--seconds",
             "2",
             "--processes",
@@ -34,6 +35,7 @@ def test_ingest_load_benchmark_smoke(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())

@@ -4,18 +4,13 @@ fetched Synthetic-Persona-Chat mirror, so skipped where it is absent (content fe
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import interaction_public_corpus as public  # noqa: E402
-
-from reflexio_pipelines.learning.clauses.corpus import _SPC  # noqa: E402
-from reflexio_pipelines.learning.clauses.labels import content_words  # noqa: E402
+from benchmarks import interaction_public_corpus as public
+from reflexio_pipelines.learning.clauses.corpus import _SPC
+from reflexio_pipelines.learning.clauses.labels import content_words
 
 MIRRORED = (public.MIRROR / _SPC[0].replace("/", "+") / "repo").exists()
 
@@ -53,7 +48,7 @@ def test_the_public_corpus_has_long_histories_and_fair_questions() -> None:
 @pytest.mark.e2e
 @pytest.mark.skipif(not MIRRORED, reason="Synthetic-Persona-Chat is not fetched")
 def test_the_ranking_benchmark_measures_every_leg_on_the_public_corpus(tmp_path: Path) -> None:
-    import interaction_ranking
+    from benchmarks import interaction_ranking
 
     out = tmp_path / "ranking.json"
     results = interaction_ranking.main(["--corpus", "public", "--ablation", "--users", "1", "--output", str(out)])

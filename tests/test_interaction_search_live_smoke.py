@@ -5,19 +5,17 @@ API 5 s after publishing ends."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-from tests.test_interaction_search_smoke import _load_benchmark
 
 pytestmark = pytest.mark.e2e
 
 
 def test_interaction_search_through_the_api_smoke(tmp_path: Path) -> None:
-    bench = _load_benchmark()
-    corpus = sys.modules["interaction_corpus"]
+    from benchmarks import interaction_corpus as corpus
+    from benchmarks import interaction_search as bench
+
     per_user = corpus.SESSIONS * corpus.TURNS_PER_SESSION
     out = tmp_path / "interaction_search_live.json"
     returned = bench.main(["--through-api", "--users", "1", "--wait", "5", "--output", str(out)])

@@ -3,31 +3,18 @@ and a "large" user of two copies of it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_benchmark():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmark imports its corpus module
-    spec = importlib.util.spec_from_file_location(
-        "interaction_search_bench", ROOT / "benchmarks" / "interaction_search.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_interaction_search_benchmark_smoke(tmp_path: Path) -> None:
-    bench = _load_benchmark()
-    corpus = sys.modules["interaction_corpus"]  # imported by the benchmark from its own directory
+    from benchmarks import interaction_corpus as corpus
+    from benchmarks import interaction_search as bench
+
     per_user = corpus.SESSIONS * corpus.TURNS_PER_SESSION
     out = tmp_path / "interaction_search.json"
     returned = bench.main(["--users", "1", "--big-turns", str(2 * per_user), "--trials", "1", "--output", str(out)])

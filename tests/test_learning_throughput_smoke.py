@@ -35,7 +35,8 @@ def test_learning_throughput_benchmark_smoke(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "learning_throughput.py"),
+            "-m",
+            "benchmarks.learning_throughput",
             "--phase",
             "rounds",
             "--rounds-users",
@@ -60,6 +61,7 @@ def test_learning_throughput_benchmark_smoke(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=420,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert _processes_mentioning(str(workdir)) == []  # stub, service and materialize processes all stopped

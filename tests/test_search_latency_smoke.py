@@ -3,7 +3,6 @@ HNSW threshold lowered so the graph-building path of the index runs too."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -11,18 +10,10 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_benchmark():
-    spec = importlib.util.spec_from_file_location("search_latency_bench", ROOT / "benchmarks" / "search_latency.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_search_latency_benchmark_smoke(tmp_path: Path) -> None:
-    bench = _load_benchmark()
+    from benchmarks import search_latency as bench
+
     out = tmp_path / "search_latency.json"
     returned = bench.main(
         [

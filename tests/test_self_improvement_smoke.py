@@ -22,7 +22,8 @@ def test_self_improvement_simulation_smoke(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "self_improvement.py"),
+            "-m",
+            "benchmarks.self_improvement",
             "--users",
             "6",
             "--rounds",

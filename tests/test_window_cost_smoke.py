@@ -22,7 +22,8 @@ def test_window_cost_benchmark_smoke(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "window_cost.py"),
+            "-m",
+            "benchmarks.window_cost",
             "--quick",
             "--workdir",
             str(workdir),
