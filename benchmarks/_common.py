@@ -1,5 +1,7 @@
-"""Helpers the benchmarks share: a free loopback port, nearest-rank percentiles, memory of a process (RSS), a
-`$DAGSTER_HOME`, starting a child process and waiting until it answers, stopping it, and writing the JSON result.
+"""The harness the benchmarks share: a free loopback port, nearest-rank percentiles, memory of a process (RSS), a
+`$DAGSTER_HOME` and the Dagster instance in it, a hermetic offline environment for children, starting a child
+process (the service, the daemon) and waiting until it answers, stopping it (with its process group and every
+descendant), and writing the JSON result.
 
 Benchmarks import it as `benchmarks._common` (they run as modules, `python -m benchmarks.<name>`, from the
 repository root); nothing here imports the test suite.
@@ -14,8 +16,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +29,8 @@ HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parents[1]
 #: A `dagster.yaml` with telemetry off: nothing a benchmark runs reports to Dagster's servers.
 TELEMETRY_OFF = "telemetry:\n  enabled: false\n"
+#: Offline switches for every child: LiteLLM's bundled cost map, no model downloads, no onnxruntime telemetry.
+OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "ORT_DISABLE_TELEMETRY": "1"}
 
 
 def percentile(values: Sequence[float], q: float, digits: int | None = 3) -> float | None:
@@ -77,9 +83,35 @@ def make_dagster_home(home: Path, config: str = TELEMETRY_OFF) -> Path:
     return home
 
 
+class open_instance:
+    """The Dagster instance at a `$DAGSTER_HOME`, read from this process (runs, steps, materialisation metadata)."""
+
+    def __init__(self, home: Path) -> None:
+        from dagster import DagsterInstance
+        from dagster._core.instance import InstanceRef
+
+        self.instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+
+    def __enter__(self):
+        return self.instance
+
+    def __exit__(self, *exc: object) -> None:
+        self.instance.dispose()
+
+
 def child_env(**extra: str) -> dict[str, str]:
     """This environment plus `extra`, with the repository importable in the child."""
     return dict(os.environ, PYTHONPATH=str(ROOT), **extra)
+
+
+def hermetic_env(**extra: str) -> dict[str, str]:
+    """This environment without any REFLEXIO_* setting (a caller's setting must not leak into a measurement), with
+    the offline switches (`OFFLINE_ENV`) and the repository first on PYTHONPATH, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFLEXIO_")}
+    env.update(OFFLINE_ENV)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env.update(extra)
+    return env
 
 
 def http_ok(url: str, timeout: float = 1.0) -> Callable[[], bool]:
@@ -118,6 +150,14 @@ def service_cmd(lake: Path, port: int, *, daemon: bool, host: str = HOST) -> lis
     return [*cmd, "--log-level", "warning", *([] if daemon else ["--no-daemon"])]
 
 
+def daemon_cmd() -> list[str]:
+    """`dagster-daemon run` over the repository's workspace.yaml (the code location reads REFLEXIO_LAKE at import);
+    `python -m dagster._daemon` where the venv has no `dagster-daemon` script."""
+    exe = Path(sys.executable).with_name("dagster-daemon")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dagster._daemon"]
+    return [*cmd, "run", "-w", str(ROOT / "workspace.yaml")]
+
+
 def start_process(
     cmd: Sequence[str], env: dict[str, str], ready: Callable[[], bool], timeout: float = 60.0, what: str = ""
 ) -> subprocess.Popen:
@@ -134,9 +174,27 @@ def start_process(
     return proc
 
 
+def start_service(
+    lake: Path, env: dict[str, str], *, daemon: bool, timeout: float = 60.0, what: str = "the service"
+) -> tuple[subprocess.Popen, str]:
+    """`service_cmd` on a free loopback port over `lake`, started by `start_process` (its own process group: stop it
+    with `stop_process(..., group=True)`); returns (the process, its base URL) once /health answers."""
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    return start_process(service_cmd(lake, port, daemon=daemon), env, http_ok(f"{url}/health"), timeout, what), url
+
+
 def _tail(log: IO[bytes], limit: int = 2000) -> str:
     log.seek(0)
     return log.read().decode(errors="replace")[-limit:]
+
+
+def log_tail(path: Path, chars: int = 3000) -> str:
+    """The last `chars` characters of a child's log file, for an error message."""
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
 
 
 def stop_process(proc: subprocess.Popen, timeout: float = 10.0, group: bool = False) -> None:
@@ -160,6 +218,96 @@ def _signal(proc: subprocess.Popen, sig: int, group: bool) -> None:
             proc.send_signal(sig)
     except ProcessLookupError:  # exited in the meantime
         pass
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every descendant of `pid` (from /proc; empty where /proc is missing)."""
+    parents: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents[ppid].append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal_pids(pids: Iterable[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class Processes:
+    """Long-lived children logging to files (the stub, the service, the daemon, materialize), each in its own
+    session. `stop` ends a child's process group and every descendant (the daemon's code server and run workers
+    included), SIGTERM first, SIGKILL after `grace` seconds; `stop_all` stops whatever is still running."""
+
+    def __init__(self) -> None:
+        self._live: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+
+    def start(self, cmd: Sequence[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> subprocess.Popen:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                list(cmd),
+                env=env,
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        with self._lock:
+            self._live.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen, grace: float = 20.0) -> None:
+        descendants = _descendants(proc.pid)
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        _signal_pids(descendants, signal.SIGTERM)  # children that left the group (own sessions) too
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in descendants):
+            time.sleep(0.1)
+        leftovers = [p for p in descendants if Path(f"/proc/{p}").exists()]
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _signal_pids(leftovers, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.wait(timeout=10)
+        with self._lock:
+            if proc in self._live:
+                self._live.remove(proc)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            live = list(reversed(self._live))
+        for proc in live:
+            self.stop(proc, grace=10.0)
+
+
+#: This process's `Processes` (one registry, so an exit path can stop every child a benchmark started).
+PROCS = Processes()
 
 
 def write_result(path: Path | str, report: dict[str, Any]) -> Path:

@@ -14,20 +14,15 @@ from pathlib import Path
 import httpx
 
 from benchmarks._common import (
-    HOST,
     ROOT,
-    child_env,
-    free_port,
-    http_ok,
+    hermetic_env,
     make_dagster_home,
-    service_cmd,
-    start_process,
+    start_service,
     stop_process,
 )
 
 AGENT = "bench-generalisation"
 TOP_K = 5
-OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "ORT_DISABLE_TELEMETRY": "1"}
 Turns = list[dict[str, str]]
 
 
@@ -111,13 +106,11 @@ class Live:
     def __init__(self, mode: str, work: Path) -> None:
         self.mode, self.lake = mode, work / "lake"
         home = make_dagster_home(work / "dagster_home")
-        env = {k: v for k, v in child_env(**OFFLINE).items() if not k.startswith("REFLEXIO_")}
-        env.update(REFLEXIO_LAKE=str(self.lake), DAGSTER_HOME=str(home), REFLEXIO_LLM_BUILTIN=mode)
+        env = hermetic_env(REFLEXIO_LAKE=str(self.lake), DAGSTER_HOME=str(home), REFLEXIO_LLM_BUILTIN=mode)
         env["REFLEXIO_HOLDOUT_SHARE"] = "0"  # no control group: every probe user gets learned context
-        self.env, port = env, free_port()
-        self.url = f"http://{HOST}:{port}"
-        cmd = service_cmd(self.lake, port, daemon=False)  # learn() runs the materialize it times
-        self.proc = start_process(cmd, env, http_ok(f"{self.url}/health"), 120, "serving")
+        self.env = env
+        # daemon=False: learn() runs the materialize it times
+        self.proc, self.url = start_service(self.lake, env, daemon=False, timeout=120, what="serving")
         self.http = httpx.Client(base_url=self.url, timeout=300)
         self.learn_s: list[float] = []
         self.head_shas: list[str] = []  # the head each materialize process loads

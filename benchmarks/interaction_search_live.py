@@ -36,15 +36,11 @@ import httpx
 import pyarrow.parquet as pq
 
 from benchmarks._common import (
-    HOST,
     ROOT,
-    child_env,
-    free_port,
-    http_ok,
+    hermetic_env,
     make_dagster_home,
     percentile,
-    service_cmd,
-    start_process,
+    start_service,
 )
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.learning.types import stable_int_id
@@ -52,7 +48,6 @@ from reflexio_pipelines.pending import landing_files_after, landing_ingested_us
 from reflexio_pipelines.search.turns import rank_texts
 from reflexio_pipelines.search.versions import TURNS_WATERMARK, version_watermark
 
-OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "ORT_DISABLE_TELEMETRY": "1"}
 BLANK = dict.fromkeys(
     ("shadow_content", "expert_content", "user_action_description", "interacted_image_url", "image_encoding"), ""
 )
@@ -64,12 +59,9 @@ class Service:
     def __init__(self, work: Path) -> None:
         self.lake_dir = work / "lake"
         home = make_dagster_home(work / "dagster_home")
-        env = {k: v for k, v in child_env(**OFFLINE).items() if not k.startswith("REFLEXIO_")}
-        env.update(REFLEXIO_LAKE=str(self.lake_dir), DAGSTER_HOME=str(home))
-        port = free_port()
-        self.url = f"http://{HOST}:{port}"
-        cmd = service_cmd(self.lake_dir, port, daemon=True)  # the daemon learns and indexes what is published
-        self.proc = start_process(cmd, env, http_ok(f"{self.url}/health"), 180, "serving")
+        env = hermetic_env(REFLEXIO_LAKE=str(self.lake_dir), DAGSTER_HOME=str(home))
+        # daemon=True: the daemon learns and indexes what is published
+        self.proc, self.url = start_service(self.lake_dir, env, daemon=True, timeout=180, what="serving")
         self.http = httpx.Client(base_url=self.url, timeout=120)
         self.lake = Lake.at(str(self.lake_dir))
         self.calls: list[tuple[str, float]] = []  # (user id, seconds) per search, in order

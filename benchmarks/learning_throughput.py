@@ -67,12 +67,22 @@ from typing import Any
 
 import httpx
 
-from benchmarks._common import HOST, ROOT, free_port, http_ok, make_dagster_home, percentile, service_cmd, wait_ready
+from benchmarks._common import (
+    HOST,
+    PROCS,
+    ROOT,
+    daemon_cmd,
+    free_port,
+    hermetic_env,
+    http_ok,
+    log_tail,
+    make_dagster_home,
+    open_instance,
+    percentile,
+    service_cmd,
+    wait_ready,
+)
 from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER
-
-# Offline by construction, here and in every child process.
-OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "ORT_DISABLE_TELEMETRY": "1"}
-os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "learning_throughput.json"
 STUB_MODEL = "openai/stub"
@@ -121,108 +131,8 @@ NOTES = [
 ]
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Processes: every child in its own session, all stopped on exit
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _children_of(pid: int) -> list[int]:
-    """Every descendant of `pid` (from /proc; empty where /proc is missing)."""
-    parents: dict[int, list[int]] = defaultdict(list)
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        parents[ppid].append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _signal(pids: Iterable[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-class Processes:
-    """The children this benchmark started. `stop` ends a child's process group and every descendant (the daemon's
-    code server and run workers included), SIGTERM first, SIGKILL after `grace` seconds."""
-
-    def __init__(self) -> None:
-        self._live: list[subprocess.Popen] = []
-        self._lock = threading.Lock()
-
-    def start(self, cmd: Sequence[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> subprocess.Popen:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            proc = subprocess.Popen(
-                list(cmd),
-                env=env,
-                cwd=cwd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        with self._lock:
-            self._live.append(proc)
-        return proc
-
-    def stop(self, proc: subprocess.Popen, grace: float = 20.0) -> None:
-        descendants = _children_of(proc.pid)
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        _signal(descendants, signal.SIGTERM)  # children that left the group (own sessions) too
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in descendants):
-            time.sleep(0.1)
-        leftovers = [p for p in descendants if Path(f"/proc/{p}").exists()]
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _signal(leftovers, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.wait(timeout=10)
-        with self._lock:
-            if proc in self._live:
-                self._live.remove(proc)
-
-    def stop_all(self) -> None:
-        with self._lock:
-            live = list(reversed(self._live))
-        for proc in live:
-            self.stop(proc, grace=10.0)
-
-
-PROCS = Processes()
-
-
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds through every finally: children are stopped
-
-
-def _tail(path: Path, chars: int = 3000) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError:
-        return "(no log)"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -323,10 +233,10 @@ class Stub:
                 "--delay",
                 str(delay_s),
             ],
-            _env_base(),
+            hermetic_env(),
             self.log,
         )
-        wait_ready(self.proc, http_ok(f"{self.url}/v1/models", timeout=2), 60, "the stub", lambda: _tail(self.log))
+        wait_ready(self.proc, http_ok(f"{self.url}/v1/models", timeout=2), 60, "the stub", lambda: log_tail(self.log))
 
     @property
     def api_base(self) -> str:
@@ -347,15 +257,6 @@ class Stub:
 # ---------------------------------------------------------------------------------------------------------------
 # Environments, workspaces, the service, the daemon, materialize
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def _env_base(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The caller's environment without any REFLEXIO_* setting (hermetic), offline, the repo importable."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REFLEXIO_")}
-    env.update(OFFLINE_ENV)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env.update(extra or {})
-    return env
 
 
 @dataclass
@@ -420,8 +321,8 @@ class Workspace:
         return self.root / "logs"
 
     def env(self, llm: LLM, **more: str) -> dict[str, str]:
-        return _env_base(
-            {"REFLEXIO_LAKE": str(self.lake), "DAGSTER_HOME": str(self.home), **llm.env(), **self.extra_env, **more}
+        return hermetic_env(
+            **{"REFLEXIO_LAKE": str(self.lake), "DAGSTER_HOME": str(self.home), **llm.env(), **self.extra_env, **more}
         )
 
 
@@ -438,7 +339,7 @@ class Service:
             ws.env(llm, **env),
             self.log,
         )
-        wait_ready(self.proc, http_ok(f"{self.url}/health", timeout=2), 120, "the service", lambda: _tail(self.log))
+        wait_ready(self.proc, http_ok(f"{self.url}/health", timeout=2), 120, "the service", lambda: log_tail(self.log))
 
     def close(self) -> None:
         PROCS.stop(self.proc)
@@ -450,9 +351,7 @@ class Daemon:
     def __init__(self, ws: Workspace, llm: LLM, boot_timeout: float = 180.0) -> None:
         self.ws = ws
         self.log = ws.logs / "daemon.log"
-        exe = Path(sys.executable).with_name("dagster-daemon")
-        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "dagster._daemon"]
-        self.proc = PROCS.start(cmd + ["run", "-w", str(ROOT / "workspace.yaml")], ws.env(llm), self.log)
+        self.proc = PROCS.start(daemon_cmd(), ws.env(llm), self.log)
         self.booted_s = self._wait_sensor_daemon(boot_timeout)
 
     def _wait_sensor_daemon(self, timeout: float) -> float:
@@ -460,32 +359,16 @@ class Daemon:
         began = time.monotonic()
         while time.monotonic() - began < timeout:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"dagster-daemon exited ({self.proc.returncode}):\n{_tail(self.log)}")
+                raise RuntimeError(f"dagster-daemon exited ({self.proc.returncode}):\n{log_tail(self.log)}")
             with open_instance(self.ws.home) as instance:
                 beats = instance.get_daemon_heartbeats()
             if "SENSOR" in beats:
                 return round(time.monotonic() - began, 1)
             time.sleep(1.0)
-        raise RuntimeError(f"the sensor daemon sent no heartbeat within {timeout:.0f} s:\n{_tail(self.log)}")
+        raise RuntimeError(f"the sensor daemon sent no heartbeat within {timeout:.0f} s:\n{log_tail(self.log)}")
 
     def close(self) -> None:
         PROCS.stop(self.proc, grace=30.0)
-
-
-class open_instance:
-    """The Dagster instance at a `$DAGSTER_HOME`, read from this process (runs, steps, materialisation metadata)."""
-
-    def __init__(self, home: Path) -> None:
-        from dagster import DagsterInstance
-        from dagster._core.instance import InstanceRef
-
-        self.instance = DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
-
-    def __enter__(self):
-        return self.instance
-
-    def __exit__(self, *exc: object) -> None:
-        self.instance.dispose()
 
 
 _MATERIALIZED_RE = re.compile(r"^materialised (\d+) window\(s\): (.*)$", re.M)
@@ -504,7 +387,7 @@ def flush_supported() -> bool:
         done = subprocess.run(
             [sys.executable, "-m", "reflexio_pipelines", "materialize", "--help"],
             cwd=ROOT,
-            env=_env_base(),
+            env=hermetic_env(),
             capture_output=True,
             text=True,
             timeout=120,
@@ -530,7 +413,7 @@ def materialize(ws: Workspace, llm: LLM, timeout: float, flush: str | None = Non
         rc, timed_out = None, True
     wall = time.monotonic() - began
     PROCS.stop(proc)
-    text = _tail(log, 20_000)
+    text = log_tail(log, 20_000)
     windows_match, runs_match = _MATERIALIZED_RE.search(text), _RUNS_RE.search(text)
     windows = _listed(windows_match.group(2)) if windows_match else []
     run_ids = _listed(runs_match.group(1)) if runs_match else []

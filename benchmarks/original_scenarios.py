@@ -40,14 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import (
-    HOST,
     ROOT,
     child_env,
-    free_port,
-    http_ok,
     make_dagster_home,
-    service_cmd,
-    start_process,
+    start_service,
     stop_process,
     write_result,
 )
@@ -309,12 +305,8 @@ def load_original(repo: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 def _start_service(root: Path) -> tuple[subprocess.Popen, str]:
     """`python -m serving` on 127.0.0.1 over a fresh lake under `root`; returns once /health answers."""
     lake, home = root / "lake", make_dagster_home(root / "dagster_home")
-    port = free_port()
-    url = f"http://{HOST}:{port}"
-    cmd = service_cmd(lake, port, daemon=True)  # the service alone, learning as a user would see it
     env = child_env(REFLEXIO_LAKE=str(lake), DAGSTER_HOME=str(home))
-    proc = start_process(cmd, env, http_ok(f"{url}/health"), 180, "the service")
-    return proc, url
+    return start_service(lake, env, daemon=True, timeout=180)  # the service alone, learning as a user would see it
 
 
 def run_all(post: Post, contradictions: list[dict[str, Any]], search: dict[str, Any] | None) -> list[ScenarioResult]:

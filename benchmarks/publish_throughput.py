@@ -23,31 +23,21 @@ from pathlib import Path
 from benchmarks._common import (
     ROOT,
     child_env,
-    free_port,
-    http_ok,
     percentile,
-    service_cmd,
-    start_process,
+    start_service,
     stop_process,
 )
 
 
 def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
     """`python -m serving` on a free port over `lake` (its own process group); returns once /health answers."""
-    port = free_port()
     env = child_env(
         REFLEXIO_LAKE=str(lake),
         REFLEXIO_LANDING_MAX_BATCH_ROWS=str(max_batch_rows),
         DAGSTER_HOME=str(lake.parent / "dagster_home"),
     )
-    url = f"http://127.0.0.1:{port}"
-    proc = start_process(
-        service_cmd(lake, port, daemon=False),  # the ingest path alone (learning beside it: learning_throughput.py)
-        env,
-        http_ok(f"{url}/health"),
-        what="the service",
-    )
-    return proc, url
+    # daemon=False: the ingest path alone (learning beside it: learning_throughput.py)
+    return start_service(lake, env, daemon=False)
 
 
 def _stop(proc: subprocess.Popen) -> None:

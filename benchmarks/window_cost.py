@@ -61,13 +61,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import ROOT, make_dagster_home, percentile
+from benchmarks._common import ROOT, hermetic_env, make_dagster_home, open_instance, percentile
 
-# Hermetic and offline, here and in every child: no REFLEXIO_* setting of the caller leaks into a pass.
+# Hermetic, here and in every child (hermetic_env): no REFLEXIO_* setting of the caller leaks into a pass.
 for _name in [k for k in os.environ if k.startswith("REFLEXIO_")]:
     del os.environ[_name]
-OFFLINE_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "ORT_DISABLE_TELEMETRY": "1"}
-os.environ.update({k: os.environ.get(k, v) for k, v in OFFLINE_ENV.items()})
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "window_cost.json"
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "reflexio-window-cost"  # outside the repo: lakes are large
@@ -536,8 +534,6 @@ class Publisher:
 
 def fresh_home(path: Path) -> Path:
     make_dagster_home(path)
-    from benchmarks.learning_throughput import open_instance
-
     with open_instance(path) as instance:  # create the SQLite storages before anyone else opens them
         instance.get_runs(limit=1)
     return path
@@ -564,8 +560,6 @@ def launch_in_process(lake_root: Path, home: Path):
 def materializations(home: Path, run_ids: Sequence[str]) -> dict[str, dict]:
     """Asset name -> numeric/text metadata of its last materialisation in the given runs."""
     from dagster import DagsterEventType
-
-    from benchmarks.learning_throughput import open_instance
 
     out: dict[str, dict] = {}
     with open_instance(home) as instance:
@@ -599,8 +593,6 @@ def step_name(key: str) -> str:
 
 def step_spans(home: Path, run_ids: Sequence[str]) -> list[tuple[str, float, float]]:
     """(step, start, end) in unix seconds of every step of the runs, from the instance."""
-    from benchmarks.learning_throughput import open_instance
-
     spans = []
     with open_instance(home) as instance:
         for run_id in run_ids:
@@ -791,14 +783,6 @@ def pass_in_process(src: Path, dest: Path, window: Window, history: int, watch: 
     return row
 
 
-def _child_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REFLEXIO_")}
-    env.update(OFFLINE_ENV)
-    env["DAGSTER_HOME"] = str(home)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return env
-
-
 def pass_cli(
     src: Path, dest: Path, window: Window, history: int, strace: str | None = None, timeout: float = 7200.0
 ) -> dict:
@@ -827,7 +811,9 @@ def pass_cli(
         ]
     load_before, cpu_before = load(), cpu_s(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    done = subprocess.run(cmd, cwd=ROOT, env=_child_env(home), capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        cmd, cwd=ROOT, env=hermetic_env(DAGSTER_HOME=str(home)), capture_output=True, text=True, timeout=timeout
+    )
     wall = time.perf_counter() - began
     cpu = cpu_s(resource.RUSAGE_CHILDREN) - cpu_before
     if done.returncode != 0:
