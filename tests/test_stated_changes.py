@@ -294,3 +294,16 @@ def test_a_revocation_withdraws_what_its_clause_names_not_what_follows() -> None
         ),
     )
     assert not any("tables" in p["content"].lower() for p in playbooks)
+
+
+def test_the_same_thing_with_the_other_polarity_replaces_it_without_words_of_change() -> None:
+    flipped = _learn_twice(
+        _turns("di", "a", 1_000, ("user", "I don't eat mushrooms at all."), ("assistant", "Noted.")),
+        _turns("di", "b", 1_000 + DAY, ("user", "I've learned to love mushrooms in risotto."), ("assistant", "Ok")),
+    )[0]
+    assert [p["content"] for p in flipped] == ["Has learned to love mushrooms in risotto"]
+    other_thing = _learn_twice(
+        _turns("ed", "a", 1_000, ("user", "I don't eat mushrooms at all."), ("assistant", "Noted.")),
+        _turns("ed", "b", 1_000 + DAY, ("user", "I love a good risotto."), ("assistant", "Ok")),
+    )[0]
+    assert len(other_thing) == 2

@@ -26,7 +26,7 @@ import numpy as np
 from reflexio_pipelines.learning.learned_rows import content_key
 from reflexio_pipelines.learning.slots import is_typed
 from reflexio_pipelines.learning.slots import profile_slot as _profile_slot
-from reflexio_pipelines.learning.subjects import names_in, states_a_change, subjects_of, things_named
+from reflexio_pipelines.learning.subjects import names_in, negated, states_a_change, subjects_of, things_named
 
 #: Cosine similarity at or above which two texts are considered the same statement (rule judge).
 SAME_STATEMENT = 0.9
@@ -273,7 +273,8 @@ def changed_subjects(
 
     `new` holds (item text, the user's words) in the order they were said; a NEW item replaces the EXISTING items on
     the same subject (learning/subjects.py), naming the same name or thing, or at cosine >= CHANGE_SIMILARITY when its words announce a change
-    ("I moved to Denver", "from now on …", "no longer"), not an addition ("now also has a cat"). An EXISTING item
+    ("I moved to Denver", "from now on …", "no longer"), not an addition ("now also has a cat"); without such words,
+    a NEW item naming the same thing with the other polarity (`negated`) replaces it. An EXISTING item
     goes to the last NEW item that replaces it; `taken` (already superseded) are left alone."""
     out: dict[int, list[int]] = {}
     owner: dict[int, int] = {}
@@ -281,10 +282,15 @@ def changed_subjects(
     existing_names = [names_in(text) for text in existing]  # "Max passed away" is about "Has a dog named Max"
     existing_things = [things_named(text) for text in existing]  # "sold the ps5" is about "Plays on their PS5"
     for i, (text, said) in enumerate(new):
+        things = things_named(f"{text} {said}")
         if not states_a_change(said):
+            # no word of change: only the same thing said with the other polarity replaces ("Has reintroduced
+            # coffee" / "Does not drink coffee", "Never use tabs" / "Always use tabs")
+            for j in range(len(existing)):
+                if j not in taken and things & existing_things[j] and negated(text) != negated(existing[j]):
+                    owner[j] = i
             continue
         subjects = subjects_of(f"{text} {said}")
-        things = things_named(f"{text} {said}")
         for j, other in enumerate(existing_subjects):
             if j in taken:
                 continue

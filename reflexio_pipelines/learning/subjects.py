@@ -221,6 +221,16 @@ def things_named(text: str) -> frozenset[str]:
     return frozenset(t for t in content_tokens(text) if t not in _GENERIC_STEMS and not (t.isdigit() and len(t) < 3))
 
 
+_NEGATION_RE = re.compile(
+    r"\b(?:not|no|never|nor|without|cannot|none)\b|n't\b|\b(?:dont|doesnt|didnt|cant|wont|isnt|arent)\b", re.I
+)
+
+
+def negated(text: str) -> bool:
+    """Whether a text says something is not so (heuristic: a negation word anywhere in it)."""
+    return bool(_NEGATION_RE.search(text))
+
+
 def subjects_of(text: str) -> frozenset[str]:
     """The subjects an item's wording is about (empty when none of the lexicon's words are in it)."""
     return frozenset(s.name for s in SUBJECTS if s.cues.search(text))
