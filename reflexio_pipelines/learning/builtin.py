@@ -50,10 +50,10 @@ from reflexio_pipelines.learning.clause_forms import (
     TARGET_END_RE,
     TASK_AT_HAND_RE,
     TELLING_RE,
-    TIME_BOUND,
     UNITS_RE,
     WITHDRAW_RE,
     first_person,
+    time_to_live,
 )
 from reflexio_pipelines.learning.clauses.classifier import ClauseClassifier, Prediction, shared_classifier
 from reflexio_pipelines.learning.clauses.features import ClauseInput
@@ -184,7 +184,7 @@ def _profile(where: _Located, prediction: Prediction) -> ExtractedProfile | None
     if len(content.split()) < 2:
         return None
     features = {"kind": prediction.kind, "confidence": round(prediction.probability, 3), "said": where.text}
-    ttl = next((ttl for pattern, ttl in TIME_BOUND if pattern.search(where.text)), "infinity")
+    ttl = time_to_live(where.text)
     return ExtractedProfile(
         content=clean_text(content),
         time_to_live=ttl,
@@ -201,8 +201,8 @@ def _forget_request(where: _Located, prediction: Prediction) -> ForgetDirective 
     bare = LEAD_IN_RE.sub("", where.text)
     withdraws = WITHDRAW_RE.match(bare) is not None  # "you can relax the formality": social 0.86 by the head
     if target is None and (withdraws or (prediction.kind == "revocation" and not _tells_own_change(where.text))):
-        # what it withdraws ends at its clause: "stop doing bullet points now, prose is fine" names bullet points
-        # and names a thing, not the doing of it ("stop using tables" withdraws the tables rule)
+        # what it withdraws ends at its clause (TARGET_END_RE) and names a thing, not the doing of it ("stop using
+        # tables" withdraws the tables rule)
         target = TARGET_END_RE.split(REVOKE_LEAD_RE.sub("", bare))[0].strip(" .!")
         target = re.sub(r"^\w+ing\s+(?=\w)", "", target)
     if not target or not content_tokens(target):
@@ -293,7 +293,7 @@ def _stored_as(where: _Located, prediction: Prediction) -> str | None:
         # it's all bikes now": social 0.91; "Closed everything at Chase, I switched to a credit union": request 0.99
         bare = LEAD_IN_RE.sub("", where.text)
         ended = ENDED_RE.search(where.text) and not (ASKING_RE.match(bare) or TELLING_RE.match(bare))
-        passing = STORY_RE.search(where.text) or any(p.search(where.text) for p, _ in TIME_BOUND)
+        passing = STORY_RE.search(where.text) or time_to_live(where.text) != "infinity"
         if REPLACEMENT_RE.search(where.text) or (ended and not passing):  # not "I left my phone at home today"
             return "profile"
     if (

@@ -142,6 +142,13 @@ TIME_BOUND: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:this week|these days off)\b", re.I), "one_week"),
     (re.compile(r"\bthis month\b", re.I), "one_month"),
 )
+
+
+def time_to_live(text: str) -> str:
+    """How long what a clause says holds: the first `TIME_BOUND` it names, else "infinity"."""
+    return next((ttl for pattern, ttl in TIME_BOUND if pattern.search(text)), "infinity")
+
+
 REVOKE_LEAD_RE = re.compile(
     r"^(?:please\s+|you can\s+|you may\s+|feel free to\s+)?"
     r"(?:forget|ignore|scrap|drop|disregard|never mind|nevermind|cancel|undo|withdraw|delete|remove|"
@@ -157,6 +164,7 @@ WITHDRAW_RE = re.compile(
     r"(?:the|that|my|your|about|all|those|these)\b",
     re.I,
 )
+#: Where a revocation's target ends: its clause ("stop doing bullet points now, prose is fine" names bullet points).
 TARGET_END_RE = re.compile(r"\s+(?:now|any ?more|please)\b|\s*[,;:—–]\s*|\s+-\s+", re.I)
 #: A rule that says it holds everywhere takes no trigger from the request it corrects ("not anywhere, ever").
 EVERYWHERE_RE = re.compile(
