@@ -135,6 +135,7 @@ def _prf(gold: list[bool], pred: list[bool]) -> dict:
 def dev_scores(rows: list[dict], classifier: Any, extractors: dict[str, Any]) -> dict:
     from reflexio_pipelines.learning.clauses.features import ClauseInput
     from reflexio_pipelines.learning.clauses.kinds import KINDS, LASTING, PROFILE_KINDS
+    from reflexio_pipelines.learning.stated_changes import UPDATE_ONLY
 
     predicted = [p.kind for p in classifier.classify([ClauseInput(r["text"], r["context"]) for r in rows])]
     outputs: dict[str, list[tuple[bool, bool]]] = {name: [] for name in extractors}  # (any profile, any playbook)
@@ -145,7 +146,9 @@ def dev_scores(rows: list[dict], classifier: Any, extractors: dict[str, Any]) ->
         window = make_window("dev", turns, f"dev{i}")
         for name, extractor in extractors.items():
             result = extractor.extract(window)
-            outputs[name].append((bool(result.profiles), bool(result.playbooks)))
+            # a profile that only tells of a change is learned only if it replaces an earlier item: none here
+            profiles = [p for p in result.profiles if not (p.custom_features or {}).get(UPDATE_ONLY)]
+            outputs[name].append((bool(profiles), bool(result.playbooks)))
     report: dict = {"rows": len(rows), "kinds": Counter(r["kind"] for r in rows), "classifier": {}, "lasting": {}}
     for origin in ("all", "own", "public"):
         idx = [i for i, r in enumerate(rows) if origin == "all" or r["source"].startswith("own") == (origin == "own")]

@@ -22,12 +22,12 @@ configured through LiteLLM learns them — and are counted in `ExtractionResult.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from reflexio_pipelines.learning.clause_forms import (
     ALWAYS_RE,
     ASKING_RE,
-    ASKS_OR_WISHES_RE,
     CHANGE_PROFILE_FLOOR,
     EVERY_TIME_RE,
     EVERYWHERE_RE,
@@ -52,8 +52,10 @@ from reflexio_pipelines.learning.clause_forms import (
     TELLING_RE,
     UNITS_RE,
     WITHDRAW_RE,
+    asks,
     first_person,
     time_to_live,
+    told,
 )
 from reflexio_pipelines.learning.clauses.classifier import ClauseClassifier, Prediction, shared_classifier
 from reflexio_pipelines.learning.clauses.features import ClauseInput
@@ -76,7 +78,7 @@ from reflexio_pipelines.learning.rules.text import (
 )
 from reflexio_pipelines.learning.rules.tool_failures import tool_failure_playbooks
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
-from reflexio_pipelines.learning.stated_changes import SAID_PREFIX
+from reflexio_pipelines.learning.stated_changes import SAID_PREFIX, TOLD_A_CHANGE, UPDATE_ONLY
 from reflexio_pipelines.learning.subjects import ENDED_RE, states_a_change, subjects_of
 from reflexio_pipelines.learning.types import (
     ExtractedPlaybook,
@@ -117,19 +119,27 @@ def _clauses(turns: tuple[Turn, ...]) -> tuple[list[_Located], list[ClauseInput]
         context = turns[agent_index].content if agent_index is not None else ""
         opening = " ".join(turn.content.split()[:4])
         for text in split_clauses(turn.content):
-            if _asks(text):
+            if asks(text):
                 continue  # a question asks; whatever the head would say, it states no lasting preference or rule
             if not is_supported(text):
                 unsupported += 1
                 continue
             located.append(_Located(index, turn, text, agent_index))
-            inputs.append(ClauseInput(LEAD_IN_RE.sub("", text) or text, context, opening))
+            inputs.append(ClauseInput(told(text), context, opening))
     return located, inputs, unsupported
 
 
-def _asks(text: str) -> bool:
-    """A question, with or without its mark, or a wish (see `ASKS_OR_WISHES_RE`)."""
-    return text.rstrip().endswith("?") or bool(ASKS_OR_WISHES_RE.match(LEAD_IN_RE.sub("", text.strip())))
+def _with_turn_changes(
+    located: list[_Located], predictions: list[Prediction], classifier: ClauseClassifier
+) -> list[Prediction]:
+    """Each clause's prediction with its turn's reading by the change head: the head reads whole turns, as the mean
+    of their clauses' vectors ("Physio cleared me yesterday, legs feel fresh" tells a change neither clause tells
+    alone); the vectors are the ones the classifier just computed, so this costs no embedding."""
+    turns: dict[int, list[str]] = {}
+    for where in located:
+        turns.setdefault(where.index, []).append(told(where.text))
+    change = dict(zip(turns, classifier.tells_a_change(list(turns.values()))))
+    return [dataclasses.replace(p, change=change[where.index]) for where, p in zip(located, predictions)]
 
 
 def _answered(before: Turn, turn: Turn) -> bool:
@@ -179,11 +189,19 @@ def _playbook(turns: tuple[Turn, ...], clauses: list[tuple[_Located, str]]) -> E
     )
 
 
-def _profile(where: _Located, prediction: Prediction) -> ExtractedProfile | None:
-    content = profile_text(LEAD_IN_RE.sub("", where.text) or where.text)
+def _profile(where: _Located, prediction: Prediction, update_only: bool = False) -> ExtractedProfile | None:
+    content = profile_text(told(where.text))
     if len(content.split()) < 2:
         return None
-    features = {"kind": prediction.kind, "confidence": round(prediction.probability, 3), "said": where.text}
+    features: dict[str, object] = {
+        "kind": prediction.kind,
+        "confidence": round(prediction.probability, 3),
+        "said": where.text,
+    }
+    if prediction.change:
+        features[TOLD_A_CHANGE] = True
+    if update_only:
+        features[UPDATE_ONLY] = True
     ttl = time_to_live(where.text)
     return ExtractedProfile(
         content=clean_text(content),
@@ -200,7 +218,7 @@ def _forget_request(where: _Located, prediction: Prediction) -> ForgetDirective 
     target = forget_target(where.text)
     bare = LEAD_IN_RE.sub("", where.text)
     withdraws = WITHDRAW_RE.match(bare) is not None  # "you can relax the formality": social 0.86 by the head
-    if target is None and (withdraws or (prediction.kind == "revocation" and not _tells_own_change(where.text))):
+    if target is None and (withdraws or (prediction.kind == "revocation" and not _tells_own_change(where, prediction))):
         # what it withdraws ends at its clause (TARGET_END_RE) and names a thing, not the doing of it ("stop using
         # tables" withdraws the tables rule)
         target = TARGET_END_RE.split(REVOKE_LEAD_RE.sub("", bare))[0].strip(" .!")
@@ -210,12 +228,18 @@ def _forget_request(where: _Located, prediction: Prediction) -> ForgetDirective 
     return ForgetDirective(target=target, source_turn_ids=[where.turn.turn_id])
 
 
-def _tells_own_change(text: str) -> bool:
+def _tells_a_change(where: _Located, prediction: Prediction) -> bool:
+    """Words of change (subjects.states_a_change), or the change head's reading of the clause."""
+    return prediction.change or states_a_change(where.text)
+
+
+def _tells_own_change(where: _Located, prediction: Prediction) -> bool:
     """A change in the user's own life said without naming a rule to withdraw ("my allergist says I've outgrown the
     peanut allergy, peanuts are fine now": revocation 1.0): a new fact that replaces the old one by subject."""
+    text = where.text
     bare = LEAD_IN_RE.sub("", text)
     return (
-        states_a_change(text)
+        _tells_a_change(where, prediction)
         and first_person(text)
         and not REVOKE_LEAD_RE.match(bare)
         and not NAMES_A_RULE_RE.search(text)
@@ -224,9 +248,16 @@ def _tells_own_change(text: str) -> bool:
 
 
 def _outcome(where: _Located, prediction: Prediction) -> str | None:
-    """What the clause stores, after the structural checks: "profile", "playbook" or None."""
+    """What the clause stores, after the structural checks: "profile", "playbook", `UPDATE_ONLY` (a profile kept
+    only if it replaces an earlier item) or None."""
     outcome = _stored_as(where, prediction)
     bare = LEAD_IN_RE.sub("", where.text)
+    if outcome is None and prediction.change and prediction.kind != "revocation":
+        # a turn the change head reads as a change ("The Monzo card came in the post yesterday": feedback; "Day
+        # rotation started Monday, 7 to 7": fact without an "I") may replace an earlier item: kept only if it does
+        # (learn.py), so chat about the day that reads as a change teaches nothing
+        asks = ASKING_RE.match(bare) or TELLING_RE.match(bare)
+        return None if asks or STORY_RE.search(where.text) else UPDATE_ONLY
     if outcome == "profile" and (PASSING_STATE_RE.match(bare) or TASK_AT_HAND_RE.match(bare)):
         return None
     if outcome == "playbook" and ONE_OFF_RE.search(where.text) and not EVERY_TIME_RE.search(where.text):
@@ -248,7 +279,7 @@ def _changes_own_fact(where: _Located, prediction: Prediction, bare: str) -> boo
     return (
         prediction.kind == "correction"
         and where.agent_index is None
-        and states_a_change(where.text)
+        and _tells_a_change(where, prediction)
         and first_person(where.text)
         and not (TELLING_RE.match(bare) or ASKING_RE.match(bare) or ALWAYS_RE.search(where.text))
     )
@@ -266,7 +297,7 @@ def _stored_as(where: _Located, prediction: Prediction) -> str | None:
         # the 3 requests with such a word were all questions, which never reach here. Said of the user's own life
         # ("I've gone vegetarian since last month, no more meat for me": request) it is a changed fact
         own = OWN_OPENING_RE.match(LEAD_IN_RE.sub("", where.text)) and not ALWAYS_RE.search(where.text)
-        return "profile" if own and _tells_own_change(where.text) else "playbook"
+        return "profile" if own and _tells_own_change(where, prediction) else "playbook"
     if prediction.kind in PROFILE_KINDS:
         bare = LEAD_IN_RE.sub("", where.text)
         if first_person(where.text) and not (ASKING_RE.match(bare) or TELLING_RE.match(bare)):
@@ -286,7 +317,7 @@ def _stored_as(where: _Located, prediction: Prediction) -> str | None:
         if STANDING_RE.search(where.text):
             return "playbook"
         return "playbook" if where.agent_index is not None or prediction.probability >= SURE else None
-    if prediction.kind == "revocation" and _tells_own_change(where.text):
+    if prediction.kind == "revocation" and _tells_own_change(where, prediction):
         return "profile"
     if prediction.kind in ("social", "request", "feedback") and first_person(where.text):
         # "Traded the Passat in for a Tesla Model 3 last week": social 0.50, request 0.47; "finally sold the Honda,
@@ -298,7 +329,7 @@ def _stored_as(where: _Located, prediction: Prediction) -> str | None:
             return "profile"
     if (
         prediction.kind == "hypothetical"
-        and states_a_change(where.text)
+        and _tells_a_change(where, prediction)
         and first_person(where.text)
         and not STORY_RE.search(where.text)
     ):
@@ -327,7 +358,7 @@ class BuiltinExtractor:
         group = group or DEFAULT_GROUP
         turns = window.turns
         located, inputs, unsupported = _clauses(turns)
-        predictions = self.classifier.classify(inputs)
+        predictions = _with_turn_changes(located, self.classifier.classify(inputs), self.classifier)
         profiles: list[ExtractedProfile] = []
         playbooks: list[ExtractedPlaybook] = []
         forget: list[ForgetDirective] = []
@@ -340,7 +371,7 @@ class BuiltinExtractor:
                 withdrawn_by = i
                 continue
             outcome = _outcome(where, prediction)
-            if outcome == "profile" and (profile := _profile(where, prediction)):
+            if outcome in ("profile", UPDATE_ONLY) and (profile := _profile(where, prediction, outcome == UPDATE_ONLY)):
                 profiles.append(profile)
             elif outcome == "playbook":
                 kind = prediction.kind if prediction.kind in PLAYBOOK_KINDS else "correction"

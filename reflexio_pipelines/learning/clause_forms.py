@@ -174,3 +174,14 @@ EVERYWHERE_RE = re.compile(
 PRONOUN_RE = re.compile(r"\b(?:it|them|those|these)\b", re.I)
 #: Words that name an instruction rather than the user's life.
 NAMES_A_RULE_RE = re.compile(r"\b(?:rule|rules|instruction|instructions|what i (?:said|told you)|that one)\b", re.I)
+
+
+def asks(text: str) -> bool:
+    """A question, with or without its mark, or a wish (see `ASKS_OR_WISHES_RE`): it states no lasting preference
+    or rule, whatever the head would say."""
+    return text.rstrip().endswith("?") or bool(ASKS_OR_WISHES_RE.match(LEAD_IN_RE.sub("", text.strip())))
+
+
+def told(text: str) -> str:
+    """What the classifier reads of a clause: the clause without a lead-in ("keep in mind", "worth saying")."""
+    return LEAD_IN_RE.sub("", text) or text

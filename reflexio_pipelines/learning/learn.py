@@ -55,7 +55,12 @@ from reflexio_pipelines.learning.learned_rows import (
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, GatedExtractionResult
 from reflexio_pipelines.learning.llm_failures import FailureSummary
 from reflexio_pipelines.learning.llm_ledger import about_user
-from reflexio_pipelines.learning.stated_changes import replace_rules, supersede_stated_changes, withdraw_playbooks
+from reflexio_pipelines.learning.stated_changes import (
+    replace_rules,
+    supersede_stated_changes,
+    update_only,
+    withdraw_playbooks,
+)
 from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window
 from reflexio_pipelines.learning.windows import FLUSH_ALL, Pace, group_by_user, plan_windows, ready_turns, turn_sort_key
 
@@ -484,6 +489,8 @@ def _dedup(
     kept = []
     for i in sorted(resolution.keep):
         row = new_rows[i]
+        if update_only(row) and not resolution.supersedes.get(i):
+            continue  # told of a change that replaces nothing the user said before: nothing to learn
         text = resolution.keep[i]
         if text != text_of(row):
             row = rewrite(row, text if entity == "profile" else content_part(row, text))

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from reflexio_pipelines.learning.clauses.classifier import shared_classifier
+from reflexio_pipelines.learning.clauses.features import change_clauses
 from reflexio_pipelines.learning.dedup import Resolution, changed_subjects
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.learning.forget import match_profiles
@@ -25,16 +27,46 @@ from reflexio_pipelines.learning.windows import turn_sort_key
 
 #: How the built-in extractor opens a playbook's rationale: the user's clause follows, quoted.
 SAID_PREFIX = "The user said: "
+#: The built-in extractor's mark (in a profile's custom_features) on a clause that only tells of a change ("got the
+#: keys to our own house yesterday!!!"): learned when it replaces an earlier item, dropped otherwise (learn.py).
+UPDATE_ONLY = "update_only"
+#: The built-in extractor's mark on a profile whose turn the change head read as a change (the head reads the whole
+#: turn: "infra finally bumped prod to python 3.12 this sprint, so the old version constraint is gone").
+TOLD_A_CHANGE = "change"
+
+
+def _features(row: dict[str, Any]) -> dict[str, Any]:
+    features = row.get("custom_features")
+    if isinstance(features, str) and features.startswith("{"):
+        parsed = json.loads(features)
+        return parsed if isinstance(parsed, dict) else {}
+    return features if isinstance(features, dict) else {}
+
+
+def update_only(row: dict[str, Any]) -> bool:
+    """Whether the row is kept only if it replaces an earlier item (`UPDATE_ONLY`)."""
+    return bool(_features(row).get(UPDATE_ONLY))
+
+
+def _announced(rows: list[dict[str, Any]]) -> list[bool]:
+    """Per row, whether the user's words behind it tell of a change: words of change, the extractor's mark of its
+    turn (`TOLD_A_CHANGE`), or else the change head on the words (a playbook's, an LLM extractor's row; the
+    classifier's vectors are cached, so clauses it classified at extraction cost no second embedding)."""
+    marked = [bool(_features(r).get(TOLD_A_CHANGE)) for r in rows]
+    said = [said_by_user(r) for r in rows]
+    unmarked = [i for i, m in enumerate(marked) if not m]
+    learned = shared_classifier().tells_a_change([change_clauses(said[i]) for i in unmarked])
+    for i, by_head in zip(unmarked, learned):
+        marked[i] = by_head
+    return [m or states_a_change(words) for m, words in zip(marked, said)]
 
 
 def said_by_user(row: dict[str, Any]) -> str:
     """The user's own words behind a learned row, where the extractor kept them (the built-in extractor keeps the
     clause in a profile's custom_features and quotes it in a playbook's rationale); else the row's text."""
-    features = row.get("custom_features")
-    if isinstance(features, str) and features.startswith("{"):
-        said = json.loads(features).get("said")
-        if isinstance(said, str):
-            return said
+    said = _features(row).get("said")
+    if isinstance(said, str):
+        return said
     rationale = row.get("rationale") or ""
     if rationale.startswith(SAID_PREFIX):
         return rationale[len(SAID_PREFIX) :]
@@ -63,6 +95,7 @@ def supersede_stated_changes(
         new_vectors[kept],
         existing_vectors,
         taken,
+        announced=_announced([new_rows[i] for i in kept]),
     )
     for position, positions in replaced.items():
         i = kept[position]
@@ -155,8 +188,11 @@ def replace_rules(
     replacing profile writes one tombstone (status `replaced`) into the playbooks superseding what it retires.
     Returns the tombstones. Only this direction: a new rule said "from now on" is too common to
     retire the user's facts by subject."""
-    changed = [r for r in new_profiles if r.get("status") != FORGOTTEN and states_a_change(said_by_user(r))]
-    if not changed or not playbooks:
+    candidates = [r for r in new_profiles if r.get("status") != FORGOTTEN]
+    if not candidates or not playbooks:
+        return []
+    changed = [r for r, yes in zip(candidates, _announced(candidates)) if yes]
+    if not changed:
         return []
     texts = [r["content"] for r in changed] + [_rule_text(r) for r in playbooks]
     vectors = embedder.embed(texts)
@@ -166,6 +202,7 @@ def replace_rules(
         vectors[: len(changed)],
         vectors[len(changed) :],
         set(),
+        announced=[True] * len(changed),
     )
     tombstones = []
     for i, positions in sorted(replaced.items()):

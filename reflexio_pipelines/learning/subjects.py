@@ -239,3 +239,19 @@ def subjects_of(text: str) -> frozenset[str]:
 def states_a_change(said: str) -> bool:
     """True when the user's words announce a change rather than an addition ("I moved to Denver", "from now on")."""
     return bool(CHANGE_RE.search(said)) and (bool(ENDED_RE.search(said)) or not ADDITION_RE.search(said))
+
+
+#: A statement whose subject is another person ("my sister just moved to Denver", "my boss switched to a Mac"):
+#: their change is not the user's, whatever its words.
+_SOMEONE_ELSE_RE = re.compile(
+    r"^\W*(?:(?:so|and|but|oh|btw|well),?\s+)?(?:(?:he|she)\b|(?:my|our)\s+(?:\w+\s+)?(?:sister|brother|sibling|mom|mum|"
+    r"mother|dad|father|parents?|wife|husband|partner|boyfriend|girlfriend|fianc[eé]e?|boss|manager|friend|"
+    r"colleague|coworker|co-worker|roommate|flatmate|neighbou?r|son|daughter|kids?|children|cousin|aunt|uncle|"
+    r"grand(?:ma|pa|mother|father|parents)|in-laws?|team ?mate|client|landlord)s?\b)",
+    re.I,
+)
+
+
+def about_someone_else(said: str) -> bool:
+    """True when the user's words tell of another person, not of the user."""
+    return bool(_SOMEONE_ELSE_RE.match(said))

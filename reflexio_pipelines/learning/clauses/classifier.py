@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reflexio_pipelines.learning.clauses.features import ClauseInput, featurise
-from reflexio_pipelines.learning.clauses.head import HEAD_FILE, ClauseHead
+from reflexio_pipelines.learning.clauses.features import ClauseInput, featurise, turn_features
+from reflexio_pipelines.learning.clauses.head import CHANGE_HEAD_FILE, HEAD_FILE, ClauseHead
 from reflexio_pipelines.learning.clauses.kinds import OUTCOMES
 from reflexio_pipelines.learning.embedding import Embedder, make_embedder
 
@@ -37,6 +37,9 @@ class Prediction:
     kind: str
     probability: float
     probabilities: dict[str, float]
+    #: Whether the change head (a learned heuristic like the kind: clauses/train_change.py) reads the clause's whole
+    #: turn as telling that something said before no longer holds; set by the extractor (`tells_a_change`).
+    change: bool = False
 
 
 def decide(head: ClauseHead, probabilities: np.ndarray) -> list[Prediction]:
@@ -97,10 +100,14 @@ class _ClauseVectors:
 class ClauseClassifier:
     """Classifies clauses with the shipped head over the bundled local embedder (both loaded once, lazily)."""
 
-    def __init__(self, head_path: Path = HEAD_FILE, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, head_path: Path = HEAD_FILE, embedder: Embedder | None = None, change_path: Path = CHANGE_HEAD_FILE
+    ) -> None:
         self._head_path = head_path
+        self._change_path = change_path
         self._embedder = embedder
         self._head: ClauseHead | None = None
+        self._change_head: ClauseHead | None = None
         self._vectors: _ClauseVectors | None = None
         self._lock = threading.Lock()
 
@@ -111,6 +118,14 @@ class ClauseClassifier:
                 if self._head is None:
                     self._head = ClauseHead.load(self._head_path)
         return self._head
+
+    @property
+    def change_head(self) -> ClauseHead:
+        if self._change_head is None:
+            with self._lock:
+                if self._change_head is None:
+                    self._change_head = ClauseHead.load(self._change_path)
+        return self._change_head
 
     @property
     def embedder(self) -> Embedder:
@@ -125,6 +140,18 @@ class ClauseClassifier:
         if self._vectors is None:
             self._vectors = _ClauseVectors(self.embedder)
         return decide(self.head, self.head.probabilities(featurise(clauses, self._vectors)))
+
+    def tells_a_change(self, turns: list[list[str]]) -> list[bool]:
+        """Per turn (its clauses as the classifier read them, `change_clauses`), whether the change head reads it as
+        telling that something said before no longer holds. Clause vectors come from the cache the classification
+        just filled, so a classified turn costs no embedding."""
+        if not turns:
+            return []
+        if self._vectors is None:
+            self._vectors = _ClauseVectors(self.embedder)
+        head = self.change_head
+        probabilities = head.probabilities(turn_features(turns, self._vectors))
+        return [bool(p >= head.min_probability["change"]) for p in probabilities[:, head.kinds.index("change")]]
 
     def forget_vectors(self) -> None:
         """Drop every remembered clause vector (called on erasure)."""

@@ -16,6 +16,9 @@ from typing import Protocol
 
 import numpy as np
 
+from reflexio_pipelines.learning.clause_forms import asks, told
+from reflexio_pipelines.learning.clauses.split import split_clauses
+
 
 @dataclass(frozen=True)
 class ClauseInput:
@@ -88,3 +91,25 @@ def featurise(clauses: list[ClauseInput], embedder: TextEmbedder) -> np.ndarray:
     vectors = np.asarray(embedder.embed([c.text for c in clauses]), dtype=np.float32)
     cues = np.stack([cue_vector(c) for c in clauses])
     return np.concatenate([vectors, cues], axis=1)
+
+
+def change_clauses(text: str) -> list[str]:
+    """The clauses of a message the change head reads, as the extractor reads them: without questions and wishes
+    (clause_forms.asks) and lead-ins (clause_forms.told); the whole message when nothing else is left."""
+    clauses = [told(c) for c in split_clauses(text) if not asks(c)]
+    return clauses or [told(text)]
+
+
+def turn_features(turns: list[list[str]], embedder: TextEmbedder) -> np.ndarray:
+    """(n, 384 + len(CUE_NAMES)) features of n turns given as their clauses: the normalised mean of the clause vectors
+    (the turn's own vector is not computed: the classifier has its clauses' already) and the cues of the clauses
+    joined. One batched embedding call."""
+    flat = [clause for clauses in turns for clause in clauses]
+    vectors = np.asarray(embedder.embed(flat), dtype=np.float32)
+    rows, start = [], 0
+    for clauses in turns:
+        mean = vectors[start : start + len(clauses)].mean(axis=0)
+        start += len(clauses)
+        cues = cue_vector(ClauseInput(" ".join(clauses)))
+        rows.append(np.concatenate([mean / max(float(np.linalg.norm(mean)), 1e-9), cues]))
+    return np.stack(rows).astype(np.float32)

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 
 HEAD_FILE = Path(__file__).with_name("clause_head.npz")
+#: The change head (clauses/train_change.py): the same features, two labels, "holds" and "change".
+CHANGE_HEAD_FILE = Path(__file__).with_name("change_head.npz")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,69 @@
+"""The change head (a learned heuristic: clauses/train_change.py): a turn that tells that something said before no
+longer holds, without any word of change, replaces the earlier item it is about; an update that replaces nothing
+teaches nothing; someone else's change and an addition replace nothing. Through `learn()` with the built-in
+extractor and the offline judge, two publishes a day apart (tests/test_stated_changes.py's harness)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reflexio_pipelines.learning.clauses.classifier import shared_classifier
+from reflexio_pipelines.learning.clauses.features import change_clauses
+from reflexio_pipelines.learning.clauses.head import CHANGE_HEAD_FILE, ClauseHead
+from reflexio_pipelines.learning.subjects import states_a_change
+from tests.test_stated_changes import DAY, _learn_twice, _turns
+
+
+def _contents(earlier: str, later: str, user: str = "ana") -> list[str]:
+    profiles, playbooks, _ = _learn_twice(
+        _turns(user, "a", 1_000, ("user", earlier), ("assistant", "Noted.")),
+        _turns(user, "b", 1_000 + DAY, ("user", later), ("assistant", "Got it.")),
+    )
+    return [r["content"] for r in profiles + playbooks]
+
+
+def test_the_shipped_head_carries_its_measured_numbers() -> None:
+    head = ClauseHead.load(CHANGE_HEAD_FILE)
+    assert head.kinds == ("holds", "change")
+    assert 0.3 <= head.min_probability["change"] <= 0.95
+    for part in ("dev_written", "dev_public"):
+        assert {"precision", "recall", "rows"} <= set(head.meta[part])
+    assert head.meta["rows"]["train"] > head.meta["rows"]["dev"] > 0
+
+
+@pytest.mark.parametrize(
+    ("said", "change"),
+    [
+        ("caved and bought an iPhone 16 last week, the whole family is on FaceTime", True),
+        ("my sister just took a job in Denver", False),
+        ("we also got a second cat, Miso", False),
+        ("can you book a table for two tonight?", False),
+    ],
+)
+def test_the_head_reads_a_change_without_words_of_change(said: str, change: bool) -> None:
+    assert not states_a_change(said)  # the words-of-change rule cannot tell any of these
+    assert shared_classifier().tells_a_change([change_clauses(said)]) == [change]
+
+
+def test_a_change_without_words_of_change_replaces_the_item_it_is_about() -> None:
+    contents = _contents(
+        "I'm on Android, a Samsung Galaxy S21, so give me Android steps.",
+        "caved and bought an iPhone 16 last week, the whole family is on FaceTime",
+    )
+    assert not any("Galaxy" in c for c in contents)
+
+
+def test_an_update_that_replaces_nothing_teaches_nothing() -> None:
+    contents = _contents("I love hiking in the Alps in summer.", "closed on the condo last friday, finally")
+    assert contents and all("condo" not in c for c in contents)
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "kept"),
+    [
+        ("I live in Chicago, in Logan Square.", "my sister just moved to Denver for work", "Chicago"),
+        ("I have a golden retriever called Biscuit.", "we also got a second dog, a beagle called Pip", "Biscuit"),
+    ],
+)
+def test_someone_elses_change_and_an_addition_replace_nothing(earlier: str, later: str, kept: str) -> None:
+    assert any(kept in c for c in _contents(earlier, later))
