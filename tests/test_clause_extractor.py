@@ -280,6 +280,13 @@ def test_the_trainer_fits_selects_and_writes_a_loadable_head(tmp_path: Path) -> 
         ([("user", "This time and every time after, skip the summary at the end.")], 0, 1, 0),
         # a lead-in stays with its revocation, and what replaces it is a clause of its own
         ([("user", "Actually, drop the numbered lists, plain prose paragraphs work better for me now.")], 1, 0, 1),
+        # a condition on the user's own next asks is "every time", and so is a rule the head leans to under its bar
+        ([("user", "when i ask what to cook, only suggest stuff under 30 min")], 0, 1, 0),
+        ([("user", "every time we talk about money keep it in euros")], 0, 1, 0),
+        # someone else's view is not the user's, in a rule or a profile; a fact about them is the user's
+        ([("user", "my father always says money is not everything")], 0, 0, 0),
+        ([("user", "my dad can't stand spicy food, he sweats like crazy")], 0, 0, 0),
+        ([("user", "my kids are 3 and 6, so its pretty chaotic here")], 1, 0, 0),
     ],
 )
 def test_structure_decides_what_the_head_cannot(turns: list, profiles: int, playbooks: int, forget: int) -> None:

@@ -79,7 +79,13 @@ from reflexio_pipelines.learning.rules.text import (
 from reflexio_pipelines.learning.rules.tool_failures import tool_failure_playbooks
 from reflexio_pipelines.learning.rules.triggers import situation_trigger
 from reflexio_pipelines.learning.stated_changes import SAID_PREFIX, TOLD_A_CHANGE, UPDATE_ONLY
-from reflexio_pipelines.learning.subjects import ENDED_RE, states_a_change, subjects_of
+from reflexio_pipelines.learning.subjects import (
+    ENDED_RE,
+    about_someone_else,
+    someone_elses_view,
+    states_a_change,
+    subjects_of,
+)
 from reflexio_pipelines.learning.types import (
     ExtractedPlaybook,
     ExtractedProfile,
@@ -89,6 +95,9 @@ from reflexio_pipelines.learning.types import (
     Window,
 )
 
+#: Kinds a clause keeps whatever its playbook mass: the user's own facts and preferences ("I always fly economy"), and
+#: withdrawals.
+STATED_KINDS = frozenset(PROFILE_KINDS | {"revocation"})
 #: A rule clause shorter than this, or with fewer than two content words ("please use that"), is a fragment ("No
 #: exceptions", "Remember the rule") unless it follows a longer one of the same turn: it says nothing an agent could
 #: follow on its own.
@@ -258,7 +267,9 @@ def _outcome(where: _Located, prediction: Prediction) -> str | None:
         # (learn.py), so chat about the day that reads as a change teaches nothing
         asks = ASKING_RE.match(bare) or TELLING_RE.match(bare)
         return None if asks or STORY_RE.search(where.text) else UPDATE_ONLY
-    if outcome == "profile" and (PASSING_STATE_RE.match(bare) or TASK_AT_HAND_RE.match(bare)):
+    if outcome == "profile" and (
+        PASSING_STATE_RE.match(bare) or TASK_AT_HAND_RE.match(bare) or someone_elses_view(bare)
+    ):
         return None
     if outcome == "playbook" and ONE_OFF_RE.search(where.text) and not EVERY_TIME_RE.search(where.text):
         return None
@@ -288,6 +299,15 @@ def _changes_own_fact(where: _Located, prediction: Prediction, bare: str) -> boo
 def _stored_as(where: _Located, prediction: Prediction) -> str | None:
     playbook_mass = sum(prediction.probabilities.get(k, 0.0) for k in PLAYBOOK_KINDS)
     if playbook_mass >= STYLE_RULE_FLOOR and _answer_style(LEAD_IN_RE.sub("", where.text)):
+        return "playbook"
+    if (
+        prediction.kind not in STATED_KINDS
+        and playbook_mass >= PLAYBOOK_FALLBACK
+        and ALWAYS_RE.search(where.text)
+        and not about_someone_else(where.text)  # "my father always says …"
+    ):
+        # the head leans to a rule below its bar and the clause says it holds every time ("every time we talk about
+        # money keep it in euros": instruction 0.73, bar 0.825, read as hypothetical)
         return "playbook"
     if prediction.kind in PROFILE_KINDS or prediction.kind in ("request", "hypothetical"):
         if STANDING_IMPERATIVE_RE.match(LEAD_IN_RE.sub("", where.text)):

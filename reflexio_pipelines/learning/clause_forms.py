@@ -63,10 +63,11 @@ STANDING_RE = re.compile(
     re.I,
 )
 SURE = 0.95
-#: The words of standing that say "every time" outright.
+#: The words of standing that say "every time" outright; a condition on the user's own next asks says it too ("when i
+#: ask what to cook, only suggest stuff under 30 min": request 0.99 by the head).
 ALWAYS_RE = re.compile(
     r"\b(?:always|never(?!\s+mind)|from now on|from here on|going forward|in future|in the future|every time|"
-    r"whenever|by default|each time|any ?time|next time)\b",
+    r"whenever|by default|each time|any ?time|next time|(?:when|if) (?:i|we) (?:ask|share|send|paste|request))\b",
     re.I,
 )
 EVERY_TIME_RE = re.compile(rf"{ALWAYS_RE.pattern}|\b(?:anymore|any more|no more)\b", re.I)

@@ -244,7 +244,7 @@ def states_a_change(said: str) -> bool:
 #: A statement whose subject is another person ("my sister just moved to Denver", "my boss switched to a Mac"):
 #: their change is not the user's, whatever its words.
 _SOMEONE_ELSE_RE = re.compile(
-    r"^\W*(?:(?:so|and|but|oh|btw|well),?\s+)?(?:(?:he|she)\b|(?:my|our)\s+(?:\w+\s+)?(?:sister|brother|sibling|mom|mum|"
+    r"^\W*(?:(?:so|and|but|oh|btw|well),?\s+)?(?:(?:he|she)\b|(?:my|our|a)\s+(?:\w+\s+)?(?:sister|brother|sibling|mom|mum|"
     r"mother|dad|father|parents?|wife|husband|partner|boyfriend|girlfriend|fianc[eé]e?|boss|manager|friend|"
     r"colleague|coworker|co-worker|roommate|flatmate|neighbou?r|son|daughter|kids?|children|cousin|aunt|uncle|"
     r"grand(?:ma|pa|mother|father|parents)|in-laws?|team ?mate|client|landlord)s?\b)",
@@ -255,3 +255,17 @@ _SOMEONE_ELSE_RE = re.compile(
 def about_someone_else(said: str) -> bool:
     """True when the user's words tell of another person, not of the user."""
     return bool(_SOMEONE_ELSE_RE.match(said))
+
+
+#: What another person likes, wants, thinks or says: their view, not the user's ("my dad can't stand spicy food").
+_VIEW_RE = re.compile(
+    r"\b(?:likes?|loves?|hates?|can'?t stand|cannot stand|prefers?|wants?|wanted|thinks?|thought|says?|said|"
+    r"believes?|obsessed|enjoys?|dislikes?|insists?|swears? by|is (?:really )?into|are (?:really )?into)\b",
+    re.I,
+)
+
+
+def someone_elses_view(said: str) -> bool:
+    """True when the words tell what another person likes, wants, thinks or says (someone else's view: the clause
+    kinds' "hypothetical"); a fact about them ("my wife is pregnant") is not one."""
+    return about_someone_else(said) and bool(_VIEW_RE.search(said))
