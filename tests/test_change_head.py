@@ -67,3 +67,17 @@ def test_an_update_that_replaces_nothing_teaches_nothing() -> None:
 )
 def test_someone_elses_change_and_an_addition_replace_nothing(earlier: str, later: str, kept: str) -> None:
     assert any(kept in c for c in _contents(earlier, later))
+
+
+def test_another_persons_change_that_involves_the_user_replaces() -> None:
+    contents = _contents("I live alone in a studio flat.", "my boyfriend moved in with me last month")
+    assert not any("alone" in c for c in contents)
+
+
+def test_an_update_that_only_retires_a_rule_is_learned_and_retires_it() -> None:
+    contents = _contents(
+        "Keep answers super short, 2-3 sentences max, I'm reading everything on my phone.",
+        "set up a proper desk with two big monitors over the weekend, reading on my phone is over",
+    )
+    assert not any("short" in c for c in contents)
+    assert any("monitors" in c for c in contents)

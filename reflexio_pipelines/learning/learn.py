@@ -57,8 +57,8 @@ from reflexio_pipelines.learning.llm_failures import FailureSummary
 from reflexio_pipelines.learning.llm_ledger import about_user
 from reflexio_pipelines.learning.stated_changes import (
     replace_rules,
+    replaces_something,
     supersede_stated_changes,
-    update_only,
     withdraw_playbooks,
 )
 from reflexio_pipelines.learning.types import ExtractionResult, ForgetDirective, Turn, Window
@@ -393,7 +393,9 @@ def _resolve_user(
         return found
     kept_profiles = [dict(r, status=status) for r in kept_profiles]
     kept_playbooks = [dict(r, status=status) for r in kept_playbooks]
-    withdrawn += replace_rules(kept_profiles, existing_playbooks, embedder)
+    retired, retiring = replace_rules(kept_profiles, existing_playbooks, embedder)
+    withdrawn += retired
+    kept_profiles = [r for r in kept_profiles if replaces_something(r, retiring)]
     found.rows = {
         "profiles": kept_profiles + tombstones,
         "playbooks": kept_playbooks + withdrawn,
@@ -489,8 +491,6 @@ def _dedup(
     kept = []
     for i in sorted(resolution.keep):
         row = new_rows[i]
-        if update_only(row) and not resolution.supersedes.get(i):
-            continue  # told of a change that replaces nothing the user said before: nothing to learn
         text = resolution.keep[i]
         if text != text_of(row):
             row = rewrite(row, text if entity == "profile" else content_part(row, text))

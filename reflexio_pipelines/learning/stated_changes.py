@@ -43,9 +43,12 @@ def _features(row: dict[str, Any]) -> dict[str, Any]:
     return features if isinstance(features, dict) else {}
 
 
-def update_only(row: dict[str, Any]) -> bool:
-    """Whether the row is kept only if it replaces an earlier item (`UPDATE_ONLY`)."""
-    return bool(_features(row).get(UPDATE_ONLY))
+def replaces_something(profile: dict[str, Any], retiring: set[Any]) -> bool:
+    """Whether a new profile is learned: always, unless it only tells of a change (`UPDATE_ONLY`); then only if it
+    supersedes a profile or retires a rule (`retiring`: the ids of the profiles `replace_rules` retired rules for)."""
+    if not _features(profile).get(UPDATE_ONLY):
+        return True
+    return bool(profile.get("supersedes")) or profile["profile_id"] in retiring
 
 
 def _announced(rows: list[dict[str, Any]]) -> list[bool]:
@@ -181,19 +184,19 @@ def _rule_text(row: dict[str, Any]) -> str:
 
 def replace_rules(
     new_profiles: list[dict[str, Any]], playbooks: list[dict[str, Any]], embedder: Embedder
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], set[Any]]:
     """Rules a new fact replaces because the user said it changed ("I've moved my workouts to the evenings" retires
     "Don't put anything before 8", which was said with "I work out at 6 am"; "I go by Lexi these days" retires "Call
     the user Alex"): `dedup.changed_subjects`, with a rule read together with the user's words behind it. Each
     replacing profile writes one tombstone (status `replaced`) into the playbooks superseding what it retires.
-    Returns the tombstones. Only this direction: a new rule said "from now on" is too common to
-    retire the user's facts by subject."""
+    Returns the tombstones and the ids of the profiles that retired rules. Only this direction: a new rule said "from
+    now on" is too common to retire the user's facts by subject."""
     candidates = [r for r in new_profiles if r.get("status") != FORGOTTEN]
     if not candidates or not playbooks:
-        return []
+        return [], set()
     changed = [r for r, yes in zip(candidates, _announced(candidates)) if yes]
     if not changed:
-        return []
+        return [], set()
     texts = [r["content"] for r in changed] + [_rule_text(r) for r in playbooks]
     vectors = embedder.embed(texts)
     replaced = changed_subjects(
@@ -228,4 +231,4 @@ def replace_rules(
                 **{k: profile.get(k) for k in _PROVENANCE},
             }
         )
-    return tombstones
+    return tombstones, {changed[i]["profile_id"] for i in replaced}

@@ -252,9 +252,15 @@ _SOMEONE_ELSE_RE = re.compile(
 )
 
 
+#: The user in what another person does ("my girlfriend moved in with me" changes the user's household).
+_THE_USER_RE = re.compile(r"\b(?:i|me|we|us|i'm|we're|mine|ours)\b", re.I)
+
+
 def about_someone_else(said: str) -> bool:
-    """True when the user's words tell of another person, not of the user."""
-    return bool(_SOMEONE_ELSE_RE.match(said))
+    """True when the user's words tell of another person and not of the user ("my sister just moved to Denver";
+    not "my girlfriend moved in with me")."""
+    match = _SOMEONE_ELSE_RE.match(said)
+    return bool(match) and not _THE_USER_RE.search(said[match.end() :])
 
 
 #: What another person likes, wants, thinks or says: their view, not the user's ("my dad can't stand spicy food").
@@ -268,4 +274,4 @@ _VIEW_RE = re.compile(
 def someone_elses_view(said: str) -> bool:
     """True when the words tell what another person likes, wants, thinks or says (someone else's view: the clause
     kinds' "hypothetical"); a fact about them ("my wife is pregnant") is not one."""
-    return about_someone_else(said) and bool(_VIEW_RE.search(said))
+    return bool(_SOMEONE_ELSE_RE.match(said)) and bool(_VIEW_RE.search(said))
