@@ -260,7 +260,7 @@ def about_someone_else(said: str) -> bool:
     """True when the user's words tell of another person and not of the user ("my sister just moved to Denver";
     not "my girlfriend moved in with me")."""
     match = _SOMEONE_ELSE_RE.match(said)
-    return bool(match) and not _THE_USER_RE.search(said[match.end() :])
+    return match is not None and not _THE_USER_RE.search(said[match.end() :])
 
 
 #: What another person likes, wants, thinks or says: their view, not the user's ("my dad can't stand spicy food").
