@@ -265,8 +265,8 @@ def _outcome(where: _Located, prediction: Prediction) -> str | None:
         # a turn the change head reads as a change ("The Monzo card came in the post yesterday": feedback; "Day
         # rotation started Monday, 7 to 7": fact without an "I") may replace an earlier item: kept only if it does
         # (learn.py), so chat about the day that reads as a change teaches nothing
-        asks = ASKING_RE.match(bare) or TELLING_RE.match(bare)
-        return None if asks or STORY_RE.search(where.text) else UPDATE_ONLY
+        imperative = ASKING_RE.match(bare) or TELLING_RE.match(bare)
+        return None if imperative or STORY_RE.search(where.text) else UPDATE_ONLY
     if outcome == "profile" and (
         PASSING_STATE_RE.match(bare) or TASK_AT_HAND_RE.match(bare) or someone_elses_view(bare)
     ):

@@ -316,8 +316,8 @@ def changed_subjects(
             if subjects & other or named or float(new_vectors[i] @ existing_vectors[j]) >= CHANGE_SIMILARITY:
                 owner[j] = i
                 matched = True
-        free = [j for j in range(len(existing)) if j not in taken]
-        if not matched and free:
+        free = [] if matched else [j for j in range(len(existing)) if j not in taken]
+        if free:
             # nothing shares a subject, a name or a near wording: the change is about the item nearest to it, if
             # any is near enough ("Signed the mortgage papers on friday!!" / "Rents a two-bed flat in Sheffield")
             nearest = max(free, key=lambda j: float(new_vectors[i] @ existing_vectors[j]))

@@ -106,26 +106,24 @@ class ClauseClassifier:
         self._head_path = head_path
         self._change_path = change_path
         self._embedder = embedder
-        self._head: ClauseHead | None = None
-        self._change_head: ClauseHead | None = None
+        self._heads: dict[Path, ClauseHead] = {}
         self._vectors: _ClauseVectors | None = None
         self._lock = threading.Lock()
 
+    def _loaded(self, path: Path) -> ClauseHead:
+        """The head in `path`, read once per classifier."""
+        with self._lock:
+            if path not in self._heads:
+                self._heads[path] = ClauseHead.load(path)
+            return self._heads[path]
+
     @property
     def head(self) -> ClauseHead:
-        if self._head is None:
-            with self._lock:
-                if self._head is None:
-                    self._head = ClauseHead.load(self._head_path)
-        return self._head
+        return self._loaded(self._head_path)
 
     @property
     def change_head(self) -> ClauseHead:
-        if self._change_head is None:
-            with self._lock:
-                if self._change_head is None:
-                    self._change_head = ClauseHead.load(self._change_path)
-        return self._change_head
+        return self._loaded(self._change_path)
 
     @property
     def embedder(self) -> Embedder:

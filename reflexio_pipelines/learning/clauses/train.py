@@ -78,18 +78,22 @@ def _oof(model_name: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> n
     return out
 
 
+def lowest_bar(probability: np.ndarray, correct: np.ndarray, target: float) -> float:
+    """The lowest bar in 0.30..0.95 (steps of 0.025) at which the rows whose out-of-fold `probability` clears it are
+    `correct` at least `target` of the time; 0.95 when none is."""
+    for bar in np.arange(0.30, 0.951, 0.025):
+        chosen = probability >= bar
+        if chosen.sum() and correct[chosen].mean() >= target:
+            return round(float(bar), 3)
+    return 0.95
+
+
 def _bars(probs: np.ndarray, y: np.ndarray) -> dict[str, float]:
     """Per outcome (kinds.OUTCOMES), the lowest bar on its summed probability with out-of-fold precision >= target."""
-    bars: dict[str, float] = {}
-    for outcome, kinds in OUTCOMES.items():
-        mass = probs[:, [KINDS.index(k) for k in kinds]].sum(axis=1)
-        bars[outcome] = 0.95
-        for bar in np.arange(0.30, 0.951, 0.025):
-            chosen = mass >= bar
-            if chosen.sum() and np.isin(y[chosen], kinds).mean() >= TARGET_PRECISION:
-                bars[outcome] = round(float(bar), 3)
-                break
-    return bars
+    return {
+        outcome: lowest_bar(probs[:, [KINDS.index(k) for k in kinds]].sum(axis=1), np.isin(y, kinds), TARGET_PRECISION)
+        for outcome, kinds in OUTCOMES.items()
+    }
 
 
 def scores(predicted: list[str], gold: list[str]) -> dict[str, dict[str, float]]:

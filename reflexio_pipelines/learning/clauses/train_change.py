@@ -32,6 +32,7 @@ from sklearn.model_selection import GroupKFold
 from reflexio_pipelines.learning.clauses.corpus import load_corpus
 from reflexio_pipelines.learning.clauses.features import change_clauses, turn_features
 from reflexio_pipelines.learning.clauses.head import CHANGE_HEAD_FILE, ClauseHead
+from reflexio_pipelines.learning.clauses.train import lowest_bar
 from reflexio_pipelines.learning.embedding import make_embedder
 
 #: A turn read as a change replaces the user's earlier items on its subject. The written pairs put an item on the
@@ -95,14 +96,6 @@ def _oof(c: float, x: np.ndarray, y: np.ndarray, groups: np.ndarray, weights: np
     return out
 
 
-def _bar(probs: np.ndarray, y: np.ndarray) -> float:
-    for bar in np.arange(0.30, 0.951, 0.025):
-        chosen = probs >= bar
-        if chosen.sum() and y[chosen].mean() >= TARGET_PRECISION:
-            return round(float(bar), 3)
-    return 0.95
-
-
 def scores(probs: np.ndarray, y: np.ndarray, bar: float) -> dict[str, float]:
     """Precision and recall of "change" at the bar, the rows and the changes among them."""
     chosen = probs >= bar
@@ -137,7 +130,7 @@ def train(corpus: Path, pairs: Path, out: Path = CHANGE_HEAD_FILE) -> dict:
     selection: dict[str, dict] = {}
     for c in (0.25, 1.0, 4.0):
         probs = _oof(c, x_train, y_train, groups, weights)
-        bar = _bar(probs[written], y_train[written])
+        bar = lowest_bar(probs[written], y_train[written] == 1, TARGET_PRECISION)
         selection[f"C{c}"] = {
             "c": c,
             "bar": bar,
