@@ -24,7 +24,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from reflexio_pipelines.lake.schemas import TABLES
 from reflexio_pipelines.lake.windows import configured_granularity, key_of_landing_hour, window_of_key
@@ -129,10 +128,7 @@ def erase_quarantined(lake: Lake) -> int:
 def _decode_error(path: LakePath) -> str | None:
     """Why `path` cannot be decoded, or None if it reads whole (every page decompressed and decoded)."""
     try:
-        if is_remote(path):
-            read_parquet(path)
-        else:
-            pq.read_table(path)
+        read_parquet(path)
         return None
     except Exception as exc:
         if not unreadable(exc):
