@@ -88,12 +88,12 @@ def score_pair(pair: dict) -> str:
 @contextmanager
 def change_head_off() -> Iterator[None]:
     """The baseline arm: no turn is read as a change by the head (the words-of-change rules still are)."""
-    original = ClauseClassifier.tells_a_change
-    ClauseClassifier.tells_a_change = lambda self, turns: [False] * len(turns)  # type: ignore[method-assign]
+    original = ClauseClassifier.change_probabilities
+    ClauseClassifier.change_probabilities = lambda self, turns: [0.0] * len(turns)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        ClauseClassifier.tells_a_change = original  # type: ignore[method-assign]
+        ClauseClassifier.change_probabilities = original  # type: ignore[method-assign]
 
 
 def summarise(outcomes: list[str]) -> dict[str, Any]:

@@ -5,11 +5,13 @@ extractor and the offline judge, two publishes a day apart (tests/test_stated_ch
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from reflexio_pipelines.learning.clauses.classifier import shared_classifier
 from reflexio_pipelines.learning.clauses.features import change_clauses
 from reflexio_pipelines.learning.clauses.head import CHANGE_HEAD_FILE, ClauseHead
+from reflexio_pipelines.learning.dedup import CHANGE_NEAREST_FLOOR, SURE_CHANGE_FLOOR, changed_subjects
 from reflexio_pipelines.learning.subjects import states_a_change
 from tests.test_stated_changes import DAY, _learn_twice, _turns
 
@@ -81,3 +83,16 @@ def test_an_update_that_only_retires_a_rule_is_learned_and_retires_it() -> None:
     )
     assert not any("short" in c for c in contents)
     assert any("monitors" in c for c in contents)
+
+
+@pytest.mark.parametrize(("sure", "replaced"), [(0.9, True), (0.6, False), (0.0, False)])
+def test_a_sure_change_reaches_a_less_similar_item(sure: float, replaced: bool) -> None:
+    """The nearest item is replaced from cosine CHANGE_NEAREST_FLOOR (0.40), or from SURE_CHANGE_FLOOR (0.30) when the
+    change head is sure (>= SURE_CHANGE): here the only item sits at 0.35."""
+    cosine = (SURE_CHANGE_FLOOR + CHANGE_NEAREST_FLOOR) / 2
+    existing = np.asarray([[1.0, 0.0]], dtype=np.float32)
+    new = np.asarray([[cosine, (1 - cosine**2) ** 0.5]], dtype=np.float32)
+    said = "big news, everything is different since friday"
+    out = changed_subjects([(said, said)], ["Plays the cello every evening"], new, existing, set(), announced=[sure])
+    assert out == ({0: [0]} if replaced else {})
+    assert SURE_CHANGE_FLOOR < cosine < CHANGE_NEAREST_FLOOR

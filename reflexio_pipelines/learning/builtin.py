@@ -147,8 +147,12 @@ def _with_turn_changes(
     turns: dict[int, list[str]] = {}
     for where in located:
         turns.setdefault(where.index, []).append(told(where.text))
-    change = dict(zip(turns, classifier.tells_a_change(list(turns.values()))))
-    return [dataclasses.replace(p, change=change[where.index]) for where, p in zip(located, predictions)]
+    change = dict(zip(turns, classifier.change_probabilities(list(turns.values()))))
+    bar = classifier.change_bar
+    return [
+        dataclasses.replace(p, change=change[where.index] >= bar, change_probability=change[where.index])
+        for where, p in zip(located, predictions)
+    ]
 
 
 def _answered(before: Turn, turn: Turn) -> bool:
@@ -208,7 +212,7 @@ def _profile(where: _Located, prediction: Prediction, update_only: bool = False)
         "said": where.text,
     }
     if prediction.change:
-        features[TOLD_A_CHANGE] = True
+        features[TOLD_A_CHANGE] = round(prediction.change_probability, 3)
     if update_only:
         features[UPDATE_ONLY] = True
     ttl = time_to_live(where.text)

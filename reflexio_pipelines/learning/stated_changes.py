@@ -51,17 +51,21 @@ def replaces_something(profile: dict[str, Any], retiring: set[Any]) -> bool:
     return bool(profile.get("supersedes")) or profile["profile_id"] in retiring
 
 
-def _announced(rows: list[dict[str, Any]]) -> list[bool]:
-    """Per row, whether the user's words behind it tell of a change: words of change, the extractor's mark of its
-    turn (`TOLD_A_CHANGE`), or else the change head on the words (a playbook's, an LLM extractor's row; the
-    classifier's vectors are cached, so clauses it classified at extraction cost no second embedding)."""
-    marked = [bool(_features(r).get(TOLD_A_CHANGE)) for r in rows]
+def _announced(rows: list[dict[str, Any]]) -> list[float]:
+    """Per row, how surely the user's words behind it tell of a change (0: they do not): words of change (sure,
+    1.0), the extractor's mark of its turn (`TOLD_A_CHANGE`, the change head's probability; `True` on rows marked
+    before it was kept: the head's bar), or else the change head on the words (a playbook's, an LLM extractor's row;
+    the classifier's vectors are cached, so clauses it classified at extraction cost no second embedding)."""
+    classifier = shared_classifier()
+    bar = classifier.change_bar
+    marks = [_features(r).get(TOLD_A_CHANGE) for r in rows]
+    marked = [bar if m is True else float(m) if isinstance(m, (int, float)) and m >= bar else 0.0 for m in marks]
     said = [said_by_user(r) for r in rows]
     unmarked = [i for i, m in enumerate(marked) if not m]
-    learned = shared_classifier().tells_a_change([change_clauses(said[i]) for i in unmarked])
-    for i, by_head in zip(unmarked, learned):
-        marked[i] = by_head
-    return [m or states_a_change(words) for m, words in zip(marked, said)]
+    learned = classifier.change_probabilities([change_clauses(said[i]) for i in unmarked])
+    for i, p in zip(unmarked, learned):
+        marked[i] = p if p >= bar else 0.0
+    return [1.0 if states_a_change(words) else m for m, words in zip(marked, said)]
 
 
 def said_by_user(row: dict[str, Any]) -> str:
@@ -194,7 +198,8 @@ def replace_rules(
     candidates = [r for r in new_profiles if r.get("status") != FORGOTTEN]
     if not candidates or not playbooks:
         return [], set()
-    changed = [r for r, yes in zip(candidates, _announced(candidates)) if yes]
+    certainty = [(r, sure) for r, sure in zip(candidates, _announced(candidates)) if sure]
+    changed = [r for r, _ in certainty]
     if not changed:
         return [], set()
     texts = [r["content"] for r in changed] + [_rule_text(r) for r in playbooks]
@@ -205,7 +210,7 @@ def replace_rules(
         vectors[: len(changed)],
         vectors[len(changed) :],
         set(),
-        announced=[True] * len(changed),
+        announced=[sure for _, sure in certainty],
     )
     tombstones = []
     for i, positions in sorted(replaced.items()):

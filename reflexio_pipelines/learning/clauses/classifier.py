@@ -38,8 +38,10 @@ class Prediction:
     probability: float
     probabilities: dict[str, float]
     #: Whether the change head (a learned heuristic like the kind: clauses/train_change.py) reads the clause's whole
-    #: turn as telling that something said before no longer holds; set by the extractor (`tells_a_change`).
+    #: turn as telling that something said before no longer holds; set by the extractor (`change_probabilities`).
     change: bool = False
+    #: The change head's probability for the clause's turn (how sure it is: a sure change reaches further, dedup.py).
+    change_probability: float = 0.0
 
 
 def decide(head: ClauseHead, probabilities: np.ndarray) -> list[Prediction]:
@@ -139,9 +141,9 @@ class ClauseClassifier:
             self._vectors = _ClauseVectors(self.embedder)
         return decide(self.head, self.head.probabilities(featurise(clauses, self._vectors)))
 
-    def tells_a_change(self, turns: list[list[str]]) -> list[bool]:
-        """Per turn (its clauses as the classifier read them, `change_clauses`), whether the change head reads it as
-        telling that something said before no longer holds. Clause vectors come from the cache the classification
+    def change_probabilities(self, turns: list[list[str]]) -> list[float]:
+        """Per turn (its clauses as the classifier read them, `change_clauses`), the change head's probability that
+        it tells that something said before no longer holds. Clause vectors come from the cache the classification
         just filled, so a classified turn costs no embedding."""
         if not turns:
             return []
@@ -149,7 +151,16 @@ class ClauseClassifier:
             self._vectors = _ClauseVectors(self.embedder)
         head = self.change_head
         probabilities = head.probabilities(turn_features(turns, self._vectors))
-        return [bool(p >= head.min_probability["change"]) for p in probabilities[:, head.kinds.index("change")]]
+        return [float(p) for p in probabilities[:, head.kinds.index("change")]]
+
+    @property
+    def change_bar(self) -> float:
+        """The probability from which the change head reads a turn as a change."""
+        return float(self.change_head.min_probability["change"])
+
+    def tells_a_change(self, turns: list[list[str]]) -> list[bool]:
+        """Per turn, whether the change head's probability reaches its bar."""
+        return [p >= self.change_bar for p in self.change_probabilities(turns)]
 
     def forget_vectors(self) -> None:
         """Drop every remembered clause vector (called on erasure)."""
