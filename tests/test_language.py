@@ -30,6 +30,7 @@ def test_only_english_is_supported() -> None:
         "No — we never deploy to us-east-1, always use us-west-2.",
         "def add(a: int, b: int) -> int: return a + b",
         "Senior backend engineer, Python, Go, Kubernetes",
+        "Three sentences max per answer.",  # "per" is Italian too; the sentence has no other function word
     ],
 )
 def test_english_short_texts_names_and_code_are_supported(text: str) -> None:
