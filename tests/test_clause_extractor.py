@@ -51,10 +51,20 @@ def _window(*turns: tuple[str, str] | tuple[str, str, str]) -> Window:
         ("Override the old rule: only review source files", ["Override the old rule", "only review source files"]),
         ("TL;DR: keep it short", ["TL;DR: keep it short"]),
         ("Fix this:\n```\nprint('I love pizza')\n```\nthanks a lot", ["Fix this", "thanks a lot"]),
+        # contractions typed without their apostrophe are restored; "its" and "wont" are words of their own
+        ("its late but im vegan, so dont add cheese", ["its late but I'm vegan", "don't add cheese"]),
     ],
 )
 def test_split_keeps_conditions_and_leads_with_their_clause(text: str, clauses: list[str]) -> None:
     assert split_clauses(text) == clauses
+
+
+def test_contractions_typed_without_apostrophes_are_rewritten_like_typed_ones() -> None:
+    """ "im" read as typed stayed in the learned profile ("Wait im not a chef, im a line cook")."""
+    said = "wait im not a chef, im a line cook, big difference lol"
+    result = BuiltinExtractor().extract(_window(("assistant", "Being a chef must be exhausting!"), ("user", said)))
+    contents = [p.content for p in result.profiles]
+    assert contents and all("they're a line cook" in c and " im " not in c.lower() for c in contents), contents
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,18 @@ MAX_CLAUSE_CHARS = 300
 MIN_CLAUSE_WORDS = 2
 MIN_LEAD_WORDS = 3
 
+#: Contractions typed without their apostrophe ("im not a teacher", "dont", "thats"), restored before the cut: the
+#: clause forms read "I'm" as the user speaking of themselves, "im" as nothing (on the own-writing training rows: one
+#: more correction learned, nothing else moved). Words that are also words of their own ("its", "id", "ill", "wont",
+#: "lets", "were", "hell") are left as they are.
+_BARE_CONTRACTIONS = {
+    "im": "I'm", "ive": "I've", "dont": "don't", "doesnt": "doesn't", "didnt": "didn't", "cant": "can't",
+    "isnt": "isn't", "arent": "aren't", "wasnt": "wasn't", "werent": "weren't", "havent": "haven't",
+    "hasnt": "hasn't", "hadnt": "hadn't", "wouldnt": "wouldn't", "shouldnt": "shouldn't", "couldnt": "couldn't",
+    "thats": "that's", "whats": "what's", "theres": "there's", "youre": "you're", "theyre": "they're",
+    "weve": "we've", "youve": "you've", "theyve": "they've",
+}  # fmt: skip
+_BARE_CONTRACTION_RE = re.compile(r"\b(?:" + "|".join(_BARE_CONTRACTIONS) + r")\b", re.I)
 _CODE_RE = re.compile(r"```.*?(```|$)|`[^`\n]*`", re.S)
 _SENTENCE_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+|(?<=[。！？])\s*|\n+")
 _HARD_RE = re.compile(r"\s*;\s+|\s+[—–]\s+|\s+-{1,2}\s+")  # "TL;DR" has no space after its ";"
@@ -116,6 +128,7 @@ def split_clauses(text: str) -> list[str]:
     """The clauses of one user turn, in order, each stripped and cut to `MAX_CLAUSE_CHARS`; clauses of fewer than
     `MIN_CLAUSE_WORDS` words ("Ok.", "Thanks!") are kept only when they are the whole turn."""
     clauses: list[str] = []
+    text = _BARE_CONTRACTION_RE.sub(lambda m: _BARE_CONTRACTIONS[m.group(0).lower()], text)
     for sentence in _sentences(text):
         for part in _HARD_RE.split(sentence):
             for clause in _cut_commas(part.strip()):
