@@ -158,10 +158,6 @@ class ClauseClassifier:
         """The probability from which the change head reads a turn as a change."""
         return float(self.change_head.min_probability["change"])
 
-    def tells_a_change(self, turns: list[list[str]]) -> list[bool]:
-        """Per turn, whether the change head's probability reaches its bar."""
-        return [p >= self.change_bar for p in self.change_probabilities(turns)]
-
     def forget_vectors(self) -> None:
         """Drop every remembered clause vector (called on erasure)."""
         if self._vectors is not None:
