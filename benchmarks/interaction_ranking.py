@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
-from benchmarks import interaction_corpus, interaction_public_corpus
+from benchmarks import interaction_corpus, interaction_public_corpus, interaction_realtalk_corpus
 from benchmarks._common import write_result
 from benchmarks.interaction_corpus import Conversation
 from benchmarks.interaction_search import KS, baseline, build, evaluate, land_conversations, turn_keys
@@ -64,6 +64,8 @@ def ours(state: ServiceState, mode: str = "hybrid", boosts: frozenset[str] = BOO
 def draw(kind: str, users: int, seed: int, split: str) -> list[Conversation]:
     if kind == "public":
         return interaction_public_corpus.corpus(users, seed=seed, split=split)
+    if kind == "realtalk":  # real people's chats; the seed draws nothing (the split names its five chats)
+        return interaction_realtalk_corpus.corpus(min(users, 5), split=split)
     return interaction_corpus.corpus(users, seed=seed)
 
 
@@ -123,7 +125,7 @@ def report(name: str, result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", choices=("template", "public"), default="template")
+    parser.add_argument("--corpus", choices=("template", "public", "realtalk"), default="template")
     parser.add_argument("--ablation", action="store_true", help="also the index path with one leg off at a time")
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--dev-seed", type=int, default=7)
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
     output = args.output or (
-        RESULTS.with_name("interaction_ranking_public.json") if args.corpus == "public" else RESULTS
+        RESULTS if args.corpus == "template" else RESULTS.with_name(f"interaction_ranking_{args.corpus}.json")
     )
     results = {
         split: {"corpus": args.corpus, "seed": seed, **run(draw(args.corpus, args.users, seed, split), args.ablation)}

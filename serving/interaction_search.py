@@ -5,17 +5,20 @@ Legs, fused by reciprocal rank (k=60) like every search here:
   neighbours and session date, search/conversation.py);
 - turns published since that version took in turns (serving/recent_turns.py), ranked as the index ranks them (the
   same documents, BM25 and vectors fused with the same weights; their lines embedded once, on first search), so the
-  fallback is a bridge, not a second ranker: on benchmarks/interaction_ranking.py recall@10 0.845 from landing
-  files vs 0.860 from the index (template dev draw; public dev 0.568 vs 0.578). The user's newest `Settings.recent_turns_per_user` of them, their
-  ranking kept for the next search over the same turns (serving/recent_ranking.py): the bound on the fallback's
-  cost, whatever the backlog (benchmarks/interaction_fallback_cost.py);
+  fallback is a bridge, not a second ranker: on benchmarks/interaction_ranking.py recall@10 from landing files vs
+  from the index 0.591 vs 0.596 on real people's chats (realtalk dev; held-out 0.538 vs 0.546), 0.845 vs 0.860 on
+  our template corpus. The user's newest `Settings.recent_turns_per_user` of them by words and meaning, up to twice
+  as many older ones by words only, their ranking kept for the next search over the same turns (serving/
+  recent_ranking.py): the bound on the fallback's cost, whatever the backlog (benchmarks/interaction_fallback_cost.py);
 - heuristic boosts from the question (search/turn_query.py): the same ranking restricted to the time range the
   question names (index and recent turns), and the candidates spoken by the speakers it names, each an extra
   ranked leg, so a wrong parse reorders results but never hides one.
 
-Each leg raises recall@10 on our template corpus and on one built from public conversations (benchmarks/
-interaction_ranking.py --ablation; overall, public dev / held-out: 0.58 / 0.41 with every leg, 0.53 / 0.36 without
-the time leg, 0.46 / 0.35 without the speaker leg, 0.56 / 0.40 vectors only, 0.35 / 0.34 BM25 only).
+Each leg raises recall@10 on our template corpus, on one built from public conversations and on real people's chats,
+or leaves it as it is (benchmarks/interaction_ranking.py --ablation; overall, realtalk dev / held-out: 0.596 / 0.546
+with every leg, 0.497 / 0.526 without the speaker leg, 0.589 / 0.529 without neighbours, 0.497 / 0.464 vectors only,
+0.571 / 0.517 BM25 only, 0.596 / 0.547 without the time leg, which its questions seldom use; public dev / held-out:
+0.58 / 0.41 with every leg, 0.53 / 0.36 without the time leg; figures of the weights as they were until 2026-12-07).
 
 Each result is the original's InteractionView plus `neighbours`: the turns around it in its conversation.
 """
@@ -58,19 +61,25 @@ def search_turns(
     served = state.index.index  # one version for the whole request, even if a swap happens meanwhile
     watermark = state.turns_watermark(served)
     deleted = state.curation.excluded(ENTITY)
-    waiting, left_out = state.recent_turns.newest(user_id, watermark)
-    recent = [
-        r
-        for r in waiting
+    waiting = state.recent_turns.newest(user_id, watermark)
+    live = [
+        (n < waiting.words_only, r)
+        for n, r in enumerate(waiting.rows)
         if r["turn_id"] not in deleted
         and (start is None or r["created_at"] >= start)
         and (end is None or r["created_at"] <= end)
     ]
+    recent = [r for _, r in live]
+    words_only = sum(by_words for by_words, _ in live)  # the oldest come first, so a prefix still
     pool = POOL_WITH_REQUEST if request_id else max(POOL, top_k)
     filters = SearchFilters(user_id=user_id, start_time=start, end_time=end)
     notes: list[str] = []
-    if left_out:
-        notes.append(f"{left_out} older turns not indexed yet were not searched (the next index builds take them in)")
+    if waiting.words_only:
+        notes.append(f"{waiting.words_only} older turns not indexed yet were searched by their words only")
+    if waiting.left_out:
+        notes.append(
+            f"{waiting.left_out} older turns not indexed yet were not searched (the next index builds take them in)"
+        )
     legs: list[list[str]] = []
     candidates: dict[str, dict[str, Any]] = {}
 
@@ -102,7 +111,7 @@ def search_turns(
     leg_mode = mode if vector is not None else "fts"
     if served is not None:
         index_leg(filters)
-    corpus = state.recent_turns.corpus(user_id, recent)
+    corpus = state.recent_turns.corpus(user_id, recent, words_only)
     recent_docs = corpus.docs
     fresh = [recent_docs[i] for i in _rank_recent(state, corpus, query, vector, leg_mode, pool)]
     legs.append([d.doc_id for d in fresh if d.doc_id not in candidates])

@@ -11,14 +11,15 @@ The fallback ranks these turns as the index does (serving/interaction_search.py)
 embeddings of their lines are kept here, each line embedded once, and dropped when a new watermark drops every file
 that holds the line (a build that took in only part of the backlog leaves the rest's vectors in place).
 
-The bound (issue #41): a search ranks at most the user's newest `per_user` unindexed turns (`Settings.
-recent_turns_per_user`), and the ranking of a set of turns (documents, BM25 index, vectors: serving/recent_ranking.py)
-is kept for the next search over the same turns. So a search parses at most the files this replica wrote since the
-last one (the tick reads the others; each file once), embeds at most the lines of `per_user` turns the first time,
-and after that pays the query only, whatever the backlog: at 10x the backlog issue #41 measured, warm p50 1.0 s before,
-9 ms with this (benchmarks/interaction_fallback_cost.py). The user's older unindexed turns are the ones the next
-builds take in first (a build takes the oldest, `jobs.MAX_NEW_TURNS_PER_BUILD` at a time) and are found from the
-index then.
+The bound (issue #41): a search ranks the user's newest `per_user` unindexed turns (`Settings.
+recent_turns_per_user`) by words and meaning, the `WORDS_ONLY_FACTOR - 1` times as many before them by their words
+only (BM25; their lines are not embedded), and the ranking of a set of turns (documents, BM25 index, vectors:
+serving/recent_ranking.py) is kept for the next search over the same turns. So a search parses at most the files
+this replica wrote since the last one (the tick reads the others; each file once), embeds at most the lines of
+`per_user` turns the first time, and after that pays the query only, whatever the backlog: at 10x the backlog issue
+#41 measured, warm p50 1.0 s before, 9 ms with this (benchmarks/interaction_fallback_cost.py). The user's oldest
+unindexed turns are the ones the next builds take in first (a build takes the oldest, `jobs.MAX_NEW_TURNS_PER_BUILD`
+at a time) and are found from the index then.
 """
 
 from __future__ import annotations
@@ -44,6 +45,22 @@ from serving.recent_ranking import RecentCorpus
 #: Rankings (serving/recent_ranking.py) kept, the most recently searched first: one per user searching while their
 #: turns wait for a build. At the default bound one is at most ~1,000 documents and a 1.5 MB vector matrix.
 CORPORA = 64
+#: Unindexed turns a search ranks per user, as a multiple of `per_user`; those beyond `per_user` by their words only.
+#: With only the newest 1,000 searched, real chats of 1,044-1,511 turns published at once lost their older answers
+#: until a build took them in: benchmarks/interaction_ranking.py --corpus realtalk, held-out draw, recall@10 from
+#: landing files 0.486 vs 0.546 from the index (0.545 unbounded; 0.538 with the older ones by words). Words cost no
+#: embedding, only documents and a BM25 index per set of turns, linear in the turns: 3x keeps a search right after a
+#: publish within ~3x the bounded one's cost at any backlog (benchmarks/interaction_fallback_cost.py).
+WORDS_ONLY_FACTOR = 3
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A user's unindexed turns a search ranks, in landing order; the first `words_only` by their words alone."""
+
+    rows: list[dict[str, Any]]
+    words_only: int
+    left_out: int  # older unindexed turns not ranked at all
 
 
 @dataclass(frozen=True)
@@ -59,7 +76,7 @@ class RecentTurns:
 
     def __init__(self, lake: Lake, per_user: int = 0) -> None:
         self._lake = lake
-        self._per_user = per_user  # newest unindexed turns a search ranks per user; 0 = all
+        self._per_user = per_user  # newest unindexed turns a search ranks by meaning too, per user; 0 = all
         self._lock = threading.Lock()
         self._files: dict[str, _File] = {}  # path relative to the lake -> rows
         self._users: dict[str, dict[str, list[dict[str, Any]]]] = {}  # user -> path -> their rows in it
@@ -87,18 +104,19 @@ class RecentTurns:
 
     def rows(self, user_id: str, watermark: int) -> list[dict[str, Any]]:
         """The user's turns ingested after `watermark` (the served version's) that a search ranks, as landing rows:
-        the newest `per_user` of them (all with 0), in landing order."""
-        return self.newest(user_id, watermark)[0]
+        the newest `per_user * WORDS_ONLY_FACTOR` of them (all with 0), in landing order."""
+        return self.newest(user_id, watermark).rows
 
-    def newest(self, user_id: str, watermark: int) -> tuple[list[dict[str, Any]], int]:
-        """`rows`, and how many older unindexed turns of the user they leave out. Walks the user's files from the
-        newest back until it has `per_user` rows: the other users' files and the user's older ones are not read."""
+    def newest(self, user_id: str, watermark: int) -> Waiting:
+        """The user's unindexed turns a search ranks (`rows`), how many of the oldest of them it ranks by words only,
+        and how many older ones it leaves out. Walks the user's files from the newest back until it has enough rows:
+        the other users' files and the user's older ones are not read."""
         with self._lock:
             landed, self._landed = self._landed, []
             self._read(landed)
             self._drop_through(watermark)  # every file left holds turns ingested after the watermark (its name's)
             files = self._users.get(user_id, {})
-            room = self._per_user or sum(len(rows) for rows in files.values())
+            room = self._per_user * WORDS_ONLY_FACTOR or sum(len(rows) for rows in files.values())
             taken: list[list[dict[str, Any]]] = []
             for relative in sorted(files, key=_ingest_order, reverse=True):
                 if room <= 0:
@@ -108,18 +126,19 @@ class RecentTurns:
                 room -= len(taken[-1])
             total = sum(len(rows) for rows in files.values())
         out = [row for rows in reversed(taken) for row in rows]
-        return out, total - len(out)
+        words_only = max(0, len(out) - self._per_user) if self._per_user else 0
+        return Waiting(out, words_only, total - len(out))
 
-    def corpus(self, user_id: str, rows: list[dict[str, Any]]) -> RecentCorpus:
-        """The ranking of the user's `rows` (serving/recent_ranking.py): the one a search over the same turns
-        built, else a new one."""
-        key = (user_id, tuple(r["turn_id"] for r in rows))
+    def corpus(self, user_id: str, rows: list[dict[str, Any]], words_only: int = 0) -> RecentCorpus:
+        """The ranking of the user's `rows` (serving/recent_ranking.py), the first `words_only` of them without
+        vectors: the one a search over the same turns built, else a new one."""
+        key = (user_id, words_only, tuple(r["turn_id"] for r in rows))
         with self._lock:
             found = self._corpora.get(key)
             if found is not None:
                 self._corpora.move_to_end(key)
                 return found
-        built = RecentCorpus.of_rows(rows)  # outside the lock: documents of up to `per_user` turns
+        built = RecentCorpus.of_rows(rows, words_only)  # outside the lock: documents of the turns waiting
         with self._lock:
             self.corpora_built += 1
             self._corpora[key] = built

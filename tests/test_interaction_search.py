@@ -21,6 +21,7 @@ from reflexio_pipelines.search.build import build_index, doc_fingerprint
 from reflexio_pipelines.search.conversation import NEIGHBOUR_WEIGHT, NEIGHBOURS_KEY, turn_docs
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.text import normalize_text
+from reflexio_pipelines.search.turns import rank_texts
 from reflexio_pipelines.search.types import SearchDoc
 from reflexio_pipelines.search.versions import TURNS_WATERMARK, new_version_id, turns_watermark
 from reflexio_pipelines.sensors import interaction_index_sensor
@@ -74,6 +75,26 @@ def test_turn_documents_carry_their_window_and_session_date():
     grown = {d.doc_id: d for d in turn_docs([*rows, _row(5, "Leo", "See you Sunday.")])}
     assert doc_fingerprint(grown["r-s1:4"]) != doc_fingerprint(docs["r-s1:4"])
     assert doc_fingerprint(grown["r-s1:1"]) == doc_fingerprint(docs["r-s1:1"])  # its window did not change
+
+
+def test_bm25_ranks_the_turn_that_said_it_ahead_of_its_neighbours():
+    # Every window line is in five documents; the middle turn's document is the longest of them (four neighbours),
+    # so with its line counted once BM25's length norm put the neighbours' documents first.
+    rows = [
+        _row(i, ("Leo", "Maya")[i % 2], text)
+        for i, text in enumerate(
+            [
+                "Hey, how was your weekend, anything fun happen?",
+                "Pretty quiet, mostly errands and laundry, you know how it goes.",
+                "We finally adopted a greyhound, we called her Pickle.",
+                "Oh wow, congratulations, that is such lovely news for you both!",
+                "Thanks, she sleeps all day on the sofa already.",
+            ]
+        )
+    ]
+    docs = turn_docs(rows)
+    ranked = rank_texts([d.text for d in docs], "greyhound called Pickle", 5)
+    assert docs[ranked[0]].doc_id == "r-s1:2" and len(ranked) == 5
 
 
 class CountingEmbedder:

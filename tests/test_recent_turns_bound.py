@@ -13,6 +13,7 @@ from reflexio_pipelines.search.documents import index_documents
 from reflexio_pipelines.search.incremental import stage_update
 from reflexio_pipelines.search.versions import activate_version
 from reflexio_pipelines.settings import Settings
+from serving import recent_turns
 from serving.interaction_search import search_turns
 from serving.landing import LandingWriter
 from serving.models.publish import PublishUserInteractionRequest
@@ -84,7 +85,19 @@ def test_a_search_over_a_large_backlog_stays_within_the_bound(state):
     assert (recent.files_parsed, recent.lines_embedded, recent.corpora_built) == (parsed, embedded, 1)
 
 
-def test_older_unindexed_turns_are_found_once_a_build_takes_them_in(state):
+def test_older_unindexed_turns_beyond_the_bound_are_found_by_their_words(state):
+    views, notes = _search(state, "aardvark")
+    found = [v["content"] for v in views if "aardvark" in v["content"]]  # the oldest publish: beyond the bound
+    assert len(found) >= 3 and all(f.endswith("aardvark, day 0.") for f in found)
+    assert any("40 older turns not indexed yet were searched by their words only" in n for n in notes)
+    assert state.recent_turns.lines_embedded <= BOUND  # their lines were not embedded
+    # ... and by words alone: the vector leg does not rank them (a query of other words finds none of them)
+    views, _ = _search(state, "an anteater")
+    assert not any("aardvark" in v["content"] for v in views)
+
+
+def test_older_unindexed_turns_are_found_once_a_build_takes_them_in(state, monkeypatch):
+    monkeypatch.setattr(recent_turns, "WORDS_ONLY_FACTOR", 1)  # the newest BOUND turns only, none by words alone
     assert not any("aardvark" in v["content"] for v in _search(state, "aardvark")[0])  # beyond the bound
     lake = state.lake
     docs, _, watermarks = index_documents(lake, new_turns=True, max_new_turns=BOUND)  # the oldest BOUND turns
