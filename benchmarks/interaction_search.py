@@ -19,7 +19,9 @@ Latency: p50/p95 per call, cold (the first call of each question: its query embe
 local model) and warm (query embeddings cached, as the service's LRU serves repeated and recent queries). At
 --big-turns per user (default 100,000) the latency is measured on one user whose turns are the first pair's
 conversation repeated, each copy its own sessions an hour after the previous copy's (recall is not meaningful
-there: answers repeat); the HNSW graph is built for it (>= 50,000 rows). Results go to benchmarks/results/interaction_search.json.
+there: answers repeat); the HNSW graph is built for it (>= 50,000 rows), and its questions are also asked through HTTP
+(`ours_http`: `python -m serving --no-daemon` over the lake, `POST /api/search_interactions`, what a client waits).
+Results go to benchmarks/results/interaction_search.json.
 
     .venv/bin/python -m benchmarks.interaction_search [--users 10] [--seed 7] [--big-turns 100000] [--trials 3]
 
@@ -30,6 +32,7 @@ beside plain BM25 over the same turns; `--steady-rate 50 --steady-seconds 60` me
 index and publish -> learned under steady publishing without `wait_for_response`.
 
     .venv/bin/python -m benchmarks.interaction_search --through-api [--users 10] [--seed 11] [--wait 60]
+    .venv/bin/python -m benchmarks.interaction_search --through-api --corpus realtalk [--split dev] [--wait 60]
     .venv/bin/python -m benchmarks.interaction_search --steady-rate 50 [--steady-seconds 60] [--learned-sample 100]
 """
 
@@ -173,8 +176,35 @@ def _stats(seconds: list[float]) -> dict[str, float]:
     }
 
 
-def run_size(conversations: list[Conversation], copies: int, trials: int, with_baseline: bool) -> dict[str, Any]:
-    """Land, index and measure one corpus size in a fresh lake."""
+def over_http(lake: Lake, conversations: list[Conversation], trials: int) -> dict[str, Any]:
+    """The same questions through `POST /api/search_interactions` of `python -m serving --no-daemon` over the lake
+    (the served version is the one just built): the first pass cold, then `trials` warm passes."""
+    import httpx
+
+    from benchmarks._common import hermetic_env, make_dagster_home, start_service, stop_process
+
+    home = make_dagster_home(lake.root.parent / "dagster_home")
+    env = hermetic_env(REFLEXIO_LAKE=str(lake.root), DAGSTER_HOME=str(home))
+    proc, url = start_service(lake.root, env, daemon=False, timeout=180)
+    try:
+        with httpx.Client(base_url=url, timeout=60) as http:
+
+            def search(user_id: str, query: str, top_k: int) -> list[int]:
+                body = {"user_id": user_id, "query": query, "top_k": top_k}
+                reply = http.post("/api/search_interactions", json=body)
+                reply.raise_for_status()
+                return [v["interaction_id"] for v in reply.json()["interactions"]]
+
+            cold = latency(search, conversations, 1)
+            return {"cold": cold, "warm": latency(search, conversations, trials)}
+    finally:
+        stop_process(proc, group=True)
+
+
+def run_size(
+    conversations: list[Conversation], copies: int, trials: int, with_baseline: bool, http: bool = False
+) -> dict[str, Any]:
+    """Land, index and measure one corpus size in a fresh lake (`http`: also through a live service)."""
     with tempfile.TemporaryDirectory(prefix="reflexio-interactions-") as tmp:
         lake = Lake.at(Path(tmp) / "lake")
         started = time.perf_counter()
@@ -201,6 +231,8 @@ def run_size(conversations: list[Conversation], copies: int, trials: int, with_b
             out["baseline"] = evaluate(base, conversations, keys)
             out["baseline"]["warm"] = latency(base, conversations, 1)
         state.close()
+        if http:
+            out["ours_http"] = over_http(lake, conversations, trials)
         return out
 
 
@@ -215,7 +247,7 @@ def report(name: str, result: dict[str, Any]) -> None:
         for cat in result["ours"]["recall"]:
             row = "".join(f"{result[s]['recall'][cat][f'recall@{k}']:>16.3f}" for s in sides for k in KS)
             print(f"{cat:<12}{row}{result['ours']['recall'][cat]['n']:>6}")
-    for side in sides:
+    for side in [*sides, *(["ours_http"] if "ours_http" in result else [])]:
         for phase in ("cold", "warm"):
             st = result[side][phase]
             print(
@@ -271,6 +303,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--output", type=Path, default=None, help=f"default {RESULTS} ({LIVE_RESULTS.name} live)")
     parser.add_argument("--through-api", action="store_true", help="publish and search through a live service")
+    parser.add_argument(
+        "--corpus",
+        choices=("template", "realtalk"),
+        default="template",
+        help="--through-api: our template corpus (--seed) or real people's chats (benchmarks/interaction_realtalk_corpus.py)",
+    )
+    parser.add_argument("--split", choices=("dev", "heldout"), default="dev", help="the realtalk corpus's chats")
     parser.add_argument("--wait", type=float, default=60.0, help="seconds after publishing ends before searching")
     parser.add_argument("--steady-rate", type=float, default=0.0, help="turns/s of steady publishing (0: skip)")
     parser.add_argument("--steady-seconds", type=float, default=60.0)
@@ -287,7 +326,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.big_turns:
         per_copy = sum(len(s) for s in conversations[0].sessions)
         copies = max(1, round(args.big_turns / per_copy))
-        results["large_user"] = run_size(conversations[:1], copies, args.trials, with_baseline=True)
+        results["large_user"] = run_size(conversations[:1], copies, args.trials, with_baseline=True, http=True)
         report("large user (latency only)", results["large_user"])
     print(f"\nwritten to {write_result(args.output, results)}")
     return results
@@ -297,10 +336,17 @@ def main_live(args: argparse.Namespace) -> dict[str, Any]:
     """The live modes: each on its own fresh service (benchmarks/interaction_search_live.py)."""
     from benchmarks import interaction_search_live as live
 
-    results: dict[str, Any] = {"corpus": "benchmarks/interaction_corpus.py", "seed": args.seed}
+    if args.corpus == "realtalk":
+        from benchmarks import interaction_realtalk_corpus
+
+        results: dict[str, Any] = {"corpus": "benchmarks/interaction_realtalk_corpus.py", "split": args.split}
+        conversations = interaction_realtalk_corpus.corpus(min(args.users, 5), split=args.split)
+    else:
+        results = {"corpus": "benchmarks/interaction_corpus.py", "seed": args.seed}
+        conversations = corpus(args.users, args.seed)
     if args.through_api:
         with tempfile.TemporaryDirectory(prefix="reflexio-search-live-") as tmp:
-            results["through_api"] = live.through_api(corpus(args.users, args.seed), Path(tmp), args.wait, evaluate)
+            results["through_api"] = live.through_api(conversations, Path(tmp), args.wait, evaluate)
     if args.steady_rate:
         with tempfile.TemporaryDirectory(prefix="reflexio-steady-") as tmp:
             results["steady"] = live.steady(

@@ -153,6 +153,11 @@ class Tenants:
         root = lake_path(self.settings.lake)
         return org_lake(root, org_id) if self.keyed else root
 
+    def loaded(self, org_id: str = DEFAULT_ORG) -> ServiceState | None:
+        """The organisation's state if it was created already (never blocks on the lake)."""
+        with self._lock:
+            return self._states.get(org_id)
+
     def state(self, org_id: str = DEFAULT_ORG) -> ServiceState:
         with self._lock:
             state = self._states.get(org_id)

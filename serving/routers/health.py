@@ -7,7 +7,7 @@ import time
 
 from fastapi import APIRouter, Request
 
-from serving.deps import service
+from serving.deps import state_of
 from serving.models.health import HealthResponse, LiveResponse, ProcessResponse, RootResponse
 
 router = APIRouter()
@@ -27,7 +27,7 @@ def health(request: Request) -> dict:
     there is no one index to report (each organisation has its own), and no organisation is named."""
     if request.app.state.tenants.keyed:
         return {"status": "healthy"}
-    return {"status": "healthy", "index_version": service(request).index.version}
+    return {"status": "healthy", "index_version": state_of(request).index.version}
 
 
 @router.get("/health/live", response_model=LiveResponse)

@@ -29,7 +29,7 @@ from reflexio_pipelines.lake.operation_status import (
     update_status,
 )
 from reflexio_pipelines.operations import RUN_FIELDS
-from serving.deps import ServiceDep, service
+from serving.deps import ServiceDep, state_of
 from serving.errors import error
 from serving.models.lifecycle import (
     CancelOperationRequest,
@@ -216,7 +216,7 @@ def get_operation_status(request: Request, service_name: str = Query("profile_ge
     if service_name not in SERVICES.values():
         return error(422, f"service_name: must be one of {sorted(SERVICES.values())}")
     # Looked up here, not as a dependency: a bad name answers 422 before the organisation's state is loaded.
-    state = service(request)
+    state = state_of(request)
     status = current_status(state.lake, service_name, state.settings.operation_stale_after_s)
     if status is None:
         return GetOperationStatusResponse(success=True, msg="no operation has run")

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from reflexio_pipelines.learning.holdout import HOLDOUT_HEADER
 from reflexio_pipelines.search.types import SearchFilters
 from serving import search_options
-from serving.deps import ServiceDep, service
+from serving.deps import ServiceDep, state_of
 from serving.models.playbooks import AgentPlaybooksResponse
 from serving.models.reads import ProfilesResponse, UserPlaybooksResponse
 from serving.models.search import (
@@ -135,7 +135,7 @@ def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) ->
         return {"success": True, "user_playbooks": [], "msg": NO_USER}
     # Looked up here, not as a dependency: without a user id the answer needs no organisation state.
     return _single(
-        service(request),
+        state_of(request),
         "user_playbooks",
         body,
         EntityQuery(
