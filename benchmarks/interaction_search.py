@@ -46,7 +46,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import percentile, write_result
+import httpx
+
+from benchmarks._common import (
+    hermetic_env,
+    make_dagster_home,
+    percentile,
+    start_service,
+    stop_process,
+    write_result,
+)
 from benchmarks.interaction_corpus import Conversation, corpus
 from reflexio_pipelines.lake.embedding_cache import EmbeddingCache
 from reflexio_pipelines.lake.interactions import turn_rows
@@ -179,10 +188,6 @@ def _stats(seconds: list[float]) -> dict[str, float]:
 def over_http(lake: Lake, conversations: list[Conversation], trials: int) -> dict[str, Any]:
     """The same questions through `POST /api/search_interactions` of `python -m serving --no-daemon` over the lake
     (the served version is the one just built): the first pass cold, then `trials` warm passes."""
-    import httpx
-
-    from benchmarks._common import hermetic_env, make_dagster_home, start_service, stop_process
-
     home = make_dagster_home(lake.root.parent / "dagster_home")
     env = hermetic_env(REFLEXIO_LAKE=str(lake.root), DAGSTER_HOME=str(home))
     proc, url = start_service(lake.root, env, daemon=False, timeout=180)

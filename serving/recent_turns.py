@@ -43,7 +43,8 @@ from reflexio_pipelines.storage import vanished
 from serving.recent_ranking import RecentCorpus
 
 #: Rankings (serving/recent_ranking.py) kept, the most recently searched first: one per user searching while their
-#: turns wait for a build. At the default bound one is at most ~1,000 documents and a 1.5 MB vector matrix.
+#: turns wait for a build. At the default bound one is at most ~3,000 documents and a 4.6 MB vector matrix (zero rows
+#: for the turns ranked by words only).
 CORPORA = 64
 #: Unindexed turns a search ranks per user, as a multiple of `per_user`; those beyond `per_user` by their words only.
 #: With only the newest 1,000 searched, real chats of 1,044-1,511 turns published at once lost their older answers

@@ -249,10 +249,9 @@ class LocalMiniLMEmbedder(_QueryCached):
 
     # -- inference
 
-    def _embed_encoded(self, encodings: list[Any]) -> np.ndarray:
-        """Unit vectors of tokenised texts, padded (or cut back, they were padded to the longest of all) to the
-        longest among them."""
-        width = max(sum(e.attention_mask) for e in encodings)
+    def _embed_encoded(self, encodings: list[Any], width: int) -> np.ndarray:
+        """Unit vectors of tokenised texts, cut back to `width` tokens, the longest among them (they were padded to
+        the longest of all)."""
         input_ids = np.array([e.ids[:width] for e in encodings], dtype=np.int64)
         attention = np.array([e.attention_mask[:width] for e in encodings], dtype=np.int64)
         feeds = {"input_ids": input_ids, "attention_mask": attention}
@@ -280,10 +279,10 @@ class LocalMiniLMEmbedder(_QueryCached):
         batch: list[int] = []
         for i in order:
             if batch and (len(batch) >= self.batch_size or (len(batch) + 1) * lengths[i] > _TOKENS_PER_BATCH):
-                out[batch] = self._embed_encoded([encodings[j] for j in batch])
+                out[batch] = self._embed_encoded([encodings[j] for j in batch], lengths[batch[-1]])
                 batch = []
             batch.append(i)
-        out[batch] = self._embed_encoded([encodings[j] for j in batch])
+        out[batch] = self._embed_encoded([encodings[j] for j in batch], lengths[batch[-1]])
         return out
 
 
