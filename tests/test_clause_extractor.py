@@ -53,6 +53,9 @@ def _window(*turns: tuple[str, str] | tuple[str, str, str]) -> Window:
         ("Fix this:\n```\nprint('I love pizza')\n```\nthanks a lot", ["Fix this", "thanks a lot"]),
         # contractions typed without their apostrophe are restored; "its" and "wont" are words of their own
         ("its late but im vegan, so dont add cheese", ["its late but I'm vegan", "don't add cheese"]),
+        # "İ" matches "i" case-insensitively but lower-cases to two characters: left as typed (it raised KeyError
+        # and failed the user's learning run)
+        ("İm from İzmir and im vegan", ["İm from İzmir and I'm vegan"]),
     ],
 )
 def test_split_keeps_conditions_and_leads_with_their_clause(text: str, clauses: list[str]) -> None:

@@ -128,7 +128,7 @@ def split_clauses(text: str) -> list[str]:
     """The clauses of one user turn, in order, each stripped and cut to `MAX_CLAUSE_CHARS`; clauses of fewer than
     `MIN_CLAUSE_WORDS` words ("Ok.", "Thanks!") are kept only when they are the whole turn."""
     clauses: list[str] = []
-    text = _BARE_CONTRACTION_RE.sub(lambda m: _BARE_CONTRACTIONS[m.group(0).lower()], text)
+    text = _BARE_CONTRACTION_RE.sub(lambda m: _BARE_CONTRACTIONS.get(m.group(0).lower(), m.group(0)), text)
     for sentence in _sentences(text):
         for part in _HARD_RE.split(sentence):
             for clause in _cut_commas(part.strip()):
