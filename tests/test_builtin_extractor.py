@@ -408,3 +408,13 @@ DEPLOY_TURNS = (
         {"expert_content": "Deploy to us-west-2 with the canary flag and page #billing."},
     ),
 )
+
+
+def test_letters_that_case_fold_to_ascii_ones_do_not_break_the_rules() -> None:
+    """ "İ" and "ſ" match "i" and "s" case-insensitively but lower-case to other strings: the verb lookup raised
+    KeyError ("I lİke tea") and failed the user's learning run."""
+    for said in ("I lİke tea", "I uſe vim every day", "I lİve in İzmir"):
+        turn = Turn("t1", 1, "r1", "u1", "user", said, 1_000, session_id="s1")
+        RuleExtractor().extract(Window("u1", (turn,)))  # no KeyError
+    turn = Turn("t1", 1, "r1", "u1", "user", "I like tea", 1_000, session_id="s1")
+    assert [p.content for p in RuleExtractor().extract(Window("u1", (turn,))).profiles] == ["Likes tea"]

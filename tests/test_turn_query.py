@@ -58,3 +58,17 @@ def test_parse_is_timed_only_with_a_range():
     assert not parse_turn_query("What is Leo's cat called?", ["Leo"], REF).timed
     parsed = parse_turn_query("What did Leo plant in April 2023?", ["Leo", "Maya"], REF)
     assert parsed.speakers == ("Leo",) and parsed.timed
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What happened in Auguſt 2023?", (1672531200, 1704067199)),  # the year alone
+        ("laſt week", (None, None)),
+        ("the paſt month", (None, None)),
+    ],
+)
+def test_letters_that_case_fold_to_ascii_ones_do_not_break_the_parse(query, expected):
+    """ "ſ" and "İ" match "s" and "i" case-insensitively in Unicode regexes but do not lower-case to them: the month
+    lookup raised KeyError, a 500 from search_interactions. Only ASCII spellings name a time now."""
+    assert time_range(query, REF)[0] == expected

@@ -24,10 +24,12 @@ _MONTH_YEAR = re.compile(
     r"\b(?P<rel>before|after|since|until|last|in|during|of)?\s*(?P<month>"
     + "|".join(sorted(_MONTHS, key=len, reverse=True))
     + r")\.?(?:\s+(?P<year>(?:19|20)\d{2}))?\b",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,  # ASCII case-folding: "Auguſt" matched and missed the _MONTHS lookup (a 500)
 )
-_YEAR = re.compile(r"\b(?P<rel>before|after|since|until|in|during|of)?\s*(?P<year>(?:19|20)\d{2})\b", re.IGNORECASE)
-_LAST = re.compile(r"\b(?:last|past|previous)\s+(?P<unit>week|month|year)\b", re.IGNORECASE)
+_YEAR = re.compile(
+    r"\b(?P<rel>before|after|since|until|in|during|of)?\s*(?P<year>(?:19|20)\d{2})\b", re.IGNORECASE | re.ASCII
+)
+_LAST = re.compile(r"\b(?:last|past|previous)\s+(?P<unit>week|month|year)\b", re.IGNORECASE | re.ASCII)
 
 
 @dataclass(frozen=True)

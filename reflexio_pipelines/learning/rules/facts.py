@@ -72,7 +72,11 @@ _VERB_PREFIXES = {
     "teach": "Teaches",
     "study": "Studies",
 }
-_VERB_RE = re.compile(r"^I (work|live|prefer|like|love|use|speak|hate|dislike|enjoy|teach|study)\b\s*(.*)$", re.I)
+# ASCII case-folding: "İ" and "ſ" match "i" and "s" case-insensitively but do not lower-case to them (the lookup
+# in _VERB_PREFIXES raised KeyError on "I lİke tea")
+_VERB_RE = re.compile(
+    r"^I (work|live|prefer|like|love|use|speak|hate|dislike|enjoy|teach|study)\b\s*(.*)$", re.I | re.A
+)
 _DISLIKE_RE = re.compile(
     r"^I (?:really )?(?:can't stand|cannot stand|don't like|do not like|don't enjoy)\s+(.+)$", re.I
 )
