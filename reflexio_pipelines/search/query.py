@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from reflexio_pipelines.learning.embedding import Embedder
 from reflexio_pipelines.search.shards import ShardSelector
@@ -151,11 +152,19 @@ class LoadedIndex:
         row = table.row_of.get(doc_id)
         return None if row is None else table.gather([row])[0]
 
+    def newest(self, entity_type: str, filters: SearchFilters, exclude_ids: frozenset[str] = frozenset()) -> int | None:
+        """`created_at` of the newest admissible doc (unix seconds), None when no doc is admissible."""
+        table = self._table(entity_type)
+        if table.size == 0:
+            return None
+        mask = self._select(table, filters, exclude_ids).mask
+        return int(table.created_at[mask].max()) if mask.any() else None
+
     def payload(self, entity_type: str, doc_id: str) -> dict | None:
         """The stored payload of one doc (a fresh dict), or None if this version does not hold it."""
         table = self._table(entity_type)
         row = table.row_of.get(doc_id)
-        return None if row is None else json.loads(table.payloads[row])
+        return None if row is None else orjson.loads(table.payloads[row])
 
     def _table(self, entity_type: str) -> Table:
         try:
@@ -391,7 +400,10 @@ class LoadedIndex:
             scores[row] = scores.get(row, 0.0) + bm25_weight / (rrf_k + rank)
         for row, rank in vector_rank.items():
             scores[row] = scores.get(row, 0.0) + vector_weight / (rrf_k + rank)
-        ranked = sorted(scores, key=lambda row: (-scores[row], table.doc_ids[row]))[:top_k]
+        # Vectorised like the legs (ties by doc_id): a pool of 50 fuses ~500 rows per search.
+        rows = np.fromiter(scores, dtype=np.int64, count=len(scores))
+        fused = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+        ranked = _top_rows(rows, fused, table.id_rank, top_k)[0].tolist()
         similarity: dict[int, float | None] = dict.fromkeys(ranked)
         if q is not None:
             # Only the returned rows need a cosine: the vector leg's, plus a few dot products for BM25-only hits.
@@ -412,7 +424,7 @@ class LoadedIndex:
             doc_id=table.doc_ids[row],
             entity_type=table.entity_type,
             score=float(score),
-            payload=json.loads(table.payloads[row]),  # fresh per hit: callers may mutate it
+            payload=orjson.loads(table.payloads[row]),  # fresh per hit: callers may mutate it
             bm25_rank=bm25_rank,
             vector_rank=vector_rank,
             similarity=similarity,
