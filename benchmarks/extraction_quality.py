@@ -75,7 +75,7 @@ from reflexio_pipelines.learning.llm_ledger import CallLedger, recording
 from reflexio_pipelines.learning.rules.extractor import PROMPT_VERSION as RULES_VERSION
 from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.types import ExtractionResult, Turn, Window
-from reflexio_pipelines.learning.wording import _WORD_RE, normal_word
+from reflexio_pipelines.learning.wording import WORD_RE, normal_word
 
 DEFAULT_DATA = ROOT / "benchmarks" / "data" / "extraction_labelled.jsonl"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -164,7 +164,7 @@ def heldout_ids(rows: Iterable[dict[str, Any]]) -> set[str]:
 def text_words(text: str) -> tuple[set[str], set[str]]:
     """(normalised words, raw case-folded words) of a text; compound words ("full-stack") count whole and by part."""
     raw: set[str] = set()
-    for match in _WORD_RE.finditer(text.replace("\u2019", "'")):
+    for match in WORD_RE.finditer(text.replace("\u2019", "'")):
         word = match.group().casefold()
         raw.add(word)
         raw.update(p for p in re.split(r"[-_./:']", word) if p)

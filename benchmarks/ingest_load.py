@@ -31,7 +31,11 @@ import httpx
 import pyarrow.parquet as pq
 
 from benchmarks._common import ROOT, percentile
-from benchmarks.publish_throughput import _body, _start, _stop  # the payload and service start-up are shared
+from benchmarks.publish_throughput import (  # the payload and service start-up are shared
+    publish_body,
+    start_ingest_service,
+    stop_ingest_service,
+)
 
 TARGET_TURNS_PER_S = 2000
 #: Kept per run so a failure can be diagnosed without flooding the report.
@@ -50,7 +54,7 @@ def _client_process(
         while time.time() < stop_at:
             started = time.perf_counter()
             try:
-                reply = await client.post("/api/publish_interaction", json=_body(c, seq, turns))
+                reply = await client.post("/api/publish_interaction", json=publish_body(c, seq, turns))
                 ok = reply.status_code == 200 and reply.json().get("success") is True
                 problem = None if ok else f"HTTP {reply.status_code}: {reply.text[:200]}"
             except httpx.HTTPError as exc:
@@ -130,11 +134,11 @@ def main(argv: list[str] | None = None) -> dict:
     for mode, max_batch_rows in (("group_commit", 50_000), ("fsync_per_publish_baseline", 1)):
         with tempfile.TemporaryDirectory() as tmp:
             lake = Path(tmp) / "lake"
-            proc, url = _start(lake, max_batch_rows)
+            proc, url = start_ingest_service(lake, max_batch_rows)
             try:
                 row = run_load(url, args.seconds, args.processes, args.concurrency, args.turns)
             finally:
-                _stop(proc)
+                stop_ingest_service(proc)
             row["landing_files"], row["landing_rows"] = _landing(lake)
             # Every acknowledged turn is on disk and nothing unacknowledged was counted: durable acks, no loss.
             row["lost_turns"] = row["acked_turns"] - row["landing_rows"]

@@ -42,11 +42,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from benchmarks.interaction_corpus import PAIRS, Conversation, Question
-from reflexio_pipelines.learning.clauses.corpus import _SPC, _SPC_FILES, _git_show
+from reflexio_pipelines.learning.clauses.corpus import SPC_FILES, SPC_REPO, git_show
 from reflexio_pipelines.learning.clauses.labels import content_words
 
 MIRROR = Path("/work/.mirror")
-SPLITS = {"dev": _SPC_FILES[0], "heldout": _SPC_FILES[1]}  # valid / test
+SPLITS = {"dev": SPC_FILES[0], "heldout": SPC_FILES[1]}  # valid / test
 SESSIONS = 22
 START = datetime(2023, 1, 8, 18, 0, tzinfo=timezone.utc)
 MAX_PER_CATEGORY = 8  # per user, so the frequent frames do not swamp a category
@@ -225,6 +225,6 @@ def _questions(
 
 def corpus(users: int = 10, seed: int = 7, split: str = "dev", mirror: Path = MIRROR) -> list[Conversation]:
     """`users` histories from SPC's `split` file (dev: valid, heldout: test), users disjoint in conversations."""
-    rows = list(read_rows(_git_show(mirror, *_SPC), SPLITS[split]))
+    rows = list(read_rows(git_show(mirror, *SPC_REPO), SPLITS[split]))
     rng, used = random.Random(seed), set()
     return [conversation(rows, i, used, rng) for i in range(users)]

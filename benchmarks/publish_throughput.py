@@ -29,7 +29,7 @@ from benchmarks._common import (
 )
 
 
-def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
+def start_ingest_service(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
     """`python -m serving` on a free port over `lake` (its own process group); returns once /health answers."""
     env = child_env(
         REFLEXIO_LAKE=str(lake),
@@ -40,12 +40,12 @@ def _start(lake: Path, max_batch_rows: int) -> tuple[subprocess.Popen, str]:
     return start_service(lake, env, daemon=False)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop a service `_start` started (its whole process group)."""
+def stop_ingest_service(proc: subprocess.Popen) -> None:
+    """Stop a service `start_ingest_service` started (its whole process group)."""
     stop_process(proc, timeout=30, group=True)
 
 
-def _body(client: int, seq: int, turns: int) -> dict:
+def publish_body(client: int, seq: int, turns: int) -> dict:
     return {
         "user_id": f"bench-{client % 50}",
         "interaction_data_list": [
@@ -68,7 +68,7 @@ def _client_process(url: str, clients: int, seconds: float, turns: int, offset: 
         seq = 0
         while time.monotonic() < stop_at:
             started = time.perf_counter()
-            async with session.post(f"{url}/api/publish_interaction", json=_body(c, seq, turns)) as reply:
+            async with session.post(f"{url}/api/publish_interaction", json=publish_body(c, seq, turns)) as reply:
                 await reply.read()
                 if reply.status != 200:
                     raise RuntimeError(f"publish failed: HTTP {reply.status}")
@@ -132,7 +132,7 @@ def main() -> None:
     for mode, max_batch_rows in (("group_commit", 50_000), ("fsync_per_publish_baseline", 1)):
         with tempfile.TemporaryDirectory() as tmp:
             lake = Path(tmp) / "lake"
-            proc, url = _start(lake, max_batch_rows)
+            proc, url = start_ingest_service(lake, max_batch_rows)
             try:
                 results[mode] = []
                 for clients in levels:
@@ -145,7 +145,7 @@ def main() -> None:
                         f"p50 {row['p50_ms']:>7} ms  p95 {row['p95_ms']:>7} ms  files {row['landing_files']}"
                     )
             finally:
-                _stop(proc)
+                stop_ingest_service(proc)
     ratios = {
         str(g["clients"]): round(g["turns_per_s"] / b["turns_per_s"], 2)
         for g, b in zip(results["group_commit"], results["fsync_per_publish_baseline"])

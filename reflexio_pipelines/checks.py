@@ -46,7 +46,7 @@ def index_problems(index: LoadedIndex, expected: dict[str, int], embedder_model_
     return problems
 
 
-def _tied_out(
+def tied_out(
     index: LoadedIndex, entity: str, doc_id: str, text: str, query, top_k: int, filters: SearchFilters
 ) -> bool:
     """Whether a doc missing from its own results only lost a tie: texts the tokenizer cannot read (symbols,
@@ -77,7 +77,7 @@ def self_retrieval_problems(index: LoadedIndex, model) -> list[str]:
             query = embed_search_query(model, text)
             top_k = 4 + index.text_count(entity, text)
             hits = index.search(entity, text, query, top_k=top_k, threshold=0.0, mode="hybrid", filters=everything)
-            if doc_id not in {hit.doc_id for hit in hits} and not _tied_out(
+            if doc_id not in {hit.doc_id for hit in hits} and not tied_out(
                 index, entity, doc_id, text, query, top_k, everything
             ):
                 problems.append(f"{entity} {doc_id} is not found by its own text")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reflexio_pipelines.checks import _tied_out, self_retrieval_problems
+from reflexio_pipelines.checks import self_retrieval_problems, tied_out
 from reflexio_pipelines.learning.embedding import make_embedder
 from reflexio_pipelines.search.build import build_index
 from reflexio_pipelines.search.query import LoadedIndex
@@ -51,11 +51,11 @@ def test_a_misaligned_vector_is_not_taken_for_a_tie(tmp_path):
     text = READABLE[0]
     query = embed_search_query(embedder, text)
     everything = SearchFilters(playbook_statuses=None)
-    assert not _tied_out(index, "agent_playbook", "ap-00", text, query, 1, everything)
+    assert not tied_out(index, "agent_playbook", "ap-00", text, query, 1, everything)
     # The same doc with its own vector back is a true nearest neighbour, which the tie rule accepts.
     np.save(vectors_path, np.load(vectors_path)[::-1].copy())
     index = LoadedIndex.load(tmp_path, version, verify=False)
-    assert _tied_out(index, "agent_playbook", "ap-00", text, query, 1, everything)
+    assert tied_out(index, "agent_playbook", "ap-00", text, query, 1, everything)
 
 
 def _turn_rows(users: int) -> list[dict]:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks import interaction_public_corpus as public
-from reflexio_pipelines.learning.clauses.corpus import _SPC
+from reflexio_pipelines.learning.clauses.corpus import SPC_REPO
 from reflexio_pipelines.learning.clauses.labels import content_words
 
-MIRRORED = (public.MIRROR / _SPC[0].replace("/", "+") / "repo").exists()
+MIRRORED = (public.MIRROR / SPC_REPO[0].replace("/", "+") / "repo").exists()
 
 
 def test_persona_lines_become_questions_in_other_words() -> None:

@@ -1,5 +1,5 @@
 """Which users a learning pass works on and in what groups (learning/learn.py): only users with turns not processed
-yet; deduplication texts embedded group by group (`_run_per_user`'s ordered callbacks) while later users are still
+yet; deduplication texts embedded group by group (`run_per_user`'s ordered callbacks) while later users are still
 being extracted, the groups the same whatever the concurrency and whichever user finishes first, so every text gets
 the same vector in every run."""
 
@@ -12,7 +12,7 @@ import time
 import pytest
 
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
-from reflexio_pipelines.learning.learn import _run_per_user, users_with_new_turns
+from reflexio_pipelines.learning.learn import run_per_user, users_with_new_turns
 from reflexio_pipelines.learning.types import Turn
 
 
@@ -30,7 +30,7 @@ def test_groups_arrive_in_user_order_whatever_finishes_first(concurrency: int) -
             finished.append(user)
         return user.upper()
 
-    out = _run_per_user(work, users, concurrency, then=lambda group: seen.append(list(group)), group_size=5)
+    out = run_per_user(work, users, concurrency, then=lambda group: seen.append(list(group)), group_size=5)
     assert out == {u: u.upper() for u in users}
     assert seen == [[u.upper() for u in users[i : i + 5]] for i in range(0, 21, 5)]
     if concurrency > 1:
@@ -51,7 +51,7 @@ def test_a_group_is_handed_over_before_the_last_users_are_done() -> None:
         handed.append(len(group))
         release.set()
 
-    _run_per_user(work, users, 6, then=then, group_size=3)
+    run_per_user(work, users, 6, then=then, group_size=3)
     assert handed == [3, 3]
 
 

@@ -15,8 +15,8 @@ import pytest
 from fastapi.responses import JSONResponse
 from litellm import cost_per_token as litellm_cost_per_token
 
-from reflexio_pipelines.assets.aggregation import _consolidator
-from reflexio_pipelines.assets.evaluation import _judge
+from reflexio_pipelines.assets.aggregation import consolidator_for
+from reflexio_pipelines.assets.evaluation import judge_for
 from reflexio_pipelines.definitions import build_resources
 from reflexio_pipelines.learning.aggregate import Member
 from reflexio_pipelines.learning.llm_call import STAGES, LLMEndpoint
@@ -238,8 +238,8 @@ def test_temperature_from_settings_reaches_every_stage(stub, tmp_path, monkeypat
     resource.get().extract(DEPLOY_WINDOW)
     judge = resource.dedup_judge_factory()("profile", None)
     judge.judge([profile("n", "Lives in Berlin", T0)], [profile("e", "Lives in London", 0)])
-    _judge(resource).evaluate(THANKS)
-    _consolidator(resource, {}, "v1").consolidate(
+    judge_for(resource).evaluate(THANKS)
+    consolidator_for(resource, {}, "v1").consolidate(
         [Member(1, "u1", "Use us-west-2."), Member(2, "u2", "Use us-west-2 always.")], []
     )
     bodies = [r["body"] for r in app.state.requests]

@@ -320,13 +320,13 @@ def test_writers_on_different_hosts_never_lose_a_commit(s3, local):
 
 
 def test_doctor_reports_whether_the_bucket_is_writable(s3, local):
-    from reflexio_pipelines.cli.doctor import _lake
+    from reflexio_pipelines.cli.doctor import lake_check
     from reflexio_pipelines.storage import lake_path
 
-    ok = _lake(lake_path(URI))
+    ok = lake_check(lake_path(URI))
     assert ok.ok, ok
     assert not [k for k in s3.list_keys(BUCKET) if ".doctor-" in k], "the probe object is removed again"
-    missing = _lake(lake_path("s3://no-such-bucket-here/lake"))
+    missing = lake_check(lake_path("s3://no-such-bucket-here/lake"))
     assert not missing.ok and "no-such-bucket-here" in missing.detail
 
 

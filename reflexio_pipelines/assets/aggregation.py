@@ -87,7 +87,7 @@ def agent_playbook_aggregation(
             store,
             extraction,
             scope,
-            partial(_consolidator, extractor),
+            partial(consolidator_for, extractor),
             run_id=run_id,
             now=now,
             auto_approve=config.auto_approve,
@@ -115,7 +115,7 @@ def agent_playbook_aggregation(
     yield dg.MaterializeResult(asset_key="aggregation_change_log", metadata={"changes_this_run": len(run.changes)})
 
 
-def _consolidator(extractor: ExtractorResource, vectors: dict, agent_version: str) -> Consolidator:
+def consolidator_for(extractor: ExtractorResource, vectors: dict, agent_version: str) -> Consolidator:
     if not extractor.model:
         return RepresentativeConsolidator(vectors)
     # the one endpoint: every LLM setting, the shared throttle

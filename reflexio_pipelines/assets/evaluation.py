@@ -33,7 +33,7 @@ class EvaluationConfig(dg.Config):
     sessions: list[str] = []
 
 
-def _judge(extractor: ExtractorResource) -> Judge:
+def judge_for(extractor: ExtractorResource) -> Judge:
     if not extractor.model:
         return HeuristicJudge()
     return LiteLLMJudge(endpoint=extractor.endpoint())  # the one endpoint: every LLM setting, the shared throttle
@@ -64,7 +64,7 @@ def session_evaluation(
     store = lake.get()
     now = config.now or int(time.time())
     settings = extractor.get_config(store)
-    judge = _judge(extractor)
+    judge = judge_for(extractor)
     done = evaluated_ids(store)
     forced = frozenset(config.sessions)
     grouped = group_sessions(live_turns(store))

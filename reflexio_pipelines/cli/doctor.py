@@ -43,7 +43,7 @@ def _settings() -> tuple[Check, Any]:
     return Check("settings", True, True, detail), settings
 
 
-def _lake(root: LakePath) -> Check:
+def lake_check(root: LakePath) -> Check:
     probe = root / f".doctor-{uuid.uuid4().hex}"
     try:
         write_bytes(probe, b"")
@@ -141,7 +141,7 @@ def run_checks(g: Globals) -> list[Check]:
     checks.append(settings_check)
     if settings is not None:
         root = lake_path(settings.lake)
-        checks.append(_lake(root))
+        checks.append(lake_check(root))
         index_check, index = _index(root)
         checks.append(index_check)
         checks.append(_embedder(settings, index))

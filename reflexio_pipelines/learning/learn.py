@@ -155,7 +155,7 @@ def learn(
     # as each group's extractions come back, while later users' calls are still in flight: under steady publishing
     # one batch after the last extraction held the main thread 1.5-2.4 s per pass (py-spy). The batches are the
     # same for any concurrency and any finishing order, so every text gets the same vector.
-    extracted = _run_per_user(
+    extracted = run_per_user(
         extract_one,
         list(todo),
         concurrency,
@@ -174,7 +174,7 @@ def learn(
             status=status,
         )
 
-    resolved = _run_per_user(resolve_one, [u for u, e in extracted.items() if e.failure is None], concurrency)
+    resolved = run_per_user(resolve_one, [u for u, e in extracted.items() if e.failure is None], concurrency)
     for user_id in todo:  # user order: the output does not depend on which thread finished first
         user = resolved.get(user_id, extracted[user_id])
         out.stats.add(user.stats)
@@ -194,7 +194,7 @@ def learn(
 T = TypeVar("T")
 
 
-def _run_per_user(
+def run_per_user(
     work: Callable[[str], T],
     user_ids: list[str],
     concurrency: int,

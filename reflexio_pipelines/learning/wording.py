@@ -20,7 +20,7 @@ from reflexio_pipelines.learning.rules.text import STOP_WORDS, stem
 
 #: A word: letters/digits (any script), joined by inner apostrophes, hyphens, dots, slashes or colons, so
 #: "us-west-2", "config.yaml" and "don't" are one word each.
-_WORD_RE = re.compile(r"\w+(?:['\u2019\-_./:]\w+)*")
+WORD_RE = re.compile(r"\w+(?:['\u2019\-_./:]\w+)*")
 #: How rules name people without naming anyone (the third person below writes "the user"): function words too.
 _GENERIC_PEOPLE = frozenset("user users agent agents assistant team customer customers".split())
 #: Contractions of function words ("don't", "i'm", "it's") are function words too.
@@ -77,7 +77,7 @@ def vocabulary(texts: Iterable[str | None]) -> frozenset[str]:
         normal_word(m.group())
         for text in texts
         if text
-        for m in _WORD_RE.finditer(text)
+        for m in WORD_RE.finditer(text)
         if not is_function_word(m.group())
     )
 
@@ -109,7 +109,7 @@ def keep_words(text: str, keep: Callable[[str], bool]) -> str:
     Returns `text` unchanged when every word stays, "" when no content word is left (what remained would be only
     function words and punctuation)."""
     pieces, start, kept = [], 0, False
-    for match in _WORD_RE.finditer(text):
+    for match in WORD_RE.finditer(text):
         word = match.group()
         if is_function_word(word):
             continue

@@ -249,8 +249,8 @@ class Source:
     licence: str
 
 
-_SPC = ("google-research-datasets/Synthetic-Persona-Chat", "1f367a0f05d388ca96ebbbc9e5752ab19ac76510")
-_SPC_FILES = ("data/Synthetic-Persona-Chat_valid.csv", "data/Synthetic-Persona-Chat_test.csv")
+SPC_REPO = ("google-research-datasets/Synthetic-Persona-Chat", "1f367a0f05d388ca96ebbbc9e5752ab19ac76510")
+SPC_FILES = ("data/Synthetic-Persona-Chat_valid.csv", "data/Synthetic-Persona-Chat_test.csv")
 _CONVAI = ("DeepPavlovAdmin/convai", "54d921f99606960941ece4865a396925dfc264f4")
 _CONVAI_FILES = (
     "data/data_volunteers.json",
@@ -276,8 +276,8 @@ _DNLI = ("ryanshea10/personachat_offline_rl", "b13b0a0cca02045201d1bce0bcfa87225
 _DNLI_FILES = tuple(f"data/eval_data/valid_{n}.jsonl" for n in ("likedislike", "havenot", "attributes"))
 
 SOURCES: tuple[Source, ...] = (
-    Source("spc_personas", *_SPC, _SPC_FILES, read_persona_csv, label_persona_line, "CC-BY-4.0"),
-    Source("spc_turns", *_SPC, _SPC_FILES, read_persona_chat_turns, label_chat_utterance, "CC-BY-4.0"),
+    Source("spc_personas", *SPC_REPO, SPC_FILES, read_persona_csv, label_persona_line, "CC-BY-4.0"),
+    Source("spc_turns", *SPC_REPO, SPC_FILES, read_persona_chat_turns, label_chat_utterance, "CC-BY-4.0"),
     Source("convai2_personas", *_CONVAI, _CONVAI_FILES, read_convai_profiles, label_persona_line, "none stated"),
     Source("convai2_turns", *_CONVAI, _CONVAI_TURN_FILES, read_convai_human_turns, label_social_only, "none stated"),
     Source(
@@ -318,7 +318,7 @@ SOURCES: tuple[Source, ...] = (
 )
 
 
-def _git_show(mirror: Path, repo: str, commit: str) -> Callable[[str], str]:
+def git_show(mirror: Path, repo: str, commit: str) -> Callable[[str], str]:
     gitdir = mirror / repo.replace("/", "+") / "repo"
 
     def show(path: str) -> str:
@@ -361,7 +361,7 @@ def build(mirror: Path, chatterbot: Path | None = None) -> dict[str, list[dict]]
     kinds by different rules is dropped as ambiguous) and capped per kind per source."""
     per_source: dict[str, list[dict]] = {}
     for src in SOURCES:
-        show = _git_show(mirror, src.repo, src.commit)
+        show = git_show(mirror, src.repo, src.commit)
         rows: list[dict] = []
         for path in src.paths:
             tag = f"{src.name}:{src.repo}@{src.commit[:12]}:{path}"
