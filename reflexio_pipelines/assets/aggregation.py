@@ -9,7 +9,7 @@ from functools import partial
 
 import dagster as dg
 
-from reflexio_pipelines.assets.metadata import preview
+from reflexio_pipelines.assets.metadata import preview, table_specs
 from reflexio_pipelines.lake.aggregation import (
     Scope,
     aggregate_playbooks,
@@ -57,22 +57,19 @@ def playbook_embeddings(lake: LakeResource, embedder: EmbedderResource) -> dg.Ma
 
 
 @dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            "agent_playbooks",
-            deps=["playbook_embeddings"],
-            group_name="aggregation",
-            kinds={"deltalake"},
-            description="Shared rules consolidated from user playbooks that recur across users.",
-        ),
-        dg.AssetSpec(
-            "aggregation_change_log",
-            deps=["playbook_embeddings"],
-            group_name="aggregation",
-            kinds={"deltalake"},
-            description="Every added / updated / removed agent playbook, before and after.",
-        ),
-    ]
+    specs=table_specs(
+        "aggregation",
+        {
+            "agent_playbooks": (
+                ["playbook_embeddings"],
+                "Shared rules consolidated from user playbooks that recur across users.",
+            ),
+            "aggregation_change_log": (
+                ["playbook_embeddings"],
+                "Every added / updated / removed agent playbook, before and after.",
+            ),
+        },
+    )
 )
 def agent_playbook_aggregation(
     context: dg.AssetExecutionContext, config: AggregationConfig, lake: LakeResource, extractor: ExtractorResource

@@ -12,7 +12,7 @@ import time
 import dagster as dg
 import pyarrow as pa
 
-from reflexio_pipelines.assets.metadata import preview
+from reflexio_pipelines.assets.metadata import preview, table_specs
 from reflexio_pipelines.lake.evaluations import append_evaluations, evaluated_ids, write_impact
 from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.records import live_turns
@@ -40,23 +40,20 @@ def judge_for(extractor: ExtractorResource) -> Judge:
 
 
 @dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            "session_evaluations",
-            deps=["turns"],
-            group_name="evaluation",
-            kinds={"deltalake"},
-            description="Per sampled closed session and evaluator: success, failure type, escalation, "
-            "corrections, turns to resolution, judge and prompt version.",
-        ),
-        dg.AssetSpec(
-            "shadow_comparisons",
-            deps=["turns"],
-            group_name="evaluation",
-            kinds={"deltalake"},
-            description="Per turn with shadow_content: regular vs shadow, order randomised and mapped back.",
-        ),
-    ]
+    specs=table_specs(
+        "evaluation",
+        {
+            "session_evaluations": (
+                ["turns"],
+                "Per sampled closed session and evaluator: success, failure type, escalation, "
+                "corrections, turns to resolution, judge and prompt version.",
+            ),
+            "shadow_comparisons": (
+                ["turns"],
+                "Per turn with shadow_content: regular vs shadow, order randomised and mapped back.",
+            ),
+        },
+    )
 )
 def session_evaluation(
     context: dg.AssetExecutionContext, config: EvaluationConfig, lake: LakeResource, extractor: ExtractorResource
@@ -98,34 +95,28 @@ def session_evaluation(
 
 
 @dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            "impact_metrics",
-            deps=["session_evaluations", "shadow_comparisons", "agent_playbooks", "session_outcomes"],
-            group_name="evaluation",
-            kinds={"deltalake"},
-            description="Per agent version, day, evaluation and judge: success rate with a 95 % Wilson "
-            "interval, regular win rate over shadow, corrections per session, turns to "
-            "resolution, playbooks approved / rejected; `session_signals` rows (heuristic): "
-            "corrections and tool failures per session, correction recurrence.",
-        ),
-        dg.AssetSpec(
-            "impact_before_after",
-            deps=["session_evaluations"],
-            group_name="evaluation",
-            kinds={"deltalake"},
-            description="Per agent version: sessions before vs after a learned playbook was first served "
-            "(time-confounded; impact_holdout is the controlled comparison).",
-        ),
-        dg.AssetSpec(
-            "impact_holdout",
-            deps=["session_evaluations", "session_outcomes"],
-            group_name="evaluation",
-            kinds={"deltalake"},
-            description="Treated vs control (holdout) per agent version, evaluation, judge and metric over "
-            "the same period, with 95 % intervals for the difference.",
-        ),
-    ]
+    specs=table_specs(
+        "evaluation",
+        {
+            "impact_metrics": (
+                ["session_evaluations", "shadow_comparisons", "agent_playbooks", "session_outcomes"],
+                "Per agent version, day, evaluation and judge: success rate with a 95 % Wilson "
+                "interval, regular win rate over shadow, corrections per session, turns to "
+                "resolution, playbooks approved / rejected; `session_signals` rows (heuristic): "
+                "corrections and tool failures per session, correction recurrence.",
+            ),
+            "impact_before_after": (
+                ["session_evaluations"],
+                "Per agent version: sessions before vs after a learned playbook was first served "
+                "(time-confounded; impact_holdout is the controlled comparison).",
+            ),
+            "impact_holdout": (
+                ["session_evaluations", "session_outcomes"],
+                "Treated vs control (holdout) per agent version, evaluation, judge and metric over "
+                "the same period, with 95 % intervals for the difference.",
+            ),
+        },
+    )
 )
 def impact(lake: LakeResource):
     written = write_impact(lake.get())

@@ -30,7 +30,7 @@ from typing import Literal
 
 import dagster as dg
 
-from reflexio_pipelines.assets.metadata import preview
+from reflexio_pipelines.assets.metadata import preview, table_specs
 from reflexio_pipelines.lake.llm_calls import ledger_written
 from reflexio_pipelines.lake.reads import counting_reads
 from reflexio_pipelines.lake.windows import window_end, window_of_key
@@ -92,10 +92,7 @@ def run_pace(config: LearningRunConfig, extractor: ExtractorResource, partition_
 
 
 @dg.multi_asset(
-    specs=[
-        dg.AssetSpec(name, deps=["turns"], group_name="learning", kinds={"deltalake"}, description=description)
-        for name, (description, _) in OUTPUTS.items()
-    ],
+    specs=table_specs("learning", {name: (["turns"], description) for name, (description, _) in OUTPUTS.items()}),
     partitions_def=PARTITIONS,
 )
 def user_learning(

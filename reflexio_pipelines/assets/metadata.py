@@ -10,6 +10,14 @@ import pyarrow as pa
 FREE_TEXT_COLUMNS = frozenset({"content", "trigger", "rationale", "blocking_issue", "expert_content", "shadow_content"})
 
 
+def table_specs(group: str, tables: dict[str, tuple[list[str], str]]) -> list[dg.AssetSpec]:
+    """The specs of a multi-asset's outputs, each one Delta table of the lake: key -> (deps, description)."""
+    return [
+        dg.AssetSpec(key, deps=deps, group_name=group, kinds={"deltalake"}, description=description)
+        for key, (deps, description) in tables.items()
+    ]
+
+
 def preview(table: pa.Table, columns: list[str], *, enabled: bool, rows: int = 5, width: int = 80) -> dg.MetadataValue:
     """A markdown table of the first rows, long cells shortened and free-text cells replaced by their length, for the
     asset's metadata panel; a placeholder when previews of user data are off (`LakeResource.metadata_previews`:

@@ -21,6 +21,7 @@ from collections import Counter as Tally
 
 import dagster as dg
 
+from reflexio_pipelines.assets.metadata import table_specs
 from reflexio_pipelines.lake.outcomes import commit_outcomes, outcomes_now
 from reflexio_pipelines.learning.outcome_types import HARMFUL, HELPFUL, MISSED, RULES_VERSION
 from reflexio_pipelines.resources import ExtractorResource, LakeResource
@@ -33,39 +34,30 @@ class OutcomeConfig(dg.Config):
 
 
 @dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            "session_outcomes",
-            deps=["turns", "session_evaluations"],
-            group_name="evaluation",
-            kinds={"deltalake"},
-            description="Per closed session: holdout arm, searches, items served and "
-            "the rule-based signals (corrections, recurrence, tool failures). Heuristic.",
-        ),
-        dg.AssetSpec(
-            "item_outcome_events",
-            deps=["turns", "session_evaluations", "user_profiles", "user_playbooks", "agent_playbooks"],
-            group_name="evaluation",
-            kinds={"deltalake"},
-            description="Per closed session and served learned item: helpful / harmful / missed (heuristic "
-            "matching rules) and the rule that decided.",
-        ),
-        dg.AssetSpec(
-            "item_outcomes",
-            deps=["item_outcome_events"],
-            group_name="evaluation",
-            kinds={"deltalake"},
-            description="Per learned item: served, helpful, harmful, missed, flagged (harmful > helpful "
-            "after a minimum count), held out pending review.",
-        ),
-        dg.AssetSpec(
-            "outcome_change_log",
-            deps=["item_outcomes"],
-            group_name="evaluation",
-            kinds={"deltalake"},
-            description="Every flag action on a learned item with its evidence sessions (append-only).",
-        ),
-    ]
+    specs=table_specs(
+        "evaluation",
+        {
+            "session_outcomes": (
+                ["turns", "session_evaluations"],
+                "Per closed session: holdout arm, searches, items served and "
+                "the rule-based signals (corrections, recurrence, tool failures). Heuristic.",
+            ),
+            "item_outcome_events": (
+                ["turns", "session_evaluations", "user_profiles", "user_playbooks", "agent_playbooks"],
+                "Per closed session and served learned item: helpful / harmful / missed (heuristic "
+                "matching rules) and the rule that decided.",
+            ),
+            "item_outcomes": (
+                ["item_outcome_events"],
+                "Per learned item: served, helpful, harmful, missed, flagged (harmful > helpful "
+                "after a minimum count), held out pending review.",
+            ),
+            "outcome_change_log": (
+                ["item_outcomes"],
+                "Every flag action on a learned item with its evidence sessions (append-only).",
+            ),
+        },
+    )
 )
 def learned_item_outcomes(
     context: dg.AssetExecutionContext, config: OutcomeConfig, lake: LakeResource, extractor: ExtractorResource
