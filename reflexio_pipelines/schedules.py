@@ -36,39 +36,43 @@ def per_organisation(
     ]
 
 
-@dg.schedule(
-    name="daily_aggregation",
-    job=aggregation_job,
-    cron_schedule="0 3 * * *",
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Clusters the day's user playbooks into agent playbooks at 03:00 UTC, for every organisation.",
+def lake_schedule(
+    name: str, job: dg.UnresolvedAssetJobDefinition, cron: str, description: str, run_config: dict | None = None
+) -> dg.ScheduleDefinition:
+    """A schedule (UTC, running by default) whose every tick requests one run of `job` per lake holding data."""
+
+    @dg.schedule(
+        name=name,
+        job=job,
+        cron_schedule=cron,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description=description,
+    )
+    def schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
+        return per_organisation(context, lake, run_config)
+
+    return schedule
+
+
+aggregation_schedule = lake_schedule(
+    "daily_aggregation",
+    aggregation_job,
+    "0 3 * * *",
+    "Clusters the day's user playbooks into agent playbooks at 03:00 UTC, for every organisation.",
 )
-def aggregation_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
-    return per_organisation(context, lake)
-
-
-@dg.schedule(
-    name="session_evaluation",
-    job=evaluation_job,
-    cron_schedule="*/10 * * * *",
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Judges sessions that closed since the last run (quiet period elapsed) and refreshes impact metrics, "
+evaluation_schedule = lake_schedule(
+    "session_evaluation",
+    evaluation_job,
+    "*/10 * * * *",
+    "Judges sessions that closed since the last run (quiet period elapsed) and refreshes impact metrics, "
     "for every organisation.",
 )
-def evaluation_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
-    return per_organisation(context, lake)
-
-
-@dg.schedule(
-    name="index_compaction",
-    job=index_job,
-    cron_schedule="30 3 * * *",
-    execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Rebuilds every organisation's search index from scratch at 03:30 UTC (after aggregation): the day's "
+index_compaction_schedule = lake_schedule(
+    "index_compaction",
+    index_job,
+    "30 3 * * *",
+    "Rebuilds every organisation's search index from scratch at 03:30 UTC (after aggregation): the day's "
     "delta segments and tombstones fold into a new base with its HNSW graph over every row.",
+    {"ops": {"search_index": {"config": {"compact": True}}}},
 )
-def index_compaction_schedule(context: dg.ScheduleEvaluationContext, lake: LakeResource) -> list[dg.RunRequest]:
-    return per_organisation(context, lake, {"ops": {"search_index": {"config": {"compact": True}}}})
