@@ -128,84 +128,54 @@ async def _change(state: ServiceState, config: dict) -> dict:
     return counts
 
 
+async def _move(state: ServiceState, scope: dict, noun: str) -> dict:
+    """Run one upgrade or downgrade (`scope["op"]`) of `noun` ("profiles", "user playbooks") and answer with its
+    counts under the original's `<noun>_<verb>` field names."""
+    counts = await _change(state, scope)
+    key = noun.replace(" ", "_")
+    if scope["op"] == "upgrade":
+        promoted, archived = counts.get("pending->current", 0), counts.get("current->archived", 0)
+        message = "upgraded" if promoted else f"no pending {noun} to upgrade"
+        moved = {f"{key}_archived": archived, f"{key}_promoted": promoted, f"{key}_deleted": 0}
+        return {"success": promoted > 0, **moved, "message": message}
+    restored, demoted = counts.get("archived->current", 0), counts.get("current->archived", 0)
+    message = "downgraded" if restored else f"no archived {noun} to restore"
+    return {"success": restored > 0, f"{key}_demoted": demoted, f"{key}_restored": restored, "message": message}
+
+
 @router.post("/api/upgrade_all_profiles", response_model=UpgradeProfilesResponse)
 async def upgrade_all_profiles(body: UpgradeProfilesRequest, state: ServiceDep):
     """Pending profiles become current; the current profiles of the affected users are archived (kept)."""
-    counts = await _change(
-        state,
-        {
-            "entity": "profile",
-            "op": "upgrade",
-            "user_id": body.user_id,
-            "only_affected_users": body.only_affected_users,
-        },
-    )
-    promoted, archived = counts.get("pending->current", 0), counts.get("current->archived", 0)
-    return {
-        "success": promoted > 0,
-        "profiles_archived": archived,
-        "profiles_promoted": promoted,
-        "profiles_deleted": 0,
-        "message": "upgraded" if promoted else "no pending profiles to upgrade",
-    }
+    scope = {"entity": "profile", "op": "upgrade", "user_id": body.user_id}
+    return await _move(state, dict(scope, only_affected_users=body.only_affected_users), "profiles")
 
 
 @router.post("/api/downgrade_all_profiles", response_model=DowngradeProfilesResponse)
 async def downgrade_all_profiles(body: UpgradeProfilesRequest, state: ServiceDep):
     """Archived profiles become current again and the profiles that replaced them are archived."""
-    counts = await _change(state, {"entity": "profile", "op": "downgrade", "user_id": body.user_id})
-    restored, demoted = counts.get("archived->current", 0), counts.get("current->archived", 0)
+    return await _move(state, {"entity": "profile", "op": "downgrade", "user_id": body.user_id}, "profiles")
+
+
+def _playbooks_scope(op: str, body: UpgradeUserPlaybooksRequest) -> dict:
     return {
-        "success": restored > 0,
-        "profiles_demoted": demoted,
-        "profiles_restored": restored,
-        "message": "downgraded" if restored else "no archived profiles to restore",
+        "entity": "user_playbook",
+        "op": op,
+        "agent_version": body.agent_version,
+        "playbook_name": body.playbook_name,
     }
 
 
 @router.post("/api/upgrade_all_user_playbooks", response_model=UpgradeUserPlaybooksResponse)
 async def upgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, state: ServiceDep):
     """Pending user playbooks become current; with `archive_current`, the current ones they replace are archived."""
-    counts = await _change(
-        state,
-        {
-            "entity": "user_playbook",
-            "op": "upgrade",
-            "agent_version": body.agent_version,
-            "playbook_name": body.playbook_name,
-            "archive_current": body.archive_current,
-            "only_affected_users": False,
-        },
-    )
-    promoted, archived = counts.get("pending->current", 0), counts.get("current->archived", 0)
-    return {
-        "success": promoted > 0,
-        "user_playbooks_deleted": 0,
-        "user_playbooks_archived": archived,
-        "user_playbooks_promoted": promoted,
-        "message": "upgraded" if promoted else "no pending user playbooks to upgrade",
-    }
+    scope = dict(_playbooks_scope("upgrade", body), archive_current=body.archive_current, only_affected_users=False)
+    return await _move(state, scope, "user playbooks")
 
 
 @router.post("/api/downgrade_all_user_playbooks", response_model=DowngradeUserPlaybooksResponse)
 async def downgrade_all_user_playbooks(body: UpgradeUserPlaybooksRequest, state: ServiceDep):
     """Archived user playbooks become current again and the ones that replaced them are archived."""
-    counts = await _change(
-        state,
-        {
-            "entity": "user_playbook",
-            "op": "downgrade",
-            "agent_version": body.agent_version,
-            "playbook_name": body.playbook_name,
-        },
-    )
-    restored, demoted = counts.get("archived->current", 0), counts.get("current->archived", 0)
-    return {
-        "success": restored > 0,
-        "user_playbooks_demoted": demoted,
-        "user_playbooks_restored": restored,
-        "message": "downgraded" if restored else "no archived user playbooks to restore",
-    }
+    return await _move(state, _playbooks_scope("downgrade", body), "user playbooks")
 
 
 @router.get("/api/get_operation_status", response_model=GetOperationStatusResponse)
