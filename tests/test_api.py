@@ -9,6 +9,7 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.settings import Settings, load_settings
 from serving.app import MAX_BODY_BYTES, create_app
 from serving.tenancy import KeyStore
+from tests.support.routes import api_routes
 from tests.support.servers import serve_app
 
 
@@ -200,13 +201,8 @@ def test_index_from_another_embedding_model_is_searched_by_bm25_only(settings, i
     from reflexio_pipelines.search.types import SearchDoc
     from reflexio_pipelines.search.versions import publish_index
 
-    doc = SearchDoc(
-        entity_type="user_playbook",
-        doc_id="1",
-        text="always use us-west-2",
-        user_id="u1",
-        payload={"content": "always use us-west-2"},
-    )
+    rule = "always use us-west-2"
+    doc = SearchDoc("user_playbook", "1", rule, {"content": rule}, user_id="u1")
     publish_index(lake.index_root, [doc], _OtherModel())
     with TestClient(create_app(settings)) as c:
         body = c.post("/api/search", json={"query": "us-west-2", "user_id": "u1"}).json()
@@ -231,24 +227,10 @@ def _documented_error(reply) -> str | None:
     return None
 
 
-def _api_routes(routes: list) -> list:
-    """Every APIRoute, looking inside included routers (FastAPI wraps each in an object holding the original)."""
-    from fastapi.routing import APIRoute
-
-    found = []
-    for route in routes:
-        inner = getattr(route, "original_router", None)
-        if inner is not None:
-            found.extend(_api_routes(inner.routes))
-        elif isinstance(route, APIRoute):
-            found.append(route)
-    return found
-
-
 def _routes(app) -> list[tuple[str, str, bool]]:
     """(method, path with its parameters filled, takes a JSON body) for every route of the app."""
     routes = []
-    for route in _api_routes(app.routes):
+    for route in api_routes(app.routes):
         path = route.path_format.format(**{name: "x" for name in route.param_convertors})
         for method in sorted(route.methods - {"HEAD"}):
             routes.append((method, path, route.body_field is not None))
@@ -266,7 +248,7 @@ def test_every_route_answers_errors_in_the_documented_shape(settings, instance):
     app.add_api_route("/api/_test_boom", boom, methods=["GET"])  # stands in for a bug in any handler
     routes = _routes(app)
     documented = {(m.upper(), p) for p, ops in app.openapi()["paths"].items() for m in ops}
-    templates = {(m, r.path_format) for r in _api_routes(app.routes) for m in r.methods}
+    templates = {(m, r.path_format) for r in api_routes(app.routes) for m in r.methods}
     assert documented <= templates and len(routes) > 40  # every route of the schema is walked
     wrong: list[str] = []
     with TestClient(app, raise_server_exceptions=False) as client:

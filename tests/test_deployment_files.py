@@ -197,13 +197,8 @@ def test_readiness_means_the_published_index_is_loaded(tmp_path):
         missing = _readiness(url, lake.root, home)
         assert missing.returncode == 1 and "20260101T000000000000Z-abcdef" in missing.stderr
 
-        doc = SearchDoc(
-            entity_type="user_playbook",
-            doc_id="1",
-            text="always use us-west-2",
-            user_id="u1",
-            payload={"content": "always use us-west-2"},
-        )
+        rule = "always use us-west-2"
+        doc = SearchDoc("user_playbook", "1", rule, {"content": rule}, user_id="u1")
         publish_index(lake.index_root, [doc], make_embedder())
         assert _wait_ready(url, lake.root, home).returncode == 0
 

@@ -7,25 +7,13 @@ import inspect
 from pathlib import Path
 
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
+from tests.support.routes import api_routes
 
 ROUTERS = Path(__file__).resolve().parent.parent / "serving" / "routers"
-
-
-def _api_routes(routes: list) -> list[APIRoute]:
-    """Every APIRoute, looking inside included routers (FastAPI wraps each in an object holding the original)."""
-    found = []
-    for route in routes:
-        inner = getattr(route, "original_router", None)
-        if inner is not None:
-            found.extend(_api_routes(inner.routes))
-        elif isinstance(route, APIRoute):
-            found.append(route)
-    return found
 
 
 def test_every_documented_operation_has_a_response_schema(tmp_path: Path) -> None:
@@ -46,7 +34,7 @@ def test_every_documented_operation_has_a_response_schema(tmp_path: Path) -> Non
 def test_every_route_declares_its_response(tmp_path: Path) -> None:
     """A response model for JSON answers, a response class for the others (pages, files): also on routes the
     document leaves out."""
-    routes = _api_routes(create_app(Settings(lake=str(tmp_path / "lake"))).routes)
+    routes = api_routes(create_app(Settings(lake=str(tmp_path / "lake"))).routes)
     # FastAPI wraps the default response class (JSONResponse) in a placeholder holding it as `value`
     json_routes = [r for r in routes if issubclass(getattr(r.response_class, "value", r.response_class), JSONResponse)]
     undeclared = [
