@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
@@ -302,6 +302,16 @@ def _write_ann(out_dir: Path, entity_type: str, vectors: np.ndarray, params: Hns
         "params": params.to_manifest(),
         "build_seconds": round(time.perf_counter() - started, 3),
     }
+
+
+class BuildOptions(TypedDict, total=False):
+    """`build_index`'s knobs, passed through as given by the functions that stage a version (`stage_index`,
+    `publish_index`): one list of them, each defaulting where `build_index` says."""
+
+    hnsw_min_rows: int
+    hnsw_params: HnswParams
+    cache: VectorCache | None
+    watermarks: Mapping[str, int] | None
 
 
 def build_index(

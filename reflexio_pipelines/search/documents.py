@@ -44,19 +44,13 @@ def profile_view(row: dict[str, Any]) -> dict[str, Any]:
 
 def user_playbook_view(row: dict[str, Any]) -> dict[str, Any]:
     """The original's UserPlaybookView plus our provenance block."""
-    blocking = _blocking(row)
     return {
         "user_playbook_id": row["user_playbook_id"],
         "user_id": row["user_id"],
         "agent_version": row["agent_version"] or "",
         "request_id": row["request_id"] or "",
         "playbook_name": row["playbook_name"] or "",
-        "created_at": row["created_at"],
-        "content": row["content"],
-        "trigger": row["trigger"],
-        "rationale": row["rationale"],
-        "blocking_issue": blocking,
-        "structured_data": _structured(row, blocking),
+        **_rule(row),
         "status": _lifecycle(row["status"]),
         "source": row["source"] or None,
         "source_interaction_ids": row["source_interaction_ids"] or [],
@@ -71,9 +65,18 @@ def _blocking(row: dict[str, Any]) -> dict[str, str] | None:
     return {"kind": row["blocking_issue_kind"], "details": row["blocking_issue_details"] or ""}
 
 
-def _structured(row: dict[str, Any], blocking: dict | None) -> dict[str, Any]:
-    # Newer clients read trigger / rationale / blocking_issue from `structured_data`; the snapshot API top-level.
-    return {"trigger": row["trigger"], "rationale": row["rationale"], "blocking_issue": blocking}
+def _rule(row: dict[str, Any]) -> dict[str, Any]:
+    """A playbook's rule as both playbook views carry it, in their key order."""
+    blocking = _blocking(row)
+    return {
+        "created_at": row["created_at"],
+        "content": row["content"],
+        "trigger": row["trigger"],
+        "rationale": row["rationale"],
+        "blocking_issue": blocking,
+        # Newer clients read trigger / rationale / blocking_issue from `structured_data`; the snapshot API top-level.
+        "structured_data": {"trigger": row["trigger"], "rationale": row["rationale"], "blocking_issue": blocking},
+    }
 
 
 def patch_view(payload: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
@@ -146,17 +149,11 @@ def user_playbook_docs(rows: Iterable[dict[str, Any]]) -> list[SearchDoc]:
 
 def agent_playbook_view(row: dict[str, Any], playbook_status: str) -> dict[str, Any]:
     """The original's AgentPlaybookView plus the member user playbooks (→ their source turns)."""
-    blocking = _blocking(row)
     return {
         "agent_playbook_id": row["agent_playbook_id"],
         "playbook_name": row["playbook_name"],
         "agent_version": row["agent_version"],
-        "created_at": row["created_at"],
-        "content": row["content"],
-        "trigger": row["trigger"],
-        "rationale": row["rationale"],
-        "blocking_issue": blocking,
-        "structured_data": _structured(row, blocking),
+        **_rule(row),
         "playbook_status": playbook_status,
         "playbook_metadata": "",
         "status": _lifecycle(row["status"]),

@@ -30,12 +30,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from reflexio_pipelines.files import TMP_PREFIX, fsync_path, fsync_tree
 from reflexio_pipelines.learning.embedding import Embedder
-from reflexio_pipelines.search.ann import HNSW_MIN_ROWS, HnswParams
-from reflexio_pipelines.search.build import VectorCache, build_index
+from reflexio_pipelines.search.build import BuildOptions, build_index
 from reflexio_pipelines.search.types import ENTITY_TYPES, IndexCorrupt, SearchDoc, SearchIndexError
 from reflexio_pipelines.storage import (
     LakePath,
@@ -63,14 +62,7 @@ def _as_root(index_root: LakePath | str) -> LakePath:
 
 
 def stage_index(
-    index_root: LakePath,
-    docs: Sequence[SearchDoc],
-    embedder: Embedder,
-    *,
-    hnsw_min_rows: int = HNSW_MIN_ROWS,
-    hnsw_params: HnswParams = HnswParams(),
-    cache: VectorCache | None = None,
-    watermarks: Mapping[str, int] | None = None,
+    index_root: LakePath, docs: Sequence[SearchDoc], embedder: Embedder, **options: Unpack[BuildOptions]
 ) -> str:
     """Build a new version under `index_root` (a full build) and make it durable, without serving it yet.
 
@@ -80,16 +72,7 @@ def stage_index(
     """
 
     def build(out_dir: Path, version: str) -> None:
-        build_index(
-            docs,
-            embedder,
-            out_dir,
-            version=version,
-            hnsw_min_rows=hnsw_min_rows,
-            hnsw_params=hnsw_params,
-            cache=cache,
-            watermarks=watermarks,
-        )
+        build_index(docs, embedder, out_dir, version=version, **options)
 
     return stage_version(index_root, build)
 
@@ -141,27 +124,12 @@ def activate_if_newer(index_root: LakePath, version: str) -> bool:
 
 
 def publish_index(
-    index_root: LakePath,
-    docs: Sequence[SearchDoc],
-    embedder: Embedder,
-    *,
-    hnsw_min_rows: int = HNSW_MIN_ROWS,
-    hnsw_params: HnswParams = HnswParams(),
-    cache: VectorCache | None = None,
-    watermarks: Mapping[str, int] | None = None,
+    index_root: LakePath, docs: Sequence[SearchDoc], embedder: Embedder, **options: Unpack[BuildOptions]
 ) -> str:
     """Stage a new version and point CURRENT at it. Publishes to one root should be serialised (one
     index-building run at a time): the last to finish sets CURRENT. Returns the new version name. The HNSW, cache
     and watermark options are `build_index`'s."""
-    version = stage_index(
-        index_root,
-        docs,
-        embedder,
-        hnsw_min_rows=hnsw_min_rows,
-        hnsw_params=hnsw_params,
-        cache=cache,
-        watermarks=watermarks,
-    )
+    version = stage_index(index_root, docs, embedder, **options)
     activate_version(index_root, version)
     return version
 
