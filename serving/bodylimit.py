@@ -9,20 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from serving.asgi import HttpMiddleware
 from serving.errors import error
 
 
-class BodySizeLimit:
+class BodySizeLimit(HttpMiddleware):
     """ASGI middleware answering 413 for bodies over `max_bytes`."""
 
     def __init__(self, app: Any, max_bytes: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: dict, receive: Any, send: Any) -> None:
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None:
             if not length.isdigit() or int(length) > self.max_bytes:

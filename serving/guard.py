@@ -10,23 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from serving.asgi import HttpMiddleware
 from serving.errors import error
 from serving.ratelimit import RateLimiter, route_class
 from serving.tenancy import DEFAULT_ORG, Tenants
 
 
-class KeyGuard:
+class KeyGuard(HttpMiddleware):
     """Sets `request.state.org_id` (the key's organisation; open mode's one organisation) or answers 401 / 429."""
 
     def __init__(self, app: Any, tenants: Tenants, limiter: RateLimiter) -> None:
-        self.app = app
+        super().__init__(app)
         self.tenants = tenants
         self.limiter = limiter
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: dict, receive: Any, send: Any) -> None:
         state = scope.setdefault("state", {})  # what Starlette's `request.state` reads and writes
         state["org_id"] = DEFAULT_ORG
         if self.tenants.keyed and scope["path"].startswith("/api/"):

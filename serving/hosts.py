@@ -21,6 +21,7 @@ from typing import Any
 
 from starlette.datastructures import Headers
 
+from serving.asgi import HttpMiddleware
 from serving.errors import error
 
 #: Always allowed where the check applies (IPv6 as it appears in a Host header: bracketed).
@@ -52,15 +53,15 @@ def host_allowed(host: str, patterns: Sequence[str]) -> bool:
     return any(p == "*" or host == p or (p.startswith("*.") and host.endswith(p[1:])) for p in patterns)
 
 
-class HostAllowList:
+class HostAllowList(HttpMiddleware):
     """ASGI middleware answering 400 (the documented error shape) for a Host outside `allowed_hosts`."""
 
     def __init__(self, app: Any, allowed_hosts: Sequence[str]) -> None:
-        self.app = app
+        super().__init__(app)
         self.patterns = [normalise_pattern(p) for p in allowed_hosts]
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] in UNCHECKED_PATHS or "*" in self.patterns:
+    async def handle(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["path"] in UNCHECKED_PATHS or "*" in self.patterns:
             await self.app(scope, receive, send)
             return
         value = Headers(scope=scope).get("host", "")
