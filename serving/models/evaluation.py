@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from reflexio_pipelines.lake.llm_calls import DailyUsage
+from serving.models.acks import rows_response
 from serving.models.fields import MAX_ID, CleanModel
 
 
@@ -65,20 +66,12 @@ class ImpactMetricsResponse(BaseModel):
     msg: str
 
 
-class ItemOutcomesResponse(BaseModel):
-    """GET /api/item_outcomes: outcome counters per learned item, with its text."""
-
-    success: bool
-    items: list[dict[str, Any]]
-    msg: str
+ItemOutcomesResponse = rows_response(
+    "ItemOutcomesResponse", "items", "GET /api/item_outcomes: outcome counters per learned item, with its text."
+)
 
 
-class OutcomeChangeLogResponse(BaseModel):
-    """GET /api/outcome_change_log."""
-
-    success: bool
-    entries: list[dict[str, Any]]
-    msg: str
+OutcomeChangeLogResponse = rows_response("OutcomeChangeLogResponse", "entries", "GET /api/outcome_change_log.")
 
 
 class ReviewFlaggedItemResponse(BaseModel):
@@ -89,12 +82,11 @@ class ReviewFlaggedItemResponse(BaseModel):
     action_id: str
 
 
-class EvaluationResultsResponse(BaseModel):
-    """POST /api/get_agent_success_evaluation_results: rows of session_evaluations."""
-
-    success: bool
-    agent_success_evaluation_results: list[dict[str, Any]]
-    msg: str
+EvaluationResultsResponse = rows_response(
+    "EvaluationResultsResponse",
+    "agent_success_evaluation_results",
+    "POST /api/get_agent_success_evaluation_results: rows of session_evaluations.",
+)
 
 
 class PeriodStats(BaseModel):

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from serving.models.acks import rows_response
 from serving.models.fields import MAX_ID, MAX_INT64, CleanModel
 
 
@@ -33,12 +34,9 @@ class GetAgentPlaybooksRequest(CleanModel):
     playbook_status_filter: Literal["pending", "approved", "rejected"] | None = None
 
 
-class AgentPlaybooksResponse(BaseModel):
-    """POST /api/get_agent_playbooks and POST /api/search_agent_playbooks."""
-
-    success: bool
-    agent_playbooks: list[dict[str, Any]]
-    msg: str
+AgentPlaybooksResponse = rows_response(
+    "AgentPlaybooksResponse", "agent_playbooks", "POST /api/get_agent_playbooks and POST /api/search_agent_playbooks."
+)
 
 
 class AggregationResponse(BaseModel):

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from serving.models.acks import rows_response
 from serving.models.fields import MAX_ID, MAX_INT64, CleanModel, SearchModeName, Status, TimeRange, UserId
 
 
@@ -60,28 +61,23 @@ class GetUserPlaybooksRequest(CleanModel):
     status_filter: list[Status | None] | None = None
 
 
-class ProfilesResponse(BaseModel):
-    """POST /api/get_profiles, GET /api/get_all_profiles and POST /api/search_profiles."""
-
-    success: bool
-    user_profiles: list[dict[str, Any]]
-    msg: str
-
-
-class UserPlaybooksResponse(BaseModel):
-    """POST /api/get_user_playbooks and POST /api/search_user_playbooks."""
-
-    success: bool
-    user_playbooks: list[dict[str, Any]]
-    msg: str
+ProfilesResponse = rows_response(
+    "ProfilesResponse",
+    "user_profiles",
+    "POST /api/get_profiles, GET /api/get_all_profiles and POST /api/search_profiles.",
+)
 
 
-class InteractionsResponse(BaseModel):
-    """POST /api/get_interactions, GET /api/get_all_interactions and POST /api/search_interactions."""
+UserPlaybooksResponse = rows_response(
+    "UserPlaybooksResponse", "user_playbooks", "POST /api/get_user_playbooks and POST /api/search_user_playbooks."
+)
 
-    success: bool
-    interactions: list[dict[str, Any]]
-    msg: str
+
+InteractionsResponse = rows_response(
+    "InteractionsResponse",
+    "interactions",
+    "POST /api/get_interactions, GET /api/get_all_interactions and POST /api/search_interactions.",
+)
 
 
 class ProfileStatisticsResponse(BaseModel):

@@ -134,25 +134,7 @@ def search_user_playbooks(body: SearchUserPlaybooksRequest, request: Request) ->
     if not body.user_id:
         return {"success": True, "user_playbooks": [], "msg": NO_USER}
     # Looked up here, not as a dependency: without a user id the answer needs no organisation state.
-    return _single(
-        state_of(request),
-        "user_playbooks",
-        body,
-        EntityQuery(
-            "user_playbook",
-            query=body.query or "",
-            top_k=body.top_k,
-            threshold=body.threshold,
-            filters=SearchFilters(
-                user_id=body.user_id,
-                agent_version=body.agent_version,
-                playbook_name=body.playbook_name,
-                statuses=statuses_of(body.status_filter),
-                start_time=body.start_unix,
-                end_time=body.end_unix,
-            ),
-        ),
-    )
+    return _single(state_of(request), "user_playbooks", body, _playbook_query("user_playbook", body, body.user_id))
 
 
 @router.post("/api/search_agent_playbooks", response_model=AgentPlaybooksResponse)
@@ -160,24 +142,27 @@ def search_agent_playbooks(body: SearchAgentPlaybooksRequest, state: ServiceDep)
     """Agent playbooks; approved ones unless `playbook_status_filter` names others (pending, rejected: a review)."""
     wanted = body.playbook_status_filter
     approval = SERVED_PLAYBOOK_STATUSES if wanted is None else tuple([wanted] if isinstance(wanted, str) else wanted)
-    return _single(
-        state,
-        "agent_playbooks",
-        body,
-        EntityQuery(
-            "agent_playbook",
-            query=body.query or "",
-            top_k=body.top_k,
-            threshold=body.threshold,
-            filters=SearchFilters(
-                agent_version=body.agent_version,
-                playbook_name=body.playbook_name,
-                statuses=statuses_of(body.status_filter),
-                start_time=body.start_unix,
-                end_time=body.end_unix,
-            ),
-            playbook_statuses=approval,
-        ),
+    query = _playbook_query("agent_playbook", body, None, playbook_statuses=approval)
+    return _single(state, "agent_playbooks", body, query)
+
+
+def _playbook_query(
+    entity: str,
+    body: SearchUserPlaybooksRequest | SearchAgentPlaybooksRequest,
+    user_id: str | None,
+    **extra: Any,
+) -> EntityQuery:
+    """A playbook search's query: the body's text, size, threshold and filters (narrowed to `user_id` if one)."""
+    filters = SearchFilters(
+        user_id=user_id,
+        agent_version=body.agent_version,
+        playbook_name=body.playbook_name,
+        statuses=statuses_of(body.status_filter),
+        start_time=body.start_unix,
+        end_time=body.end_unix,
+    )
+    return EntityQuery(
+        entity, query=body.query or "", top_k=body.top_k, threshold=body.threshold, filters=filters, **extra
     )
 
 
