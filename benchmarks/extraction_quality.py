@@ -378,6 +378,19 @@ class Runner:
     score_by_case: dict[str, tuple[Score, dict[str, Any]]] = field(default_factory=dict)
     case_seconds: list[float] = field(default_factory=list)
 
+    def learn(self, turns: list[Turn], states: dict[str, UserState], extractor: Any, window: str, run_id: str) -> Any:
+        """One learning pass over a case's turns, failures recorded (and scored), not raised."""
+        return learn(
+            turns,
+            states,
+            extractor,
+            self.embedder,
+            self.judge_factory,
+            window=window,
+            run_id=run_id,
+            on_failure="record",
+        )
+
     def run(self, case: Case) -> tuple[Score, dict[str, Any]]:
         score, detail = (
             Score(cases=1),
@@ -395,16 +408,7 @@ class Runner:
         before_rows: list[dict[str, Any]] = []
         if case.before:
             turns = make_turns(case.id, case.before, START, "before", 0)
-            out = learn(
-                turns,
-                {},
-                self.extractor,
-                self.embedder,
-                self.judge_factory,
-                window="2026-01-01T00",
-                run_id=f"{case.id}-1",
-                on_failure="record",
-            )
+            out = self.learn(turns, {}, self.extractor, "2026-01-01T00", f"{case.id}-1")
             score.failures += len(out.failures)
             before_rows = out.profiles
             state = UserState(
@@ -415,16 +419,7 @@ class Runner:
             detail["before_profiles"] = [r["content"] for r in state.profiles]
         turns = make_turns(case.id, case.turns, START + DAY, "case", 100)
         recorder = RecordingExtractor(self.extractor)
-        out = learn(
-            turns,
-            {case.id: state},
-            recorder,
-            self.embedder,
-            self.judge_factory,
-            window="2026-01-02T00",
-            run_id=f"{case.id}-2",
-            on_failure="record",
-        )
+        out = self.learn(turns, {case.id: state}, recorder, "2026-01-02T00", f"{case.id}-2")
         score.failures += len(out.failures)
         if out.failures:
             detail["failures"] = [str(f.summary) for f in out.failures]

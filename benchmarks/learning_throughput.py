@@ -1149,6 +1149,13 @@ def phase_rounds(run: Run) -> dict:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def sensor_row(mode: str, measured: dict, runs: int, calls_ratio: float | None) -> list:
+    """One row of the sensor phase's table: a mode's turns and the stub LLM's calls, tokens and concurrency."""
+    stub = measured["stub"]
+    counts = [measured["turns_published"], measured["turns_learned"], stub["calls"], stub["calls_per_1k_turns"]]
+    return [mode, runs, *counts, stub["prompt_tokens_per_1k_turns"], stub["max_in_flight"], calls_ratio]
+
+
 def phase_sensor(run: Run) -> dict:
     a = run.args
     stream = make_stream(a.sensor_users, a.turns_per_user, a.seed, prefix="sensor")
@@ -1200,28 +1207,8 @@ def phase_sensor(run: Run) -> dict:
         f"{a.sensor_delay} s/call stub)",
         ["mode", "runs", "turns", "learned", "calls", "calls/1k", "prompt tok/1k", "in flight", "x calls"],
         [
-            [
-                "sensor (live)",
-                live["runs"],
-                live["turns_published"],
-                live["turns_learned"],
-                live["stub"]["calls"],
-                live["stub"]["calls_per_1k_turns"],
-                live["stub"]["prompt_tokens_per_1k_turns"],
-                live["stub"]["max_in_flight"],
-                live["calls_ratio_vs_1_round"],
-            ],
-            [
-                "one pass (same stream)",
-                baseline["materialize_runs"],
-                baseline["turns_published"],
-                baseline["turns_learned"],
-                baseline["stub"]["calls"],
-                baseline["stub"]["calls_per_1k_turns"],
-                baseline["stub"]["prompt_tokens_per_1k_turns"],
-                baseline["stub"]["max_in_flight"],
-                1.0,
-            ],
+            sensor_row("sensor (live)", live, live["runs"], live["calls_ratio_vs_1_round"]),
+            sensor_row("one pass (same stream)", baseline, baseline["materialize_runs"], 1.0),
         ],
         [26, 7, 8, 9, 8, 10, 15, 11, 9],
     )

@@ -734,6 +734,10 @@ def learn_window_kwargs() -> dict[str, Any]:
     return {"window_size": WINDOW_SIZE, "window_stride": WINDOW_STRIDE}
 
 
+#: The learning stats the replay of our side sums over its windows (its client-reported counts).
+LEARN_COUNTS = "windows llm_calls dedup_calls prompt_tokens completion_tokens superseded duplicates_dropped".split()
+
+
 def run_ours(corpus: Corpus, api_base: str, app: Any, granularity: str = "hourly") -> dict[str, Any]:
     """Learn the corpus partition by partition with the real `learn()`; returns counts and coverage."""
     from reflexio_pipelines.learning.embedding import make_embedder
@@ -766,16 +770,7 @@ def run_ours(corpus: Corpus, api_base: str, app: Any, granularity: str = "hourly
             users[row["user_id"]].playbook_rows.append(row)
         for turn in turns:
             users[turn.user_id].history.append(turn)
-        stats = out.stats
-        totals.update(
-            windows=stats.windows,
-            llm_calls=stats.llm_calls,
-            dedup_calls=stats.dedup_calls,
-            prompt_tokens=stats.prompt_tokens,
-            completion_tokens=stats.completion_tokens,
-            superseded=stats.superseded,
-            duplicates_dropped=stats.duplicates_dropped,
-        )
+        totals.update({name: getattr(out.stats, name) for name in LEARN_COUNTS})
         totals["recorded_requests"] += drain_requests(app)
     corpus_ids = {t.turn_id for t in corpus.turns}
     uncovered = corpus_ids - extractor.covered

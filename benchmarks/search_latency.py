@@ -285,6 +285,18 @@ def to_search_docs(rows: dict[str, list[dict[str, Any]]]) -> list[Any]:
         "model": "bench",
         "run_id": "bench",
     }
+
+    def rule(r: dict[str, Any]) -> dict[str, Any]:
+        """The rule columns both playbook tables hold (no rationale, nothing blocking)."""
+        return dict(
+            created_at=r["created_at"],
+            content=r["content"],
+            trigger=r["trigger"],
+            rationale=None,
+            blocking_issue_kind=None,
+            blocking_issue_details=None,
+        )
+
     profiles = [
         dict(
             prov,
@@ -310,12 +322,7 @@ def to_search_docs(rows: dict[str, list[dict[str, Any]]]) -> list[Any]:
             agent_version=r["agent_version"],
             request_id="req",
             playbook_name=r["playbook_name"],
-            created_at=r["created_at"],
-            content=r["content"],
-            trigger=r["trigger"],
-            rationale=None,
-            blocking_issue_kind=None,
-            blocking_issue_details=None,
+            **rule(r),
             status="current",
             source="bench",
             source_interaction_ids=[],
@@ -328,12 +335,7 @@ def to_search_docs(rows: dict[str, list[dict[str, Any]]]) -> list[Any]:
             agent_playbook_id=int(r["id"]),
             playbook_name=r["playbook_name"],
             agent_version=r["agent_version"],
-            created_at=r["created_at"],
-            content=r["content"],
-            trigger=r["trigger"],
-            rationale=None,
-            blocking_issue_kind=None,
-            blocking_issue_details=None,
+            **rule(r),
             playbook_status=r["playbook_status"],
             status="current",
             member_ids=[],
