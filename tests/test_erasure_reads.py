@@ -23,6 +23,7 @@ from reflexio_pipelines.partitions import GRANULARITY
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
+from tests.support.conversations import conversation
 from tests.support.landing import land
 from tests.support.servers import serve_app
 
@@ -37,14 +38,7 @@ THREADS = 12
 
 def _conversation(user: str, n: int, text: str) -> dict:
     turns = [("user", "Deploy the api."), ("assistant", "Deploying to us-east-1."), ("user", text)]
-    return {
-        "id": f"{user}-{n}",
-        "user_id": user,
-        "agent_version": "a1",
-        "source": "chat",
-        "session_id": f"{user}-s{n}",
-        "interactions": [{"role": role, "content": content} for role, content in turns],
-    }
+    return conversation(user, f"{user}-{n}", *turns, session=f"{user}-s{n}", agent_version="a1", source="chat")
 
 
 READS = [

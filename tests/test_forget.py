@@ -19,25 +19,15 @@ from reflexio_pipelines.runs import launch
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.types import SearchFilters
 from reflexio_pipelines.settings import LLMSettings, Settings
+from tests.support.conversations import conversation
 from tests.support.landing import land_hourly
 
 T0 = datetime(2026, 11, 4, 9, 10, tzinfo=timezone.utc)
 
 
-def _conversation(user: str, cid: str, *turns: tuple[str, str]) -> dict:
-    return {
-        "id": cid,
-        "user_id": user,
-        "session_id": f"{user}-{cid}",
-        "agent_version": "v1",
-        "source": "test",
-        "interactions": [{"role": role, "content": content} for role, content in turns],
-    }
-
-
 HOURS = [
     [
-        _conversation(
+        conversation(
             "dana",
             "d1",
             ("user", "Hi, I live in Paris and my phone number is 555-0100."),
@@ -45,11 +35,11 @@ HOURS = [
             ("user", "I prefer short answers."),
             ("assistant", "Sure."),
         ),
-        _conversation("paul", "p1", ("user", "I live in Lyon and I speak French."), ("assistant", "Merci.")),
-        _conversation("eve", "e1", ("user", "I work as a pilot."), ("assistant", "Great.")),
+        conversation("paul", "p1", ("user", "I live in Lyon and I speak French."), ("assistant", "Merci.")),
+        conversation("eve", "e1", ("user", "I work as a pilot."), ("assistant", "Great.")),
     ],
     [
-        _conversation(
+        conversation(
             "dana",
             "d2",
             ("user", "Please forget that I live in Paris."),
@@ -61,8 +51,8 @@ HOURS = [
             ("user", "Actually, forget that I work at Initech."),
             ("assistant", "Forgotten."),
         ),
-        _conversation("paul", "p2", ("user", "Please delete what you know about my address."), ("assistant", "Done.")),
-        _conversation(
+        conversation("paul", "p2", ("user", "Please delete what you know about my address."), ("assistant", "Done.")),
+        conversation(
             "eve",
             "e2",
             ("user", "Book me a flight to Oslo."),
@@ -72,7 +62,7 @@ HOURS = [
         ),
     ],
     [
-        _conversation("dana", "d3", ("user", "What's the weather like today?"), ("assistant", "Sunny.")),
+        conversation("dana", "d3", ("user", "What's the weather like today?"), ("assistant", "Sunny.")),
     ],
 ]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from reflexio_pipelines.lake.records import live_rows
+from tests.support.learned import correction_turns
 
 
 def _publish(client, user: str, text: str) -> None:
@@ -67,15 +68,10 @@ def test_rerun_upgrade_downgrade_profiles(client, lake):
 
 
 def test_rerun_and_upgrade_user_playbooks(client, lake):
-    body = {
-        "user_id": "bo",
-        "agent_version": "v2",
-        "interaction_data_list": [
-            {"role": "user", "content": "Deploy the api."},
-            {"role": "assistant", "content": "Deploying the api to us-east-1."},
-            {"role": "user", "content": "No, never deploy to us-east-1; always use us-west-2."},
-        ],
-    }
+    turns = correction_turns(
+        "Deploy the api.", "Deploying the api to us-east-1.", "No, never deploy to us-east-1; always use us-west-2."
+    )
+    body = {"user_id": "bo", "agent_version": "v2", "interaction_data_list": turns}
     assert client.post("/api/publish_interaction?wait_for_response=true", json=body).json()["playbooks_added"] == 1
     assert client.post("/api/rerun_playbook_generation", json={"agent_version": "v2"}).json()["success"]
     assert _wait_for(client, "playbook_generation")["status"] == "completed"

@@ -24,6 +24,7 @@ from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.records import live_rows
 from reflexio_pipelines.learning.learned_rows import content_key, playbook_id, profile_id
 from reflexio_pipelines.settings import LLMSettings, Settings
+from tests.support.conversations import conversation
 
 CHINESE = "用户对花生过敏"  # the user is allergic to peanuts
 RUSSIAN = "Пользователь живёт в Казани"  # the user lives in Kazan
@@ -108,19 +109,17 @@ def _two_profiles(body: dict[str, Any]) -> str:
     )
 
 
-CONVERSATION = {
-    "id": "lena-non-latin",
-    "user_id": "lena",
-    "session_id": "lena-1",
-    "agent_version": "agent-v1",
-    "source": "tests",
-    "interactions": [
-        {"role": "user", "content": "我对花生过敏。"},
-        {"role": "assistant", "content": "好的，我记住了。"},
-        {"role": "user", "content": "Я живу в Казани."},
-        {"role": "assistant", "content": "Понял, спасибо."},
-    ],
-}
+CONVERSATION = conversation(
+    "lena",
+    "lena-non-latin",
+    ("user", "我对花生过敏。"),
+    ("assistant", "好的，我记住了。"),
+    ("user", "Я живу в Казани."),
+    ("assistant", "Понял, спасибо."),
+    session="lena-1",
+    agent_version="agent-v1",
+    source="tests",
+)
 
 
 @pytest.mark.e2e

@@ -21,7 +21,9 @@ from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import Settings
 from reflexio_pipelines.storage import open_delta
 from serving.app import create_app
+from tests.support.conversations import conversation
 from tests.support.landing import land
+from tests.support.learned import correction_turns
 from tests.support.servers import serve_app
 
 pytestmark = pytest.mark.e2e
@@ -33,14 +35,7 @@ ZED = "zed-quarantine"
 
 def _conversation(user: str, n: int, correction: str) -> dict:
     turns = [("user", "Deploy the api."), ("assistant", "Deploying to us-east-1."), ("user", correction)]
-    return {
-        "id": f"{user}-{n}",
-        "user_id": user,
-        "agent_version": "a1",
-        "source": "chat",
-        "session_id": f"{user}-s{n}",
-        "interactions": [{"role": role, "content": text} for role, text in turns],
-    }
+    return conversation(user, f"{user}-{n}", *turns, session=f"{user}-s{n}", agent_version="a1", source="chat")
 
 
 @pytest.fixture()
@@ -91,15 +86,10 @@ def _reads_answer(url: str) -> None:
 
 def _learn_more(url: str) -> None:
     """A publish that waits for its learning run (a real Dagster run) is learned and indexed."""
-    body = {
-        "user_id": "cat",
-        "agent_version": "a1",
-        "interaction_data_list": [
-            {"role": "user", "content": "Deploy the web app."},
-            {"role": "assistant", "content": "Deploying the web app to us-east-1."},
-            {"role": "user", "content": "No, never us-east-1: always deploy to us-west-2."},
-        ],
-    }
+    turns = correction_turns(
+        "Deploy the web app.", "Deploying the web app to us-east-1.", "No, never us-east-1: always deploy to us-west-2."
+    )
+    body = {"user_id": "cat", "agent_version": "a1", "interaction_data_list": turns}
     reply = httpx.post(f"{url}/api/publish_interaction?wait_for_response=true", json=body, timeout=300)
     assert reply.status_code == 200 and reply.json()["learned"] is True, reply.text
 

@@ -23,6 +23,7 @@ import pytest
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.lake.windows import window_of_key
 from reflexio_pipelines.partitions import GRANULARITY
+from tests.support.conversations import conversation
 from tests.support.landing import land_hourly
 
 T0 = datetime(2026, 11, 5, 8, 20, tzinfo=timezone.utc)
@@ -39,23 +40,12 @@ START_TIMEOUT_S = 120
 RUN_TIMEOUT_S = 600
 
 
-def _conversation(user: str, cid: str, *turns: tuple[str, str]) -> dict:
-    return {
-        "id": cid,
-        "user_id": user,
-        "session_id": f"{user}-{cid}",
-        "agent_version": "v1",
-        "source": "test",
-        "interactions": [{"role": role, "content": content} for role, content in turns],
-    }
-
-
 HOURS = [
     [
-        _conversation(
+        conversation(
             "ana", "a1", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")
         ),
-        _conversation(
+        conversation(
             "ben",
             "b1",
             ("user", "Deploy the api."),
@@ -64,18 +54,18 @@ HOURS = [
         ),
     ],
     [
-        _conversation("ana", "a2", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!")),
-        _conversation("cy", "c1", ("user", "My timezone is CET."), ("assistant", "Got it.")),
+        conversation("ana", "a2", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!")),
+        conversation("cy", "c1", ("user", "My timezone is CET."), ("assistant", "Got it.")),
     ],
     [
-        _conversation(
+        conversation(
             "ben",
             "b2",
             ("user", "Deploy the worker."),
             ("assistant", "Deploying to us-east-1."),
             ("user", "No — we never deploy to us-east-1, always use us-west-2."),
         ),
-        _conversation("cy", "c2", ("user", "My timezone is PST now."), ("assistant", "Updated.")),
+        conversation("cy", "c2", ("user", "My timezone is PST now."), ("assistant", "Updated.")),
     ],
 ]
 

@@ -16,6 +16,7 @@ import pytest
 from reflexio_pipelines.devtools.servers import free_port
 from reflexio_pipelines.lake.io import Lake
 from reflexio_pipelines.pending import unindexed_turn_files
+from tests.support.conversations import interactions
 from tests.support.processes import child_env
 
 pytestmark = pytest.mark.e2e
@@ -67,14 +68,11 @@ def test_publish_is_learned_and_indexed_by_the_service_alone(tmp_path: Path):
             assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-3000:]
             time.sleep(0.2)
 
-        body = {  # as the original client sends it: no wait_for_response
-            "user_id": "ana",
-            "session_id": "s1",
-            "interaction_data_list": [
-                {"role": "user", "content": "I prefer vegetarian restaurants."},
-                {"role": "assistant", "content": "Noted, I will suggest vegetarian places."},
-            ],
-        }
+        # as the original client sends it: no wait_for_response
+        turns = interactions(
+            ("user", "I prefer vegetarian restaurants."), ("assistant", "Noted, I will suggest vegetarian places.")
+        )
+        body = {"user_id": "ana", "session_id": "s1", "interaction_data_list": turns}
         published = time.monotonic()
         assert httpx.post(url + "/api/publish_interaction", json=body, timeout=30).status_code == 200
         query = {"query": "what food does the user like", "user_id": "ana", "threshold": 0.0}

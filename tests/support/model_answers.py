@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 
 from reflexio_pipelines.demo.run import sample_conversations
+from tests.support.conversations import conversation
 from tests.support.provider_stubs import Reply
 
 ALL = ("*",)  # evidence: every turn of the window
@@ -37,17 +38,13 @@ SCHEMA = "the reply is JSON but violates the extraction schema"
 
 def _conversations() -> dict[str, dict]:
     found = {c["id"]: c for c in sample_conversations()}
-    found["dana-forget"] = {  # tests/test_forget.py, dana's second conversation (first request)
-        "id": "dana-forget",
-        "user_id": "dana",
-        "session_id": "dana-d2",
-        "agent_version": "v1",
-        "source": "test",
-        "interactions": [
-            {"role": "user", "content": "Please forget that I live in Paris."},
-            {"role": "assistant", "content": "Done."},
-        ],
-    }
+    found["dana-forget"] = conversation(  # tests/test_forget.py, dana's second conversation (first request)
+        "dana",
+        "dana-forget",
+        ("user", "Please forget that I live in Paris."),
+        ("assistant", "Done."),
+        session="dana-d2",
+    )
     return found
 
 
