@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from serving.app import create_app
-from tests.support.learned import REGION
+from tests.support.learned import REGION, publish_correction
 
 COMMITS = [
     (
@@ -37,20 +37,6 @@ NOISE = (
 @pytest.fixture
 def client(extractor_client):
     return extractor_client
-
-
-def _correct(client, user, request, answer, correction, version="ops-1"):
-    body = {
-        "user_id": user,
-        "agent_version": version,
-        "session_id": f"{user}-{time.time_ns()}",
-        "interaction_data_list": [
-            {"role": "user", "content": request},
-            {"role": "assistant", "content": answer},
-            {"role": "user", "content": correction},
-        ],
-    }
-    assert client.post("/api/publish_interaction?wait_for_response=true", json=body).json()["playbooks_added"] == 1
 
 
 def _aggregate(client) -> dict:
@@ -88,8 +74,8 @@ def _served(client) -> list[dict]:
 
 def test_same_correction_from_three_users_is_one_pending_agent_playbook_and_rejection_sticks(client, lake, request):
     for case in REGION:
-        _correct(client, *case)
-    _correct(client, *NOISE)
+        publish_correction(client, *case)
+    publish_correction(client, *NOISE)
     _aggregate(client)
     (rule,) = _agent_playbooks(client)
     assert rule["playbook_status"] == "pending" and "us-west-2" in rule["content"]
@@ -123,20 +109,20 @@ def test_same_correction_from_three_users_is_one_pending_agent_playbook_and_reje
 def test_unrelated_corrections_make_separate_clusters_and_approval_survives_reruns(client):
     _support_from(client, 2)  # two users per lesson here: this test is about clusters, not about support
     for case in [*REGION[:2], *COMMITS, NOISE]:
-        _correct(client, *case)
+        publish_correction(client, *case)
     _aggregate(client)
     rules = _agent_playbooks(client)
     assert len(rules) == 2  # region and commit language; the one-off stays unclustered
     commit = next(r for r in rules if "English" in r["content"])
     _decide(client, commit["agent_playbook_id"], "approved")
-    _correct(
+    publish_correction(
         client,
         "gus",
         "Commit and push the hotfix.",
         "Commit: hotfix für den Login.",
         "No, commit messages are always in English.",
     )  # the approved cluster grows
-    _correct(client, *REGION[2])
+    publish_correction(client, *REGION[2])
     _aggregate(client)
     after = {r["agent_playbook_id"]: r for r in _agent_playbooks(client)}
     assert after[commit["agent_playbook_id"]]["content"] == commit["content"]
@@ -146,7 +132,7 @@ def test_unrelated_corrections_make_separate_clusters_and_approval_survives_reru
 
 def test_change_log_and_audit_trail(client):
     for case in REGION:
-        _correct(client, *case)
+        publish_correction(client, *case)
     _aggregate(client)
     logs = client.get("/api/playbook_aggregation_change_logs?agent_version=ops-1").json()["change_logs"]
     assert len(logs) == 1 and len(logs[0]["added_agent_playbooks"]) == 1
@@ -179,7 +165,7 @@ def test_auto_approve_is_configurable_per_run(lake, instance, settings):
 
     with TestClient(create_app(settings)) as c:
         for case in REGION:
-            _correct(c, *case)
+            publish_correction(c, *case)
     result = run_aggregation({"agent_version": "ops-1", "auto_approve": True}, settings=settings, instance=instance)
     assert result["success"] and result["consolidate_new"] == 1
     (row,) = lake.read_table("agent_playbooks").to_pylist()

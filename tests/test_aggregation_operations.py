@@ -3,32 +3,17 @@ submit, then poll, backed by a real `aggregation_job` run; request ids make a re
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from reflexio_pipelines.lake import aggregation_operations as receipts
-from tests.support.learned import REGION
+from tests.support.learned import REGION, publish_correction
 
 PATH = "/api/playbook_aggregation_operations"
 
 
-def _correct(client: Any, user: str, request: str, answer: str, correction: str) -> None:
-    body = {
-        "user_id": user,
-        "agent_version": "ops-1",
-        "session_id": f"{user}-{time.time_ns()}",
-        "interaction_data_list": [
-            {"role": "user", "content": request},
-            {"role": "assistant", "content": answer},
-            {"role": "user", "content": correction},
-        ],
-    }
-    assert client.post("/api/publish_interaction?wait_for_response=true", json=body).json()["playbooks_added"] == 1
-
-
 def test_submit_then_poll_runs_the_aggregation(client: Any) -> None:
     for case in REGION:
-        _correct(client, *case)
+        publish_correction(client, *case)
     submitted = client.post(PATH, json={"request_id": "r-1", "agent_version": "ops-1"})
     assert submitted.status_code == 202, submitted.text
     operation = submitted.json()

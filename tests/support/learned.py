@@ -7,10 +7,12 @@ playbook, approved through the API so that it is served) and one user's stated f
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +50,20 @@ def correction_turns(request: str, answer: str, correction: str) -> list[dict]:
         {"role": "assistant", "content": answer},
         {"role": "user", "content": correction},
     ]
+
+
+def publish_correction(
+    client: Any, user: str, request: str, answer: str, correction: str, version: str = AGENT
+) -> None:
+    """Publish one correction through the API (a TestClient) in a session of its own, waiting for its learning run,
+    and check that it was learned as one user playbook."""
+    body = {
+        "user_id": user,
+        "agent_version": version,
+        "session_id": f"{user}-{time.time_ns()}",
+        "interaction_data_list": correction_turns(request, answer, correction),
+    }
+    assert client.post("/api/publish_interaction?wait_for_response=true", json=body).json()["playbooks_added"] == 1
 
 
 @dataclass
