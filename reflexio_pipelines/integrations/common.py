@@ -10,7 +10,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from reflexio_pipelines.sdk import AsyncReflexioClient, PublishResult, ReflexioClient
@@ -73,59 +74,60 @@ class ConversationSessions:
             return session
 
 
-def _skip_reason(user_id: str | None, interactions: list[dict[str, Any]]) -> str | None:
-    if not user_id:
-        return "no user id"
-    if not interactions:
-        return "no conversation turns"
-    return None
+def _nothing_to_publish(user_id: str | None, interactions: list[dict[str, Any]]) -> bool:
+    """True (and a debug line saying why) when a publish has no user or no turns: it is skipped, not sent."""
+    reason = "no user id" if not user_id else "no conversation turns" if not interactions else None
+    if reason:
+        log.debug("Reflexio publish skipped: %s", reason)
+    return reason is not None
+
+
+@contextmanager
+def _failing_open(consequence: str) -> Iterator[None]:
+    """Any failure inside (SDK error, bad input, bug) is logged with its `consequence` and stays out of the host's
+    call, which goes on without Reflexio."""
+    try:
+        yield
+    except Exception as exc:
+        log.warning("Reflexio %s: %s: %s", consequence, type(exc).__name__, exc)
+
+
+PUBLISH_FAILED = "publish failed, the turn was not recorded"
+#: An agent answers without learned context rather than not at all.
+CONTEXT_FAILED = "context unavailable, answering without it"
 
 
 def publish_quietly(
     client: ReflexioClient, user_id: str | None, interactions: list[dict[str, Any]], **options: Any
 ) -> PublishResult | None:
     """`client.publish(user_id, interactions, **options)`; None (and a log line) when skipped or failed."""
-    if reason := _skip_reason(user_id, interactions):
-        log.debug("Reflexio publish skipped: %s", reason)
-        return None
-    try:
-        return client.publish(user_id, interactions, **options)
-    except Exception as exc:  # any failure (SDK error, bad input, bug) must stay out of the host's call
-        log.warning("Reflexio publish failed, the turn was not recorded: %s: %s", type(exc).__name__, exc)
-        return None
+    if not _nothing_to_publish(user_id, interactions):
+        with _failing_open(PUBLISH_FAILED):
+            return client.publish(user_id, interactions, **options)
+    return None
 
 
 async def apublish_quietly(
     client: AsyncReflexioClient, user_id: str | None, interactions: list[dict[str, Any]], **options: Any
 ) -> PublishResult | None:
     """The asyncio twin of `publish_quietly`."""
-    if reason := _skip_reason(user_id, interactions):
-        log.debug("Reflexio publish skipped: %s", reason)
-        return None
-    try:
-        return await client.publish(user_id, interactions, **options)
-    except Exception as exc:  # see publish_quietly
-        log.warning("Reflexio publish failed, the turn was not recorded: %s: %s", type(exc).__name__, exc)
-        return None
+    if not _nothing_to_publish(user_id, interactions):
+        with _failing_open(PUBLISH_FAILED):
+            return await client.publish(user_id, interactions, **options)
+    return None
 
 
 def context_quietly(client: ReflexioClient, query: str, **options: Any) -> str:
     """`client.context(query, **options)`: the prompt block of what was learned; "" when nothing or on failure."""
-    if not query.strip():
-        return ""
-    try:
-        return client.context(query[:4096], **options)  # the service caps queries at 4096 characters
-    except Exception as exc:  # an agent answers without learned context rather than not at all
-        log.warning("Reflexio context unavailable, answering without it: %s: %s", type(exc).__name__, exc)
-        return ""
+    if query.strip():
+        with _failing_open(CONTEXT_FAILED):
+            return client.context(query[:4096], **options)  # the service caps queries at 4096 characters
+    return ""
 
 
 async def acontext_quietly(client: AsyncReflexioClient, query: str, **options: Any) -> str:
     """The asyncio twin of `context_quietly`."""
-    if not query.strip():
-        return ""
-    try:
-        return await client.context(query[:4096], **options)
-    except Exception as exc:  # see context_quietly
-        log.warning("Reflexio context unavailable, answering without it: %s: %s", type(exc).__name__, exc)
-        return ""
+    if query.strip():
+        with _failing_open(CONTEXT_FAILED):
+            return await client.context(query[:4096], **options)
+    return ""

@@ -191,6 +191,10 @@ def search_documents(result: SearchResult) -> list[Document]:
     return documents
 
 
+#: The retriever's fields that are `ReflexioClient.search` arguments.
+SEARCH_OPTIONS = {"user_id", "agent_version", "playbook_name", "top_k", "threshold", "search_mode"}
+
+
 class ReflexioRetriever(BaseRetriever):
     """Retrieves what Reflexio learned (profiles only with a `user_id`, user playbooks, agent playbooks) for a
     query, through the SDK's hybrid search. Errors are raised, as from any retriever (use `with_fallbacks` to
@@ -207,16 +211,7 @@ class ReflexioRetriever(BaseRetriever):
     search_mode: Literal["vector", "fts", "hybrid"] = "hybrid"
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        result = self.client.search(
-            query,
-            user_id=self.user_id,
-            agent_version=self.agent_version,
-            playbook_name=self.playbook_name,
-            top_k=self.top_k,
-            threshold=self.threshold,
-            search_mode=self.search_mode,
-        )
-        return search_documents(result)
+        return search_documents(self.client.search(query, **self.model_dump(include=SEARCH_OPTIONS)))
 
 
 # --- the chat-model wrapper ---------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ Reflexio failure is logged as a warning and never changes the result of the mem0
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 try:
@@ -71,7 +71,24 @@ def _publish_options(
     return user_id, {"agent_version": entity("agent_id") or "", "session_id": session_id, "source": SOURCE}
 
 
-class MemoryClient(_Mem0MemoryClient):
+class _Publishing:
+    """What the four classes add to mem0's: the Reflexio client they publish with (closed with them when they made
+    it) and the sessions of the turns they publish without a `run_id`."""
+
+    def _attach_reflexio(self, reflexio: Any, make: Callable[[], Any]) -> None:
+        self._owns_reflexio = reflexio is None
+        self.reflexio = reflexio if reflexio is not None else make()
+        self.reflexio_sessions = ConversationSessions()
+
+    def _publication(
+        self, messages: Any, options: Any, kwargs: Mapping[str, Any]
+    ) -> tuple[str | None, list[dict[str, Any]], dict[str, Any]]:
+        """(user id, turns, publish keyword arguments) of an `add()` call."""
+        user_id, publish_kwargs = _publish_options(options, kwargs, self.reflexio_sessions)
+        return user_id, interactions_from_messages(_as_message_list(messages)), publish_kwargs
+
+
+class MemoryClient(_Mem0MemoryClient, _Publishing):
     """mem0's `MemoryClient`, whose `add()` also publishes the conversation to Reflexio.
 
     Arguments are mem0's, plus `reflexio`: the Reflexio client to publish with (default `ReflexioClient()`, i.e.
@@ -87,20 +104,17 @@ class MemoryClient(_Mem0MemoryClient):
         reflexio: ReflexioClient | None = None,
     ) -> None:
         super().__init__(api_key=api_key, host=host, client=client)
-        self.reflexio = reflexio if reflexio is not None else ReflexioClient()
-        self.reflexio_sessions = ConversationSessions()
+        self._attach_reflexio(reflexio, ReflexioClient)
 
     @functools.wraps(_Mem0MemoryClient.add)
     def add(self, messages: Any, options: Any = None, **kwargs: Any) -> dict[str, Any]:
         result = super().add(messages, options, **kwargs)
-        user_id, publish_kwargs = _publish_options(options, kwargs, self.reflexio_sessions)
-        publish_quietly(
-            self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)), **publish_kwargs
-        )
+        user_id, turns, publish_kwargs = self._publication(messages, options, kwargs)
+        publish_quietly(self.reflexio, user_id, turns, **publish_kwargs)
         return result
 
 
-class AsyncMemoryClient(_Mem0AsyncMemoryClient):
+class AsyncMemoryClient(_Mem0AsyncMemoryClient, _Publishing):
     """mem0's `AsyncMemoryClient`, whose `add()` also publishes the conversation to Reflexio.
 
     Arguments are mem0's, plus `reflexio`: an `AsyncReflexioClient` (default `AsyncReflexioClient()`). Leaving
@@ -116,17 +130,13 @@ class AsyncMemoryClient(_Mem0AsyncMemoryClient):
         reflexio: AsyncReflexioClient | None = None,
     ) -> None:
         super().__init__(api_key=api_key, host=host, client=client)
-        self._owns_reflexio = reflexio is None
-        self.reflexio = reflexio if reflexio is not None else AsyncReflexioClient()
-        self.reflexio_sessions = ConversationSessions()
+        self._attach_reflexio(reflexio, AsyncReflexioClient)
 
     @functools.wraps(_Mem0AsyncMemoryClient.add)
     async def add(self, messages: Any, options: Any = None, **kwargs: Any) -> dict[str, Any]:
         result = await super().add(messages, options, **kwargs)
-        user_id, publish_kwargs = _publish_options(options, kwargs, self.reflexio_sessions)
-        await apublish_quietly(
-            self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)), **publish_kwargs
-        )
+        user_id, turns, publish_kwargs = self._publication(messages, options, kwargs)
+        await apublish_quietly(self.reflexio, user_id, turns, **publish_kwargs)
         return result
 
     async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
@@ -135,7 +145,7 @@ class AsyncMemoryClient(_Mem0AsyncMemoryClient):
             await self.reflexio.aclose()
 
 
-class Memory(_Mem0Memory):
+class Memory(_Mem0Memory, _Publishing):
     """mem0's self-hosted `Memory` (its own LLM, embedder, vector store and history database), whose `add()` also
     publishes the conversation to Reflexio once mem0 stored it.
 
@@ -146,9 +156,7 @@ class Memory(_Mem0Memory):
 
     def __init__(self, config: MemoryConfig | None = None, *, reflexio: ReflexioClient | None = None) -> None:
         super().__init__(config if config is not None else MemoryConfig())
-        self._owns_reflexio = reflexio is None
-        self.reflexio = reflexio if reflexio is not None else ReflexioClient()
-        self.reflexio_sessions = ConversationSessions()
+        self._attach_reflexio(reflexio, ReflexioClient)
 
     @classmethod
     def from_config(cls, config_dict: dict[str, Any], *, reflexio: ReflexioClient | None = None) -> Memory:
@@ -158,10 +166,8 @@ class Memory(_Mem0Memory):
     @functools.wraps(_Mem0Memory.add)
     def add(self, messages: Any, **kwargs: Any) -> dict[str, Any]:
         result = super().add(messages, **kwargs)
-        user_id, publish_kwargs = _publish_options(None, kwargs, self.reflexio_sessions)
-        publish_quietly(
-            self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)), **publish_kwargs
-        )
+        user_id, turns, publish_kwargs = self._publication(messages, None, kwargs)
+        publish_quietly(self.reflexio, user_id, turns, **publish_kwargs)
         return result
 
     def close(self) -> None:
@@ -170,7 +176,7 @@ class Memory(_Mem0Memory):
             self.reflexio.close()
 
 
-class AsyncMemory(_Mem0AsyncMemory):
+class AsyncMemory(_Mem0AsyncMemory, _Publishing):
     """mem0's self-hosted `AsyncMemory`, whose `add()` also publishes the conversation to Reflexio once mem0 stored it.
 
     Arguments are mem0's, plus `reflexio`: an `AsyncReflexioClient` (default `AsyncReflexioClient()`). Leaving
@@ -179,9 +185,7 @@ class AsyncMemory(_Mem0AsyncMemory):
 
     def __init__(self, config: MemoryConfig | None = None, *, reflexio: AsyncReflexioClient | None = None) -> None:
         super().__init__(config if config is not None else MemoryConfig())
-        self._owns_reflexio = reflexio is None
-        self.reflexio = reflexio if reflexio is not None else AsyncReflexioClient()
-        self.reflexio_sessions = ConversationSessions()
+        self._attach_reflexio(reflexio, AsyncReflexioClient)
 
     @classmethod
     def from_config(cls, config_dict: dict[str, Any], *, reflexio: AsyncReflexioClient | None = None) -> AsyncMemory:
@@ -191,10 +195,8 @@ class AsyncMemory(_Mem0AsyncMemory):
     @functools.wraps(_Mem0AsyncMemory.add)
     async def add(self, messages: Any, **kwargs: Any) -> dict[str, Any]:
         result = await super().add(messages, **kwargs)
-        user_id, publish_kwargs = _publish_options(None, kwargs, self.reflexio_sessions)
-        await apublish_quietly(
-            self.reflexio, user_id, interactions_from_messages(_as_message_list(messages)), **publish_kwargs
-        )
+        user_id, turns, publish_kwargs = self._publication(messages, None, kwargs)
+        await apublish_quietly(self.reflexio, user_id, turns, **publish_kwargs)
         return result
 
     async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> bool:
