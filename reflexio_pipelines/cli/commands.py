@@ -12,7 +12,7 @@ import typer
 
 from reflexio_pipelines.cli.app import JsonFlag, app, client, operations_app, output, playbooks_app, profiles_app
 from reflexio_pipelines.cli.output import EXIT_USAGE, Output
-from reflexio_pipelines.cli.payload import PayloadError, parse_batches
+from reflexio_pipelines.cli.payload import PayloadError, parse_batches, publishes, send
 from reflexio_pipelines.sdk import AgentPlaybook, OperationStatus, PublishResult, SearchResult, UserPlaybook
 
 UserOpt = Annotated[str | None, typer.Option("--user-id", "-u", envvar="REFLEXIO_USER_ID", help="The user.")]
@@ -68,28 +68,18 @@ def publish(
         out.fail(
             f"cannot read the turns: {exc}", "see `reflexio-lake publish --help` for the accepted shapes", EXIT_USAGE
         )
-    defaults = {"user_id": user_id, "session_id": session_id, "agent_version": agent_version or "", "source": source}
-    publishes = [{**defaults, **batch.fields, "turns": batch.turns} for batch in batches]
-    if any(not p["user_id"] for p in publishes):
+    sends = publishes(batches, user_id=user_id, session_id=session_id, agent_version=agent_version or "", source=source)
+    if any(not p["user_id"] for p in sends):
         out.fail("no user id", "pass --user-id (or REFLEXIO_USER_ID), or put user_id in the payload", EXIT_USAGE)
     results: list[PublishResult] = []
     with out.errors(), client(ctx) as api:
-        for p in publishes:
+        for p in sends:
             label = f"publishing {len(p['turns'])} turn(s) for {p['user_id']}"
             with out.progress(label + (" and waiting for learning and indexing" if wait else "")):
-                results.append(
-                    api.publish(
-                        p["user_id"],
-                        p["turns"],
-                        agent_version=p["agent_version"],
-                        session_id=p["session_id"],
-                        source=p["source"],
-                        wait=wait,
-                    )
-                )
+                results.append(send(api, p, wait))
 
     def human() -> None:
-        for p, r in zip(publishes, results):
+        for p, r in zip(sends, results):
             learned = ""
             if wait and r.learned is False:  # stored, but nothing was learned from it: say so, not "searchable"
                 learned = f"; {r.message.removeprefix('stored; ')}"

@@ -113,7 +113,11 @@ class Output:
         try:
             yield
         except ReflexioError as error:
-            self.fail(*explain(error, self.server_url))
+            self.report(error)
+
+    def report(self, error: ReflexioError) -> NoReturn:
+        """Fail with what `explain` makes of an SDK error (the `reflexio` CLI reports it in its own shape)."""
+        self.fail(*explain(error, self.server_url))
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """A table on stdout; cells are shown literally (learned text may contain brackets)."""

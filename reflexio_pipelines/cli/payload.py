@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from reflexio_pipelines.sdk import PublishResult, ReflexioClient
+
 TURN_KEYS = ("interactions", "interaction_data_list")
 FIELDS = ("user_id", "session_id", "agent_version", "source")
 
@@ -72,3 +74,21 @@ def parse_batches(text: str) -> list[Batch]:
     if not batches:
         raise PayloadError("no turns given")
     return batches
+
+
+def publishes(batches: list[Batch], **options: str | None) -> list[dict[str, Any]]:
+    """One publish per batch: its turns, and the command's options (`user_id`, `session_id`, `agent_version`,
+    `source`) unless its payload set them."""
+    return [{**options, **batch.fields, "turns": batch.turns} for batch in batches]
+
+
+def send(api: ReflexioClient, publish: dict[str, Any], wait: bool) -> PublishResult:
+    """Publish one of `publishes` through the SDK (both CLIs: the same request for the same input)."""
+    return api.publish(
+        publish["user_id"],
+        publish["turns"],
+        agent_version=publish["agent_version"],
+        session_id=publish["session_id"],
+        source=publish["source"],
+        wait=wait,
+    )

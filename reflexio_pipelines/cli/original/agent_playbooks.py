@@ -13,20 +13,21 @@ from reflexio_pipelines.cli.original.options import (
     LimitOpt,
     PlaybookIdOpt,
     PlaybookNameOpt,
+    Table,
+    listed,
     note,
-    page,
     via_api,
 )
+from reflexio_pipelines.sdk import AgentPlaybook
 
 agent_playbooks_app = typer.Typer(help="Manage agent playbooks.", no_args_is_help=True)
 
 
-def _agent_playbooks(out, playbooks) -> None:
-    out.table(
-        "Agent playbooks",
-        ["id", "status", "agent version", "trigger", "content"],
-        [(p.agent_playbook_id, p.playbook_status, p.agent_version, p.trigger, p.content) for p in playbooks],
-    )
+AGENT_PLAYBOOKS: Table[AgentPlaybook] = Table(
+    "Agent playbooks",
+    ["id", "status", "agent version", "trigger", "content"],
+    lambda p: (p.agent_playbook_id, p.playbook_status, p.agent_version, p.trigger, p.content),
+)
 
 
 @agent_playbooks_app.command("list")
@@ -38,12 +39,14 @@ def agent_playbooks_list(
     playbook_status: ApprovalOpt = None,
 ) -> None:
     """Agent playbooks (aggregated and added) with their approval status."""
-    out = output(ctx)
-    with out.errors(), client(ctx) as api:
-        playbooks = api.get_agent_playbooks(
+    listed(
+        ctx,
+        lambda api: api.get_agent_playbooks(
             agent_version=agent_version, playbook_name=playbook_name, playbook_status=playbook_status, limit=limit
-        )
-    out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=page(playbooks, limit))
+        ),
+        limit,
+        AGENT_PLAYBOOKS,
+    )
 
 
 @agent_playbooks_app.command("search")
@@ -55,12 +58,14 @@ def agent_playbooks_search(
     playbook_status: ApprovalOpt = None,
 ) -> None:
     """Agent playbooks matching a query (approved ones unless --playbook-status names another)."""
-    out = output(ctx)
-    with out.errors(), client(ctx) as api:
-        playbooks = api.search_agent_playbooks(
+    listed(
+        ctx,
+        lambda api: api.search_agent_playbooks(
             query, agent_version=agent_version, playbook_status=playbook_status, top_k=limit
-        )
-    out.emit(playbooks, lambda: _agent_playbooks(out, playbooks), meta=page(playbooks, limit))
+        ),
+        limit,
+        AGENT_PLAYBOOKS,
+    )
 
 
 @agent_playbooks_app.command("add")

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn
 
@@ -97,14 +96,10 @@ class Envelopes(Output):
             print(f"Error: {message}" + (f" — {hint}" if hint else ""), file=sys.stderr)
         raise typer.Exit(code)
 
-    @contextmanager
-    def errors(self) -> Iterator[None]:
-        try:
-            yield
-        except ReflexioError as error:
-            message, hint, _ = explain(error, self.server_url)
-            kind = {EXIT_NETWORK: "network", EXIT_AUTH: "auth", EXIT_USAGE: "validation"}.get(_exit_code(error), "api")
-            self.fail(message, hint, _exit_code(error), kind)
+    def report(self, error: ReflexioError) -> NoReturn:
+        message, hint, _ = explain(error, self.server_url)
+        kind = {EXIT_NETWORK: "network", EXIT_AUTH: "auth", EXIT_USAGE: "validation"}.get(_exit_code(error), "api")
+        self.fail(message, hint, _exit_code(error), kind)
 
 
 def output(ctx: typer.Context) -> Envelopes:

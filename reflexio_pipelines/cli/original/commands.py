@@ -22,14 +22,15 @@ from reflexio_pipelines.cli.original.options import (
     LifecycleOpt,
     LimitOpt,
     PlaybookNameOpt,
+    Table,
     UserOpt,
+    listed,
     note,
-    page,
     read_data,
     via_api,
 )
-from reflexio_pipelines.cli.payload import Batch, PayloadError, parse_batches
-from reflexio_pipelines.sdk import render_context
+from reflexio_pipelines.cli.payload import Batch, PayloadError, parse_batches, publishes, send
+from reflexio_pipelines.sdk import Profile, ReflexioClient, UserPlaybook, render_context
 
 interactions_app = typer.Typer(help="Manage interactions (conversations).", no_args_is_help=True)
 profiles_app = typer.Typer(help="Manage user profiles.", no_args_is_help=True)
@@ -89,26 +90,14 @@ def publish(
             batches = parse_batches(raw)
         except PayloadError as exc:
             usage(ctx, f"Invalid payload: {exc}")
-    defaults = {"user_id": user_id, "session_id": session_id, "agent_version": agent_version or "", "source": source}
-    publishes = [{**defaults, **batch.fields, "turns": batch.turns} for batch in batches]
-    if any(not p["user_id"] for p in publishes):
+    sends = publishes(batches, user_id=user_id, session_id=session_id, agent_version=agent_version or "", source=source)
+    if any(not p["user_id"] for p in sends):
         usage(ctx, "--user-id is required (or include 'user_id' in the JSON payload, or set REFLEXIO_USER_ID)")
-    results = []
     with out.errors(), client(ctx) as api:
-        for p in publishes:
-            results.append(
-                api.publish(
-                    p["user_id"],
-                    p["turns"],
-                    agent_version=p["agent_version"],
-                    session_id=p["session_id"],
-                    source=p["source"],
-                    wait=wait,
-                )
-            )
+        results = [send(api, p, wait) for p in sends]
 
     def human() -> None:
-        for p, result in zip(publishes, results):
+        for p, result in zip(sends, results):
             note(f"Published ({p['user_id']}): {len(p['turns'])} turn(s), request {result.request_id}")
             if wait:
                 note(
@@ -130,17 +119,11 @@ def interactions_list(ctx: typer.Context, user_id: UserOpt = None, limit: LimitO
     """A user's interactions, newest first."""
     if not user_id:
         usage(ctx, "--user-id is required here", via_api("GET /api/get_all_interactions") + " lists every user's")
-    out = output(ctx)
-    with out.errors(), client(ctx) as api:
-        turns = api.get_interactions(user_id, top_k=limit)
-    out.emit(
-        turns,
-        lambda: out.table(
-            f"Interactions of {user_id}",
-            ["id", "role", "content"],
-            [(t.interaction_id, t.role, t.content) for t in turns],
-        ),
-        meta=page(turns, limit),
+    listed(
+        ctx,
+        lambda api: api.get_interactions(user_id, top_k=limit),
+        limit,
+        Table(f"Interactions of {user_id}", ["id", "role", "content"], lambda t: (t.interaction_id, t.role, t.content)),
     )
 
 
@@ -206,22 +189,23 @@ def profiles_list(
     ctx: typer.Context, user_id: UserOpt = None, limit: LimitOpt = 20, status: LifecycleOpt = None
 ) -> None:
     """Profiles of a user (every user's without --user-id), newest first."""
-    out = output(ctx)
-    with out.errors(), client(ctx) as api:
+
+    def fetch(api: ReflexioClient) -> list[Profile]:
         if user_id:
-            profiles = api.get_profiles(
+            return api.get_profiles(
                 user_id, top_k=limit, status_filter=[None if status in (None, "current") else status]
             )
-        else:
-            profiles = api.get_all_profiles(limit=limit, status=status)
-    out.emit(
-        profiles,
-        lambda: out.table(
+        return api.get_all_profiles(limit=limit, status=status)
+
+    listed(
+        ctx,
+        fetch,
+        limit,
+        Table(
             "User profiles",
             ["id", "user", "content", "status"],
-            [(p.profile_id, p.user_id, p.content, p.status or "current") for p in profiles],
+            lambda p: (p.profile_id, p.user_id, p.content, p.status or "current"),
         ),
-        meta=page(profiles, limit),
     )
 
 
@@ -236,13 +220,11 @@ def profiles_search(
     """A user's profiles matching a query."""
     if not user_id:
         usage(ctx, "--user-id is required: profiles are searched per user here")
-    out = output(ctx)
-    with out.errors(), client(ctx) as api:
-        profiles = api.search_profiles(user_id, query, top_k=limit, threshold=threshold)
-    out.emit(
-        profiles,
-        lambda: out.table(f"Profiles of {user_id}", ["id", "content"], [(p.profile_id, p.content) for p in profiles]),
-        meta=page(profiles, limit),
+    listed(
+        ctx,
+        lambda api: api.search_profiles(user_id, query, top_k=limit, threshold=threshold),
+        limit,
+        Table(f"Profiles of {user_id}", ["id", "content"], lambda p: (p.profile_id, p.content)),
     )
 
 
@@ -282,25 +264,26 @@ def user_playbooks_list(
     status: LifecycleOpt = None,
 ) -> None:
     """User playbooks, newest first."""
-    out = output(ctx)
     status_filter = None if status is None else [None if status == "current" else status]
-    with out.errors(), client(ctx) as api:
-        playbooks = api.get_user_playbooks(
+    listed(
+        ctx,
+        lambda api: api.get_user_playbooks(
             user_id=user_id,
             agent_version=agent_version,
             playbook_name=playbook_name,
             limit=limit,
             status_filter=status_filter,
-        )
-    out.emit(playbooks, lambda: _user_playbooks(out, playbooks), meta=page(playbooks, limit))
-
-
-def _user_playbooks(out, playbooks) -> None:
-    out.table(
-        "User playbooks",
-        ["id", "user", "agent version", "trigger", "content"],
-        [(p.user_playbook_id, p.user_id, p.agent_version, p.trigger, p.content) for p in playbooks],
+        ),
+        limit,
+        USER_PLAYBOOKS,
     )
+
+
+USER_PLAYBOOKS: Table[UserPlaybook] = Table(
+    "User playbooks",
+    ["id", "user", "agent version", "trigger", "content"],
+    lambda p: (p.user_playbook_id, p.user_id, p.agent_version, p.trigger, p.content),
+)
 
 
 @user_playbooks_app.command("search")
@@ -318,10 +301,12 @@ def user_playbooks_search(
             "--user-id is required: a search serves one user's playbooks",
             "`reflexio user-playbooks list` shows every user's",
         )
-    out = output(ctx)
-    with out.errors(), client(ctx) as api:
-        playbooks = api.search_user_playbooks(query, user_id=user_id, agent_version=agent_version, top_k=limit)
-    out.emit(playbooks, lambda: _user_playbooks(out, playbooks), meta=page(playbooks, limit))
+    listed(
+        ctx,
+        lambda api: api.search_user_playbooks(query, user_id=user_id, agent_version=agent_version, top_k=limit),
+        limit,
+        USER_PLAYBOOKS,
+    )
 
 
 @user_playbooks_app.command("add")

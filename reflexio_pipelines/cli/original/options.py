@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar
 
 import typer
 
-from reflexio_pipelines.cli.original.app import usage
+from reflexio_pipelines.cli.original.app import client, output, usage
+from reflexio_pipelines.sdk import ReflexioClient
+
+T = TypeVar("T")
 
 UserOpt = Annotated[str | None, typer.Option("--user-id", envvar="REFLEXIO_USER_ID", help="User identifier.")]
 AgentOpt = Annotated[
@@ -49,3 +53,22 @@ def read_data(ctx: typer.Context, data: str) -> str:
 def page(items: list[Any], limit: int) -> dict[str, Any]:
     """The original's pagination meta of a list envelope."""
     return {"count": len(items), "limit": limit, "has_more": len(items) == limit}
+
+
+class Table(NamedTuple, Generic[T]):
+    """How a list command shows its items: a titled table, one `row` per item."""
+
+    title: str
+    columns: Sequence[str]
+    row: Callable[[T], Sequence[Any]]
+
+
+def listed(ctx: typer.Context, fetch: Callable[[ReflexioClient], list[T]], limit: int, table: Table[T]) -> None:
+    """A list command's answer: `fetch` the items, then their table, or with --json the envelope with the
+    original's pagination meta."""
+    out = output(ctx)
+    with out.errors(), client(ctx) as api:
+        items = fetch(api)
+    out.emit(
+        items, lambda: out.table(table.title, table.columns, [table.row(i) for i in items]), meta=page(items, limit)
+    )
