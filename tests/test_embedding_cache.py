@@ -33,6 +33,7 @@ from reflexio_pipelines.search.types import SearchDoc
 from reflexio_pipelines.search.versions import stage_index
 from reflexio_pipelines.settings import Settings
 from reflexio_pipelines.storage import open_delta
+from tests.support.concurrency import run_in_threads
 from tests.support.dagster_home import dagster_home_env
 from tests.support.landing import land
 from tests.test_privacy import CONVERSATIONS, T0, ZED
@@ -160,19 +161,11 @@ def test_racing_builds_store_each_text_once(tmp_path: Path, local: Embedder):
     lake = Lake.at(tmp_path / "lake")
     meet = threading.Barrier(2, timeout=120)
     results: dict[int, tuple[str, EmbeddingCache]] = {}
-    errors: list[BaseException] = []
 
     def build(n: int) -> None:
-        try:
-            results[n] = _build(lake, CORPUS, CountingEmbedder(local, rendezvous=meet))
-        except BaseException as exc:  # surfaced below: a thread's failure must fail the test
-            errors.append(exc)
+        results[n] = _build(lake, CORPUS, CountingEmbedder(local, rendezvous=meet))
 
-    threads = [threading.Thread(target=build, args=(n,)) for n in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = run_in_threads(build, 2)
     assert not errors, errors
     # Both embedded everything (they met inside embed, after their lookups), one stored it, the other found it there.
     assert sorted(cache.stats.stored for _, cache in results.values()) == [0, DISTINCT_TEXTS]

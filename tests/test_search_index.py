@@ -29,6 +29,7 @@ from reflexio_pipelines.search import (
     publish_index,
     query_terms,
 )
+from tests.support.concurrency import run_in_threads
 
 NOW = 1_700_000_000
 DAY = 86_400
@@ -595,26 +596,18 @@ def test_concurrent_searches_are_consistent(index: LoadedIndex, embedder: LocalM
         return [(h.doc_id, round(h.score, 9), h.bm25_rank, h.vector_rank) for h in hits]
 
     expected = [run(case) for case in cases]
-    errors: list[BaseException] = []
     mismatches: list[int] = []
     barrier = threading.Barrier(8)
 
     def worker(seed: int) -> None:
-        try:
-            barrier.wait()
-            rng = np.random.default_rng(seed)
-            for _ in range(60):
-                i = int(rng.integers(len(cases)))
-                if run(cases[i]) != expected[i]:
-                    mismatches.append(i)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        barrier.wait()
+        rng = np.random.default_rng(seed)
+        for _ in range(60):
+            i = int(rng.integers(len(cases)))
+            if run(cases[i]) != expected[i]:
+                mismatches.append(i)
 
-    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(worker, 8)
     assert not errors
     assert not mismatches
 
