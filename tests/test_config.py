@@ -3,7 +3,6 @@ groups in learn() (one call per window and group, source filters, tags, bookmark
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from benchmarks.extraction_quality import HashEmbedder  # the benchmark smoke runs' embedder: deterministic, no model
 from reflexio_pipelines.learning.batch import UserState
 from reflexio_pipelines.learning.config import DEFAULT_CONFIG, PRESETS, ConfigError
 from reflexio_pipelines.learning.config_loading import (
@@ -300,21 +300,6 @@ def test_settings_point_at_the_file_and_reject_the_old_window_settings(tmp_path:
 # ---------------------------------------------------------------------------------------------------------------
 # learn() with extractor groups
 # ---------------------------------------------------------------------------------------------------------------
-
-
-class HashEmbedder:
-    """Deterministic unit vectors from a text hash (no model): equal texts are identical, others near-orthogonal."""
-
-    model_id = "test-hash"
-    dim = 32
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        rows = []
-        for text in texts:
-            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-            vector = np.random.default_rng(seed).normal(size=self.dim)
-            rows.append(vector / np.linalg.norm(vector))
-        return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
 
 
 def rule_judges(entity: str, vectors: dict[str, np.ndarray]) -> RuleDedupJudge:
