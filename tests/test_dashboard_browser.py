@@ -292,6 +292,17 @@ def chromium_page(pw: Any) -> Iterator[tuple[Any, list[str]]]:
         browser.close()
 
 
+def _no_errors_then_screenshot(page: Any, console_errors: list[str], name: str) -> None:
+    """The page shows no error and the console logged none; then a full-page screenshot (tests/artifacts/`name`) for
+    a person to look at."""
+    from playwright.sync_api import expect
+
+    expect(page.locator('[data-testid="errors"] [data-testid="error"]')).to_have_count(0)
+    assert not console_errors, console_errors
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
 def test_dashboard_in_chromium(tmp_path: Path) -> None:
     if not CHROMIUM.exists():
         pytest.fail(INSTALL_HINT, pytrace=False)
@@ -520,10 +531,7 @@ def test_dashboard_empty_lake_in_chromium(tmp_path: Path) -> None:
             expect(page.locator('[data-testid="queue-count"]')).to_have_text("0")
             expect(page.locator('[data-testid="llm-usage"]')).to_contain_text("No LLM calls recorded yet")
             expect(page.locator('[data-testid="quarantine"]')).to_contain_text("No file quarantined")
-            expect(page.locator('[data-testid="errors"] [data-testid="error"]')).to_have_count(0)
-            assert not console_errors, console_errors
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "dashboard-empty.png"), full_page=True)
+            _no_errors_then_screenshot(page, console_errors, "dashboard-empty.png")
 
 
 def test_dashboard_lists_quarantined_files_in_chromium(tmp_path: Path) -> None:
@@ -626,7 +634,4 @@ def test_dashboard_after_the_demo_in_chromium(tmp_path: Path, instance) -> None:
             expect(page.locator('[data-testid="queue-row"]').first).to_be_visible()
             expect(page.locator('[data-card="success_rate"] [data-value]')).not_to_have_text("—")
             expect(page.locator('[data-judge="summary-success"]')).to_contain_text("heuristic")
-            expect(page.locator('[data-testid="errors"] [data-testid="error"]')).to_have_count(0)
-            assert not console_errors, console_errors
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "dashboard-demo.png"), full_page=True)
+            _no_errors_then_screenshot(page, console_errors, "dashboard-demo.png")
