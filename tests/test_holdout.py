@@ -28,24 +28,16 @@ from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
 from tests.support.landing import land
+from tests.support.lessons import REGION_AGAIN, TEACH_REGION
 
 AGENT = "ops-v1"
 USERS = [f"user-{i:02d}" for i in range(16)]
-TEACH = [
-    ("user", "Please deploy the payments service."),
-    ("assistant", "Deploying the payments service to us-east-1."),
-    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
-]
 GOOD = [
     ("user", "Deploy the payments service to production."),
     ("assistant", "Deploying to us-west-2 as usual."),
     ("user", "Perfect, thanks!"),
 ]
-BAD = [
-    ("user", "Deploy the payments service again."),
-    ("assistant", "Deploying the payments service to us-east-1."),
-    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
-]
+BAD = REGION_AGAIN
 
 
 def test_arms_are_deterministic_per_agent_version_and_default_to_five_percent(monkeypatch):
@@ -106,7 +98,7 @@ def test_control_users_get_no_learned_context_and_impact_compares_the_arms(lake:
     # inside the compared period (session_closed_at >= first_search_at, both in seconds), and a fast run searches
     # within that second
     taught = datetime.now(timezone.utc) - timedelta(minutes=1)
-    land(lake, [_conversation(u, "teach", TEACH, at=int(taught.timestamp())) for u in USERS], at=taught)
+    land(lake, [_conversation(u, "teach", TEACH_REGION, at=int(taught.timestamp())) for u in USERS], at=taught)
     launch(None, settings=settings, instance=instance)
 
     def search(client: TestClient, user: str, **headers: str) -> dict:

@@ -20,6 +20,7 @@ from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
 from tests.support.landing import land
+from tests.support.lessons import REGION_AGAIN, TEACH_REGION
 
 USER, AGENT = "dana", "ops-v1"
 QUERY = "deploy the payments service"
@@ -36,11 +37,6 @@ def _conversation(session: str, turns: list[tuple[str, str]]) -> dict:
     }
 
 
-TEACH = [
-    ("user", "Please deploy the payments service."),
-    ("assistant", "Deploying the payments service to us-east-1."),
-    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
-]
 FOLLOWED = [
     ("user", "Deploy the payments service to production."),
     ("assistant", "Deploying the payments service to us-west-2 as usual."),
@@ -51,11 +47,7 @@ CONTRADICTED = [
     ("assistant", "Deploying the payments service to us-west-2."),
     ("user", "No, for this one use us-east-1, not us-west-2."),
 ]
-RECURS = [
-    ("user", "Deploy the payments service again."),
-    ("assistant", "Deploying the payments service to us-east-1."),
-    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
-]
+RECURS = REGION_AGAIN
 
 
 @pytest.fixture
@@ -93,7 +85,7 @@ def _publish(client: TestClient, session: str, turns: list[tuple[str, str]]) -> 
 
 
 def test_served_rule_followed_contradicted_and_repeated_is_counted_and_flagged(lake: Lake, settings, instance):
-    land(lake, [_conversation("teach", TEACH)], at=datetime.now(timezone.utc))
+    land(lake, [_conversation("teach", TEACH_REGION)], at=datetime.now(timezone.utc))
     launch(None, settings=settings, instance=instance)
     with TestClient(create_app(settings)) as client:
         (rule,) = [p for p in _search(client, "s1")["user_playbooks"] if "us-west-2" in p["content"]]

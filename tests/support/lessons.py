@@ -6,6 +6,8 @@ deploy to us-east-1; always use us-west-2."); an LLM words them its own way. Tes
 learned and injected (integrations, the SDK, the CLI, races, outcome counting) check its substance with these: the
 key tokens, with the polarity that makes it that lesson — us-east-1 ruled out ("never" before it), us-west-2 the one
 to use — on one line of the served text. A block that holds nothing learned, or a different rule, does not match.
+
+The sessions that teach the region correction (and bring it back) are here too, for the tests that count outcomes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,15 @@ from collections.abc import Sequence
 #: The region correction most tests teach ("No — we never deploy to us-east-1, always use us-west-2."): patterns
 #: that must all occur on one line (case-insensitive).
 REGION_LESSON: tuple[str, ...] = (r"\bnever\b.*\bus-east-1\b", r"\bus-west-2\b")
+
+#: A session that teaches that correction: (role, content) turns.
+TEACH_REGION = [
+    ("user", "Please deploy the payments service."),
+    ("assistant", "Deploying the payments service to us-east-1."),
+    ("user", "No — we never deploy to us-east-1, always use us-west-2."),
+]
+#: A later session in which the agent deploys to us-east-1 again and the same correction comes back.
+REGION_AGAIN = [("user", "Deploy the payments service again."), *TEACH_REGION[1:]]
 
 
 def lesson_lines(text: str, lesson: Sequence[str] = REGION_LESSON) -> list[str]:
