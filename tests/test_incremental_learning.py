@@ -373,31 +373,38 @@ def test_a_run_of_one_lake_does_not_wait_for_another_lakes_run(tmp_path, instanc
 # -- the sensor ------------------------------------------------------------------------------------------------
 
 
-def test_the_sensor_asks_for_due_only_runs_and_waits_for_a_windows_unfinished_run(lake: Lake, instance, samples):
-    from dagster._core.storage.dagster_run import DagsterRun
-
+def _landing_tick(instance, lake: Lake) -> dg.SensorResult:
+    """One evaluation of `landing_sensor` over `lake`."""
     from reflexio_pipelines.resources import LakeResource
     from reflexio_pipelines.sensors import landing_sensor
 
-    land(lake, samples[:1])
-    context = dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
-    (request,) = landing_sensor(context).run_requests
-    assert request.run_config == learning_run_config("due", index_turns=True)
-    running = DagsterRun(
+    return landing_sensor(
+        dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
+    )
+
+
+def _started_learning_run(instance, run_id: str, partition_key: str) -> dg.DagsterRun:
+    """A `learn_job` run of the window recorded as started, with no process behind it: the sensor sees it in
+    flight until the test reports it ended."""
+    running = dg.DagsterRun(
         job_name="learn_job",
-        run_id="run-in-flight",
+        run_id=run_id,
         status=dg.DagsterRunStatus.STARTED,
-        tags={"dagster/partition": request.partition_key},
+        tags={"dagster/partition": partition_key},
     )
     instance.add_run(running)
-    skipped = landing_sensor(
-        dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
-    )
+    return running
+
+
+def test_the_sensor_asks_for_due_only_runs_and_waits_for_a_windows_unfinished_run(lake: Lake, instance, samples):
+    land(lake, samples[:1])
+    (request,) = _landing_tick(instance, lake).run_requests
+    assert request.run_config == learning_run_config("due", index_turns=True)
+    running = _started_learning_run(instance, "run-in-flight", request.partition_key)
+    skipped = _landing_tick(instance, lake)
     assert not skipped.run_requests and "in flight" in skipped.skip_reason.skip_message
     instance.report_run_failed(running)  # the run ends: the window is requested again
-    again = landing_sensor(
-        dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
-    )
+    again = _landing_tick(instance, lake)
     assert [r.partition_key for r in again.run_requests] == [request.partition_key]
 
 
@@ -405,25 +412,13 @@ def test_the_next_run_is_requested_once_the_running_one_has_compacted_the_window
     """While a run learns, the next one is launched and waits for the window's lock (it learns right after the
     commit instead of a tick and a launch later); while a run has not compacted yet, no other is requested."""
     from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
-    from dagster._core.storage.dagster_run import DagsterRun
-
-    from reflexio_pipelines.resources import LakeResource
-    from reflexio_pipelines.sensors import landing_sensor
 
     def tick() -> dg.SensorResult:
-        return landing_sensor(
-            dg.build_sensor_context(instance=instance, resources={"lake": LakeResource(root=str(lake.root))})
-        )
+        return _landing_tick(instance, lake)
 
     land(lake, samples[:1])
     (request,) = tick().run_requests
-    running = DagsterRun(
-        job_name="learn_job",
-        run_id="run-indexing",
-        status=dg.DagsterRunStatus.STARTED,
-        tags={"dagster/partition": request.partition_key},
-    )
-    instance.add_run(running)
+    running = _started_learning_run(instance, "run-indexing", request.partition_key)
 
     def materialised(asset: str) -> None:
         event = DagsterEvent(

@@ -115,22 +115,16 @@ def test_expert_answers_teach_only_substantive_differences(client, expert, learn
 def _stated_then_contradicted(client, lives_in: Callable[[str, str], bool]) -> None:
     """Lisbon (and metric units) stated, then a move to Porto: Porto is served, Lisbon no longer, the unrelated
     preference still is. `lives_in(content, city)` says whether a profile is the one placing the user in `city`."""
-    _publish(
-        client,
-        "nia",
-        {"role": "user", "content": "I live in Lisbon and I prefer metric units."},
-        {"role": "assistant", "content": "Noted."},
-    )
-    contents = [p["content"] for p in _profiles(client, "nia", "where does the user live")]
+
+    def says(text: str) -> list[str]:
+        """nia says `text` (the assistant notes it); then the contents of her profiles about where she lives."""
+        _publish(client, "nia", {"role": "user", "content": text}, {"role": "assistant", "content": "Noted."})
+        return [p["content"] for p in _profiles(client, "nia", "where does the user live")]
+
+    contents = says("I live in Lisbon and I prefer metric units.")
     assert any(lives_in(c, "Lisbon") for c in contents), contents
     time.sleep(1.1)  # a strictly newer statement
-    _publish(
-        client,
-        "nia",
-        {"role": "user", "content": "I moved to Porto last month."},
-        {"role": "assistant", "content": "Noted."},
-    )
-    contents = [p["content"] for p in _profiles(client, "nia", "where does the user live")]
+    contents = says("I moved to Porto last month.")
     assert any(lives_in(c, "Porto") for c in contents) and not any(lives_in(c, "Lisbon") for c in contents), contents
     assert any("metric" in c for c in contents), contents  # the preference stated with Lisbon is still known
 
