@@ -104,6 +104,13 @@ def _drop_none(**fields: Any) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
+def _add(entities: str, **item: Any) -> Call[Ack]:
+    """A manual add of one item (its unset fields left out) to `POST /api/add_<entity>`, whose body lists the items
+    under `entities`. Not repeated after a lost answer: an add is not idempotent."""
+    path = "/api/add_" + entities.removesuffix("s")
+    return Call("POST", path, _model(Ack), json={entities: [_drop_none(**item)]}, idempotent=False)
+
+
 def _turn(turn: InteractionData | dict[str, Any]) -> dict[str, Any]:
     return turn.model_dump(exclude_none=True) if isinstance(turn, BaseModel) else dict(turn)
 
@@ -313,8 +320,7 @@ class RequestBuilder:
 
     def add_user_profile(self, user_id: str, content: str, *, source: str | None = None) -> Call[Ack]:
         """Store a fact about a user as given (no LLM); searchable by the next search."""
-        body = {"user_profiles": [_drop_none(user_id=user_id, content=content, source=source)]}
-        return Call("POST", "/api/add_user_profile", _model(Ack), json=body, idempotent=False)
+        return _add("user_profiles", user_id=user_id, content=content, source=source)
 
     def add_user_playbook(
         self,
@@ -327,19 +333,15 @@ class RequestBuilder:
         rationale: str | None = None,
     ) -> Call[Ack]:
         """Store a behaviour rule for a user as given (no LLM); searchable by the next search."""
-        body = {
-            "user_playbooks": [
-                _drop_none(
-                    user_id=user_id,
-                    content=content,
-                    agent_version=agent_version,
-                    playbook_name=playbook_name,
-                    trigger=trigger,
-                    rationale=rationale,
-                )
-            ]
-        }
-        return Call("POST", "/api/add_user_playbook", _model(Ack), json=body, idempotent=False)
+        return _add(
+            "user_playbooks",
+            user_id=user_id,
+            content=content,
+            agent_version=agent_version,
+            playbook_name=playbook_name,
+            trigger=trigger,
+            rationale=rationale,
+        )
 
     def add_agent_playbook(
         self,
@@ -352,19 +354,15 @@ class RequestBuilder:
         playbook_status: PlaybookStatus = "pending",
     ) -> Call[Ack]:
         """Store a shared rule as given, outside aggregation; listed, approvable and searchable at once."""
-        body = {
-            "agent_playbooks": [
-                _drop_none(
-                    content=content,
-                    agent_version=agent_version,
-                    playbook_name=playbook_name,
-                    trigger=trigger,
-                    rationale=rationale,
-                    playbook_status=playbook_status,
-                )
-            ]
-        }
-        return Call("POST", "/api/add_agent_playbook", _model(Ack), json=body, idempotent=False)
+        return _add(
+            "agent_playbooks",
+            content=content,
+            agent_version=agent_version,
+            playbook_name=playbook_name,
+            trigger=trigger,
+            rationale=rationale,
+            playbook_status=playbook_status,
+        )
 
     def update_agent_playbook(
         self,
