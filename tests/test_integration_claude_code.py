@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from reflexio_pipelines.cli import app
 from reflexio_pipelines.integrations.claude_code.transcript import interactions, read_entries
-from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.runs import launch
 from serving.app import create_app
+from tests.support.landing import landed_turns
 from tests.support.lessons import served_rule_lines
 from tests.support.processes import free_port
 from tests.support.servers import serve_app
@@ -187,15 +187,7 @@ def run_hook(command: str, body: dict, env: dict) -> subprocess.CompletedProcess
 
 
 def landed(settings, user_id: str) -> list[tuple]:
-    return (
-        connect(settings.lake)
-        .sql(
-            "select role, content, tools_used, agent_version, session_id, source from landing_turns where user_id = ? "
-            "order by ingested_at_us, turn_index",
-            params=[user_id],
-        )
-        .fetchall()
-    )
+    return landed_turns(settings.lake, user_id, "role, content, tools_used, agent_version, session_id, source")
 
 
 def test_hooks_publish_the_session_and_inject_what_was_learned(tmp_path, settings, instance):

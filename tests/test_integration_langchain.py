@@ -19,10 +19,10 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from reflexio_pipelines.integrations.langchain import ReflexioCallbackHandler, ReflexioChatModel, ReflexioRetriever
-from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.sdk import AsyncReflexioClient, ReflexioClient
 from serving.app import create_app
+from tests.support.landing import landed_turns
 from tests.support.lessons import served_rule_lines
 from tests.support.processes import free_port
 from tests.support.servers import serve_app
@@ -40,15 +40,7 @@ def reflexio(settings, instance):
 
 
 def landed(settings, user_id: str) -> list[tuple]:
-    return (
-        connect(settings.lake)
-        .sql(
-            "select role, content, tools_used, agent_version, session_id, source from landing_turns where user_id = ? "
-            "order by ingested_at_us, turn_index",
-            params=[user_id],
-        )
-        .fetchall()
-    )
+    return landed_turns(settings.lake, user_id, "role, content, tools_used, agent_version, session_id, source")
 
 
 def test_handler_publishes_turns_and_retriever_returns_what_was_learned(reflexio, settings, instance):

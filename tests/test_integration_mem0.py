@@ -26,10 +26,10 @@ from mem0.exceptions import ValidationError as Mem0ValidationError  # noqa: E402
 from mem0.memory import telemetry  # noqa: E402
 
 from reflexio_pipelines.integrations.mem0 import AsyncMemory, AsyncMemoryClient, Memory, MemoryClient  # noqa: E402
-from reflexio_pipelines.lake.duck import connect  # noqa: E402
 from reflexio_pipelines.runs import launch  # noqa: E402
 from reflexio_pipelines.sdk import AsyncReflexioClient, ReflexioClient  # noqa: E402
 from serving.app import create_app  # noqa: E402
+from tests.support.landing import landed_turns  # noqa: E402
 from tests.support.lessons import served_rule_lines  # noqa: E402
 from tests.support.mem0_platform import API_KEY, make_mem0_platform  # noqa: E402
 from tests.support.processes import free_port  # noqa: E402
@@ -62,15 +62,7 @@ def reflexio(settings, instance):
 
 
 def landed(settings, user_id: str) -> list[tuple]:
-    return (
-        connect(settings.lake)
-        .sql(
-            "select role, content, agent_version, session_id, source from landing_turns where user_id = ? "
-            "order by ingested_at_us, turn_index",
-            params=[user_id],
-        )
-        .fetchall()
-    )
+    return landed_turns(settings.lake, user_id, "role, content, agent_version, session_id, source")
 
 
 def test_telemetry_is_off():

@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 from reflexio_pipelines.demo.run import publish_payload
+from reflexio_pipelines.lake.duck import connect
 from reflexio_pipelines.lake.io import Lake
 from serving.landing import LandingWriter
 from serving.models.publish import PublishUserInteractionRequest
@@ -41,3 +42,9 @@ def land_hourly(lake: Lake, batches: list[list[dict]], start: datetime) -> list[
         land(lake, conversations, at=moment)
         keys.append(key_of_moment(moment, GRANULARITY))
     return keys
+
+
+def landed_turns(lake: str, user_id: str, columns: str) -> list[tuple]:
+    """`columns` (SQL, comma-separated) of `user_id`'s landed turns, in the order they were landed."""
+    sql = f"select {columns} from landing_turns where user_id = ? order by ingested_at_us, turn_index"
+    return connect(lake).sql(sql, params=[user_id]).fetchall()
