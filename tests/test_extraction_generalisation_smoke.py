@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.benchmark_runs import processes_mentioning, run_benchmark
+
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[1]
 USERS = 3
 
 
@@ -23,36 +22,12 @@ def _rate(value: object) -> bool:
     return value is None or (isinstance(value, float | int) and 0.0 <= value <= 1.0)
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in args:
-            found.append(args)
-    return found
-
-
 def test_extraction_generalisation_smoke(tmp_path: Path) -> None:
     out = tmp_path / "extraction_generalisation.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.extraction_generalisation",
-            "--users",
-            str(USERS),
-            "--dev-limit",
-            "200",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    done = run_benchmark(
+        "extraction_generalisation",
+        *("--users", str(USERS), "--dev-limit", "200", "--out", str(out)),
         timeout=300,
-        cwd=ROOT,
         env=dict(os.environ, TMPDIR=str(tmp_path)),  # the lakes, so leftover children would name tmp_path
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -97,4 +72,4 @@ def test_extraction_generalisation_smoke(tmp_path: Path) -> None:
             assert sup[route]["old_items_served"] >= 0 and _rate(sup[route]["update_served_rate"])
             assert sup[route]["probes_with_old_served"] <= USERS
         assert len(part["learn_runs_s"]) == 2 and all(s > 0 for s in part["learn_runs_s"])
-    assert not _processes_mentioning(str(tmp_path)), "a child process outlived the benchmark"
+    assert not processes_mentioning(str(tmp_path)), "a child process outlived the benchmark"

@@ -4,26 +4,18 @@ answers its users exactly as the whole index does (speed and RSS are the benchma
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.benchmark_runs import run_benchmark
 
 pytestmark = pytest.mark.e2e
 
 
 def test_index_shards_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "index_shards.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.index_shards", "--docs", "2000", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_benchmark("index_shards", "--docs", "2000", "--out", str(out), timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(out.read_text())
     whole, part = report["runs"]["whole"], report["runs"]["shards_0_1_of_4"]

@@ -3,39 +3,21 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+from tests.support.benchmark_runs import run_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.e2e
 
 
 def test_ingest_load_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "ingest_load.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.ingest_load",
-            "--seconds",
-            "2",
-            "--processes",
-            "2",
-            "--concurrency",
-            "2",
-            "--turns",
-            "3",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    done = run_benchmark(
+        "ingest_load",
+        *("--seconds", "2", "--processes", "2", "--concurrency", "2", "--turns", "3", "--out", str(out)),
         timeout=300,
-        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())

@@ -6,65 +6,28 @@ process). Checks the JSON's shape, that its numbers add up, and that every child
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.benchmark_runs import processes_mentioning, run_benchmark
+
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[1]
 USERS, TURNS = 2, 4
-
-
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in args:
-            found.append(args)
-    return found
 
 
 def test_learning_throughput_benchmark_smoke(tmp_path: Path) -> None:
     out, workdir = tmp_path / "learning_throughput.json", tmp_path / "work"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.learning_throughput",
-            "--phase",
-            "rounds",
-            "--rounds-users",
-            str(USERS),
-            "--turns-per-user",
-            str(TURNS),
-            "--rounds",
-            "1",
-            "--rounds-delay",
-            "0.2",
-            "--per-publish-users",
-            "0",
-            "--settle-s",
-            "0",
-            "--max-run-s",
-            "240",
-            "--out",
-            str(out),
-            "--workdir",
-            str(workdir),
-        ],
-        capture_output=True,
-        text=True,
+    done = run_benchmark(
+        "learning_throughput",
+        *("--phase", "rounds", "--rounds-users", str(USERS), "--turns-per-user", str(TURNS), "--rounds", "1"),
+        *("--rounds-delay", "0.2", "--per-publish-users", "0", "--settle-s", "0", "--max-run-s", "240"),
+        *("--out", str(out), "--workdir", str(workdir)),
         timeout=420,
-        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert _processes_mentioning(str(workdir)) == []  # stub, service and materialize processes all stopped
+    assert processes_mentioning(str(workdir)) == []  # stub, service and materialize processes all stopped
 
     data = json.loads(out.read_text())
     assert data["benchmark"] == "learning_throughput"

@@ -6,36 +6,18 @@ sees no recurrence for the treated and measures the difference with an interval.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+from tests.support.benchmark_runs import run_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.e2e
 
 
 def test_self_improvement_simulation_smoke(tmp_path: Path) -> None:
     out = tmp_path / "self_improvement.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.self_improvement",
-            "--users",
-            "6",
-            "--rounds",
-            "3",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
+    done = run_benchmark("self_improvement", "--users", "6", "--rounds", "3", "--out", str(out), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "SIMULATION" in done.stdout
     data = json.loads(out.read_text())

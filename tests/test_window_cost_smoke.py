@@ -5,36 +5,20 @@ cores). Checks the JSON's shape, that its numbers are sane and add up, and that 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.benchmark_runs import run_benchmark
+
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("turns", "user_learning", "search_index", "search_index_is_servable", "serving_index")
 
 
 def test_window_cost_benchmark_smoke(tmp_path: Path) -> None:
     out, workdir = tmp_path / "window_cost.json", tmp_path / "work"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.window_cost",
-            "--quick",
-            "--workdir",
-            str(workdir),
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    done = run_benchmark("window_cost", "--quick", "--workdir", str(workdir), "--out", str(out), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())
 
