@@ -369,3 +369,24 @@ def test_the_litellm_warm_up_sends_nothing_and_records_nothing(stub) -> None:
     with recording(ledger):
         ask(endpoint(base_url), "after the warm-up")
     assert app.state.calls == 1 and [c.outcome for c in ledger.calls()] == ["ok"]
+
+
+def test_every_stage_fails_with_the_one_stage_failure_naming_its_stage() -> None:
+    """One failure type for the LLM stages (stage, cost, attempts, summary); each stage's own name is a subclass,
+    so a caller catching one stage's failure still catches only that one."""
+    from reflexio_pipelines.learning.learn import DedupFailed
+    from reflexio_pipelines.learning.llm_aggregate import ConsolidationFailed
+    from reflexio_pipelines.learning.llm_extract import ExtractionFailed
+    from reflexio_pipelines.learning.llm_judge import JudgeFailed
+    from reflexio_pipelines.learning.llm_stage import StageFailed
+
+    assert all(issubclass(f, StageFailed) for f in (ExtractionFailed, JudgeFailed, ConsolidationFailed, DedupFailed))
+    failed = JudgeFailed("no usable evaluation", stage="session_judge", calls=3, prompt_tokens=7)
+    assert (failed.stage, failed.calls, failed.attempts, failed.prompt_tokens, failed.completion_tokens) == (
+        "session_judge",
+        3,
+        3,
+        7,
+        0,
+    )
+    assert str(failed.summary) == "JudgeFailed: session_judge failed" and not isinstance(failed, ConsolidationFailed)

@@ -167,7 +167,7 @@ def test_persistent_failure_raises_without_leaking_the_key(stub, caplog) -> None
         ex.extract(DEPLOY_WINDOW)
     assert app.state.calls == 3
     exc = info.value
-    assert (exc.attempts, exc.llm_calls) == (3, 3)
+    assert (exc.attempts, exc.calls, exc.stage) == (3, 3, "extraction")
     assert DEPLOY_WINDOW.window_id in str(exc) and "InternalServerError" in str(exc)
     text = "".join(traceback.format_exception(exc)) + repr(exc) + caplog.text
     assert API_KEY not in text
@@ -263,7 +263,13 @@ def test_make_extractor() -> None:
         )
     )
     assert isinstance(ex, LiteLLMExtractor)
-    assert (ex.model, ex.api_base, ex.timeout_s, ex.max_retries, ex.temperature) == (
+    assert (
+        ex.model,
+        ex.endpoint.api_base,
+        ex.endpoint.timeout_s,
+        ex.endpoint.max_retries,
+        ex.endpoint.temperature,
+    ) == (
         "openai/gpt-x",
         "http://h/v1",
         9,

@@ -55,6 +55,7 @@ from reflexio_pipelines.learning.learned_rows import (
 from reflexio_pipelines.learning.llm_extract import ExtractionFailed, GatedExtractionResult
 from reflexio_pipelines.learning.llm_failures import FailureSummary
 from reflexio_pipelines.learning.llm_ledger import about_user
+from reflexio_pipelines.learning.llm_stage import StageFailed
 from reflexio_pipelines.learning.stated_changes import (
     replace_rules,
     replaces_something,
@@ -72,13 +73,8 @@ JudgeFactory = Callable[[str, dict[str, np.ndarray]], DedupJudge]
 EMBED_GROUP = 32
 
 
-class DedupFailed(RuntimeError):
+class DedupFailed(StageFailed):
     """The dedup judge got no usable answer after its retries (raised instead of keeping every NEW item)."""
-
-    def __init__(self, entity: str, summary: FailureSummary, calls: int) -> None:
-        super().__init__(f"{entity} dedup judge failed after {calls} call(s): {summary}")
-        self.summary = summary
-        self.calls = calls
 
 
 class _UserFailed(Exception):
@@ -274,7 +270,7 @@ def _extract_user(
                 result = extractor.extract(win, group)
             except ExtractionFailed as exc:
                 stats.windows += 1
-                stats.llm_calls += exc.llm_calls
+                stats.llm_calls += exc.calls
                 stats.prompt_tokens += exc.prompt_tokens
                 stats.completion_tokens += exc.completion_tokens
                 failure = Failure(
@@ -483,7 +479,8 @@ def _dedup(
     # and contradictions current. The batch fails instead and is retried (the rule judge never fails).
     failure: FailureSummary | None = getattr(judge, "last_failure", None)
     if failure is not None:
-        raise DedupFailed(entity, failure, resolution.judge_calls)
+        message = f"{entity} dedup judge failed after {resolution.judge_calls} call(s): {failure}"
+        raise DedupFailed(message, stage="dedup", calls=resolution.judge_calls, summary=failure)
     stats.duplicates_dropped += len(new_rows) - len(resolution.keep)
     if getattr(judge, "follows_change_words", False):
         supersede_stated_changes(resolution, new_rows, existing_rows, new_vectors, existing_vectors, text_of, id_column)

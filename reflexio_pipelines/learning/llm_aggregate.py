@@ -9,7 +9,8 @@ from typing import Any
 
 from reflexio_pipelines.learning.aggregate import Member, NothingShared, Rule, shared_rule
 from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
-from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from
+from reflexio_pipelines.learning.llm_call import LLMEndpoint
+from reflexio_pipelines.learning.llm_stage import LLMStage, StageFailed
 from reflexio_pipelines.learning.prompts import load_prompt
 
 PROMPT_ID = "aggregation"
@@ -67,33 +68,15 @@ def parse_rule(obj: dict[str, Any]) -> Rule | None:
     )
 
 
-class LiteLLMConsolidator:
+class LiteLLMConsolidator(LLMStage):
     """A `Consolidator` backed by any LiteLLM chat model. A cluster whose call keeps failing yields no rule this
     run (it is not recorded as covered, so the next run tries again) — never a half-made playbook. Runs on the
-    shared `endpoint`, or on one built from a model and its settings (`settings`: further LLMEndpoint fields)."""
+    shared `endpoint`, or on one built from a model and its settings as keywords (see `LLMStage`)."""
 
     def __init__(
-        self,
-        model: str = "",
-        api_base: str = "",
-        api_key: str = "",
-        timeout_s: float = 120,
-        max_retries: int = 2,
-        agent_version: str = "",
-        *,
-        endpoint: LLMEndpoint | None = None,
-        **settings: Any,
+        self, model: str = "", *, agent_version: str = "", endpoint: LLMEndpoint | None = None, **settings: Any
     ) -> None:
-        self.endpoint = endpoint_from(
-            endpoint,
-            model,
-            api_base=api_base,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            **settings,
-        )
-        self.model = self.endpoint.model
+        super().__init__(model, endpoint=endpoint, **settings)
         self.agent_version = agent_version
         self.prompt = load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.prompt_version = self.prompt.ref
@@ -106,7 +89,7 @@ class LiteLLMConsolidator:
         )
         outcome = self.endpoint.call_json(messages, ("playbook",), parse_rule, "aggregation", stage="consolidation")
         if not outcome.ok:
-            raise ConsolidationFailed(outcome.error, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens)
+            raise ConsolidationFailed.of(outcome.error, outcome, stage="consolidation")
         rule = outcome.value
         if rule is not None:
             try:
@@ -116,9 +99,5 @@ class LiteLLMConsolidator:
         return rule, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
 
 
-class ConsolidationFailed(RuntimeError):
-    """A cluster could not be consolidated after the retries (carries the cost spent)."""
-
-    def __init__(self, message: str, calls: int, prompt_tokens: int, completion_tokens: int) -> None:
-        super().__init__(message)
-        self.calls, self.prompt_tokens, self.completion_tokens = calls, prompt_tokens, completion_tokens
+class ConsolidationFailed(StageFailed):
+    """A cluster could not be consolidated after the retries (stage `consolidation`; carries the cost spent)."""

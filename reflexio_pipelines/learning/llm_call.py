@@ -236,22 +236,11 @@ class LLMEndpoint:
 
     @classmethod
     def from_settings(cls, settings: LLMSettings, *, sleep: Callable[[float], None] = time.sleep) -> LLMEndpoint:
-        """The endpoint for `settings` (every field of LLMSettings except gate_model, which names a second
-        endpoint: `with_model(settings.gate_model)`)."""
-        return cls(
-            model=settings.model,
-            api_base=settings.api_base,
-            api_key=settings.api_key.get_secret_value(),
-            timeout_s=settings.timeout_s,
-            max_retries=settings.max_retries,
-            temperature=settings.temperature,
-            backoff_base_s=settings.backoff_base_s,
-            sleep=sleep,
-            concurrency=settings.concurrency,
-            rpm=settings.rpm,
-            tpm=settings.tpm,
-            api_version=settings.api_version,
-        )
+        """The endpoint for `settings`: every LLMSettings field the endpoint has (all but gate_model, which names a
+        second endpoint, `with_model(settings.gate_model)`, and builtin), read by name so a setting added to both
+        is never left behind here."""
+        shared = {f.name for f in dataclasses.fields(cls) if f.name in type(settings).model_fields} - {"api_key"}
+        return cls(**settings.model_dump(include=shared), api_key=settings.api_key.get_secret_value(), sleep=sleep)
 
     def with_model(self, model: str) -> LLMEndpoint:
         """The same endpoint settings for another model (e.g. the gate's); it gets that model's own throttle."""
@@ -383,13 +372,3 @@ class LLMEndpoint:
             )
             raise failure
         return value
-
-
-def endpoint_from(endpoint: LLMEndpoint | None, model: str, **settings: Any) -> LLMEndpoint:
-    """`endpoint`, or a new one for `model` and the keyword `settings` (the LLM classes' keyword constructors, kept
-    for direct use and tests); giving both an endpoint and a model is an error."""
-    if endpoint is None:
-        return LLMEndpoint(model, **settings)
-    if model:
-        raise ValueError("pass either an LLMEndpoint or a model and its settings, not both")
-    return endpoint

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from reflexio_pipelines.learning.dedup import Candidate, DuplicateGroup
 from reflexio_pipelines.learning.jsonparse import LLMOutputError, clean_text
-from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from
+from reflexio_pipelines.learning.llm_call import LLMEndpoint
 from reflexio_pipelines.learning.llm_failures import FailureSummary, scrub_secret
+from reflexio_pipelines.learning.llm_stage import LLMStage
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
 
 log = logging.getLogger(__name__)
@@ -124,49 +124,30 @@ def validate_groups(obj: dict[str, Any], n_new: int, n_existing: int) -> tuple[l
     return groups, problems
 
 
-class LiteLLMDedupJudge:
+class LiteLLMDedupJudge(LLMStage):
     """A `DedupJudge` backed by any LiteLLM-supported chat model (one call per `judge()`, retries included), on the
-    shared `endpoint` or on one built from a model and its settings given as keywords."""
+    shared `endpoint` or on one built from a model and its settings given as keywords (see `LLMStage`)."""
 
     def __init__(
         self,
         model: str = "",
-        api_base: str = "",
-        api_key: str = "",
-        timeout_s: float = 120,
-        max_retries: int = 2,
-        temperature: float = 0.0,
-        item_kind: str = PROFILE_ITEMS,
         *,
-        backoff_base_s: float = 1.0,
-        sleep: Callable[[float], None] = time.sleep,
+        item_kind: str = PROFILE_ITEMS,
         prompt: Prompt | None = None,
         endpoint: LLMEndpoint | None = None,
+        **settings: Any,
     ) -> None:
         if not item_kind.strip():
             raise ValueError("item_kind must name the items, e.g. 'user profile facts'")
-        self.endpoint = endpoint_from(
-            endpoint,
-            model,
-            api_base=api_base,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            temperature=temperature,
-            backoff_base_s=backoff_base_s,
-            sleep=sleep,
-        )
-        self.model = self.endpoint.model
+        super().__init__(model, endpoint=endpoint, **settings)
         self.item_kind = item_kind.strip()
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.last_error = ""  # the scrubbed reason the last judge() fell back to "no groups" ("" if it did not)
         self.last_failure: FailureSummary | None = None  # its storable summary (see llm_failures.FailureSummary)
 
-    def __repr__(self) -> str:  # the key is deliberately absent
-        return (
-            f"LiteLLMDedupJudge(model={self.model!r}, api_base={self.endpoint.api_base!r}, "
-            f"item_kind={self.item_kind!r}, prompt={self.prompt.ref!r})"
-        )
+    def repr_fields(self) -> str:
+        """The kind of items judged and the prompt."""
+        return f", item_kind={self.item_kind!r}, prompt={self.prompt.ref!r}"
 
     @property
     def prompt_version(self) -> str:

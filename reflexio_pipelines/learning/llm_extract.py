@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,8 +39,9 @@ from reflexio_pipelines.learning.jsonparse import (
     dedupe_by_content,
     validate_extraction,
 )
-from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from
+from reflexio_pipelines.learning.llm_call import LLMEndpoint
 from reflexio_pipelines.learning.llm_failures import FailureSummary
+from reflexio_pipelines.learning.llm_stage import LLMStage, StageFailed
 from reflexio_pipelines.learning.prompts import Prompt, load_prompt
 from reflexio_pipelines.learning.rules.forget_requests import has_forget_request
 from reflexio_pipelines.learning.transcript import (
@@ -79,26 +79,9 @@ class SchemaViolation(LLMOutputError):
     summary_message = "the reply is JSON but violates the extraction schema"  # read by summarize_failure
 
 
-class ExtractionFailed(RuntimeError):
-    """A window could not be extracted after all retries. Carries the cost spent so the caller can record it, and
-    a `FailureSummary` of the last error (the message holds no provider text, see `FailureSummary`)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        attempts: int,
-        llm_calls: int,
-        prompt_tokens: int,
-        completion_tokens: int,
-        summary: FailureSummary | None = None,
-    ):
-        super().__init__(message)
-        self.summary = summary or FailureSummary(type(self).__name__, "extraction failed")
-        self.attempts = attempts
-        self.llm_calls = llm_calls
-        self.prompt_tokens = prompt_tokens
-        self.completion_tokens = completion_tokens
+class ExtractionFailed(StageFailed):
+    """A window could not be extracted after all retries (stage `extraction`). `calls` and the tokens include the
+    gate's; `attempts` counts the extraction call's; the summary holds no provider text (see `FailureSummary`)."""
 
 
 @dataclass
@@ -130,75 +113,35 @@ def gate_decision(reply: str) -> bool | None:
     return None if match is None else match.group(1) == "true"
 
 
-class LiteLLMExtractor:
+class LiteLLMExtractor(LLMStage):
     """Extracts profiles and playbooks from a window with any LiteLLM-supported chat model.
 
     Give it the shared `endpoint` (what the pipeline does: `make_extractor`, `ExtractorResource`), or a model and
-    its settings as keywords, from which it builds one."""
+    its settings as keywords, from which it builds one (see `LLMStage`)."""
 
     name = EXTRACTOR_NAME
 
     def __init__(
         self,
         model: str = "",
-        api_base: str = "",
-        api_key: str = "",
-        timeout_s: float = 120,
-        max_retries: int = 2,
-        temperature: float = 0.0,
         *,
-        backoff_base_s: float = 1.0,
-        sleep: Callable[[float], None] = time.sleep,
         prompt: Prompt | None = None,
         gate_model: str = "",
         gate_prompt: Prompt | None = None,
         endpoint: LLMEndpoint | None = None,
+        **settings: Any,
     ) -> None:
-        self.endpoint = endpoint_from(
-            endpoint,
-            model,
-            api_base=api_base,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            temperature=temperature,
-            backoff_base_s=backoff_base_s,
-            sleep=sleep,
-        )
+        super().__init__(model, endpoint=endpoint, **settings)
         self.prompt = prompt or load_prompt(PROMPT_ID, PROMPT_VERSION)
         self.gate_model = gate_model.strip()
         # the gate is a second model on the same endpoint settings (and its own throttle: another model's quota)
         self.gate_endpoint = self.endpoint.with_model(self.gate_model) if self.gate_model else None
         self.gate_prompt = gate_prompt or load_prompt(GATE_PROMPT_ID, GATE_PROMPT_VERSION)
 
-    @property
-    def model(self) -> str:
-        """The extraction model (the endpoint's)."""
-        return self.endpoint.model
-
-    @property
-    def api_base(self) -> str:
-        """The endpoint's api_base ("" = the provider's default)."""
-        return self.endpoint.api_base
-
-    @property
-    def timeout_s(self) -> float:
-        """Seconds one attempt may take."""
-        return self.endpoint.timeout_s
-
-    @property
-    def max_retries(self) -> int:
-        """Retries after a transient failure."""
-        return self.endpoint.max_retries
-
-    @property
-    def temperature(self) -> float:
-        """The configured temperature (sent where the model accepts one)."""
-        return self.endpoint.temperature
-
-    def __repr__(self) -> str:  # the key is deliberately absent
+    def repr_fields(self) -> str:
+        """The prompt, and the gate model when there is one."""
         gate = f", gate_model={self.gate_model!r}" if self.gate_model else ""
-        return f"LiteLLMExtractor(model={self.model!r}, api_base={self.api_base!r}, prompt={self.prompt.ref!r}{gate})"
+        return f", prompt={self.prompt.ref!r}{gate}"
 
     @property
     def prompt_version(self) -> str:
@@ -289,8 +232,9 @@ class LiteLLMExtractor:
         # raised without chaining: the provider's exception (and its request context) could carry the key
         raise ExtractionFailed(
             f"extraction failed for window {window.window_id} after {outcome.calls} call(s) to {self.model}: {summary}",
+            stage="extraction",
             attempts=outcome.calls,
-            llm_calls=outcome.calls + result.gate_calls,
+            calls=outcome.calls + result.gate_calls,
             prompt_tokens=outcome.prompt_tokens + result.gate_prompt_tokens,
             completion_tokens=outcome.completion_tokens + result.gate_completion_tokens,
             summary=summary,

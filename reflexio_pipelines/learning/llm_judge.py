@@ -28,8 +28,9 @@ from reflexio_pipelines.learning.judge import (
     require_shadow,
     side_verdict,
 )
-from reflexio_pipelines.learning.llm_call import LLMEndpoint, endpoint_from
+from reflexio_pipelines.learning.llm_call import CallOutcome, LLMEndpoint
 from reflexio_pipelines.learning.llm_failures import scrub_secret
+from reflexio_pipelines.learning.llm_stage import LLMStage, StageFailed
 from reflexio_pipelines.learning.prompts import load_prompt
 from reflexio_pipelines.learning.sessions import Session
 from reflexio_pipelines.learning.transcript import indent_continuation, render_window
@@ -48,12 +49,9 @@ MAX_DEFINITION_CHARS = 2_000
 _NULLS = {"", "null", "none", "n/a"}
 
 
-class JudgeFailed(RuntimeError):
-    """No usable verdict after the retries (the message is scrubbed of the key); carries the cost spent."""
-
-    def __init__(self, message: str, calls: int, prompt_tokens: int, completion_tokens: int) -> None:
-        super().__init__(message)
-        self.calls, self.prompt_tokens, self.completion_tokens = calls, prompt_tokens, completion_tokens
+class JudgeFailed(StageFailed):
+    """No usable verdict after the retries (stage `session_judge` or `shadow_judge`; the message is scrubbed of
+    the key); carries the cost spent."""
 
 
 def _optional_text(obj: dict[str, Any], key: str) -> str | None:
@@ -111,40 +109,18 @@ def map_back(better: str | None, significantly: bool, order: tuple[Side, Side]) 
     return side_verdict(order[0] if better == "A" else order[1], significantly)
 
 
-class LiteLLMJudge:
+class LiteLLMJudge(LLMStage):
     """A `Judge` backed by a LiteLLM chat model (see the module docstring), on the shared `endpoint` or on one built
-    from a model and its settings (`settings`: further LLMEndpoint fields, e.g. backoff_base_s, sleep)."""
+    from a model and its settings as keywords (see `LLMStage`)."""
 
     name = JUDGE_NAME
 
-    def __init__(
-        self,
-        model: str = "",
-        api_base: str = "",
-        api_key: str = "",
-        timeout_s: float = 120,
-        max_retries: int = 2,
-        *,
-        endpoint: LLMEndpoint | None = None,
-        **settings: Any,
-    ) -> None:
-        self.endpoint = endpoint_from(
-            endpoint,
-            model,
-            api_base=api_base,
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_retries=max_retries,
-            **settings,
-        )
-        self.model = self.endpoint.model
+    def __init__(self, model: str = "", *, endpoint: LLMEndpoint | None = None, **settings: Any) -> None:
+        super().__init__(model, endpoint=endpoint, **settings)
         self.evaluation_prompt = load_prompt(EVALUATION_PROMPT_ID, PROMPT_VERSION)
         self.comparison_prompt = load_prompt(COMPARISON_PROMPT_ID, PROMPT_VERSION)
         self.prompt_version = self.evaluation_prompt.ref
         self.comparison_prompt_version = self.comparison_prompt.ref
-
-    def __repr__(self) -> str:  # the key is deliberately absent
-        return f"LiteLLMJudge(model={self.model!r}, api_base={self.endpoint.api_base!r})"
 
     # --- messages ------------------------------------------------------------------------------------------------
 
@@ -170,7 +146,7 @@ class LiteLLMJudge:
             messages, EVALUATION_KEYS, parse_verdict, "session evaluation", stage="session_judge"
         )
         if not outcome.ok or outcome.value is None:
-            self._fail(f"session {session.session_id}: no usable evaluation", outcome)
+            self._fail(f"session {session.session_id}: no usable evaluation", outcome, "session_judge")
         return outcome.value, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
 
     def compare(self, session: Session, turn: Turn, rng_seed: int | str = 0) -> tuple[ShadowVerdict, int, int, int]:
@@ -181,13 +157,15 @@ class LiteLLMJudge:
             messages, COMPARISON_KEYS, parse_comparison, "shadow comparison", stage="shadow_judge"
         )
         if not outcome.ok or outcome.value is None:
-            self._fail(f"session {session.session_id} turn {turn.turn_id}: no usable comparison", outcome)
+            self._fail(
+                f"session {session.session_id} turn {turn.turn_id}: no usable comparison", outcome, "shadow_judge"
+            )
         better, significantly, reason = outcome.value
         verdict = ShadowVerdict(turn.turn_id, order[0], map_back(better, significantly, order), reason)
         return verdict, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens
 
-    def _fail(self, what: str, outcome: Any) -> NoReturn:
+    def _fail(self, what: str, outcome: CallOutcome[Any], stage: str) -> NoReturn:
         message = scrub_secret(
             f"{what} after {outcome.calls} call(s): {outcome.error or 'empty reply'}", self.endpoint.api_key
         )
-        raise JudgeFailed(message, outcome.calls, outcome.prompt_tokens, outcome.completion_tokens)
+        raise JudgeFailed.of(message, outcome, stage=stage)
