@@ -52,20 +52,11 @@ class ExtractorResource(dg.ConfigurableResource):
 
     def llm_settings(self) -> LLMSettings:
         """The LLM settings this resource carries, validated (one object for every LLM stage)."""
-        return LLMSettings(
-            model=self.model,
-            api_base=self.api_base,
-            api_key=self.api_key,
-            api_version=self.api_version,
-            timeout_s=self.timeout_s,
-            max_retries=self.max_retries,
-            backoff_base_s=self.backoff_base_s,
-            temperature=self.temperature,
-            gate_model=self.gate_model,
-            builtin=self.builtin,  # type: ignore[arg-type]  # validated by LLMSettings
-            concurrency=self.llm_concurrency,
-            rpm=_share(self.rpm, self.shards),
-            tpm=_share(self.tpm, self.shards),
+        # the fields named alike are read by name, so a setting added to both reaches every stage
+        alike = LLMSettings.model_fields.keys() - {"concurrency", "rpm", "tpm"}
+        shares = {"rpm": _share(self.rpm, self.shards), "tpm": _share(self.tpm, self.shards)}
+        return LLMSettings.model_validate(
+            {name: getattr(self, name) for name in alike} | shares | {"concurrency": self.llm_concurrency}
         )
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
