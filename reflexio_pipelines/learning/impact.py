@@ -161,15 +161,10 @@ def compute_holdout(outcomes: Sequence[dict], evaluations: Sequence[dict]) -> li
     rows: list[dict] = []
 
     def add(
-        version: str,
-        evaluation: str,
-        judge: str,
-        metric: str,
-        days: list[str],
-        treated_n: int,
-        control_n: int,
-        diff: Difference,
+        where: tuple[str, str, str], metric: str, days: list[str], counts: tuple[int, int], diff: Difference
     ) -> None:
+        """One row: `where` is (agent version, evaluation, judge), `counts` the (treated, control) sessions."""
+        (version, evaluation, judge), (treated_n, control_n) = where, counts
         rows.append(
             {
                 "agent_version": version,
@@ -189,6 +184,11 @@ def compute_holdout(outcomes: Sequence[dict], evaluations: Sequence[dict]) -> li
             }
         )
 
+    def add_means(where: tuple[str, str, str], metric: str, days: list[str], values: dict[str, list]) -> None:
+        """A row comparing the arms' means: each arm counts the sessions it has a value for."""
+        counts = (len(values[TREATED]), len(values[CONTROL]))
+        add(where, metric, days, counts, welch_difference(values[TREATED], values[CONTROL]))
+
     for version, sessions in sorted(by_version.items()):
         days = [r["day"] for r in sessions]
         side: dict[str, list[dict]] = {
@@ -199,16 +199,7 @@ def compute_holdout(outcomes: Sequence[dict], evaluations: Sequence[dict]) -> li
             ("tool_failures_per_session", "tool_failures"),
         ):
             values = {arm: [r[column] or 0 for r in side[arm]] for arm in side}
-            add(
-                version,
-                SIGNALS_EVALUATION,
-                HEURISTIC_JUDGE,
-                metric,
-                days,
-                len(side[TREATED]),
-                len(side[CONTROL]),
-                welch_difference(values[TREATED], values[CONTROL]),
-            )
+            add_means((version, SIGNALS_EVALUATION, HEURISTIC_JUDGE), metric, days, values)
     judged: dict[tuple[str, str, str], dict[str, list[dict]]] = defaultdict(lambda: {TREATED: [], CONTROL: []})
     for r in evaluations:
         arm = arms.get((r["user_id"] or "", r["session_id"]))
@@ -217,28 +208,17 @@ def compute_holdout(outcomes: Sequence[dict], evaluations: Sequence[dict]) -> li
     for (version, evaluation, judge), side in sorted(judged.items()):
         days = [r["day"] for arm in side for r in side[arm]]
         ok = {arm: sum(r["is_success"] for r in side[arm]) for arm in side}
+        counts = (len(side[TREATED]), len(side[CONTROL]))
         add(
-            version,
-            evaluation,
-            judge,
+            (version, evaluation, judge),
             "success_rate",
             days,
-            len(side[TREATED]),
-            len(side[CONTROL]),
-            newcombe_difference(ok[TREATED], len(side[TREATED]), ok[CONTROL], len(side[CONTROL])),
+            counts,
+            newcombe_difference(ok[TREATED], counts[0], ok[CONTROL], counts[1]),
         )
         turns = {
             arm: [r["user_turns_to_resolution"] for r in side[arm] if r["user_turns_to_resolution"] is not None]
             for arm in side
         }
-        add(
-            version,
-            evaluation,
-            judge,
-            "turns_to_resolution",
-            days,
-            len(turns[TREATED]),
-            len(turns[CONTROL]),
-            welch_difference(turns[TREATED], turns[CONTROL]),
-        )
+        add_means((version, evaluation, judge), "turns_to_resolution", days, turns)
     return rows
