@@ -94,6 +94,11 @@ class AggregationStats:
         return out
 
 
+def _spent(stopped: ConsolidationFailed | NothingShared) -> tuple[int, int, int]:
+    """(llm calls, prompt tokens, completion tokens) a consolidation that made no rule still paid for."""
+    return stopped.calls, stopped.prompt_tokens, stopped.completion_tokens
+
+
 def aggregate_group(
     group: Group, consolidator_for: ConsolidatorFactory, stats: AggregationStats
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -138,20 +143,10 @@ def aggregate_group(
             rule, calls, prompt_tokens, completion_tokens = consolidator.consolidate(cluster, approved)
         except ConsolidationFailed as failed:  # nothing half-made: the cluster is retried by the next run
             stats.consolidation_failed += 1
-            rule, calls, prompt_tokens, completion_tokens = (
-                _UNCHANGED,
-                failed.calls,
-                failed.prompt_tokens,
-                failed.completion_tokens,
-            )
+            rule, (calls, prompt_tokens, completion_tokens) = _UNCHANGED, _spent(failed)
         except NothingShared as nothing:  # every content word was one user's: no shared rule (a prior one stays)
             stats.nothing_shared += 1
-            rule, calls, prompt_tokens, completion_tokens = (
-                _UNCHANGED,
-                nothing.calls,
-                nothing.prompt_tokens,
-                nothing.completion_tokens,
-            )
+            rule, (calls, prompt_tokens, completion_tokens) = _UNCHANGED, _spent(nothing)
         stats.llm_calls += calls
         stats.prompt_tokens += prompt_tokens
         stats.completion_tokens += completion_tokens
