@@ -29,7 +29,7 @@ import logging
 import re
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from reflexio_pipelines.learning.config_shapes import to_pipeline_shape
@@ -67,6 +67,15 @@ MAX_PROMPT_CHARS = 8_000
 MAX_TOOL_DESCRIPTION_CHARS = 1_000
 MAX_NAME_CHARS = 100
 _NAME_RE = re.compile(r"[\w][\w .:-]*")  # used with fullmatch: `$` would allow a trailing newline
+#: Aggregation settings the original had that work differently here: their defaults are accepted so the original's
+#: configs load, any other value is an error saying why (silently ignoring it would mislead). Field -> (default, why).
+_ORIGINAL_DEFAULT_ONLY: dict[str, tuple[float, str]] = {
+    "reaggregation_trigger_count": (
+        2,
+        "aggregation here re-runs incrementally on the daily schedule or on demand, not after a count of new playbooks",
+    ),
+    "direction_overlap_threshold": (0.6, "clusters are cut on embeddings here (set clustering_similarity instead)"),
+}
 
 
 class ConfigError(ValueError):
@@ -203,30 +212,18 @@ class AggregationSettings(BaseModel):
     reaggregation_trigger_count: int = 2
     direction_overlap_threshold: float = 0.6
 
+    @field_validator(*_ORIGINAL_DEFAULT_ONLY)
+    @classmethod
+    def _original_default_only(cls, value: float, info: ValidationInfo) -> float:
+        default, why = _ORIGINAL_DEFAULT_ONLY[str(info.field_name)]
+        if value != default:
+            raise ValueError(f"only {default}, the original's default, is accepted: {why}")
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _legacy_names(cls, data: Any) -> Any:
         return _migrate(data, LEGACY_AGGREGATION)
-
-    @field_validator("reaggregation_trigger_count")
-    @classmethod
-    def _trigger_count(cls, value: int) -> int:
-        if value != 2:
-            raise ValueError(
-                "only 2, the original's default, is accepted: aggregation here re-runs incrementally "
-                "on the daily schedule or on demand, not after a count of new playbooks"
-            )
-        return value
-
-    @field_validator("direction_overlap_threshold")
-    @classmethod
-    def _overlap(cls, value: float) -> float:
-        if value != 0.6:
-            raise ValueError(
-                "only 0.6, the original's default, is accepted: clusters are cut on embeddings here "
-                "(set clustering_similarity instead)"
-            )
-        return value
 
 
 class UserPlaybookExtractorConfig(ExtractorConfig):
