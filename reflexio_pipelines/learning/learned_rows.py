@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any, Literal, TypeVar
 
 from reflexio_pipelines.learning.extractor_groups import ExtractorGroup
 from reflexio_pipelines.learning.lifecycle import FORGOTTEN, TOMBSTONE_STATUSES
 from reflexio_pipelines.learning.types import (
     NEVER_EXPIRES_TIMESTAMP,
     TTL_SECONDS,
+    ExtractedPlaybook,
+    ExtractedProfile,
     ExtractionResult,
     Turn,
     Window,
@@ -22,6 +25,7 @@ from reflexio_pipelines.learning.types import (
 )
 
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
+_Item = TypeVar("_Item", ExtractedProfile, ExtractedPlaybook)
 #: Unicode categories that make up a word: letters (L*), numbers (N*) and marks (M*: Devanagari, Thai, Arabic…
 #: vowel signs and viramas, which `\w` alone would treat as separators, making "काम" and "कम" collide).
 _WORD_CATEGORIES = frozenset("LNM")
@@ -162,16 +166,24 @@ def _extractor_name(item: Any, group: ExtractorGroup, kind: Literal["profile", "
     return group.resolve(kind, getattr(item, "extractor_name", None) or None)[0]
 
 
+def _placed(
+    items: list[_Item], kind: Literal["profile", "playbook"], group: ExtractorGroup, win: Window, by_id: dict
+) -> Iterator[tuple[_Item, str, list[Turn], Turn]]:
+    """Each item with the group extractor it is stored under (items with none are dropped), its evidence turns and
+    the latest of them, whose time, request and source the item's row takes."""
+    for item in items:
+        name = _extractor_name(item, group, kind)
+        if name is None:
+            continue
+        evidence = _evidence(win, item.source_turn_ids, by_id)
+        yield item, name, evidence, max(evidence, key=lambda t: (t.created_at, t.turn_id))
+
+
 def profile_rows(
     win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
 ) -> list[dict]:
     rows = []
-    for item in result.profiles:
-        name = _extractor_name(item, group, "profile")
-        if name is None:
-            continue
-        evidence = _evidence(win, item.source_turn_ids, by_id)
-        last = max(evidence, key=lambda t: (t.created_at, t.turn_id))
+    for item, name, evidence, last in _placed(result.profiles, "profile", group, win, by_id):
         ttl = item.time_to_live if item.time_to_live in TTL_SECONDS else "infinity"
         seconds = TTL_SECONDS[ttl]
         rows.append(
@@ -197,12 +209,7 @@ def playbook_rows(
     win: Window, result: ExtractionResult, group: ExtractorGroup, by_id: dict, window: str, run_id: str
 ) -> list[dict]:
     rows = []
-    for item in result.playbooks:
-        name = _extractor_name(item, group, "playbook")
-        if name is None:
-            continue
-        evidence = _evidence(win, item.source_turn_ids, by_id)
-        last = max(evidence, key=lambda t: (t.created_at, t.turn_id))
+    for item, name, evidence, last in _placed(result.playbooks, "playbook", group, win, by_id):
         rows.append(
             {
                 "user_playbook_id": playbook_id(win.user_id, item.trigger, item.content),
