@@ -95,19 +95,22 @@ _NAME_IS_RE = re.compile(r"^(?i:my )?(?i:name's|name is)\s+([A-Z][\w'-]+(?: [A-Z
 _HERE_NAME_RE = re.compile(r"^([A-Z][a-z]+) here(?:[,!. ].*)?$")
 _THIS_IS_RE = re.compile(r"^(?i:this is|it's) ([A-Z][a-z]+)(?: (?:from|at|in|here)\b.*)?$")
 _NOT_NAMES = word_set("Nobody Everyone Everybody Someone Somebody Anyone Me Us Nothing It This That Back Still")
+#: The periods and months a told change is dated by, the same before and after the statement.
+_PERIODS = r"week|month|year|spring|summer|autumn|fall|winter"
+_MONTHS = r"January|February|March|April|May|June|July|August|September|October|November|December"
 _TIME_TAIL_RE = re.compile(
-    r"(?:,?\s+(?:last|this|next) (?:week|month|year|spring|summer|autumn|fall|winter)|,?\s+recently|,?\s+yesterday|"
+    rf"(?:,?\s+(?:last|this|next) (?:{_PERIODS})|,?\s+recently|,?\s+yesterday|"
     r",?\s+now|,?\s+these days|,?\s+nowadays|,?\s+again|,?\s+for good|,?\s+a (?:few|couple of) (?:days|weeks|months) "
-    r"ago|,?\s+since (?:last )?\w+|,?\s+in (?:January|February|March|April|May|June|July|August|September|October|"
-    r"November|December|\d{4})|,?\s+at the moment|,?\s+today|,?\s+this (?:morning|afternoon|evening))+$",
+    rf"ago|,?\s+since (?:last )?\w+|,?\s+in (?:{_MONTHS}|\d{{4}})|,?\s+at the moment|,?\s+today|"
+    r",?\s+this (?:morning|afternoon|evening))+$",
     re.I,
 )
 _NOW_TAIL_RE = re.compile(r"(?:,?\s+(?:right now|now|these days|nowadays|at the moment))+[.!]?$", re.I)
 #: When something happened, before the statement ("Last month we relocated to Madrid").
 _TIME_LEAD_RE = re.compile(
-    r"^(?:(?:last|this|earlier this) (?:week|month|year|spring|summer|autumn|fall|winter)|recently|lately|finally|"
-    r"as of (?:today|this week|this month|now)|since (?:last )?\w+|in (?:January|February|March|April|May|June|July|"
-    r"August|September|October|November|December|\d{4})|a (?:few|couple of) (?:days|weeks|months) ago)\b[,]?\s+",
+    rf"^(?:(?:last|this|earlier this) (?:{_PERIODS})|recently|lately|finally|"
+    rf"as of (?:today|this week|this month|now)|since (?:last )?\w+|in (?:{_MONTHS}|\d{{4}})|"
+    r"a (?:few|couple of) (?:days|weeks|months) ago)\b[,]?\s+",
     re.I,
 )
 _LEAD_NOW_RE = re.compile(r"^(?:now|currently|still|officially|also)\s+", re.I)

@@ -22,16 +22,19 @@ _SUBJECT_USE_RE = re.compile(r"^(?:we|I)\s+(use|prefer)\b", re.I)
 _CLAUSE_RULE_RE = re.compile(r",\s+(?:and\s+|but\s+)?(?:we\s+|you\s+)?(always|never|instead|use|don't|do not)\b", re.I)
 PLEASE_TAIL_RE = re.compile(r"[\s,]*\b(?:please|pls|thanks|thank you)\b[\s.!]*$", re.I)
 
+#: The ways of saying "from now on", both where a standing rule is found and where its lead-in is cut off.
+_FROM_NOW_ON = (
+    r"from now on|from today(?: on(?:wards?)?)?|from here on(?: out)?|from this point(?: on)?|going forward|"
+    r"moving forward|in (?:the )?future"
+)
 #: A rule for every future conversation, whether or not it answers an agent turn ("From now on, …").
 STANDING_RE = re.compile(
-    r"\b(?:from now on|from today(?: on(?:wards?)?)?|from here on(?: out)?|from this point(?: on)?|going forward|"
-    r"moving forward|in (?:the )?future|next time|every time|each time|whenever|for all future|in general|"
+    rf"\b(?:{_FROM_NOW_ON}|next time|every time|each time|whenever|for all future|in general|"
     r"by default|as a rule|any ?more|ever again|for everything|in anything)\b",
     re.I,
 )
 STANDING_LEAD_RE = re.compile(
-    r"^(?:(?:from now on|from today(?: on(?:wards?)?)?|from here on(?: out)?|from this point(?: on)?|going forward|"
-    r"moving forward|in (?:the )?future|for all future \w+|in general|by default|as a rule|also|and|ok|okay|good|"
+    rf"^(?:(?:{_FROM_NOW_ON}|for all future \w+|in general|by default|as a rule|also|and|ok|okay|good|"
     r"great|thanks|actually|next time|every time|each time|for every \w+)\b[\s,:;-]*)+",
     re.I,
 )
