@@ -25,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
+
 from reflexio_pipelines.learning.clause_forms import (
     ALWAYS_RE,
     ASKING_RE,
@@ -57,7 +59,7 @@ from reflexio_pipelines.learning.clause_forms import (
     time_to_live,
     told,
 )
-from reflexio_pipelines.learning.clauses.classifier import ClauseClassifier, Prediction, shared_classifier
+from reflexio_pipelines.learning.clauses.classifier import ClauseClassifier, Prediction, decide, shared_classifier
 from reflexio_pipelines.learning.clauses.features import ClauseInput
 from reflexio_pipelines.learning.clauses.kinds import PLAYBOOK_KINDS, PROFILE_KINDS
 from reflexio_pipelines.learning.clauses.language import is_supported
@@ -376,6 +378,20 @@ class BuiltinExtractor:
     def classifier(self) -> ClauseClassifier:
         return self._classifier or shared_classifier()
 
+    def _after_withdrawal(self, where: _Located, prediction: Prediction) -> Prediction:
+        """A clause after its turn's withdrawal, read without the revocation kind unless it withdraws something
+        itself: it shares the turn's opening, which pulls it to revocation ("Actually, drop the numbered lists,
+        plain prose paragraphs work better for me now": revocation 0.52, preference 0.26), while what follows a
+        withdrawal is what replaces it."""
+        probabilities = prediction.probabilities
+        leaning = max(probabilities, key=probabilities.__getitem__)
+        if leaning != "revocation" or REVOKE_LEAD_RE.match(LEAD_IN_RE.sub("", where.text)):
+            return prediction
+        head = self.classifier.head
+        row = np.array([[0.0 if k == "revocation" else probabilities.get(k, 0.0) for k in head.kinds]])
+        reread = decide(head, row / max(float(row.sum()), 1e-9))[0]
+        return dataclasses.replace(reread, change=prediction.change, change_probability=prediction.change_probability)
+
     def extract(self, window: Window, group: ExtractorGroup | None = None) -> ExtractionResult:
         """Profiles, playbooks and forget directives found in `window`. The group's definitions are not read (the
         classifier knows its kinds); items are tagged with the group's first profile/playbook extractor."""
@@ -390,6 +406,8 @@ class BuiltinExtractor:
         rules: dict[int, list[tuple[_Located, str]]] = {}
         withdrawn_by: int | None = None  # the clause behind the last forget directive
         for i, (where, prediction) in enumerate(zip(located, predictions)):
+            if withdrawn_by is not None and located[withdrawn_by].index == where.index:
+                prediction = self._after_withdrawal(where, prediction)
             if directive := _forget_request(where, prediction):
                 forget.append(directive)
                 withdrawn_by = i

@@ -90,7 +90,8 @@ def supersede_stated_changes(
     id_column: str,
 ) -> None:
     """Add to `resolution.supersedes` the existing items that kept new items replace by a stated change."""
-    kept = sorted(resolution.keep)
+    # a passing state ("I left my phone at home this morning": one_day) replaces no earlier item; it expires itself
+    kept = [i for i in sorted(resolution.keep) if new_rows[i].get("profile_time_to_live") in (None, "infinity")]
     if not kept or not existing_rows:
         return
     ids = [str(r[id_column]) for r in existing_rows]

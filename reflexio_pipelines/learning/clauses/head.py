@@ -37,6 +37,24 @@ class ClauseHead:
         e = np.exp(x)
         return e / e.sum(axis=1, keepdims=True)
 
+    @classmethod
+    def averaged(cls, members: list[ClauseHead], min_probability: dict[str, float], meta: dict) -> ClauseHead:
+        """One head whose logits are the mean of the members' (one hidden layer each, the same kinds in the same
+        order): their hidden layers side by side, each output layer scaled by 1/len(members). The result is again a
+        plain `ClauseHead`, so loading and inference do not change."""
+        if any(len(m.layers) != 2 or m.kinds != members[0].kinds for m in members):
+            raise ValueError("members must have one hidden layer and the same kinds")
+        share = 1.0 / len(members)
+        hidden = (
+            np.concatenate([m.layers[0][0] for m in members], axis=1),
+            np.concatenate([m.layers[0][1] for m in members]),
+        )
+        out = (
+            np.concatenate([m.layers[1][0] * share for m in members], axis=0),
+            np.sum([m.layers[1][1] * share for m in members], axis=0),
+        )
+        return cls((hidden, out), members[0].kinds, min_probability, meta)
+
     def save(self, path: Path = HEAD_FILE) -> None:
         arrays: dict[str, np.ndarray] = {}
         for i, (w, b) in enumerate(self.layers):
