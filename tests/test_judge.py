@@ -24,6 +24,7 @@ from reflexio_pipelines.learning.llm_judge import JudgeFailed, LiteLLMJudge, map
 from reflexio_pipelines.learning.prompts import load_prompt
 from reflexio_pipelines.learning.sessions import Session, group_sessions
 from reflexio_pipelines.learning.types import ToolCall, Turn
+from tests.support.llm_stages import stage_on_stub
 from tests.support.openai_stub import (
     StubBehaviour,
     is_session_evaluation_prompt,
@@ -264,10 +265,7 @@ def test_prompts_render_compactly_and_keep_shadow_out_of_the_evaluation() -> Non
 
 
 def llm_judge(base_url: str, **kwargs) -> LiteLLMJudge:
-    delays: list[float] = []
-    j = LiteLLMJudge("openai/stub", api_base=f"{base_url}/v1", api_key=API_KEY, sleep=delays.append, **kwargs)
-    j.delays = delays  # type: ignore[attr-defined]
-    return j
+    return stage_on_stub(LiteLLMJudge, base_url, API_KEY, **kwargs)
 
 
 def _quiet_logs(caplog: pytest.LogCaptureFixture) -> None:

@@ -18,6 +18,7 @@ from reflexio_pipelines.learning.llm_dedup import (
     validate_groups,
 )
 from reflexio_pipelines.learning.prompts import load_prompt
+from tests.support.llm_stages import stage_on_stub
 from tests.support.openai_stub import StubBehaviour, dedup_reply
 
 pytestmark = pytest.mark.e2e
@@ -39,16 +40,7 @@ def vectors(n: int, *, same: bool) -> np.ndarray:
 
 
 def judge(base_url: str, **kwargs) -> LiteLLMDedupJudge:
-    delays: list[float] = []
-    j = LiteLLMDedupJudge(
-        model="openai/stub",
-        api_base=f"{base_url}/v1",
-        api_key=API_KEY,
-        sleep=delays.append,  # record backoff instead of sleeping
-        **kwargs,
-    )
-    j.delays = delays  # type: ignore[attr-defined]
-    return j
+    return stage_on_stub(LiteLLMDedupJudge, base_url, API_KEY, **kwargs)
 
 
 def _quiet_logs(caplog: pytest.LogCaptureFixture) -> None:

@@ -19,6 +19,7 @@ from reflexio_pipelines.learning.llm_failures import is_transient
 from reflexio_pipelines.learning.rules.extractor import RuleExtractor
 from reflexio_pipelines.learning.types import ToolCall, Turn, Window
 from reflexio_pipelines.settings import LLMSettings
+from tests.support.llm_stages import stage_on_stub
 from tests.support.openai_stub import StubBehaviour
 
 pytestmark = pytest.mark.e2e
@@ -75,16 +76,7 @@ DEPLOY_WINDOW = Window(
 
 
 def extractor(base_url: str, **kwargs) -> LiteLLMExtractor:
-    delays: list[float] = []
-    ex = LiteLLMExtractor(
-        model="openai/stub",
-        api_base=f"{base_url}/v1",
-        api_key=API_KEY,
-        sleep=delays.append,  # record backoff instead of sleeping
-        **kwargs,
-    )
-    ex.delays = delays  # type: ignore[attr-defined]
-    return ex
+    return stage_on_stub(LiteLLMExtractor, base_url, API_KEY, **kwargs)
 
 
 def test_same_items_as_builtin_over_real_http(stub, caplog) -> None:
