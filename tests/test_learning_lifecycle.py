@@ -16,6 +16,7 @@ from reflexio_pipelines.runs import launch
 from reflexio_pipelines.search.query import LoadedIndex
 from reflexio_pipelines.search.types import SearchFilters
 from reflexio_pipelines.settings import LLMSettings, Settings
+from tests.support.conversations import conversation
 from tests.support.landing import land
 
 T0 = datetime(2026, 11, 2, 9, 15, tzinfo=timezone.utc)
@@ -25,17 +26,6 @@ T0 = datetime(2026, 11, 2, 9, 15, tzinfo=timezone.utc)
 def settings(extractor_settings):
     """Every test runs with the built-in extractor and through LiteLLM against the stub (see conftest)."""
     return extractor_settings
-
-
-def _conversation(user: str, *turns: tuple[str, str], cid: str = "c", session: str | None = None) -> dict:
-    return {
-        "id": cid,
-        "user_id": user,
-        "session_id": session or f"{user}-{cid}",
-        "agent_version": "v1",
-        "source": "test",
-        "interactions": [{"role": role, "content": content} for role, content in turns],
-    }
 
 
 CORRECTION = (
@@ -73,11 +63,15 @@ def _supersedes_with_lineage(lake: Lake, settings, instance, about: Callable[[st
         instance,
         [
             [
-                _conversation(
-                    "ana", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")
+                conversation(
+                    "ana", "c", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")
                 )
             ],
-            [_conversation("ana", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!"))],
+            [
+                conversation(
+                    "ana", "c", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!")
+                )
+            ],
         ],
     )
     rows = lake.read_table("user_profiles").to_pylist()
@@ -123,8 +117,8 @@ def test_the_rule_extractor_supersedes_the_canonical_slot(lake: Lake, instance):
 
 
 def test_the_same_correction_three_times_is_one_playbook(lake: Lake, settings, instance):
-    batches = [[_conversation("ben", *CORRECTION, cid=f"c{i}")] for i in range(3)]
-    batches[1].append(_conversation("ben", *CORRECTION, cid="same-hour-repeat"))
+    batches = [[conversation("ben", f"c{i}", *CORRECTION)] for i in range(3)]
+    batches[1].append(conversation("ben", "same-hour-repeat", *CORRECTION))
     _run_hours(lake, settings, instance, batches)
     rows = lake.read_table("user_playbooks").to_pylist()
     current = current_rows(rows, "user_playbook_id", "created_at")
@@ -136,7 +130,9 @@ def test_the_same_correction_three_times_is_one_playbook(lake: Lake, settings, i
 
 
 def test_bookmarks_advance_even_when_nothing_is_extracted(lake: Lake, settings, instance):
-    _run_hours(lake, settings, instance, [[_conversation("cy", ("user", "Good morning!"), ("assistant", "Hello!"))]])
+    _run_hours(
+        lake, settings, instance, [[conversation("cy", "c", ("user", "Good morning!"), ("assistant", "Hello!"))]]
+    )
     (bookmark,) = lake.read_table("extraction_bookmarks").to_pylist()
     assert bookmark["items_extracted"] == 0 and bookmark["extraction_windows"] == 1 and bookmark["last_turn_id"]
 
@@ -148,8 +144,8 @@ def test_a_correction_split_across_windows_is_read_with_its_context(lake: Lake, 
         settings,
         instance,
         [
-            [_conversation("dee", *first, cid="a", session="dee-s")],
-            [_conversation("dee", *correction, cid="b", session="dee-s")],
+            [conversation("dee", "a", *first, session="dee-s")],
+            [conversation("dee", "b", *correction, session="dee-s")],
         ],
     )
     rows = lake.read_table("user_playbooks").to_pylist()
@@ -165,8 +161,8 @@ def test_rerunning_an_old_window_changes_nothing(lake: Lake, settings, instance,
         settings,
         instance,
         [
-            [_conversation("eve", ("user", "I live in Oslo."), ("assistant", "Ok."))],
-            [_conversation("eve", ("user", "I moved to Rome."), ("assistant", "Ok."))],
+            [conversation("eve", "c", ("user", "I live in Oslo."), ("assistant", "Ok."))],
+            [conversation("eve", "c", ("user", "I moved to Rome."), ("assistant", "Ok."))],
         ],
     )
 

@@ -20,6 +20,7 @@ from reflexio_pipelines.pending import pending_windows, windows_to_retry
 from reflexio_pipelines.runs import launch
 from reflexio_pipelines.settings import LLMSettings, Settings
 from serving.app import create_app
+from tests.support.conversations import conversation
 from tests.support.landing import land_hourly
 from tests.support.openai_stub import FAULT_KINDS, FaultPlan, StubBehaviour, make_openai_stub
 from tests.support.servers import serve_app
@@ -46,40 +47,29 @@ SAFE_MESSAGES = {
 }
 
 
-def _conversation(user: str, cid: str, *turns: tuple[str, str]) -> dict:
-    return {
-        "id": cid,
-        "user_id": user,
-        "session_id": f"{user}-{cid}",
-        "agent_version": "v1",
-        "source": "test",
-        "interactions": [{"role": role, "content": content} for role, content in turns],
-    }
-
-
 HOUR_0 = [
-    _conversation("erin", "e1", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")),
-    _conversation("erin", "e2", ("user", "My phone number is 555-0100."), ("assistant", "Saved.")),
-    _conversation(
+    conversation("erin", "e1", ("user", "Hi, I live in London and I prefer short answers."), ("assistant", "Noted.")),
+    conversation("erin", "e2", ("user", "My phone number is 555-0100."), ("assistant", "Saved.")),
+    conversation(
         "frank",
         "f1",
         ("user", "Summarise the incident report."),
         ("assistant", "Here is a long essay."),
         ("user", "No — never write essays, always use three bullet points."),
     ),
-    _conversation("gina", "g1", ("user", "I work as a nurse and I speak Portuguese."), ("assistant", "Obrigada!")),
+    conversation("gina", "g1", ("user", "I work as a nurse and I speak Portuguese."), ("assistant", "Obrigada!")),
 ]
 HOUR_1 = [
-    _conversation("erin", "e3", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!")),
-    _conversation("bob", "b2", ("user", "My timezone is PST now."), ("assistant", "Updated.")),
-    _conversation(
+    conversation("erin", "e3", ("user", "Quick update: I moved to Berlin last month."), ("assistant", "Thanks!")),
+    conversation("bob", "b2", ("user", "My timezone is PST now."), ("assistant", "Updated.")),
+    conversation(
         "frank",
         "f2",
         ("user", "Draft the release notes."),
         ("assistant", "Release notes: a long essay."),
         ("user", "No — never write essays, always use three bullet points."),
     ),
-    _conversation("gina", "g2", ("user", "I prefer answers in Portuguese."), ("assistant", "Claro.")),
+    conversation("gina", "g2", ("user", "I prefer answers in Portuguese."), ("assistant", "Claro.")),
 ]
 
 

@@ -19,22 +19,12 @@ from reflexio_pipelines.learning.outcomes import relate, trigger_met
 from reflexio_pipelines.runs import launch, run_evaluation
 from reflexio_pipelines.settings import Settings
 from serving.app import create_app
+from tests.support.conversations import conversation
 from tests.support.landing import land
 from tests.support.lessons import REGION_AGAIN, TEACH_REGION
 
 USER, AGENT = "dana", "ops-v1"
 QUERY = "deploy the payments service"
-
-
-def _conversation(session: str, turns: list[tuple[str, str]]) -> dict:
-    return {
-        "id": session,
-        "user_id": USER,
-        "session_id": session,
-        "agent_version": AGENT,
-        "source": "test",
-        "interactions": [{"role": role, "content": text} for role, text in turns],
-    }
 
 
 FOLLOWED = [
@@ -85,7 +75,8 @@ def _publish(client: TestClient, session: str, turns: list[tuple[str, str]]) -> 
 
 
 def test_served_rule_followed_contradicted_and_repeated_is_counted_and_flagged(lake: Lake, settings, instance):
-    land(lake, [_conversation("teach", TEACH_REGION)], at=datetime.now(timezone.utc))
+    teach = conversation(USER, "teach", *TEACH_REGION, session="teach", agent_version=AGENT)
+    land(lake, [teach], at=datetime.now(timezone.utc))
     launch(None, settings=settings, instance=instance)
     with TestClient(create_app(settings)) as client:
         (rule,) = [p for p in _search(client, "s1")["user_playbooks"] if "us-west-2" in p["content"]]
