@@ -933,79 +933,62 @@
 
   // -- loading ----------------------------------------------------------------------------------------
 
-  async function loadMetrics() {
+  // One panel's load: `fetchInto` asks the API and keeps the answer in `state`; a failure is kept as
+  // `state[<key>Error]` and shown in the error list under `key` until a later load succeeds. The panel is rendered
+  // either way, so a failed refresh shows its "unavailable" state instead of stale rows.
+  async function loadPanel(key, label, fetchInto, render) {
     try {
+      await fetchInto();
+      state[`${key}Error`] = null;
+      clearError(key);
+    } catch (err) {
+      state[`${key}Error`] = err;
+      showError(key, `${label}: ${err.message}`);
+    }
+    render();
+  }
+
+  async function loadMetrics() {
+    await loadPanel('metrics', 'Impact metrics', async () => {
       const data = await api('GET', '/api/impact_metrics');
       const rows = (data.metrics || []).filter((r) => r && r.agent_version && r.day);
       state.holdout = data.holdout || [];
       state.metricsMsg = data.msg || '';
-      state.metricsError = null;
       indexVersions([...rows, ...state.holdout.map((r) => ({ agent_version: r.agent_version, day: r.period_start || '9999' }))]);
       splitMetrics(rows);
-      clearError('metrics');
       if (state.queue) renderQueue();  // its version chips use the versions' colours
-    } catch (err) {
-      state.metricsError = err;
-      showError('metrics', `Impact metrics: ${err.message}`);
-    }
-    renderImpact();
+    }, renderImpact);
   }
 
   async function loadStats() {
     const daysBack = Number($('#period').value) || 30;
     $('#period-label').textContent = `· last ${daysBack} days vs the ${daysBack} before`;
-    try {
-      const data = await api('POST', '/api/get_dashboard_stats', { days_back: daysBack });
-      state.stats = data.stats || {};
-      state.statsError = null;
-      clearError('stats');
-    } catch (err) {
-      state.statsError = err;
-      showError('stats', `Summary: ${err.message}`);
-    }
-    renderCards();
+    await loadPanel('stats', 'Summary', async () => {
+      state.stats = (await api('POST', '/api/get_dashboard_stats', { days_back: daysBack })).stats || {};
+    }, renderCards);
   }
 
   async function loadUsage() {
     const days = Number($('#period').value) || 30;
     $('#usage-period').textContent = `· last ${days} days`;
-    try {
+    await loadPanel('usage', 'LLM usage', async () => {
       const data = await api('GET', `/api/llm_usage?days=${days}`);
       state.usage = data.days || [];
       state.extractor = data.extractor || null;
-      state.usageError = null;
-      clearError('usage');
-    } catch (err) {
-      state.usageError = err;
-      showError('usage', `LLM usage: ${err.message}`);
-    }
-    renderUsage();
+    }, renderUsage);
   }
 
   async function loadQueue() {
-    try {
-      const data = await api('POST', '/api/get_agent_playbooks', { playbook_status_filter: 'pending', limit: 500 });
-      state.queue = data.agent_playbooks || [];
-      state.queueError = null;
-      clearError('queue');
-    } catch (err) {
-      state.queueError = err;
-      showError('queue', `Approval queue: ${err.message}`);
-    }
-    renderQueue();
+    await loadPanel('queue', 'Approval queue', async () => {
+      const body = { playbook_status_filter: 'pending', limit: 500 };
+      state.queue = (await api('POST', '/api/get_agent_playbooks', body)).agent_playbooks || [];
+    }, renderQueue);
   }
 
   async function loadItems() {
-    try {
-      const data = await api('GET', '/api/item_outcomes?limit=50');
-      state.items = data.items || [];
-      state.itemsError = null;
-      clearError('items');
-    } catch (err) {
-      state.itemsError = err;
-      showError('items', `Outcome counters: ${err.message}`);
-    }
-    renderItems();
+    await loadPanel('items', 'Outcome counters', async () => {
+      state.items = (await api('GET', '/api/item_outcomes?limit=50')).items || [];
+    }, renderItems);
   }
 
   function renderQuarantine() {
@@ -1032,15 +1015,9 @@
   }
 
   async function loadQuarantine() {
-    try {
+    await loadPanel('quarantine', 'Quarantine', async () => {
       state.quarantine = (await api('GET', '/api/quarantine')).files || [];
-      state.quarantineError = null;
-      clearError('quarantine');
-    } catch (err) {
-      state.quarantineError = err;
-      showError('quarantine', `Quarantine: ${err.message}`);
-    }
-    renderQuarantine();
+    }, renderQuarantine);
   }
 
   async function loadAll() {
