@@ -66,6 +66,17 @@
     return h('p', { class: 'empty', 'data-empty': '' }, h('strong', {}, title), detail || '');
   }
 
+  // What a panel shows after its load failed (the error itself is listed at the top of the page).
+  function unavailable(label) {
+    return emptyState(`${label} unavailable`, 'See the error above; use Refresh to try again.');
+  }
+
+  // A scrollable table with a header row of column titles `head` and the body rows `rows` (tr elements).
+  function dataTable(head, rows) {
+    return h('div', { class: 'table-wrap' },
+      h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows)));
+  }
+
   // -- formatting -------------------------------------------------------------------------------------
 
   const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
@@ -672,8 +683,7 @@
         h('td', { title: r.period_start ? `${r.period_start} – ${r.period_end} (UTC days)` : '' },
           r.period_start ? `${fmtDay(dayMs(r.period_start))} – ${fmtDay(dayMs(r.period_end))}` : '—'));
     });
-    host.replaceChildren(h('div', { class: 'table-wrap' },
-      h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, body))));
+    host.replaceChildren(dataTable(head, body));
   }
 
   // -- rendering: outcome counters per learned item ----------------------------------------------------
@@ -683,7 +693,7 @@
   function renderItems() {
     const host = $('#items');
     if (state.itemsError) {
-      host.replaceChildren(emptyState('Outcome counters unavailable', 'See the error above; use Refresh to try again.'));
+      host.replaceChildren(unavailable('Outcome counters'));
       return;
     }
     const items = state.items || [];
@@ -704,8 +714,7 @@
         h('td', { 'data-field': 'status' }, item.flagged ? h('span', { class: 'chip flag' }, status) : status, keep));
     });
     host.replaceChildren(h('p', { class: 'hint' }, `Counted by ${items[0].rules || 'heuristic rules'}.`),
-      h('div', { class: 'table-wrap' },
-        h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, body))));
+      dataTable(head, body));
   }
 
   async function keepItem(item) {
@@ -743,8 +752,7 @@
       h('td', {}, fmtInt(sm.approved)),
       h('td', {}, fmtInt(sm.rejected)),
     ));
-    host.replaceChildren(h('div', { class: 'table-wrap' },
-      h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows))));
+    host.replaceChildren(dataTable(head, rows));
   }
 
   // -- rendering: summary cards -----------------------------------------------------------------------
@@ -833,7 +841,7 @@
     renderExtractor();
     const host = $('#usage');
     if (state.usageError) {
-      host.replaceChildren(emptyState('LLM usage unavailable', 'See the error above; use Refresh to try again.'));
+      host.replaceChildren(unavailable('LLM usage'));
       return;
     }
     const days = (state.usage || []).filter((d) => d.calls || d.turns).slice().reverse();  // newest first
@@ -854,8 +862,7 @@
       h('td', { 'data-field': 'failed_calls', 'data-value': d.failed_calls }, fmtInt(d.failed_calls),
         d.calls ? h('span', { class: 'ci' }, fmtPct(d.failed_calls / d.calls)) : null),
     ));
-    host.replaceChildren(h('div', { class: 'table-wrap' },
-      h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows))));
+    host.replaceChildren(dataTable(head, rows));
   }
 
   // -- rendering: approval queue ----------------------------------------------------------------------
@@ -864,7 +871,7 @@
     const host = $('#queue');
     const badge = $('#queue-count');
     if (state.queueError) {
-      host.replaceChildren(emptyState('Approval queue unavailable', 'See the error above; use Refresh to try again.'));
+      host.replaceChildren(unavailable('Approval queue'));
       badge.textContent = '?';
       return;
     }
@@ -994,7 +1001,7 @@
   function renderQuarantine() {
     const host = $('#quarantine');
     if (state.quarantineError) {
-      host.replaceChildren(emptyState('Quarantine unavailable', 'See the error above; use Refresh to try again.'));
+      host.replaceChildren(unavailable('Quarantine'));
       return;
     }
     const files = state.quarantine || [];
@@ -1010,8 +1017,7 @@
       h('td', {}, `${fmtInt(f.size_bytes)} B`),
       h('td', { class: 'item-text' }, f.error),
       h('td', { 'data-field': 'status' }, f.status === 'erased' ? 'deleted by an erasure' : 'kept')));
-    host.replaceChildren(h('div', { class: 'table-wrap' },
-      h('table', {}, h('thead', {}, h('tr', {}, head.map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, body))));
+    host.replaceChildren(dataTable(head, body));
   }
 
   async function loadQuarantine() {
