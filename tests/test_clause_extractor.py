@@ -321,6 +321,11 @@ def test_the_averaged_head_is_the_mean_of_its_members_logits() -> None:
         # a condition on the user's own next asks is "every time", and so is a rule the head leans to under its bar
         ([("user", "when i ask what to cook, only suggest stuff under 30 min")], 0, 1, 0),
         ([("user", "every time we talk about money keep it in euros")], 0, 1, 0),
+        # "always"/"never" under a situation that comes back is a rule whatever the head reads; a task under one is not
+        ([("user", "When you write SQL for me, never use SELECT star.")], 0, 1, 0),
+        ([("user", "When you get a chance, send me the quarterly report.")], 0, 0, 0),
+        # chat drops the "I": a preference the head is sure of is the user's own
+        ([("user", "really prefer trains over planes for short trips")], 1, 0, 0),
         # someone else's view is not the user's, in a rule or a profile; a fact about them is the user's
         ([("user", "my father always says money is not everything")], 0, 0, 0),
         ([("user", "my dad can't stand spicy food, he sweats like crazy")], 0, 0, 0),

@@ -58,6 +58,11 @@ def test_a_change_replaces_items_on_its_subject_only() -> None:
         ("Runs three times a week", "My knee surgery means no more running, I swim instead now"),
         ("They track their work in Jira", "We moved our tickets from Jira to Linear"),
         ("Their laptop runs Windows 11", "I wiped Windows and put Fedora on my laptop"),
+        # a home, a job, a car and a sport named without the subject's usual words
+        ("Rents a studio apartment downtown", "Got the keys to our own townhouse now, two floors and a yard"),
+        ("Teaches middle school maths", "Left the classroom, I'm a data analyst at a bank now"),
+        ("Does not own a car", "Bought a secondhand Mazda, I drive everywhere now"),
+        ("Runs 10k before work most days", "Physio says no impact for now, it's the stationary bike for me"),
     ],
 )
 def test_devices_vehicles_exercise_and_work_tools_are_subjects_a_change_replaces(old: str, said: str) -> None:

@@ -76,6 +76,21 @@ EVERY_TIME_RE = re.compile(rf"{ALWAYS_RE.pattern}|\b(?:anymore|any more|no more)
 STANDING_IMPERATIVE_RE = re.compile(
     r"^(?:please\s+)?(?:always|never|don't|do not|dont)\s+(?!(?:i|we|you|mind|worry|forget)\b)\w+", re.I
 )
+#: A situation that comes back, said before such an imperative ("When you create a file, always forward it to …",
+#: "whenever I paste a receipt, don't comment"): the clause is a standing instruction whatever kind the head gives it
+#: (the averaged head reads the first social 0.56 / instruction 0.27). In the training split all 5 clauses of this
+#: form are instructions (none in the development split).
+STANDING_CONDITION_RE = re.compile(
+    r"^(?:when(?:ever)?|every time|each time|any ?time|if)\s+(?:you|i|we)\b[^,;]{1,80}[,;]\s*", re.I
+)
+
+
+def conditioned_imperative(bare: str) -> bool:
+    """Whether a clause (lead-in removed) is a standing imperative under a recurring situation."""
+    condition = STANDING_CONDITION_RE.match(bare)
+    return condition is not None and bool(STANDING_IMPERATIVE_RE.match(bare[condition.end() :]))
+
+
 #: An asking verb without a word of standing is a one-off task ("give me a 5 letter word that starts with l …") unless it
 #: points back at the answer it corrects ("make it shorter", "write them in British English", "again", "instead"; not "that", mostly a relative pronoun) or
 #: says how to address the user; the head reads "does not contain p, o, t" after an agent turn as a correction (1.0).

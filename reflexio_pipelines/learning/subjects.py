@@ -38,7 +38,10 @@ SUBJECTS: tuple[Subject, ...] = (
     _subject(
         "location",
         r"liv(?:e|es|ing) in|moved (?:to|from|back)|relocat|based in|home ?town|my (?:city|neighbou?rhood|apartment|"
-        r"flat|house)|apartment|neighbou?rhood|commut|feels like home|is home|(?:the|our|my) move\b",
+        r"flat|house)|apartment|neighbou?rhood|commut|feels like home|is home|(?:the|our|my) move\b|"
+        # the kinds of home a move ends in ("got the keys to our little farmhouse outside Asheville")
+        r"farmhouse|townhouse|condo\b|bungalow|cottage|cabin\b|studio (?:apartment|flat)|keys to (?:the|our|my)|"
+        r"\brent(?:s|ing)? (?:a|an|the)\b|mortgage|landlord",
         "nearby places, neighbourhood, weather, commute, shipping address, moving, scheduling calls across time zones",
     ),
     _subject(
@@ -101,14 +104,18 @@ SUBJECTS: tuple[Subject, ...] = (
     ),
     _subject(
         "exercise",
-        r"running|\bruns? (?:\w+ )?times\b|jogg|swim|\bgym\b|cycling|yoga|pilates|lifting|weights\b|workouts?\b|"
+        r"running|\bruns? (?:\w+ )?times\b|\bruns? (?:a )?\d+ ?(?:k|km|miles?)\b|jogg|swim|\bgym\b|cycling|"
+        r"stationary bike|yoga|pilates|lifting|weights\b|workouts?\b|"
         r"marathon|triathlon",
         "workouts, exercise plans, training, fitness, sports, weekend activities",
     ),
     _subject(
         "vehicle",
         r"\bcar\b|\bdrives? (?:an?|the|my)\b|honda|toyota|tesla|\bford\b|\bkia\b|hyundai|volkswagen|\bbmw\b|"
-        r"civic|corolla|electric (?:car|vehicle)|\bev\d*\b|motorbike|motorcycle|scooter",
+        r"civic|corolla|electric (?:car|vehicle)|\bev\d*\b|motorbike|motorcycle|scooter|"
+        # the commonest makes, named without the word "car" ("picked up a used 2017 Subaru Outback on Saturday")
+        r"subaru|mazda|nissan|\baudi\b|mercedes|volvo|\bjeep\b|chevy|chevrolet|prius|\bvw\b|peugeot|renault|"
+        r"skoda|fiat|suv\b|pickup truck|minivan",
         "car maintenance, driving, road trips, parking, fuel, charging",
     ),
     _subject(
@@ -136,7 +143,8 @@ SUBJECTS: tuple[Subject, ...] = (
     ),
     _subject(
         "role",
-        r"developer|engineer|designer|manager|analyst|scientist|teacher|nurs(?:e|es|ing)\b|doctor|lawyer|student|job|"
+        r"developer|engineer|designer|manager|analyst|scientist|teach(?:er|es|ing)?\b|lectur|professor|tutor|"
+        r"nurs(?:e|es|ing)\b|doctor|lawyer|student|job|"
         r"paramedic|firefighter|pilot|chef|accountant|consultant|freelanc|self-employed|unemployed|"
         r"full[- ]stack|backend|back-end|frontend|front-end|devops|\brole\b|position|works? (?:as|at|for|in)|"
         r"\bqa\b|quality assurance|promoted|promotion|"
@@ -153,7 +161,7 @@ SUBJECTS: tuple[Subject, ...] = (
         "family",
         r"\bkids?\b|children|daughter|\bson\b|wife|husband|partner|toddler|baby|\bdogs?\b|\bcats?\b|\bpets?\b|"
         r"girlfriend|boyfriend|fianc|roommate|flatmate|li(?:ve|ves|ving) alone|"
-        r"parents|mom|dad|grand",
+        r"parents|mom|mum|mother|father|dad|grand|newborn|pregnan|expecting (?:a|our|my)\b",
         "family trips, gifts, kids activities, home, weekends, babysitting",
     ),
     _subject(
