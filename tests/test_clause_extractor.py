@@ -57,6 +57,12 @@ def _window(*turns: tuple[str, str] | tuple[str, str, str]) -> Window:
         # "İ" matches "i" case-insensitively but lower-cases to two characters: left as typed (it raised KeyError
         # and failed the user's learning run)
         ("İm from İzmir and im vegan", ["İm from İzmir and I'm vegan"]),
+        # a parenthesis is one aside: its commas cut nothing, not even before an imperative ("fix")
+        (
+            "Commits follow Conventional Commits (feat:, fix:, chore:). Stick to that.",
+            ["Commits follow Conventional Commits (feat:, fix:, chore:).", "Stick to that."],
+        ),
+        ("I use vim (with tmux; zsh too), give me tips", ["I use vim (with tmux; zsh too)", "give me tips"]),
     ],
 )
 def test_split_keeps_conditions_and_leads_with_their_clause(text: str, clauses: list[str]) -> None:

@@ -116,6 +116,17 @@ def _and_subjects(piece: str) -> list[str]:
     return out
 
 
+#: A parenthesis is one aside: its commas and semicolons cut nothing ("Conventional Commits (feat:, fix:, chore:)" was
+#: cut before "fix", an imperative). They are masked by private-use characters while the turn is cut.
+_PARENTHESIS_RE = re.compile(r"\([^()]*\)")
+_MASKED = str.maketrans({",": "\ue000", ";": "\ue001"})
+_UNMASKED = str.maketrans({"\ue000": ",", "\ue001": ";"})
+
+
+def _masked_asides(text: str) -> str:
+    return _PARENTHESIS_RE.sub(lambda m: m.group(0).translate(_MASKED), text)
+
+
 _IDEOGRAPH_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
@@ -130,9 +141,9 @@ def split_clauses(text: str) -> list[str]:
     clauses: list[str] = []
     text = _BARE_CONTRACTION_RE.sub(lambda m: _BARE_CONTRACTIONS.get(m.group(0).lower(), m.group(0)), text)
     for sentence in _sentences(text):
-        for part in _HARD_RE.split(sentence):
+        for part in _HARD_RE.split(_masked_asides(sentence)):
             for clause in _cut_commas(part.strip()):
-                clause = clause.strip(" ,;:-–—\t")
+                clause = clause.strip(" ,;:-–—\t").translate(_UNMASKED)
                 if clause:
                     clauses.append(clause[:MAX_CLAUSE_CHARS])
     long_enough = [c for c in clauses if _word_count(c) >= MIN_CLAUSE_WORDS]
